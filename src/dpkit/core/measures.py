@@ -1,0 +1,271 @@
+"""Privacy definitions (measures) and their privacy-loss values.
+
+Each class is both a measure (the type of a privacy guarantee) and a value in it: a privacy
+loss spent by a release, or a budget that caps a sum of losses. Values are exact
+:class:`~fractions.Fraction`; user floats are rounded *down* on construction because a number
+a user passes is a cap or a target that a mechanism must not exceed.
+
+- :class:`PureDP` — ε-DP (Dwork, McSherry, Nissim & Smith 2006), ε in nats.
+- :class:`ApproxDP` — (ε, δ)-DP (Dwork, Kenthapadi, McSherry, Mironov & Naor 2006);
+  pairs compare as pairs: (ε₁, δ₁) ≤ (ε₂, δ₂) iff ε₁ ≤ ε₂ and δ₁ ≤ δ₂.
+- :class:`ZCDP` — ρ-zero-concentrated DP (Bun & Steinke 2016).
+
+Conversions: ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4); ε-DP ⇒ (ε, 0)-DP;
+ρ-zCDP ⇒ (ε, δ)-DP by the better of Bun & Steinke 2016 Prop. 1.3,
+ε = ρ + 2√(ρ ln(1/δ)), and Canonne, Kamath & Steinke 2020 Cor. 13,
+ε = inf_{α>1} αρ + (ln(1/δ) + (α−1) ln(1 − 1/α) − ln α)/(α − 1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from dpkit.core.numbers import (
+    Number,
+    float_up,
+    fraction_down,
+    log_down,
+    log_up,
+    non_negative,
+    sqrt_up,
+)
+from dpkit.errors import DomainError, MeasureError
+
+__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "zcdp_to_epsilon"]
+
+
+def _frac(x: Number | Fraction, name: str) -> Fraction:
+    value = x if isinstance(x, Fraction) else fraction_down(x)
+    return non_negative(value, name)
+
+
+class PrivacyLoss:
+    """Base class of privacy-loss values. Subclasses are frozen dataclasses."""
+
+    def __add__(self, other: Any) -> PrivacyLoss:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __le__(self, other: Any) -> bool:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __radd__(self, other: Any) -> PrivacyLoss:
+        if other == 0:  # lets builtin sum() compose losses
+            return self
+        return NotImplemented
+
+    @classmethod
+    def zero(cls) -> PrivacyLoss:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def as_dict(self) -> dict[str, str]:
+        """Exact fields as strings (for storage)."""
+        return {k: str(v) for k, v in vars(self).items()}
+
+
+@dataclass(frozen=True)
+class PureDP(PrivacyLoss):
+    """Pure ε-differential privacy: Pr[M(x) ∈ S] ≤ e^ε Pr[M(x′) ∈ S] for neighbours x, x′.
+
+    Parameters
+    ----------
+    epsilon : number
+        ε ≥ 0 in nats; floats are rounded down (a cap or target).
+    """
+
+    epsilon: Fraction
+
+    def __init__(self, epsilon: Number) -> None:
+        object.__setattr__(self, "epsilon", _frac(epsilon, "epsilon"))
+
+    @classmethod
+    def zero(cls) -> PureDP:
+        return cls(0)
+
+    def __add__(self, other: Any) -> PrivacyLoss:
+        if isinstance(other, PureDP):
+            return PureDP(self.epsilon + other.epsilon)
+        if isinstance(other, ApproxDP | ZCDP):
+            return _convert(self, type(other)) + other
+        return NotImplemented
+
+    def __sub__(self, other: PureDP) -> PureDP:
+        return PureDP(max(Fraction(0), self.epsilon - _convert(other, PureDP).epsilon))
+
+    def __le__(self, other: Any) -> bool:
+        if isinstance(other, PureDP):
+            return self.epsilon <= other.epsilon
+        if isinstance(other, ApproxDP | ZCDP):
+            return _convert(self, type(other)) <= other
+        return NotImplemented
+
+    def __float__(self) -> float:
+        return float_up(self.epsilon)
+
+    def to_zcdp(self) -> ZCDP:
+        """ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
+        return ZCDP(self.epsilon * self.epsilon / 2)
+
+    def to_approx(self) -> ApproxDP:
+        """ε-DP ⇒ (ε, 0)-DP."""
+        return ApproxDP(self.epsilon, 0)
+
+    def __str__(self) -> str:
+        return f"ε = {float(self):.6g}"
+
+
+@dataclass(frozen=True)
+class ApproxDP(PrivacyLoss):
+    """Approximate (ε, δ)-DP: Pr[M(x) ∈ S] ≤ e^ε Pr[M(x′) ∈ S] + δ.
+
+    Parameters
+    ----------
+    epsilon : number
+        ε ≥ 0 in nats.
+    delta : number
+        δ ∈ [0, 1], a probability. Floats are rounded down.
+    """
+
+    epsilon: Fraction
+    delta: Fraction
+
+    def __init__(self, epsilon: Number, delta: Number) -> None:
+        eps, dlt = _frac(epsilon, "epsilon"), _frac(delta, "delta")
+        if dlt > 1:
+            raise DomainError(f"delta must be at most 1, got {delta!r}")
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "delta", dlt)
+
+    @classmethod
+    def zero(cls) -> ApproxDP:
+        return cls(0, 0)
+
+    def __add__(self, other: Any) -> PrivacyLoss:
+        if isinstance(other, PureDP):
+            other = other.to_approx()
+        if isinstance(other, ApproxDP):  # basic composition (Dwork & Roth Thm 3.16)
+            return ApproxDP(self.epsilon + other.epsilon, min(Fraction(1), self.delta + other.delta))
+        if isinstance(other, ZCDP):
+            raise MeasureError("convert the zCDP loss to (ε, δ) with a chosen δ before adding")
+        return NotImplemented
+
+    def __sub__(self, other: ApproxDP) -> ApproxDP:
+        o = _convert(other, ApproxDP)
+        return ApproxDP(max(Fraction(0), self.epsilon - o.epsilon),
+                        max(Fraction(0), self.delta - o.delta))
+
+    def __le__(self, other: Any) -> bool:
+        if isinstance(other, ApproxDP):
+            return self.epsilon <= other.epsilon and self.delta <= other.delta
+        if isinstance(other, PureDP):
+            return self.delta == 0 and self.epsilon <= other.epsilon
+        if isinstance(other, ZCDP):
+            raise MeasureError("an (ε, δ) loss does not bound a zCDP loss")
+        return NotImplemented
+
+    def to_approx(self) -> ApproxDP:
+        return self
+
+    def __str__(self) -> str:
+        return f"ε = {float_up(self.epsilon):.6g}, δ = {float_up(self.delta):.3g}"
+
+
+@dataclass(frozen=True)
+class ZCDP(PrivacyLoss):
+    """ρ-zero-concentrated DP: D_α(M(x) ‖ M(x′)) ≤ ρα for all α > 1 (Bun & Steinke 2016).
+
+    Parameters
+    ----------
+    rho : number
+        ρ ≥ 0; floats are rounded down.
+    """
+
+    rho: Fraction
+
+    def __init__(self, rho: Number) -> None:
+        object.__setattr__(self, "rho", _frac(rho, "rho"))
+
+    @classmethod
+    def zero(cls) -> ZCDP:
+        return cls(0)
+
+    def __add__(self, other: Any) -> PrivacyLoss:
+        if isinstance(other, PureDP):
+            other = other.to_zcdp()
+        if isinstance(other, ZCDP):  # Bun & Steinke 2016, Lemma 2.3
+            return ZCDP(self.rho + other.rho)
+        if isinstance(other, ApproxDP):
+            raise MeasureError("convert the zCDP loss to (ε, δ) with a chosen δ before adding")
+        return NotImplemented
+
+    def __sub__(self, other: ZCDP) -> ZCDP:
+        return ZCDP(max(Fraction(0), self.rho - _convert(other, ZCDP).rho))
+
+    def __le__(self, other: Any) -> bool:
+        if isinstance(other, ZCDP):
+            return self.rho <= other.rho
+        if isinstance(other, PureDP | ApproxDP):
+            raise MeasureError("a zCDP loss needs a δ to be compared with an ε budget")
+        return NotImplemented
+
+    def __float__(self) -> float:
+        return float_up(self.rho)
+
+    def to_approx(self, delta: Number) -> ApproxDP:
+        """(ε, δ)-DP implied by ρ-zCDP, with ε from :func:`zcdp_to_epsilon`."""
+        dlt = _frac(delta, "delta")
+        return ApproxDP(zcdp_to_epsilon(self.rho, dlt), dlt)
+
+    def __str__(self) -> str:
+        return f"ρ = {float(self):.6g}"
+
+
+def _convert(loss: PrivacyLoss, target: type) -> Any:
+    if isinstance(loss, target):
+        return loss
+    if isinstance(loss, PureDP) and target is ZCDP:
+        return loss.to_zcdp()
+    if isinstance(loss, PureDP) and target is ApproxDP:
+        return loss.to_approx()
+    raise MeasureError(f"cannot convert {type(loss).__name__} to {target.__name__} without a δ")
+
+
+def zcdp_to_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
+    """Smallest certified ε such that ρ-zCDP implies (ε, δ)-DP; rounded up.
+
+    The better of Bun & Steinke 2016 Prop. 1.3 and Canonne, Kamath & Steinke 2020 Cor. 13;
+    the latter's α is searched in floating point and the bound then evaluated at that α
+    with directed rational rounding, so the result is certified whatever α the search finds.
+    """
+    if not 0 < delta <= 1:
+        raise DomainError("delta must be in (0, 1]")
+    if rho == 0:
+        return Fraction(0)
+    log_inv_delta = log_up(1 / delta)
+    bun_steinke = rho + 2 * sqrt_up(rho * log_inv_delta)
+    alpha = _best_alpha(float(rho), float(log_inv_delta))
+    alpha_q = Fraction(alpha).limit_denominator(1 << 20)
+    if alpha_q <= 1:
+        return max(Fraction(0), bun_steinke)
+    cks = alpha_q * rho + (
+        log_inv_delta + (alpha_q - 1) * log_up(1 - 1 / alpha_q) - log_down(alpha_q)
+    ) / (alpha_q - 1)
+    return max(Fraction(0), min(bun_steinke, cks))
+
+
+def _best_alpha(rho: float, log_inv_delta: float) -> float:
+    def eps(a: float) -> float:
+        return a * rho + (log_inv_delta + (a - 1) * math.log1p(-1 / a) - math.log(a)) / (a - 1)
+
+    lo, hi = 1.0 + 1e-9, max(2.0, 1 + 2 * math.sqrt(log_inv_delta / max(rho, 1e-300)))
+    while eps(hi * 2) < eps(hi) and hi < 1e12:
+        hi *= 2
+    for _ in range(200):  # ternary search: the bound is unimodal in α
+        m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+        if eps(m1) < eps(m2):
+            hi = m2
+        else:
+            lo = m1
+    return (lo + hi) / 2

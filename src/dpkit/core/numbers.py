@@ -1,0 +1,185 @@
+"""Exact numbers for privacy arithmetic (DESIGN.md §3.3).
+
+ε, δ, ρ, noise scales and sensitivities are :class:`fractions.Fraction`. Every conversion
+that cannot be exact says which way it rounds: ``*_up`` never returns less than the true
+value, ``*_down`` never more. A privacy loss or a sensitivity is rounded up, a budget cap
+down, a noise scale up.
+
+User floats. A float is a dyadic rational; the number a user typed (``0.1``) is the shortest
+decimal that prints as that float. The two differ by less than one unit in the last place;
+:func:`fraction_up` takes the larger of the two and :func:`fraction_down` the smaller, so a
+conversion is conservative whichever the user meant.
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+from fractions import Fraction
+from numbers import Rational
+
+from dpkit.errors import DomainError
+
+__all__ = [
+    "Number",
+    "fraction_up",
+    "fraction_down",
+    "exact",
+    "positive",
+    "non_negative",
+    "float_up",
+    "float_down",
+    "exp_up",
+    "exp_down",
+    "log_up",
+    "log_down",
+    "sqrt_up",
+    "sqrt_down",
+    "dyadic_up",
+]
+
+Number = int | float | Fraction | decimal.Decimal
+
+_DIGITS = 50
+_SLACK = Fraction(1, 10**45)  # relative margin far above decimal's rounding error at 50 digits
+
+
+def _candidates(x: Number) -> tuple[Fraction, Fraction]:
+    if isinstance(x, bool):
+        raise DomainError("booleans are not numbers here")
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            raise DomainError(f"expected a finite number, got {x!r}")
+        return Fraction(x), Fraction(repr(x))
+    if isinstance(x, Rational | int):
+        f = Fraction(x)
+        return f, f
+    if isinstance(x, decimal.Decimal):
+        if not x.is_finite():
+            raise DomainError(f"expected a finite number, got {x!r}")
+        f = Fraction(x)
+        return f, f
+    raise DomainError(f"expected a number, got {type(x).__name__}")
+
+
+def fraction_up(x: Number) -> Fraction:
+    """Exact rational ≥ both the float's binary value and the decimal the user typed."""
+    return max(_candidates(x))
+
+
+def fraction_down(x: Number) -> Fraction:
+    """Exact rational ≤ both the float's binary value and the decimal the user typed."""
+    return min(_candidates(x))
+
+
+def exact(x: Number) -> Fraction:
+    """Exact value of an int, Fraction or Decimal; raises for floats that are not exact ints."""
+    lo, hi = _candidates(x)
+    if lo != hi:
+        raise DomainError(f"{x!r} has no exact rational value; pass a Fraction or an int")
+    return lo
+
+
+def positive(x: Number, name: str, *, up: bool = True) -> Fraction:
+    """Convert ``x`` (rounding up or down) and check that it is > 0."""
+    value = fraction_up(x) if up else fraction_down(x)
+    if value <= 0:
+        raise DomainError(f"{name} must be > 0, got {x!r}")
+    return value
+
+
+def non_negative(x: Number, name: str, *, up: bool = True) -> Fraction:
+    """Convert ``x`` (rounding up or down) and check that it is ≥ 0."""
+    value = fraction_up(x) if up else fraction_down(x)
+    if value < 0:
+        raise DomainError(f"{name} must be ≥ 0, got {x!r}")
+    return value
+
+
+def float_up(x: Fraction) -> float:
+    """Smallest float ≥ ``x``."""
+    f = float(x)
+    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
+
+
+def float_down(x: Fraction) -> float:
+    """Largest float ≤ ``x``."""
+    f = float(x)
+    return f if Fraction(f) <= x else math.nextafter(f, -math.inf)
+
+
+def _context() -> decimal.Context:
+    return decimal.Context(prec=_DIGITS, Emax=10**6, Emin=-(10**6))
+
+
+def _dec(x: Fraction, ctx: decimal.Context) -> decimal.Decimal:
+    return ctx.divide(decimal.Decimal(x.numerator), decimal.Decimal(x.denominator))
+
+
+def _widen(approx: decimal.Decimal, up: bool) -> Fraction:
+    f = Fraction(approx)
+    margin = abs(f) * _SLACK + Fraction(1, 10**(_DIGITS * 4))
+    return f + margin if up else f - margin
+
+
+def exp_up(x: Fraction) -> Fraction:
+    """A rational ≥ e^x."""
+    ctx = _context()
+    return _widen(_dec(x, ctx).exp(ctx), True)
+
+
+def exp_down(x: Fraction) -> Fraction:
+    """A rational ≤ e^x (and ≥ 0)."""
+    ctx = _context()
+    return max(Fraction(0), _widen(_dec(x, ctx).exp(ctx), False))
+
+
+def log_up(x: Fraction) -> Fraction:
+    """A rational ≥ ln x, for x > 0."""
+    if x <= 0:
+        raise DomainError("log of a non-positive number")
+    ctx = _context()
+    return _widen(_dec(x, ctx).ln(ctx), True)
+
+
+def log_down(x: Fraction) -> Fraction:
+    """A rational ≤ ln x, for x > 0."""
+    if x <= 0:
+        raise DomainError("log of a non-positive number")
+    ctx = _context()
+    return _widen(_dec(x, ctx).ln(ctx), False)
+
+
+def sqrt_up(x: Fraction) -> Fraction:
+    """A rational ≥ √x (exact when x is the square of a rational)."""
+    if x < 0:
+        raise DomainError("sqrt of a negative number")
+    root = _exact_sqrt(x)
+    if root is not None:
+        return root
+    ctx = _context()
+    return _widen(_dec(x, ctx).sqrt(ctx), True)
+
+
+def sqrt_down(x: Fraction) -> Fraction:
+    """A rational ≤ √x (exact when x is the square of a rational)."""
+    if x < 0:
+        raise DomainError("sqrt of a negative number")
+    root = _exact_sqrt(x)
+    if root is not None:
+        return root
+    ctx = _context()
+    return max(Fraction(0), _widen(_dec(x, ctx).sqrt(ctx), False))
+
+
+def _exact_sqrt(x: Fraction) -> Fraction | None:
+    n, d = math.isqrt(x.numerator), math.isqrt(x.denominator)
+    if n * n == x.numerator and d * d == x.denominator:
+        return Fraction(n, d)
+    return None
+
+
+def dyadic_up(x: Fraction, bits: int) -> Fraction:
+    """Smallest multiple of 2^-bits that is ≥ x (a short representation, rounded up)."""
+    scale = 1 << bits
+    return Fraction(-((-x.numerator * scale) // x.denominator), scale)

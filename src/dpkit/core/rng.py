@@ -1,0 +1,218 @@
+"""The one source of randomness in dpkit (DESIGN.md §3.1).
+
+Every random bit dpkit uses comes from this module. Bits come from a cryptographically secure
+generator: small requests read the operating system's CSPRNG (``os.urandom``, i.e.
+``getrandom(2)``); large requests run AES-256 in counter mode under a fresh key and nonce
+read from ``os.urandom`` for each request (the CTR_DRBG construction of NIST SP 800-90A,
+without state). Being stateless, the generator is safe across ``fork``: no two processes
+ever share a key stream.
+
+A deterministic stream exists for tests of deterministic code paths only
+(:func:`deterministic_for_tests`). While it is active, :func:`require_secure` raises
+:class:`~dpkit.errors.InsecureRandomnessError`, and every ``Measurement`` calls
+:func:`require_secure` before it draws noise, so a seeded stream can never reach a
+released result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from dpkit.errors import InsecureRandomnessError
+
+__all__ = [
+    "random_bytes",
+    "words",
+    "uniform_below",
+    "uniform_below_int",
+    "bernoulli_rational",
+    "coins",
+    "deterministic_for_tests",
+    "is_secure",
+    "require_secure",
+]
+
+_SMALL = 4096  # below this many bytes, os.urandom directly is cheaper than a cipher set-up
+_local = threading.local()
+
+
+def _ctr_bytes(n: int, key: bytes, nonce: bytes) -> bytes:
+    enc = Cipher(algorithms.AES(key), modes.CTR(nonce)).encryptor()
+    return enc.update(bytes(n))
+
+
+class _TestStream:
+    """AES-CTR keyed by a hash of a seed: reproducible, for tests only."""
+
+    def __init__(self, seed: int | str | bytes) -> None:
+        key = hashlib.sha256(repr(seed).encode()).digest()
+        self._enc = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
+
+    def read(self, n: int) -> bytes:
+        return self._enc.update(bytes(n))
+
+
+def _test_stream() -> _TestStream | None:
+    return getattr(_local, "stream", None)
+
+
+def is_secure() -> bool:
+    """Return ``True`` unless the test-only deterministic stream is active in this thread."""
+    return _test_stream() is None
+
+
+def require_secure() -> None:
+    """Raise :class:`InsecureRandomnessError` if the deterministic test stream is active."""
+    if not is_secure():
+        raise InsecureRandomnessError(
+            "the deterministic test stream is active; no measurement may release a result "
+            "drawn from it (leave dpkit.core.rng.deterministic_for_tests first)"
+        )
+
+
+@contextlib.contextmanager
+def deterministic_for_tests(seed: int | str | bytes) -> Iterator[None]:
+    """Make random bits reproducible inside the block, for tests of deterministic paths.
+
+    Measurements refuse to run inside this block (see :func:`require_secure`), so seeded bits
+    only ever reach transformations such as contribution bounding.
+    """
+    previous = _test_stream()
+    _local.stream = _TestStream(seed)
+    try:
+        yield
+    finally:
+        _local.stream = previous
+
+
+def random_bytes(n: int) -> bytes:
+    """Return ``n`` random bytes from the CSPRNG (or the active test stream)."""
+    stream = _test_stream()
+    if stream is not None:
+        return stream.read(n)
+    if n <= _SMALL:
+        return os.urandom(n)
+    return _ctr_bytes(n, os.urandom(32), os.urandom(16))
+
+
+_WORD_TYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def _word_view(n: int, bits: int) -> np.ndarray:
+    """Read-only view of ``n`` random words (callers derive new arrays from it)."""
+    return np.frombuffer(random_bytes(n * (bits // 8)), dtype=_WORD_TYPES[bits])
+
+
+def words(n: int, bits: int = 64) -> np.ndarray:
+    """Return ``n`` independent uniform random words of ``bits`` ∈ {8, 16, 32, 64} bits."""
+    return _word_view(n, bits).copy()
+
+
+def coins(n: int) -> np.ndarray:
+    """Return ``n`` fair random bits as a boolean array."""
+    packed = np.frombuffer(random_bytes((n + 7) // 8), dtype=np.uint8)
+    return np.unpackbits(packed, count=n).astype(bool)
+
+
+def _word_bits(mask: int) -> int:
+    for bits in (8, 16, 32):
+        if mask < (1 << bits):
+            return bits
+    return 64
+
+
+def _masks(bounds: np.ndarray) -> np.ndarray:
+    """Per element, a mask 2^e − 1 ≥ bound − 1 (possibly one bit wider; still exact)."""
+    top = (bounds - np.uint64(1)).astype(np.float64)
+    _, exps = np.frexp(top)  # float rounding can only raise e, never lower it below bit_length
+    exps = exps.astype(np.uint64)
+    full = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+    small = np.minimum(exps, np.uint64(63))
+    masks = (np.uint64(1) << small) - np.uint64(1)
+    return np.where(exps >= 64, full, masks)
+
+
+def uniform_below(bound: int | np.ndarray, size: int | None = None) -> np.ndarray:
+    """Draw integers uniformly from ``{0, …, bound − 1}``, exactly.
+
+    Returns unsigned integers: ``uint64`` for an array bound; for a scalar bound, the
+    narrowest unsigned type that holds ``bound − 1``.
+
+    Parameters
+    ----------
+    bound : int or ndarray of uint64
+        Exclusive upper bound(s), each in ``[1, 2**64]``. An array gives one draw per element.
+    size : int, optional
+        Number of draws when ``bound`` is a scalar.
+
+    Notes
+    -----
+    Rejection sampling from masked words: a word is masked to the smallest power-of-two range
+    covering the bound and kept if it falls below it, so every value has probability exactly
+    ``1/bound``. Acceptance is at least 1/4 per round.
+    """
+    if isinstance(bound, np.ndarray):
+        return _uniform_below_array(bound.astype(np.uint64, copy=False))
+    if size is None:
+        raise TypeError("size is required for a scalar bound")
+    bound = int(bound)
+    if bound < 1 or bound > 1 << 64:
+        raise ValueError(f"bound must be in [1, 2**64], got {bound}")
+    if bound == 1:
+        return np.zeros(size, dtype=np.uint8)
+    mask = (1 << (bound - 1).bit_length()) - 1
+    bits = _word_bits(mask)
+    typed_mask = _WORD_TYPES[bits](mask)
+    if bound == mask + 1:  # a power of two: every masked word is already uniform
+        return _word_view(size, bits) & typed_mask
+    out = _word_view(size, bits) & typed_mask
+    bad = np.flatnonzero(out >= bound)  # rejected words are redrawn in place
+    while bad.size:
+        redraw = _word_view(bad.size, bits) & typed_mask
+        out[bad] = redraw
+        bad = bad[redraw >= bound]
+    return out
+
+
+def _uniform_below_array(bounds: np.ndarray) -> np.ndarray:
+    out = np.zeros(bounds.shape, dtype=np.uint64)
+    todo = np.flatnonzero(bounds > 1)
+    if todo.size == 0:
+        return out
+    masks = _masks(bounds[todo])
+    bits = _word_bits(int(masks.max()))
+    while todo.size:
+        draw = _word_view(todo.size, bits).astype(np.uint64) & masks
+        ok = draw < bounds[todo]
+        out[np.compress(ok, todo)] = np.compress(ok, draw)
+        todo, masks = np.compress(~ok, todo), np.compress(~ok, masks)
+    return out
+
+
+def uniform_below_int(bound: int) -> int:
+    """Draw one arbitrary-size integer uniformly from ``{0, …, bound − 1}``, exactly."""
+    if bound < 1:
+        raise ValueError("bound must be positive")
+    nbits = (bound - 1).bit_length()
+    nbytes = (nbits + 7) // 8
+    while True:
+        value = int.from_bytes(random_bytes(nbytes), "little") & ((1 << nbits) - 1)
+        if value < bound:
+            return value
+
+
+def bernoulli_rational(numer: int | np.ndarray, denom: int | np.ndarray, size: int | None = None
+                       ) -> np.ndarray:
+    """Bernoulli(numer/denom) draws, exactly: ``uniform_below(denom) < numer``."""
+    if isinstance(denom, np.ndarray):
+        return uniform_below(denom) < np.asarray(numer, dtype=np.uint64)
+    if isinstance(numer, np.ndarray):
+        return uniform_below(int(denom), numer.size) < numer.astype(np.uint64)
+    return uniform_below(int(denom), size) < np.uint64(int(numer))

@@ -1,0 +1,29 @@
+"""dpkit.mechanisms — constructors ``make_*`` returning :class:`~dpkit.core.Measurement`.
+
+Contents
+--------
+make_laplace              Laplace on floats, released on a 2^k grid (pure DP)
+make_discrete_laplace     discrete Laplace / geometric mechanism on integers (pure DP)
+make_gaussian             Gaussian on floats, released on a 2^k grid (zCDP)
+make_discrete_gaussian    discrete Gaussian on integers (zCDP)
+make_exponential          exponential mechanism / Report Noisy Max, exact (pure DP)
+make_randomized_response  k-ary randomized response, exact (pure DP, local)
+representable_scale       round a scale up to what the exact samplers take
+"""
+
+from dpkit.mechanisms._common import representable_scale
+from dpkit.mechanisms.exponential import make_exponential, sample_exponential
+from dpkit.mechanisms.gaussian import make_discrete_gaussian, make_gaussian
+from dpkit.mechanisms.laplace import make_discrete_laplace, make_laplace
+from dpkit.mechanisms.randomized_response import make_randomized_response
+
+__all__ = [
+    "make_laplace",
+    "make_discrete_laplace",
+    "make_gaussian",
+    "make_discrete_gaussian",
+    "make_exponential",
+    "sample_exponential",
+    "make_randomized_response",
+    "representable_scale",
+]

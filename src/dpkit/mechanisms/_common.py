@@ -1,0 +1,89 @@
+"""Helpers shared by the noise mechanisms: scale representation, input checks, tails."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpkit.core.numbers import Number, positive, sqrt_up
+from dpkit.core.samplers import MAX_DENOMINATOR, MAX_NUMERATOR, grid_exponent
+from dpkit.errors import DomainError
+
+DEFAULT_MAX_SIZE = 1 << 16
+
+
+def representable_scale(scale: Number) -> Fraction:
+    """Round a positive scale *up* to a rational the exact samplers accept.
+
+    Scales whose numerator or denominator is too long become the next multiple of a power of
+    two with a ~42-bit numerator (a relative increase below 2^-40: more noise, never less).
+    """
+    value = positive(scale, "scale")
+    if value.numerator < MAX_NUMERATOR and value.denominator < MAX_DENOMINATOR:
+        return value
+    step = Fraction(2) ** (grid_exponent(value) + 30 - 41)
+    rounded = math.ceil(value / step) * step
+    if rounded.numerator >= MAX_NUMERATOR or rounded.denominator >= MAX_DENOMINATOR:
+        raise DomainError(f"scale {float(value):g} is outside the range of the exact samplers")
+    return rounded
+
+
+def as_vector(x: Any, *, integer: bool) -> tuple[np.ndarray, bool]:
+    """Validate a mechanism input; return (1-D array, was_scalar)."""
+    arr = np.asarray(x)
+    scalar = arr.ndim == 0
+    arr = arr.reshape(-1)
+    if integer:
+        if arr.dtype.kind not in "iub":
+            raise DomainError(
+                f"this mechanism takes integers, got dtype {arr.dtype}; use the grid "
+                "(continuous) variant for floats"
+            )
+        return arr.astype(np.int64), scalar
+    if arr.dtype.kind not in "iufb":
+        raise DomainError(f"this mechanism takes numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if np.isnan(arr).any():
+        raise DomainError("NaN in the input; drop or fill it before adding noise")
+    return arr, scalar
+
+
+def unwrap(out: np.ndarray, scalar: bool) -> Any:
+    return out[0].item() if scalar else out
+
+
+def grid_relaxation(k: int, size: int, norm: str) -> Fraction:
+    """Extra sensitivity from rounding each of ``size`` coordinates to the 2^k grid."""
+    g = Fraction(2) ** k
+    return g * size if norm == "l1" else g * sqrt_up(Fraction(size))
+
+
+def laplace_tail(scale: float, beta: float, discrete: bool) -> float:
+    """Half-width a with P(|Z| > a) ≤ β for (discrete) Laplace noise of this scale."""
+    if not 0 < beta < 1:
+        raise DomainError("beta must be in (0, 1)")
+    if not discrete:
+        return scale * math.log(1 / beta)
+    # P(|Z| ≥ k) = 2 e^{-k/s} / (1 + e^{-1/s}) for k ≥ 1
+    k = scale * math.log(2 / (beta * (1 + math.exp(-1 / scale))))
+    return float(max(0, math.ceil(k) - 1))
+
+
+def gaussian_tail(sigma: float, beta: float) -> float:
+    """Half-width a with P(|Z| > a) ≤ β, for Gaussian or discrete Gaussian noise.
+
+    Uses the sub-Gaussian bound P(|Z| ≥ a) ≤ 2 exp(−a²/(2σ²)), which holds for both
+    (CKS20, Prop. 25), so the interval is valid, slightly conservative.
+    """
+    if not 0 < beta < 1:
+        raise DomainError("beta must be in (0, 1)")
+    return sigma * math.sqrt(2 * math.log(2 / beta))
+
+
+def check_size(arr: np.ndarray, max_size: int) -> None:
+    if arr.size > max_size:
+        raise DomainError(f"input has {arr.size} coordinates; this mechanism accepts at most "
+                          f"max_size={max_size}")

@@ -1,0 +1,86 @@
+"""Randomized response over k categories (Warner 1965; k-ary form, Kairouz, Oh & Viswanath
+2016 "k-RR"), sampled exactly.
+
+Each value is kept with probability e^ε/(e^ε + k − 1) and otherwise replaced by one of the
+other k − 1 categories uniformly. Sampling: propose a category uniformly and accept it with
+probability 1 if it is the true value, exp(−ε) otherwise (exact Bernoulli(exp(−ε)), CKS20
+Alg. 1); the accepted category has exactly the k-RR distribution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dpkit.core import rng, samplers
+from dpkit.core.component import Measurement
+from dpkit.core.measures import PureDP
+from dpkit.core.metrics import HammingDistance
+from dpkit.core.numbers import Number, non_negative, positive
+from dpkit.errors import DomainError
+
+__all__ = ["make_randomized_response"]
+
+
+def make_randomized_response(categories: Sequence[Any], epsilon: Number) -> Measurement:
+    """k-ary randomized response with exact sampling.
+
+    Parameters
+    ----------
+    categories : sequence
+        The k ≥ 2 distinct possible values.
+    epsilon : number
+        ε > 0 in nats (floats rounded down).
+
+    Returns
+    -------
+    Measurement
+        Input: one value, or an array of values (one per respondent), each in ``categories``;
+        output the same shape. Under :class:`HammingDistance` (d_in respondents change their
+        value) the privacy map is d_in ↦ PureDP(d_in·ε): P[out = y | x] / P[out = y | x′]
+        ≤ e^ε for every y (Kairouz, Oh & Viswanath 2016).
+
+    Raises
+    ------
+    DomainError
+        If there are fewer than 2 categories, duplicates, ε ≤ 0, or a value outside them.
+    """
+    cats = list(categories)
+    if len(cats) < 2 or len(set(cats)) != len(cats):
+        raise DomainError("randomized response needs at least 2 distinct categories")
+    eps = positive(epsilon, "epsilon", up=False)
+    index = {c: i for i, c in enumerate(cats)}
+    k = len(cats)
+
+    def function(x: Any) -> Any:
+        values = np.asarray(x, dtype=object)
+        scalar = values.ndim == 0
+        flat = values.reshape(-1)
+        try:
+            true = np.array([index[v] for v in flat], dtype=np.int64)
+        except KeyError as exc:
+            raise DomainError(f"value {exc.args[0]!r} is not one of the categories") from None
+        out = np.empty(true.size, dtype=np.int64)
+        todo = np.arange(true.size)
+        while todo.size:
+            proposal = rng.uniform_below(k, todo.size).astype(np.int64)
+            same = proposal == true[todo]
+            accept = same.copy()
+            other = np.flatnonzero(~same)
+            if other.size:
+                accept[other] = samplers.bernoulli_exp(eps.numerator, eps.denominator,
+                                                       size=other.size)
+            out[todo[accept]] = proposal[accept]
+            todo = todo[~accept]
+        result = np.array([cats[i] for i in out], dtype=object)
+        return result[0] if scalar else result
+
+    return Measurement(
+        function=function,
+        input_metric=HammingDistance(),
+        output_measure=PureDP,
+        privacy_map=lambda d_in: PureDP(non_negative(d_in, "d_in") * eps),
+        name=f"randomized_response(k={k}, epsilon={float(eps):.6g})",
+    )
