@@ -1,0 +1,40 @@
+"""dpkit — differential privacy, exact by construction.
+
+Contents
+--------
+core         the mathematics: exact numbers, CSPRNG, exact samplers, measures, components
+mechanisms   make_laplace, make_discrete_laplace, make_gaussian, make_exponential, ...
+frame        Session, Query, PrivacyUnit and the aggregations (interface mode)
+ledger       Ledger, the persistent epsilon registry
+datasets     load_adult
+errors       DPError and its subclasses
+
+Top-level names: ``Session``, ``PrivacyUnit``, ``PureDP``, ``ApproxDP``, ``ZCDP``,
+``count``, ``sum``, ``mean``, ``histogram``, ``quantile``, ``Ledger``.
+"""
+
+from dpkit import core, datasets, errors, mechanisms
+from dpkit.core.measures import ZCDP, ApproxDP, PureDP
+from dpkit.frame import PrivacyUnit, Query, Session, count, histogram, mean, quantile, sum
+from dpkit.ledger import Ledger
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "core",
+    "datasets",
+    "errors",
+    "mechanisms",
+    "PureDP",
+    "ApproxDP",
+    "ZCDP",
+    "Session",
+    "Query",
+    "PrivacyUnit",
+    "count",
+    "sum",
+    "mean",
+    "histogram",
+    "quantile",
+    "Ledger",
+]

@@ -12,7 +12,7 @@ component  Transformation (stability map), Measurement (privacy map), chaining w
 compose    sequential composition, privacy filters, scale calibration
 """
 
-from dpkit.core import numbers, rng, samplers
+from dpkit.core import numbers, rng, samplers, stability
 from dpkit.core.component import Measurement, Transformation
 from dpkit.core.compose import (
     PrivacyFilter,
@@ -34,6 +34,7 @@ __all__ = [
     "numbers",
     "rng",
     "samplers",
+    "stability",
     "Measurement",
     "Transformation",
     "PrivacyFilter",

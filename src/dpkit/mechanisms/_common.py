@@ -19,12 +19,13 @@ def representable_scale(scale: Number) -> Fraction:
     """Round a positive scale *up* to a rational the exact samplers accept.
 
     Scales whose numerator or denominator is too long become the next multiple of a power of
-    two with a ~42-bit numerator (a relative increase below 2^-40: more noise, never less).
+    two 2^j, j ≥ −31, with a numerator of at most ~42 bits (a relative increase below 2^-40
+    for scales above 2^-10: more noise, never less).
     """
     value = positive(scale, "scale")
     if value.numerator < MAX_NUMERATOR and value.denominator < MAX_DENOMINATOR:
         return value
-    step = Fraction(2) ** (grid_exponent(value) + 30 - 41)
+    step = Fraction(2) ** max(grid_exponent(value) + 30 - 41, -31)
     rounded = math.ceil(value / step) * step
     if rounded.numerator >= MAX_NUMERATOR or rounded.denominator >= MAX_DENOMINATOR:
         raise DomainError(f"scale {float(value):g} is outside the range of the exact samplers")

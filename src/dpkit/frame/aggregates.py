@@ -1,0 +1,413 @@
+"""Aggregations of interface mode: what an analyst asks for, and how each becomes exact
+integer statistics (computed by the engine) plus a post-processing step (estimate and CI).
+
+Rules for bad values (DESIGN.md §3.6), the same in every aggregation:
+
+- nulls and NaN in an aggregated column are dropped before clamping, unless ``fill=`` is
+  given, in which case they are replaced by it (it must lie within the bounds);
+- infinities are clamped to the bounds like any other out-of-range value;
+- values are clamped to the declared ``bounds`` and rounded per record to a grid of width 2^k
+  (exact for integer columns with integer bounds: k = 0), so sums are exact integer sums.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import narwhals as nw
+import numpy as np
+
+from dpkit.core.numbers import Number, exact, fraction_down, fraction_up
+from dpkit.core.samplers import grid_exponent
+from dpkit.errors import BoundsError, ColumnError, DomainError
+
+__all__ = ["Aggregation", "Statistic", "count", "sum", "mean", "histogram", "quantile"]
+
+_NUMERIC_KINDS = ("int", "float")
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One exact integer statistic per group (or per group × bin) for the engine to compute.
+
+    ``kind`` is ``"count"`` (rows), ``"sum"`` (grid integers clamped to [lower, upper]) or
+    ``"bins"`` (row counts per bin of ``bin_expr``, ``n_bins`` bins, out-of-range bins
+    dropped). ``weight`` is its share of the aggregation's budget.
+    """
+
+    key: str
+    kind: str
+    expr: Any = None
+    bin_expr: Any = None
+    n_bins: int = 0
+    lower: int = 0
+    upper: int = 0
+    weight: Fraction = Fraction(1)
+
+
+def _dtype_kind(schema: Any, column: str) -> str:
+    if column not in schema:
+        raise ColumnError(f"unknown column {column!r}; available: {', '.join(schema)}")
+    dtype = schema[column]
+    if dtype.is_integer():
+        return "int"
+    if dtype.is_float():
+        return "float"
+    if dtype == nw.Boolean:
+        return "int"
+    return str(dtype)
+
+
+def _require_numeric(schema: Any, column: str, what: str) -> str:
+    kind = _dtype_kind(schema, column)
+    if kind not in _NUMERIC_KINDS:
+        raise ColumnError(f"{what}({column!r}) needs a numeric column; {column!r} has type {kind}")
+    return kind
+
+
+def _bounds(bounds: Any, what: str, column: str) -> tuple[Fraction, Fraction]:
+    if bounds is None:
+        raise BoundsError(
+            f"{what}({column!r}) needs bounds=(lower, upper); dpkit never infers bounds from "
+            "the data (DESIGN.md §3.4)"
+        )
+    try:
+        lo, hi = bounds
+        lower, upper = fraction_down(lo), fraction_up(hi)
+    except (TypeError, ValueError) as exc:
+        raise BoundsError(f"bounds for {column!r} must be two finite numbers: {exc}") from None
+    except DomainError as exc:
+        raise BoundsError(f"bounds for {column!r} must be two finite numbers: {exc}") from None
+    if lower > upper:
+        raise BoundsError(f"bounds for {column!r}: lower {lo!r} exceeds upper {hi!r}")
+    return lower, upper
+
+
+def _clean(column: str, kind: str, fill: Any, lower: Fraction, upper: Fraction) -> Any:
+    """The column with NaN → null, then nulls dropped (by the aggregation) or filled."""
+    expr = nw.col(column)
+    if kind == "float":
+        expr = expr.fill_nan(None)
+    if fill is not None:
+        value = fraction_up(fill)
+        if not lower <= value <= upper:
+            raise BoundsError(f"fill value {fill!r} for {column!r} lies outside the bounds")
+        expr = expr.fill_null(float(value) if kind == "float" else fill)
+    return expr
+
+
+def _grid(kind: str, lower: Fraction, upper: Fraction) -> int:
+    """Grid exponent for summing: 0 for integers with integer bounds, else ~2^-30 of |bound|."""
+    if kind == "int" and lower.denominator == 1 and upper.denominator == 1:
+        return 0
+    top = max(abs(lower), abs(upper))
+    return 0 if top == 0 else grid_exponent(top)
+
+
+def _grid_ints(expr: Any, k: int, lo: int, hi: int) -> Any:
+    """Per record: round(x / 2^k), clipped to [lo, hi] grid steps, as Int64."""
+    scaled = expr if k == 0 else (expr * float(Fraction(2) ** -k)).round()
+    return scaled.clip(lo, hi).cast(nw.Int64)
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """Base class of aggregations. ``name`` is the output column (a default is derived)."""
+
+    name: str | None = None
+
+    def output_name(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def columns(self) -> list[str]:
+        return []
+
+    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:  # pragma: no cover
+        raise NotImplementedError
+
+    def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
+               stats: list[Statistic], beta: float) -> dict[str, Any]:  # pragma: no cover
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Count(Aggregation):
+    """Number of rows (per group)."""
+
+    def output_name(self) -> str:
+        return self.name or "count"
+
+    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+        return [Statistic(f"{prefix}n", "count", expr=nw.len())]
+
+    def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
+               stats: list[Statistic], beta: float) -> dict[str, Any]:
+        key = stats[0].key
+        est, a = noisy[key], int(half_widths[key])  # integer counts: integer half-width
+        name = self.output_name()
+        return {name: est, f"{name}_ci_low": est - a, f"{name}_ci_high": est + a}
+
+
+@dataclass(frozen=True)
+class Sum(Aggregation):
+    """Sum of a numeric column clamped to ``bounds``."""
+
+    column: str = ""
+    bounds: Any = None
+    fill: Any = None
+
+    def output_name(self) -> str:
+        return self.name or f"{self.column}_sum"
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+        kind = _require_numeric(schema, self.column, "sum")
+        lower, upper = _bounds(self.bounds, "sum", self.column)
+        k = _grid(kind, lower, upper)
+        g = Fraction(2) ** k
+        lo, hi = math.floor(lower / g), math.ceil(upper / g)
+        clean = _clean(self.column, kind, self.fill, lower, upper)
+        clamped = clean.clip(float(lower), float(upper)) if kind == "float" else clean.clip(
+            math.floor(lower), math.ceil(upper))
+        expr = _grid_ints(clamped, k, lo, hi).sum()
+        return [Statistic(f"{prefix}s", "sum", expr=expr, lower=lo, upper=hi,
+                          n_bins=k)]  # n_bins carries k for finish()
+
+    def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
+               stats: list[Statistic], beta: float) -> dict[str, Any]:
+        st = stats[0]
+        g = 2.0 ** st.n_bins
+        est = noisy[st.key].astype(np.float64) * g
+        a = half_widths[st.key] * g
+        name = self.output_name()
+        return {name: est, f"{name}_ci_low": est - a, f"{name}_ci_high": est + a}
+
+
+@dataclass(frozen=True)
+class Mean(Aggregation):
+    """Mean of a numeric column clamped to ``bounds``: a noisy centred sum over a noisy count.
+
+    The budget is split evenly between Σ(x − m) (m the midpoint of the bounds, so the
+    sensitivity is half the range) and the count of non-null values. The estimate is
+    m + S̃/Ñ clamped to the bounds (m when Ñ < 1: an empty group). The interval combines the
+    two noise bounds, each at β/2, over the corners of S/N, so it covers the mean of the
+    clamped values with probability ≥ 1 − β.
+    """
+
+    column: str = ""
+    bounds: Any = None
+    fill: Any = None
+
+    def output_name(self) -> str:
+        return self.name or f"{self.column}_mean"
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+        kind = _require_numeric(schema, self.column, "mean")
+        lower, upper = _bounds(self.bounds, "mean", self.column)
+        mid, half = (lower + upper) / 2, (upper - lower) / 2
+        if kind == "int" and lower.denominator == 1 and upper.denominator == 1:
+            k = 0 if mid.denominator == 1 else -1  # half-integers are exact at 2^-1
+        else:
+            k = _grid("float", -half, half)
+        bound = math.ceil(half / Fraction(2) ** k)
+        clean = _clean(self.column, kind, self.fill, lower, upper)
+        centred = clean.clip(float(lower), float(upper)) - float(mid)
+        s = _grid_ints(centred, k, -bound, bound).sum()
+        n = clean.count()
+        return [
+            Statistic(f"{prefix}s", "sum", expr=s, lower=-bound, upper=bound, n_bins=k,
+                      weight=Fraction(1, 2)),
+            Statistic(f"{prefix}n", "count", expr=n, weight=Fraction(1, 2)),
+        ]
+
+    def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
+               stats: list[Statistic], beta: float) -> dict[str, Any]:
+        s_st, n_st = stats
+        lower, upper = _bounds(self.bounds, "mean", self.column)
+        lo, hi = float(lower), float(upper)
+        mid = float((lower + upper) / 2)
+        g = 2.0 ** s_st.n_bins
+        s = noisy[s_st.key].astype(np.float64) * g
+        n = noisy[n_st.key].astype(np.float64)
+        a_s, a_n = half_widths[s_st.key] * g, half_widths[n_st.key]
+        est = np.where(n >= 1, mid + s / np.maximum(n, 1), mid).clip(lo, hi)
+        n_lo = n - a_n
+        valid = n_lo >= 1
+        safe = np.where(valid, n_lo, 1.0)
+        corners = np.stack([(s - a_s) / safe, (s - a_s) / (n + a_n),
+                            (s + a_s) / safe, (s + a_s) / (n + a_n)])
+        ci_low = np.where(valid, mid + corners.min(axis=0), lo).clip(lo, hi)
+        ci_high = np.where(valid, mid + corners.max(axis=0), hi).clip(lo, hi)
+        name = self.output_name()
+        return {name: est, f"{name}_ci_low": ci_low, f"{name}_ci_high": ci_high}
+
+
+@dataclass(frozen=True)
+class Histogram(Aggregation):
+    """Row counts in bins of a numeric column (one output row per group × bin).
+
+    ``bins`` are increasing edges e₀ < … < e_m; bin i is [eᵢ, eᵢ₊₁), the last one closed.
+    Values outside [e₀, e_m], nulls and NaN fall in no bin (they are dropped).
+    """
+
+    column: str = ""
+    bins: Any = None
+
+    def output_name(self) -> str:
+        return self.name or "count"
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def edges(self) -> list[float]:
+        if self.bins is None:
+            raise BoundsError(f"histogram({self.column!r}) needs bins=[edges…]")
+        edges = [float(e) for e in self.bins]
+        if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+            raise BoundsError("histogram bins must be at least two strictly increasing edges")
+        if not all(math.isfinite(e) for e in edges):
+            raise BoundsError("histogram edges must be finite")
+        return edges
+
+    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+        kind = _require_numeric(schema, self.column, "histogram")
+        edges = self.edges()
+        x = nw.col(self.column)
+        if kind == "float":
+            x = x.fill_nan(None)
+        index = nw.sum_horizontal(*[(x >= e).cast(nw.Int64) for e in edges[1:-1]]) if len(
+            edges) > 2 else nw.lit(0)
+        inside = (x >= edges[0]) & (x <= edges[-1])
+        bin_expr = nw.when(inside).then(index).otherwise(-1)
+        return [Statistic(f"{prefix}h", "bins", bin_expr=bin_expr, n_bins=len(edges) - 1)]
+
+    def labels(self) -> list[str]:
+        e = self.edges()
+        last = len(e) - 2
+        return [f"[{e[i]:g}, {e[i + 1]:g}{']' if i == last else ')'}" for i in range(len(e) - 1)]
+
+    def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
+               stats: list[Statistic], beta: float) -> dict[str, Any]:
+        key = stats[0].key
+        est, a = noisy[key], int(half_widths[key])  # integer counts: integer half-width
+        name = self.output_name()
+        return {name: est, f"{name}_ci_low": est - a, f"{name}_ci_high": est + a}
+
+
+@dataclass(frozen=True)
+class Quantile(Aggregation):
+    """The q-quantile of a numeric column by the exponential mechanism over candidates.
+
+    Candidates: the integers in ``bounds`` when the column is integer and the range holds at
+    most 1,000 of them, otherwise 1,001 evenly spaced points (or ``candidates=n`` points).
+    The score of candidate c is −|#{x < c} − q·n| (sensitivity 1 per row: Smith 2011;
+    Dwork & Roth §3.4). With probability ≥ 1 − β the released candidate's rank is within
+    ``rank_error`` = s·(ln|C| + ln(1/β)) of q·n, s the mechanism's scale (D&R Thm 3.11);
+    that bound is reported as ``<name>_rank_error``.
+    """
+
+    column: str = ""
+    q: Number = 0.5
+    bounds: Any = None
+    candidates: int | None = None
+    fill: Any = None
+
+    def output_name(self) -> str:
+        if self.name:
+            return self.name
+        return f"{self.column}_median" if self.level() == Fraction(1, 2) else (
+            f"{self.column}_q{float(self.level()):g}")
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def level(self) -> Fraction:
+        q = Fraction(repr(self.q)) if isinstance(self.q, float) else exact(self.q)
+        if not 0 <= q <= 1:
+            raise DomainError(f"quantile level must be in [0, 1], got {self.q!r}")
+        return q
+
+    def grid(self, kind: str) -> tuple[float, float, int]:
+        """(first candidate, step, number of candidates)."""
+        lower, upper = _bounds(self.bounds, "quantile", self.column)
+        span = upper - lower
+        if self.candidates is None and kind == "int" and lower.denominator == 1 and (
+                upper.denominator == 1) and span <= 1000:
+            return float(lower), 1.0, int(span) + 1
+        m = self.candidates or 1001
+        if m < 2:
+            raise DomainError("a quantile needs at least 2 candidates")
+        return float(lower), float(span) / (m - 1) if span else 1.0, m
+
+    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+        kind = _require_numeric(schema, self.column, "quantile")
+        self.level()
+        lower, upper = _bounds(self.bounds, "quantile", self.column)
+        first, step, m = self.grid(kind)
+        clean = _clean(self.column, kind, self.fill, lower, upper)
+        x = clean.clip(float(lower), float(upper))
+        # b(x) = ⌊(x − c₀)/step⌋ + 1, so that #{x < c_j} = #{b(x) ≤ j}
+        b = (((x - first) / step).floor() + 1).clip(0, m).cast(nw.Int64)
+        return [Statistic(f"{prefix}q", "bins", bin_expr=b, n_bins=m + 1)]
+
+    def candidate_values(self, kind: str) -> np.ndarray:
+        first, step, m = self.grid(kind)
+        return first + step * np.arange(m)
+
+    def scores(self, hist: np.ndarray) -> list[list[Fraction]]:
+        """Per group, the exact scores −|rank(c_j) − q·n| of every candidate."""
+        q = self.level()
+        out = []
+        for row in np.asarray(hist, dtype=np.int64):
+            ranks = np.cumsum(row)[:-1]
+            n = int(row.sum())
+            out.append([-abs(Fraction(int(r)) - q * n) for r in ranks])
+        return out
+
+    def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
+               stats: list[Statistic], beta: float) -> dict[str, Any]:
+        key = stats[0].key
+        name = self.output_name()
+        est = noisy[key].astype(np.float64)
+        nan = np.full(est.shape, np.nan)
+        return {name: est, f"{name}_ci_low": nan, f"{name}_ci_high": nan,
+                f"{name}_rank_error": np.full(est.shape, half_widths[key])}
+
+
+def count(*, name: str | None = None) -> Count:
+    """DP count of rows (per group). Sensitivity: ``max_rows`` of the privacy unit."""
+    return Count(name=name)
+
+
+def sum(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any = None,
+        name: str | None = None) -> Sum:  # noqa: A001 - the field's name for it
+    """DP sum of ``column`` clamped to ``bounds`` (required). Sensitivity:
+    ``max_rows · max(|lower|, |upper|)``."""
+    return Sum(name=name, column=column, bounds=bounds, fill=fill)
+
+
+def mean(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any = None,
+         name: str | None = None) -> Mean:
+    """DP mean of ``column`` clamped to ``bounds`` (required); see :class:`Mean`."""
+    return Mean(name=name, column=column, bounds=bounds, fill=fill)
+
+
+def histogram(column: str, bins: Any = None, *, name: str | None = None) -> Histogram:
+    """DP histogram of ``column`` over the bin ``edges`` in ``bins``; see :class:`Histogram`."""
+    return Histogram(name=name, column=column, bins=bins)
+
+
+def quantile(column: str, q: Number, bounds: tuple[Number, Number] | None = None, *,
+             candidates: int | None = None, fill: Any = None, name: str | None = None
+             ) -> Quantile:
+    """DP q-quantile of ``column`` (exponential mechanism over a bounded candidate set)."""
+    return Quantile(name=name, column=column, q=q, bounds=bounds, candidates=candidates,
+                    fill=fill)

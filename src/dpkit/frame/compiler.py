@@ -1,0 +1,209 @@
+"""Compile a query's aggregations into core components (DESIGN.md §2).
+
+For every exact statistic the engine will compute, the compiler builds a
+:class:`~dpkit.core.Transformation` whose stability map comes from :mod:`dpkit.core.stability`
+(the core decides every sensitivity) and chains it with a noise :class:`Measurement` whose
+scale is calibrated on the chain's own privacy map (:func:`~dpkit.core.calibrate_scale`).
+The release's loss is the basic composition of the statistics' losses in the session's
+measure. Nothing here reads data.
+
+Budget split: the release's ε (or ρ, δ) is divided among aggregations by ``split`` weights
+(even by default), and within an aggregation by its statistics' weights (a mean spends half
+on its sum and half on its count).
+
+Groups: statistics are vectors over the public groups (and bins). A unit's ≤ max_rows rows
+may fall in several groups; the stability maps bound the whole vector, and for quantiles the
+per-group exponential mechanisms' losses 2·r_g/s sum to at most 2·max_rows/s because
+Σ_g r_g ≤ max_rows (parallel composition, McSherry 2009, generalised to bounded units).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpkit.core import stability
+from dpkit.core.component import Measurement
+from dpkit.core.compose import calibrate_scale
+from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from dpkit.core.metrics import L1Distance, L2Distance
+from dpkit.core.numbers import Number, fraction_down, log_up, sqrt_down
+from dpkit.errors import DomainError, MeasureError
+from dpkit.frame.aggregates import Aggregation, Quantile, Statistic
+from dpkit.mechanisms import make_discrete_gaussian, make_discrete_laplace, sample_exponential
+
+__all__ = ["Target", "PlannedStatistic", "plan_statistics", "resolve_target"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a release may spend: ``noise`` is "laplace" (pure ε), "gaussian" (ρ) or
+    "gaussian-approx" (ε, δ via the zCDP conversion)."""
+
+    noise: str
+    epsilon: Fraction = Fraction(0)
+    delta: Fraction = Fraction(0)
+    rho: Fraction = Fraction(0)
+
+    def share(self, w: Fraction) -> Target:
+        return Target(self.noise, self.epsilon * w, self.delta * w, self.rho * w)
+
+    def bound(self) -> PrivacyLoss:
+        if self.noise == "laplace":
+            return PureDP(self.epsilon)
+        if self.noise == "gaussian":
+            return ZCDP(self.rho)
+        return ApproxDP(self.epsilon, self.delta)
+
+    def pure_epsilon(self) -> Fraction:
+        """ε for a pure-DP mechanism (exponential) under this target."""
+        if self.noise == "gaussian":
+            return sqrt_down(2 * self.rho)  # ε-DP ⇒ ε²/2-zCDP
+        return self.epsilon
+
+
+def _positive(x: Number | None, name: str) -> Fraction | None:
+    if x is None:
+        return None
+    value = fraction_down(x)
+    if value <= 0:
+        raise DomainError(f"{name} must be > 0, got {x!r}")
+    return value
+
+
+def resolve_target(measure: type, epsilon: Number | None, rho: Number | None,
+                   delta: Number | None) -> Target:
+    """The release target from the user's arguments and the session's measure."""
+    eps, r, dlt = _positive(epsilon, "epsilon"), _positive(rho, "rho"), _positive(delta, "delta")
+    if (eps is None) == (r is None):
+        raise DomainError("pass exactly one of epsilon= or rho=")
+    if measure is PureDP:
+        if r is not None or dlt is not None:
+            raise MeasureError("a pure-DP session releases with epsilon= only")
+        return Target("laplace", epsilon=eps or Fraction(0))
+    if measure is ZCDP:
+        if dlt is not None:
+            raise MeasureError("a zCDP session takes rho= (Gaussian) or epsilon= (Laplace)")
+        if r is not None:
+            return Target("gaussian", rho=r)
+        return Target("laplace", epsilon=eps or Fraction(0))
+    if r is not None:
+        raise MeasureError("an (ε, δ) session takes epsilon= and optionally delta=")
+    if dlt is None:
+        return Target("laplace", epsilon=eps or Fraction(0))
+    if dlt >= 1:
+        raise DomainError("delta must be below 1")
+    return Target("gaussian-approx", epsilon=eps or Fraction(0), delta=dlt)
+
+
+@dataclass
+class PlannedStatistic:
+    """A statistic with its noise measurement (input: the engine's dict of exact arrays)."""
+
+    stat: Statistic
+    aggregation: int
+    measurement: Measurement
+    mechanism: str
+    scale: Fraction
+    sensitivity: Fraction
+    accuracy: Callable[[float], float]
+
+    @property
+    def loss(self) -> PrivacyLoss:
+        return self.measurement.privacy_map(1)
+
+
+def _take(key: str) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    return lambda raw: raw[key]
+
+
+def _approx(m: Measurement, delta: Fraction) -> Measurement:
+    return Measurement(m.function, m.input_metric, ApproxDP,
+                       lambda d: m.privacy_map(d).to_approx(delta), m.name, m.accuracy)
+
+
+def _noise_statistic(stat: Statistic, agg_index: int, max_rows: int, target: Target
+                     ) -> PlannedStatistic:
+    gaussian = target.noise != "laplace"
+    metric = L2Distance() if gaussian else L1Distance()
+    take = _take(stat.key)
+    if stat.kind == "sum":
+        t = stability.make_bounded_sum(take, stat.lower, stat.upper, max_rows, metric)
+    else:
+        t = stability.make_bounded_count(take, max_rows, metric)
+    sens = t.map(1)
+    base: Callable[[Fraction], Measurement] = (
+        make_discrete_gaussian if gaussian else make_discrete_laplace)
+
+    def make(scale: Fraction) -> Measurement:
+        m = t >> base(scale)
+        return _approx(m, target.delta) if target.noise == "gaussian-approx" else m
+
+    start = max(Fraction(1, 1 << 20), sens / max(target.epsilon, sqrt_down(2 * target.rho),
+                                                 Fraction(1, 1 << 30)))
+    scale = calibrate_scale(make, 1, target.bound(), start=start)
+    m = make(scale)
+    acc = m.accuracy
+    assert acc is not None
+    return PlannedStatistic(stat, agg_index, m, "discrete Gaussian" if gaussian else
+                            "discrete Laplace", scale, sens, lambda beta: float(acc(beta)))
+
+
+def _quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kind: str,
+                        max_rows: int, target: Target) -> PlannedStatistic:
+    eps = target.pure_epsilon()
+    t = stability.make_rank_scores(_take(stat.key), max_rows)
+    sens = t.map(1)
+    scale = 2 * sens / eps  # exponential mechanism: ε = 2Δ/s (D&R Thm 3.10)
+    values = agg.candidate_values(kind)
+
+    def release(hist: np.ndarray) -> np.ndarray:
+        return np.array([values[sample_exponential(s, scale)] for s in agg.scores(hist)])
+
+    pure_map = lambda d: PureDP(2 * t.map(d) / scale)  # noqa: E731
+    privacy_map: Callable[[Any], PrivacyLoss] = pure_map
+    measure: type = PureDP
+    if target.noise == "gaussian":
+        privacy_map, measure = (lambda d: pure_map(d).to_zcdp()), ZCDP
+    elif target.noise == "gaussian-approx":
+        privacy_map, measure = (lambda d: pure_map(d).to_approx()), ApproxDP
+    m = Measurement(lambda raw: release(t(raw)), t.input_metric, measure, privacy_map,
+                    f"exponential(scale={float(scale):.6g})")
+    n_cand = len(values)
+
+    def rank_error(beta: float) -> float:
+        return float(scale * (log_up(Fraction(n_cand)) + log_up(1 / fraction_down(beta))))
+
+    return PlannedStatistic(stat, agg_index, m, "exponential", scale, sens, rank_error)
+
+
+def plan_statistics(aggs: Sequence[Aggregation], schema: Any, max_rows: int, target: Target,
+                    split: Sequence[Number] | None) -> list[PlannedStatistic]:
+    """Build the calibrated noise measurement of every statistic of ``aggs``."""
+    weights = _weights(len(aggs), split)
+    planned = []
+    for i, (agg, w) in enumerate(zip(aggs, weights, strict=True)):
+        for stat in agg.statistics(schema, prefix=f"a{i}_"):
+            share = target.share(w * stat.weight)
+            if isinstance(agg, Quantile):
+                kind = "int" if schema[agg.column].is_integer() else "float"
+                planned.append(_quantile_statistic(stat, agg, i, kind, max_rows, share))
+            else:
+                planned.append(_noise_statistic(stat, i, max_rows, share))
+    return planned
+
+
+def _weights(n: int, split: Sequence[Number] | None) -> list[Fraction]:
+    if split is None:
+        return [Fraction(1, n)] * n
+    if len(split) != n:
+        raise DomainError(f"split has {len(split)} weights for {n} aggregations")
+    ws = [fraction_down(w) for w in split]
+    if any(w <= 0 for w in ws):
+        raise DomainError("split weights must be positive")
+    total = sum(ws, Fraction(0))
+    return [w / total for w in ws]

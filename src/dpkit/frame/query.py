@@ -1,0 +1,268 @@
+"""The immutable, lazy query builder of interface mode (PINQ-style: McSherry 2009)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import narwhals as nw
+import numpy as np
+import polars as pl
+
+from dpkit.core.numbers import Number
+from dpkit.errors import ColumnError, DomainError
+from dpkit.frame import aggregates as A
+from dpkit.frame import engine
+from dpkit.frame.compiler import PlannedStatistic, plan_statistics, resolve_target
+
+if TYPE_CHECKING:
+    from dpkit.frame.session import Session
+
+__all__ = ["Query"]
+
+Step = tuple[str, tuple[Any, ...], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Query:
+    """A lazy DP query on a :class:`~dpkit.frame.Session`'s data.
+
+    Every method returns a new query; nothing reads the data or spends budget until
+    :meth:`release`. Transformations (:meth:`filter`, :meth:`with_columns`, :meth:`select`)
+    take Polars expressions (or narwhals expressions, which run on any backend).
+    """
+
+    session: Session
+    steps: tuple[Step, ...] = ()
+    keys: pl.DataFrame | None = None
+    aggs: tuple[A.Aggregation, ...] = ()
+
+    # -- transformations -------------------------------------------------------------
+    def _step(self, op: str, *args: Any, **kwargs: Any) -> Query:
+        if self.aggs:
+            raise DomainError(f"{op} must come before agg()")
+        return replace(self, steps=(*self.steps, (op, args, kwargs)))
+
+    def filter(self, *predicates: Any) -> Query:
+        """Keep rows matching all predicates (1-stable: a unit's rows only disappear)."""
+        return self._step("filter", *predicates)
+
+    def with_columns(self, *exprs: Any, **named: Any) -> Query:
+        """Add or replace columns computed row by row (1-stable)."""
+        return self._step("with_columns", *exprs, **named)
+
+    def select(self, *exprs: Any, **named: Any) -> Query:
+        """Keep or compute columns row by row (1-stable). Keep the privacy unit's column."""
+        return self._step("select", *exprs, **named)
+
+    def group_by(self, *columns: str, keys: Any = None) -> Query:
+        """Group by ``columns`` over *public* keys (declared, never taken from the data).
+
+        Parameters
+        ----------
+        *columns : str
+            Grouping columns.
+        keys : sequence, mapping or polars.DataFrame
+            For one column, a sequence of its values; for several, a sequence of tuples, a
+            mapping ``{column: values}`` (cross product) or a DataFrame with those columns.
+            Every key appears in the result (with noise) whether or not it occurs in the
+            data; rows whose key is not listed are dropped.
+
+        Raises
+        ------
+        DomainError
+            If ``keys`` is missing or malformed.
+        """
+        if not columns:
+            raise DomainError("group_by needs at least one column")
+        return replace(self, keys=_keyset(list(columns), keys))
+
+    # -- aggregations ----------------------------------------------------------------
+    def agg(self, *aggs: A.Aggregation) -> Query:
+        """Aggregations to release together; the budget is split among them (see release)."""
+        if not aggs or not all(isinstance(a, A.Aggregation) for a in aggs):
+            raise DomainError("agg() takes dp.count(), dp.sum(...), dp.mean(...), ...")
+        all_aggs = (*self.aggs, *aggs)
+        if any(isinstance(a, A.Histogram) for a in all_aggs) and len(all_aggs) > 1:
+            raise DomainError("a histogram must be released on its own agg()")
+        names = [a.output_name() for a in all_aggs]
+        if len(set(names)) != len(names):
+            raise DomainError(f"duplicate output names {names}; pass name=")
+        return replace(self, aggs=all_aggs)
+
+    def count(self) -> Query:
+        """Shorthand for ``agg(dp.count())``."""
+        return self.agg(A.count())
+
+    def sum(self, column: str, bounds: tuple[Number, Number] | None = None, **kw: Any) -> Query:
+        """Shorthand for ``agg(dp.sum(column, bounds))``."""
+        return self.agg(A.sum(column, bounds, **kw))
+
+    def mean(self, column: str, bounds: tuple[Number, Number] | None = None, **kw: Any
+             ) -> Query:
+        """Shorthand for ``agg(dp.mean(column, bounds))``."""
+        return self.agg(A.mean(column, bounds, **kw))
+
+    def histogram(self, column: str, bins: Any = None, **kw: Any) -> Query:
+        """Shorthand for ``agg(dp.histogram(column, bins))``."""
+        return self.agg(A.histogram(column, bins, **kw))
+
+    def quantile(self, column: str, q: Number, bounds: tuple[Number, Number] | None = None,
+                 **kw: Any) -> Query:
+        """Shorthand for ``agg(dp.quantile(column, q, bounds))``."""
+        return self.agg(A.quantile(column, q, bounds, **kw))
+
+    # -- planning and release ------------------------------------------------------------
+    def _schema(self) -> Any:
+        lf = engine.apply_steps(self.session._frame, self.steps)
+        return lf, lf.collect_schema()
+
+    def plan(self, epsilon: Number | None = None, *, rho: Number | None = None,
+             delta: Number | None = None, split: Sequence[Number] | None = None
+             ) -> tuple[Any, list[PlannedStatistic]]:
+        """Validate the query and calibrate its noise (no data read, nothing spent)."""
+        if not self.aggs:
+            raise DomainError("nothing to release: add an aggregation with agg()")
+        lf, schema = self._schema()
+        needed = [c for a in self.aggs for c in a.columns()]
+        if self.keys is not None:
+            needed += list(self.keys.columns)
+            _check_key_types(self.keys, schema)
+        unit = self.session.privacy_unit
+        if unit.column is not None:
+            needed.append(unit.column)
+        engine.check_columns(schema, needed)
+        target = resolve_target(self.session.measure, epsilon, rho, delta)
+        planned = plan_statistics(self.aggs, schema, unit.max_rows, target, split)
+        return lf, planned
+
+    def explain(self, epsilon: Number | None = None, *, rho: Number | None = None,
+                delta: Number | None = None, split: Sequence[Number] | None = None,
+                confidence: float = 0.95) -> str:
+        """The plan: each statistic's sensitivity, mechanism, scale, expected error and loss.
+
+        Free: reads no data and spends nothing.
+        """
+        _, planned = self.plan(epsilon, rho=rho, delta=delta, split=split)
+        beta = 1 - confidence
+        lines = [f"privacy unit: {self.session.privacy_unit}; measure: "
+                 f"{self.session.measure.__name__}"]
+        for p in planned:
+            agg = self.aggs[p.aggregation]
+            what = "rank error" if p.mechanism == "exponential" else "± half-width"
+            lines.append(
+                f"{agg.output_name()} [{p.stat.key}]: sensitivity {float(p.sensitivity):g}, "
+                f"{p.mechanism} scale {float(p.scale):.6g}, {what} {p.accuracy(beta):.4g} "
+                f"at {confidence:.0%}, loss {p.loss}"
+            )
+        lines.append(f"total: {self.session._total_loss(planned)}")
+        return "\n".join(lines)
+
+    def release(self, epsilon: Number | None = None, *, rho: Number | None = None,
+                delta: Number | None = None, split: Sequence[Number] | None = None,
+                confidence: float = 0.95) -> pl.DataFrame:
+        """Release the aggregations with differential privacy.
+
+        Parameters
+        ----------
+        epsilon : number, optional
+            ε (nats) to spend, with Laplace noise (pure and (ε, δ) sessions; in a zCDP session
+            it is charged as ρ = Σ εᵢ²/2) — or, with ``delta``, Gaussian noise calibrated to
+            (ε, δ) through zCDP (ApproxDP sessions).
+        rho : number, optional
+            ρ to spend with Gaussian noise (zCDP sessions).
+        delta : number, optional
+            δ to spend (ApproxDP sessions).
+        split : sequence of numbers, optional
+            Relative budget weights of the aggregations (default: even).
+        confidence : float
+            Coverage of each reported interval (default 0.95), per cell.
+
+        Returns
+        -------
+        polars.DataFrame
+            One row per public key (or per key × bin for a histogram; one row without
+            group-by): key columns, then per aggregation ``<name>``, ``<name>_ci_low``,
+            ``<name>_ci_high`` (and ``<name>_rank_error`` for quantiles).
+
+        Raises
+        ------
+        BudgetExceededError
+            If the loss exceeds what remains (nothing is released or recorded).
+        BoundsError, ColumnError, DomainError, MeasureError
+            For bad queries, before any data is read or budget spent.
+        """
+        if not 0 < confidence < 1:
+            raise DomainError("confidence must be in (0, 1)")
+        lf, planned = self.plan(epsilon, rho=rho, delta=delta, split=split)
+        return self.session._release(self, lf, planned, 1 - confidence)
+
+    def _needed_columns(self) -> list[str]:
+        cols = [c for a in self.aggs for c in a.columns()]
+        if self.keys is not None:
+            cols += list(self.keys.columns)
+        return cols
+
+    def describe(self) -> str:
+        """Canonical text of the query (stored in the ledger)."""
+        parts = [f"{op}({', '.join(map(str, args))})" for op, args, _ in self.steps]
+        if self.keys is not None:
+            parts.append(f"group_by({', '.join(self.keys.columns)}; {len(self.keys)} keys)")
+        parts.append("agg(" + ", ".join(_describe_agg(a) for a in self.aggs) + ")")
+        return ".".join(parts)
+
+
+def _describe_agg(agg: A.Aggregation) -> str:
+    fields = {k: v for k, v in vars(agg).items() if v is not None and k != "name"}
+    inner = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+    return f"{type(agg).__name__.lower()}({inner})"
+
+
+def _keyset(columns: list[str], keys: Any) -> pl.DataFrame:
+    if keys is None:
+        raise DomainError(
+            "group_by needs public keys=...: dpkit never takes group keys from the data "
+            "without a budgeted partition-selection step (DESIGN.md §3.4)"
+        )
+    if isinstance(keys, pl.DataFrame):
+        missing = [c for c in columns if c not in keys.columns]
+        if missing:
+            raise DomainError(f"keys DataFrame lacks columns {missing}")
+        frame = keys.select(columns)
+    elif isinstance(keys, Mapping):
+        if sorted(keys) != sorted(columns):
+            raise DomainError(f"keys mapping must have exactly the columns {columns}")
+        rows = list(itertools.product(*(list(keys[c]) for c in columns)))
+        frame = pl.DataFrame(rows, schema=columns, orient="row")
+    else:
+        values = list(keys)
+        if len(columns) == 1:
+            frame = pl.DataFrame({columns[0]: values})
+        else:
+            if not all(isinstance(v, tuple | list) and len(v) == len(columns) for v in values):
+                raise DomainError(f"keys for {columns} must be tuples of {len(columns)} values")
+            frame = pl.DataFrame([tuple(v) for v in values], schema=columns, orient="row")
+    if len(frame) == 0:
+        raise DomainError("keys must not be empty")
+    if frame.is_duplicated().any():
+        raise DomainError("keys must be distinct")
+    return frame
+
+
+def _check_key_types(keys: pl.DataFrame, schema: Any) -> None:
+    for c in keys.columns:
+        if c not in schema:
+            raise ColumnError(f"unknown group-by column {c!r}; available: {', '.join(schema)}")
+        dtype = schema[c]
+        values = keys[c]
+        numeric_col = dtype.is_numeric()
+        numeric_keys = values.dtype.is_numeric() or values.dtype == pl.Null
+        if numeric_col != numeric_keys and not (dtype == nw.Boolean and
+                                                values.dtype == pl.Boolean):
+            raise ColumnError(f"keys for {c!r} have type {values.dtype} but the column is {dtype}")
+
+
+def _as_numpy(x: Any) -> np.ndarray:
+    return np.asarray(x)

@@ -1,0 +1,185 @@
+"""``Session``: private data behind a privacy budget (interface mode; PINQ, McSherry 2009).
+
+The analyst never sees rows. Each :meth:`Query.release` is planned (sensitivities and noise
+scales from the core), its loss checked against the session budget and debited — in the
+ledger too, atomically, when there is one — *before* the engine reads the data or any noise
+is drawn; only then does the engine compute the exact statistics and the core add noise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from dpkit.core.compose import PrivacyFilter
+from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from dpkit.errors import BudgetExceededError, DomainError, LedgerError, MeasureError
+from dpkit.frame import aggregates as A
+from dpkit.frame import engine
+from dpkit.frame.compiler import PlannedStatistic
+from dpkit.frame.privacy_unit import PrivacyUnit
+from dpkit.frame.query import Query
+from dpkit.ledger import Ledger
+
+__all__ = ["Session"]
+
+
+def _to_measure(loss: PrivacyLoss, measure: type) -> PrivacyLoss:
+    if isinstance(loss, measure):
+        return loss
+    if isinstance(loss, PureDP) and measure is ZCDP:
+        return loss.to_zcdp()
+    if isinstance(loss, PureDP) and measure is ApproxDP:
+        return loss.to_approx()
+    raise MeasureError(f"a {type(loss).__name__} loss cannot be charged to a {measure.__name__} "
+                       "budget")
+
+
+class Session:
+    """Private data, its privacy unit and a budget.
+
+    Parameters
+    ----------
+    data : polars.DataFrame, polars.LazyFrame, str or Path, or a narwhals-supported frame
+        The private table (CSV and Parquet paths are scanned lazily).
+    privacy_unit : PrivacyUnit
+        ``PrivacyUnit.rows()`` (default) or ``PrivacyUnit.by(column, max_rows)``.
+    budget : PureDP, ApproxDP or ZCDP
+        The total privacy loss this session may spend; its type is the session's measure.
+        With a ledger, this is the dataset's lifetime cap (fixed when the dataset is first
+        registered).
+    ledger : str, Path or Ledger, optional
+        SQLite epsilon registry; the session resumes the dataset's recorded spend.
+    dataset : str, optional
+        The dataset's name in the ledger (required with a ledger).
+
+    Attributes
+    ----------
+    spent, remaining : PrivacyLoss
+        Exact, in the session's measure (including earlier sessions' spend via the ledger).
+
+    Raises
+    ------
+    DomainError
+        For a budget that is not a privacy loss, or a ledger without a dataset name.
+    LedgerError
+        If the ledger has the dataset with a different measure or cap.
+    """
+
+    def __init__(self, data: Any, privacy_unit: PrivacyUnit | None = None,
+                 budget: PrivacyLoss | None = None, *, ledger: str | Path | Ledger | None = None,
+                 dataset: str | None = None) -> None:
+        if not isinstance(budget, PureDP | ApproxDP | ZCDP):
+            raise DomainError("budget must be dp.PureDP(ε), dp.ApproxDP(ε, δ) or dp.ZCDP(ρ)")
+        self.privacy_unit = privacy_unit or PrivacyUnit.rows()
+        if not isinstance(self.privacy_unit, PrivacyUnit):
+            raise DomainError("privacy_unit must be dp.PrivacyUnit.rows() or .by(column, n)")
+        self._frame = engine.to_lazy(data)
+        schema = self._frame.collect_schema()
+        if self.privacy_unit.column is not None:
+            engine.check_columns(schema, [self.privacy_unit.column])
+        self.measure: type = type(budget)
+        self._filter = PrivacyFilter(budget)
+        self.dataset = dataset
+        self.ledger: Ledger | None = None
+        if ledger is not None:
+            if not dataset:
+                raise DomainError("a ledger needs dataset='name'")
+            self.ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
+            self.ledger.register(dataset, budget, str(self.privacy_unit),
+                                 ",".join(f"{k}:{v}" for k, v in schema.items()))
+
+    # -- budget ------------------------------------------------------------------------
+    @property
+    def budget(self) -> PrivacyLoss:
+        return self._filter.budget
+
+    @property
+    def spent(self) -> PrivacyLoss:
+        if self.ledger is not None:
+            return self.ledger.spent(self.dataset or "")
+        return self._filter.spent
+
+    @property
+    def remaining(self) -> PrivacyLoss:
+        return self.budget - self.spent  # type: ignore[operator]
+
+    def query(self) -> Query:
+        """Start a new lazy query."""
+        return Query(self)
+
+    def _total_loss(self, planned: Sequence[PlannedStatistic]) -> PrivacyLoss:
+        zero = self.measure.zero()
+        return sum((_to_measure(p.loss, self.measure) for p in planned), zero)
+
+    def _debit(self, loss: PrivacyLoss, description: str) -> int | None:
+        if not (self.spent + loss) <= self.budget:
+            raise BudgetExceededError(
+                f"this release costs {loss} but only {self.remaining} remains of {self.budget}; "
+                "nothing was released"
+            )
+        release_id = None
+        if self.ledger is not None:
+            release_id = self.ledger.debit(self.dataset or "", loss, description)
+        self._filter.spent = self._filter.spent + loss
+        return release_id
+
+    # -- release -----------------------------------------------------------------------
+    def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float
+                 ) -> pl.DataFrame:
+        loss = self._total_loss(planned)
+        release_id = self._debit(loss, query.describe())
+        try:
+            columns = [c for a in query.aggs for c in a.columns()]
+            if query.keys is not None:
+                columns += list(query.keys.columns)
+            bounded = engine.bound_contributions(lf, self.privacy_unit, columns)
+            raw = engine.compute(bounded, query.keys, [p.stat for p in planned])
+            noisy = {p.stat.key: p.measurement(raw) for p in planned}
+            result = _assemble(query, planned, noisy, beta)
+        except BaseException:
+            if self.ledger is not None and release_id is not None:
+                self.ledger.mark(release_id, "failed", None)  # the debit stands: no refund
+            raise
+        if self.ledger is not None and release_id is not None:
+            digest = hashlib.sha256(result.write_csv().encode()).hexdigest()
+            self.ledger.mark(release_id, "released", digest)
+        return result
+
+    def __repr__(self) -> str:
+        return (f"Session(unit={self.privacy_unit}, budget={self.budget}, spent={self.spent}, "
+                f"ledger={self.ledger.path if self.ledger else None})")
+
+
+def _assemble(query: Query, planned: list[PlannedStatistic], noisy: dict[str, np.ndarray],
+              beta: float) -> pl.DataFrame:
+    columns: dict[str, Any] = {}
+    keys = query.keys
+    hist = next((a for a in query.aggs if isinstance(a, A.Histogram)), None)
+    for i, agg in enumerate(query.aggs):
+        mine = [p for p in planned if p.aggregation == i]
+        widths = {p.stat.key: _width(p, agg, beta) for p in mine}
+        values = {k: (v.reshape(-1) if hist is not None else v) for k, v in noisy.items()}
+        columns.update(agg.finish(values, widths, [p.stat for p in mine], beta))
+    series = {k: pl.Series(k, np.asarray(v)) for k, v in columns.items()}
+    if hist is not None:
+        labels = hist.labels()
+        repeat = len(keys) if keys is not None else 1
+        out = pl.DataFrame({"bin": labels * repeat})
+        if keys is not None:
+            expanded = keys.select(pl.all().repeat_by(len(labels)).explode())
+            out = pl.concat([expanded, out], how="horizontal")
+        return out.with_columns(**series)
+    if keys is None:
+        return pl.DataFrame(list(series.values()))
+    return keys.with_columns(**series)
+
+
+def _width(p: PlannedStatistic, agg: A.Aggregation, beta: float) -> float:
+    # a mean's interval combines two noise bounds, each at β/2
+    return p.accuracy(beta / 2 if isinstance(agg, A.Mean) else beta)
