@@ -102,9 +102,12 @@ def calibrate_scale(
     """Smallest scale (to bisection precision) with ``make(scale).check(d_in, d_out)``.
 
     The privacy map must be non-increasing in the scale. The returned scale always passes the
-    check (the search keeps the passing end of the bracket).
+    check (the search keeps the passing end of the bracket). If ``start`` passes and a scale
+    2^-30 smaller does not, ``start`` itself is returned, so closed-form guesses stay exact.
     """
     hi = Fraction(start)
+    if make(hi).check(d_in, d_out) and not make(hi * (1 - Fraction(1, 2**30))).check(d_in, d_out):
+        return hi  # the caller's guess is already tight (e.g. a closed form): keep it exact
     while not make(hi).check(d_in, d_out):
         hi *= 2
         if hi > Fraction(2) ** 200:

@@ -1,0 +1,73 @@
+"""The ``dpkit`` command line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dpkit.ledger import Ledger
+
+app = typer.Typer(help="dpkit — differential privacy, exact by construction.",
+                  no_args_is_help=True, add_completion=False)
+ledger_app = typer.Typer(help="Inspect the epsilon registry.", no_args_is_help=True)
+app.add_typer(ledger_app, name="ledger")
+
+
+def default_ledger_path() -> Path:
+    """Where the demo's ledger lives: $DPKIT_HOME, else $XDG_DATA_HOME/dpkit, else
+    ~/.local/share/dpkit."""
+    home = os.environ.get("DPKIT_HOME")
+    if home:
+        return Path(home) / "demo-ledger.sqlite"
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "dpkit" / "demo-ledger.sqlite"
+
+
+@app.command()
+def demo(
+    ledger: Path = typer.Option(None, help="SQLite ledger file (default: see below)."),
+    reset_ledger: bool = typer.Option(False, "--reset-ledger",
+                                      help="Delete the demo ledger before running."),
+    epsilon: float = typer.Option(1.0, help="Total budget ε of this demo run."),
+) -> None:
+    """Run a complete DP analysis of the UCI Adult data (ε = 1 in total)."""
+    from dpkit.cli.demo import run_demo
+
+    path = ledger or default_ledger_path()
+    if reset_ledger and path.exists():
+        path.unlink()
+        for suffix in ("-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
+    run_demo(path, epsilon, Console())
+
+
+@ledger_app.command("show")
+def ledger_show(
+    ledger: Path = typer.Option(None, help="SQLite ledger file (default: the demo ledger)."),
+    dataset: str = typer.Option(None, help="Show this dataset's releases."),
+) -> None:
+    """List datasets with their lifetime cap and spend, or one dataset's releases."""
+    path = ledger or default_ledger_path()
+    console = Console()
+    if not path.exists():
+        console.print(f"[red]no ledger at {path}[/red]")
+        raise typer.Exit(1)
+    reg = Ledger(path)
+    if dataset is None:
+        table = Table(title=f"Datasets in {path}")
+        for col in ("dataset", "privacy unit", "lifetime cap", "spent", "created"):
+            table.add_column(col)
+        for d in reg.datasets():
+            table.add_row(d["name"], d["privacy_unit"], str(d["cap"]), str(d["spent"]),
+                          d["created"])
+    else:
+        table = Table(title=f"Releases of {dataset}")
+        for col in ("id", "time", "loss", "status", "query"):
+            table.add_column(col)
+        for r in reg.releases(dataset):
+            table.add_row(str(r["id"]), r["time"], str(r["loss"]), r["status"], r["query"])
+    console.print(table)
