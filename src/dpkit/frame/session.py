@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from dpkit.core import rng
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 from dpkit.errors import BudgetExceededError, DomainError, LedgerError, MeasureError
@@ -132,6 +133,7 @@ class Session:
     # -- release -----------------------------------------------------------------------
     def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float
                  ) -> pl.DataFrame:
+        rng.require_secure()  # a seeded test stream never reaches a release (or the ledger)
         loss = self._total_loss(planned)
         release_id = self._debit(loss, query.describe())
         try:

@@ -1,0 +1,131 @@
+"""Privacy maps against closed forms, output distributions, and bad input."""
+
+import collections
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from stats import FALSE_POSITIVE_RATE, chi2_pvalue, ks_pvalue
+
+import dpkit as dp
+from dpkit.core.measures import ZCDP, PureDP
+from dpkit.errors import DomainError
+from dpkit.mechanisms import (
+    make_discrete_gaussian,
+    make_discrete_laplace,
+    make_exponential,
+    make_gaussian,
+    make_laplace,
+    make_randomized_response,
+    representable_scale,
+)
+
+
+def test_issue_example():
+    m = dp.mechanisms.make_laplace(scale=2.0)
+    out = m(np.zeros(10))
+    assert out.shape == (10,) and out.dtype == np.float64
+    eps = m.privacy_map(1).epsilon
+    assert Fraction(1, 2) <= eps < Fraction(1, 2) * (1 + Fraction(1, 1000))  # ≈ 1/2, never less
+
+
+def test_privacy_maps_closed_forms():
+    assert make_discrete_laplace(4).privacy_map(2) == PureDP(Fraction(1, 2))
+    assert make_discrete_gaussian(2).privacy_map(1) == ZCDP(Fraction(1, 8))
+    assert make_exponential(2).privacy_map(1) == PureDP(1)
+    assert make_exponential(2, monotonic=True).privacy_map(1) == PureDP(Fraction(1, 2))
+    assert make_randomized_response([0, 1], Fraction(3, 4)).privacy_map(1) == PureDP(
+        Fraction(3, 4))
+    g = make_gaussian(2.0, max_size=4)
+    rho = g.privacy_map(1).rho
+    assert Fraction(1, 8) <= rho < Fraction(1, 8) * (1 + Fraction(1, 10**6))
+    assert make_laplace(1.0, max_size=1).privacy_map(0).epsilon > 0  # grid rounding is charged
+
+
+def test_check_derives_from_map():
+    m = make_discrete_laplace(2)
+    assert m.check(1, PureDP(0.5)) and not m.check(1, PureDP(0.49))
+
+
+def test_grid_laplace_distribution():
+    m = make_laplace(3.0)
+    out = np.concatenate([m(np.zeros(50_000)) for _ in range(4)])
+    assert ks_pvalue(out, "laplace", 0, 3.0) > FALSE_POSITIVE_RATE
+    assert ks_pvalue(out, "laplace", 0, 3.3) < FALSE_POSITIVE_RATE  # mis-scaled reference
+
+
+def test_grid_laplace_misscaled_variant_rejected():
+    wrong = make_laplace(3.3)
+    out = np.concatenate([wrong(np.zeros(50_000)) for _ in range(4)])
+    assert ks_pvalue(out, "laplace", 0, 3.0) < FALSE_POSITIVE_RATE
+
+
+def test_grid_gaussian_distribution():
+    out = make_gaussian(2.0, max_size=100_000)(np.zeros(100_000))
+    assert ks_pvalue(out, "norm", 0, 2.0) > FALSE_POSITIVE_RATE
+    wrong = make_gaussian(2.2, max_size=100_000)(np.zeros(100_000))
+    assert ks_pvalue(wrong, "norm", 0, 2.0) < FALSE_POSITIVE_RATE
+
+
+def test_exponential_mechanism_distribution():
+    scores = np.array([0, 1, 2.5, -1])
+    m = make_exponential(1)
+    draws = np.array([m(scores) for _ in range(20_000)])
+    pmf = np.exp(scores) / np.exp(scores).sum()
+    support = np.arange(4)
+    assert chi2_pvalue(draws, support, pmf) > FALSE_POSITIVE_RATE
+    wrong = np.exp(scores / 1.3) / np.exp(scores / 1.3).sum()  # a mis-scaled mechanism
+    assert chi2_pvalue(draws, support, wrong) < FALSE_POSITIVE_RATE
+
+
+def test_randomized_response_distribution():
+    m = make_randomized_response(["a", "b", "c"], 1)
+    out = m(np.array(["a"] * 60_000))
+    counts = collections.Counter(out.tolist())
+    codes = np.array([{"a": 0, "b": 1, "c": 2}[v] for v in out.tolist()])
+    keep = math.e / (math.e + 2)
+    pmf = np.array([keep, (1 - keep) / 2, (1 - keep) / 2])
+    assert chi2_pvalue(codes, np.arange(3), pmf) > FALSE_POSITIVE_RATE
+    naive = np.array([0.5, 0.25, 0.25])  # Warner with p = 1/2: a broken ε
+    assert chi2_pvalue(codes, np.arange(3), naive) < FALSE_POSITIVE_RATE
+    assert set(counts) == {"a", "b", "c"}
+    assert m("b") in ("a", "b", "c")
+
+
+def test_scalar_and_vector_io():
+    assert isinstance(make_discrete_laplace(1)(5), int)
+    assert isinstance(make_laplace(1)(5.0), float)
+    assert make_discrete_gaussian(1)(np.arange(4)).shape == (4,)
+
+
+@pytest.mark.parametrize("bad", [0, -1, math.nan, math.inf])
+def test_bad_scale(bad):
+    with pytest.raises(DomainError):
+        make_laplace(bad)
+    with pytest.raises(DomainError):
+        make_discrete_gaussian(bad)
+
+
+def test_bad_inputs():
+    with pytest.raises(DomainError):
+        make_discrete_laplace(1)(np.array([0.5]))
+    with pytest.raises(DomainError):
+        make_laplace(1)(np.array([np.nan]))
+    with pytest.raises(DomainError):
+        make_laplace(1, max_size=3)(np.zeros(4))
+    with pytest.raises(DomainError):
+        make_exponential(1)(np.array([]))
+    with pytest.raises(DomainError):
+        make_randomized_response(["a"], 1)
+    with pytest.raises(DomainError):
+        make_randomized_response(["a", "b"], 1)("z")
+    inf_out = make_laplace(1)(np.array([np.inf]))
+    assert np.isfinite(inf_out).all()  # clamped at ±2^62 grid steps
+
+
+def test_representable_scale_rounds_up():
+    s = Fraction(10**20 + 1, 3**25)
+    r = representable_scale(s)
+    assert r >= s and r < s * (1 + Fraction(1, 2**30))
+    assert representable_scale(2) == 2
