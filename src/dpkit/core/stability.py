@@ -49,6 +49,7 @@ def make_bounded_sum(function: Callable[[Any], Any], lower: int, upper: int, max
 
 def make_rank_scores(function: Callable[[Any], Any], max_rows: int,
                      name: str = "rank scores") -> Transformation:
-    """Quantile scores −|rank(c) − q·n| per candidate c: each moves by ≤ max_rows per unit."""
+    """Quantile scores −dist(q·n, [#{x < c}, #{x ≤ c}]) per candidate c: each moves by at
+    most max_rows per unit (every count and q·n move by ≤ 1 per row)."""
     return Transformation(function, AddRemoveDistance(), LInfDistance(),
                           _scaled(Fraction(max_rows)), name)

@@ -308,7 +308,8 @@ class Quantile(Aggregation):
 
     Candidates: the integers in ``bounds`` when the column is integer and the range holds at
     most 1,000 of them, otherwise 1,001 evenly spaced points (or ``candidates=n`` points).
-    The score of candidate c is −|#{x < c} − q·n| (sensitivity 1 per row: Smith 2011;
+    The score of candidate c is minus the distance from q·n to [#{x < c}, #{x ≤ c}], so tied
+    values score well; adding or removing a row moves every score by at most 1 (Smith 2011;
     Dwork & Roth §3.4). With probability ≥ 1 − β the released candidate's rank is within
     ``rank_error`` = s·(ln|C| + ln(1/β)) of q·n, s the mechanism's scale (D&R Thm 3.11);
     that bound is reported as ``<name>_rank_error``.
@@ -354,22 +355,28 @@ class Quantile(Aggregation):
         first, step, m = self.grid(kind)
         clean = _clean(self.column, kind, self.fill, lower, upper)
         x = clean.clip(float(lower), float(upper))
-        # b(x) = ⌊(x − c₀)/step⌋ + 1, so that #{x < c_j} = #{b(x) ≤ j}
-        b = (((x - first) / step).floor() + 1).clip(0, m).cast(nw.Int64)
-        return [Statistic(f"{prefix}q", "bins", bin_expr=b, n_bins=m + 1)]
+        # t = (x − c₀)/step; x = c_j ⇒ bin 2j + 1, c_{j−1} < x < c_j ⇒ bin 2j, so that
+        # #{x < c_j} = Σ bins ≤ 2j and #{x ≤ c_j} = Σ bins ≤ 2j + 1
+        t = (x - first) / step
+        b = nw.when(t == t.floor()).then(t * 2 + 1).otherwise(t.ceil() * 2)
+        return [Statistic(f"{prefix}q", "bins", bin_expr=b.clip(0, 2 * m - 1).cast(nw.Int64),
+                          n_bins=2 * m)]
 
     def candidate_values(self, kind: str) -> np.ndarray:
         first, step, m = self.grid(kind)
         return first + step * np.arange(m)
 
     def scores(self, hist: np.ndarray) -> list[list[Fraction]]:
-        """Per group, the exact scores −|rank(c_j) − q·n| of every candidate."""
+        """Per group, the exact score of every candidate c: minus the distance from q·n to
+        [#{x < c}, #{x ≤ c}] (0 when c is a q-quantile, ties included)."""
         q = self.level()
         out = []
         for row in np.asarray(hist, dtype=np.int64):
-            ranks = np.cumsum(row)[:-1]
-            n = int(row.sum())
-            out.append([-abs(Fraction(int(r)) - q * n) for r in ranks])
+            cum = np.cumsum(row)
+            below, upto = cum[0::2], cum[1::2]
+            target = q * int(row.sum())
+            out.append([-max(Fraction(0), int(lo) - target, target - int(hi))
+                        for lo, hi in zip(below, upto, strict=True)])
         return out
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],

@@ -36,8 +36,11 @@ def _exact_scores(scores: Any) -> list[Fraction]:
     return [Fraction(v) if not isinstance(v, float) else Fraction(v) for v in arr.tolist()]
 
 
-def sample_exponential(scores: Any, scale: Fraction) -> int:
-    """Index i drawn with probability ∝ exp(scoresᵢ / scale), exactly."""
+def sample_exponential(scores: Any, scale: Fraction, size: int | None = None) -> Any:
+    """Index i drawn with probability ∝ exp(scoresᵢ / scale), exactly.
+
+    Returns one int, or ``size`` independent draws as an int64 array.
+    """
     exact = _exact_scores(scores)
     top = max(exact)
     gaps = [(top - u) / scale for u in exact]  # γᵢ ≥ 0
@@ -45,13 +48,17 @@ def sample_exponential(scores: Any, scale: Fraction) -> int:
     for g in gaps:
         denom = denom * g.denominator // math.gcd(denom, g.denominator)
     numer = np.array([g.numerator * (denom // g.denominator) for g in gaps], dtype=object)
-    batch = max(64, 2 * numer.size)
-    while True:
+    want = 1 if size is None else int(size)
+    found: list[np.ndarray] = []
+    got = 0
+    while got < want:
+        batch = max(64, 2 * numer.size * (want - got))
         proposals = rng.uniform_below(numer.size, batch).astype(np.int64)
-        accepted = samplers.bernoulli_exp(numer[proposals], denom)
-        hits = np.flatnonzero(accepted)
-        if hits.size:
-            return int(proposals[hits[0]])
+        accepted = proposals[samplers.bernoulli_exp(numer[proposals], denom)]
+        found.append(accepted)
+        got += accepted.size
+    draws = np.concatenate(found)[:want]
+    return int(draws[0]) if size is None else draws
 
 
 def make_exponential(scale: Number, *, monotonic: bool = False) -> Measurement:
