@@ -16,6 +16,7 @@ from dpkit.core import samplers
 from dpkit.errors import DomainError
 
 N = 200_000
+pytestmark = pytest.mark.slow  # large-sample statistical tests (run in CI; ~10 s)
 
 
 @pytest.mark.parametrize("scale", [Fraction(1, 3), 1, Fraction(5, 2), 10])

@@ -7,8 +7,8 @@ data: they show the price of privacy. A real analyst sees only the DP columns.
 from __future__ import annotations
 
 import time
-from fractions import Fraction
 from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +95,9 @@ def run_demo(ledger_path: Path, epsilon: float, console: Console) -> None:
 
     res = q.quantile("hours-per-week", 0.5, bounds=(1, 99)).release(epsilon=eps["median"])
     r = res.row(0, named=True)
-    true_median = float(adult["hours-per-week"].median() or 0)
-    table = Table(title=f"Median hours per week (exponential mechanism; ε = {float(eps['median']):g})",
-                  title_justify="left")
+    true_median = float(np.median(adult["hours-per-week"].to_numpy()))
+    title = f"Median hours per week (exponential mechanism; ε = {float(eps['median']):g})"
+    table = Table(title=title, title_justify="left")
     for c in ("DP estimate", "rank error (95%)", "true value (not private)"):
         table.add_column(c, justify="right")
     table.add_row(_fmt(r["hours-per-week_median"]),

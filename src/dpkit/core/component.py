@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from dpkit.core import rng
@@ -119,7 +118,7 @@ class Measurement:
     output_measure: type
     privacy_map: PrivacyMap
     name: str = "measurement"
-    accuracy: Callable[[Fraction], float] | None = field(default=None)
+    accuracy: Callable[[float], float] | None = field(default=None)
 
     def __call__(self, data: Any) -> Any:
         rng.require_secure()

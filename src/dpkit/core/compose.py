@@ -44,7 +44,7 @@ def make_sequential_composition(measurements: Sequence[Measurement]) -> Measurem
     for m in measurements[1:]:
         if m.input_metric != first.input_metric or m.output_measure is not first.output_measure:
             raise MeasureError("composed measurements must share input metric and measure")
-    measure = first.output_measure
+    measure: type[PrivacyLoss] = first.output_measure
     return Measurement(
         function=lambda x: [m.function(x) for m in measurements],
         input_metric=first.input_metric,

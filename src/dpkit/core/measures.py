@@ -146,7 +146,8 @@ class ApproxDP(PrivacyLoss):
         if isinstance(other, PureDP):
             other = other.to_approx()
         if isinstance(other, ApproxDP):  # basic composition (Dwork & Roth Thm 3.16)
-            return ApproxDP(self.epsilon + other.epsilon, min(Fraction(1), self.delta + other.delta))
+            delta = min(Fraction(1), self.delta + other.delta)
+            return ApproxDP(self.epsilon + other.epsilon, delta)
         if isinstance(other, ZCDP):
             raise MeasureError("convert the zCDP loss to (ε, δ) with a chosen δ before adding")
         return NotImplemented

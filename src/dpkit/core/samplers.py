@@ -143,9 +143,10 @@ def bernoulli_exp(numer: np.ndarray | int, denom: int, size: int | None = None) 
     denom = int(denom)
     if denom <= 0:
         raise DomainError("denominator must be positive")
-    if np.isscalar(numer) or isinstance(numer, int):
-        numer = np.full(int(size or 1), int(numer), dtype=object)
-    nums = np.asarray(numer, dtype=object)
+    if isinstance(numer, np.ndarray):
+        nums = numer.astype(object)
+    else:
+        nums = np.full(int(size or 1), int(numer), dtype=object)
     if nums.size and min(nums) < 0:
         raise DomainError("γ must be ≥ 0")
     whole = nums // denom
@@ -194,7 +195,7 @@ def _geometric_batch(t: int, m: int) -> np.ndarray:
 
 
 def _fill(size: int, batch: Callable[[int], np.ndarray], rate: float, dtype: type) -> np.ndarray:
-    out = np.empty(size, dtype=dtype)
+    out: np.ndarray = np.empty(size, dtype=dtype)
     filled = 0
     while filled < size:
         need = size - filled

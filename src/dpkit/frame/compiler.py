@@ -122,8 +122,12 @@ def _take(key: str) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
 
 
 def _approx(m: Measurement, delta: Fraction) -> Measurement:
-    return Measurement(m.function, m.input_metric, ApproxDP,
-                       lambda d: m.privacy_map(d).to_approx(delta), m.name, m.accuracy)
+    def privacy_map(d: Any) -> PrivacyLoss:
+        rho = m.privacy_map(d)
+        assert isinstance(rho, ZCDP)
+        return rho.to_approx(delta)
+
+    return Measurement(m.function, m.input_metric, ApproxDP, privacy_map, m.name, m.accuracy)
 
 
 def _noise_statistic(stat: Statistic, agg_index: int, max_rows: int, target: Target

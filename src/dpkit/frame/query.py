@@ -13,8 +13,7 @@ import polars as pl
 
 from dpkit.core.numbers import Number
 from dpkit.errors import ColumnError, DomainError
-from dpkit.frame import aggregates as A
-from dpkit.frame import engine
+from dpkit.frame import aggregates, engine
 from dpkit.frame.compiler import PlannedStatistic, plan_statistics, resolve_target
 
 if TYPE_CHECKING:
@@ -37,7 +36,7 @@ class Query:
     session: Session
     steps: tuple[Step, ...] = ()
     keys: pl.DataFrame | None = None
-    aggs: tuple[A.Aggregation, ...] = ()
+    aggs: tuple[aggregates.Aggregation, ...] = ()
 
     # -- transformations -------------------------------------------------------------
     def _step(self, op: str, *args: Any, **kwargs: Any) -> Query:
@@ -80,12 +79,12 @@ class Query:
         return replace(self, keys=_keyset(list(columns), keys))
 
     # -- aggregations ----------------------------------------------------------------
-    def agg(self, *aggs: A.Aggregation) -> Query:
+    def agg(self, *aggs: aggregates.Aggregation) -> Query:
         """Aggregations to release together; the budget is split among them (see release)."""
-        if not aggs or not all(isinstance(a, A.Aggregation) for a in aggs):
+        if not aggs or not all(isinstance(a, aggregates.Aggregation) for a in aggs):
             raise DomainError("agg() takes dp.count(), dp.sum(...), dp.mean(...), ...")
         all_aggs = (*self.aggs, *aggs)
-        if any(isinstance(a, A.Histogram) for a in all_aggs) and len(all_aggs) > 1:
+        if any(isinstance(a, aggregates.Histogram) for a in all_aggs) and len(all_aggs) > 1:
             raise DomainError("a histogram must be released on its own agg()")
         names = [a.output_name() for a in all_aggs]
         if len(set(names)) != len(names):
@@ -94,25 +93,25 @@ class Query:
 
     def count(self) -> Query:
         """Shorthand for ``agg(dp.count())``."""
-        return self.agg(A.count())
+        return self.agg(aggregates.count())
 
     def sum(self, column: str, bounds: tuple[Number, Number] | None = None, **kw: Any) -> Query:
         """Shorthand for ``agg(dp.sum(column, bounds))``."""
-        return self.agg(A.sum(column, bounds, **kw))
+        return self.agg(aggregates.sum(column, bounds, **kw))
 
     def mean(self, column: str, bounds: tuple[Number, Number] | None = None, **kw: Any
              ) -> Query:
         """Shorthand for ``agg(dp.mean(column, bounds))``."""
-        return self.agg(A.mean(column, bounds, **kw))
+        return self.agg(aggregates.mean(column, bounds, **kw))
 
     def histogram(self, column: str, bins: Any = None, **kw: Any) -> Query:
         """Shorthand for ``agg(dp.histogram(column, bins))``."""
-        return self.agg(A.histogram(column, bins, **kw))
+        return self.agg(aggregates.histogram(column, bins, **kw))
 
     def quantile(self, column: str, q: Number, bounds: tuple[Number, Number] | None = None,
                  **kw: Any) -> Query:
         """Shorthand for ``agg(dp.quantile(column, q, bounds))``."""
-        return self.agg(A.quantile(column, q, bounds, **kw))
+        return self.agg(aggregates.quantile(column, q, bounds, **kw))
 
     # -- planning and release ------------------------------------------------------------
     def _schema(self) -> Any:
@@ -214,7 +213,7 @@ class Query:
         return ".".join(parts)
 
 
-def _describe_agg(agg: A.Aggregation) -> str:
+def _describe_agg(agg: aggregates.Aggregation) -> str:
     fields = {k: v for k, v in vars(agg).items() if v is not None and k != "name"}
     inner = ", ".join(f"{k}={v!r}" for k, v in fields.items())
     return f"{type(agg).__name__.lower()}({inner})"

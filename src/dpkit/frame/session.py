@@ -19,9 +19,8 @@ import polars as pl
 from dpkit.core import rng
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
-from dpkit.errors import BudgetExceededError, DomainError, LedgerError, MeasureError
-from dpkit.frame import aggregates as A
-from dpkit.frame import engine
+from dpkit.errors import BudgetExceededError, DomainError, MeasureError
+from dpkit.frame import aggregates, engine
 from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import Query
@@ -84,7 +83,7 @@ class Session:
         schema = self._frame.collect_schema()
         if self.privacy_unit.column is not None:
             engine.check_columns(schema, [self.privacy_unit.column])
-        self.measure: type = type(budget)
+        self.measure: type[PrivacyLoss] = type(budget)
         self._filter = PrivacyFilter(budget)
         self.dataset = dataset
         self.ledger: Ledger | None = None
@@ -162,7 +161,7 @@ def _assemble(query: Query, planned: list[PlannedStatistic], noisy: dict[str, np
               beta: float) -> pl.DataFrame:
     columns: dict[str, Any] = {}
     keys = query.keys
-    hist = next((a for a in query.aggs if isinstance(a, A.Histogram)), None)
+    hist = next((a for a in query.aggs if isinstance(a, aggregates.Histogram)), None)
     for i, agg in enumerate(query.aggs):
         mine = [p for p in planned if p.aggregation == i]
         widths = {p.stat.key: _width(p, agg, beta) for p in mine}
@@ -182,6 +181,6 @@ def _assemble(query: Query, planned: list[PlannedStatistic], noisy: dict[str, np
     return keys.with_columns(**series)
 
 
-def _width(p: PlannedStatistic, agg: A.Aggregation, beta: float) -> float:
+def _width(p: PlannedStatistic, agg: aggregates.Aggregation, beta: float) -> float:
     # a mean's interval combines two noise bounds, each at β/2
-    return p.accuracy(beta / 2 if isinstance(agg, A.Mean) else beta)
+    return p.accuracy(beta / 2 if isinstance(agg, aggregates.Mean) else beta)

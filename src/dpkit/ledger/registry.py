@@ -24,7 +24,7 @@ from dpkit.errors import BudgetExceededError, LedgerError
 
 __all__ = ["Ledger"]
 
-_MEASURES: dict[str, type] = {"PureDP": PureDP, "ApproxDP": ApproxDP, "ZCDP": ZCDP}
+_MEASURES: dict[str, type[PrivacyLoss]] = {"PureDP": PureDP, "ApproxDP": ApproxDP, "ZCDP": ZCDP}
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS datasets (
@@ -56,7 +56,7 @@ def _dump(loss: PrivacyLoss) -> str:
 
 def _load(measure: str, text: str) -> PrivacyLoss:
     fields = {k: Fraction(v) for k, v in json.loads(text).items()}
-    return _MEASURES[measure](**fields)  # type: ignore[no-any-return]
+    return _MEASURES[measure](**fields)
 
 
 class Ledger:
@@ -135,7 +135,7 @@ class Ledger:
         for m, loss in db.execute("SELECT measure, loss FROM releases WHERE dataset = ?",
                                   (dataset,)):
             total = total + _load(m, loss)
-        return total  # type: ignore[no-any-return]
+        return total
 
     def spent(self, dataset: str) -> PrivacyLoss:
         """Total recorded loss of ``dataset`` (every debit, released or failed), exact."""

@@ -12,8 +12,6 @@ import math
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
 from dpkit.core import samplers
 from dpkit.core.component import Measurement
 from dpkit.core.measures import PureDP

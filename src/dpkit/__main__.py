@@ -1,0 +1,3 @@
+from dpkit.cli import app
+
+app()
