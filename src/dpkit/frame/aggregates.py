@@ -20,7 +20,7 @@ from typing import Any
 import narwhals as nw
 import numpy as np
 
-from dpkit.core.numbers import Number, exact, fraction_down, fraction_up
+from dpkit.core.numbers import Number, exact, float_down, float_up, fraction_down, fraction_up
 from dpkit.core.samplers import grid_exponent
 from dpkit.errors import BoundsError, ColumnError, DomainError
 
@@ -107,10 +107,18 @@ def _grid(kind: str, lower: Fraction, upper: Fraction) -> int:
     return 0 if top == 0 else grid_exponent(top)
 
 
-def _grid_ints(expr: Any, k: int, lo: int, hi: int) -> Any:
-    """Per record: round(x / 2^k), clipped to [lo, hi] grid steps, as Int64."""
-    scaled = expr if k == 0 else (expr * float(Fraction(2) ** -k)).round()
-    return scaled.clip(lo, hi).cast(nw.Int64)
+def _grid_ints(expr: Any, k: int, lo: float, hi: float) -> tuple[Any, int, int]:
+    """Per record: x clamped to [lo, hi], times 2^-k (exact), truncated toward zero to Int64.
+
+    Returns the expression and its exact integer range, computed in Python with the same
+    IEEE operations (clamping, exact scaling and truncation are monotone, so the endpoints
+    bound every record). Truncation moves a value by less than one grid step 2^k.
+    """
+    step = float(Fraction(2) ** -k)
+    if k == 0 and lo.is_integer() and hi.is_integer():  # integers stay integers
+        return expr.clip(int(lo), int(hi)).cast(nw.Int64), int(lo), int(hi)
+    scaled = expr.clip(lo, hi) * step
+    return scaled.cast(nw.Int64), math.trunc(lo * step), math.trunc(hi * step)
 
 
 @dataclass(frozen=True)
@@ -169,13 +177,9 @@ class Sum(Aggregation):
         kind = _require_numeric(schema, self.column, "sum")
         lower, upper = _bounds(self.bounds, "sum", self.column)
         k = _grid(kind, lower, upper)
-        g = Fraction(2) ** k
-        lo, hi = math.floor(lower / g), math.ceil(upper / g)
         clean = _clean(self.column, kind, self.fill, lower, upper)
-        clamped = clean.clip(float(lower), float(upper)) if kind == "float" else clean.clip(
-            math.floor(lower), math.ceil(upper))
-        expr = _grid_ints(clamped, k, lo, hi).sum()
-        return [Statistic(f"{prefix}s", "sum", expr=expr, lower=lo, upper=hi,
+        ints, lo, hi = _grid_ints(clean, k, float_down(lower), float_up(upper))
+        return [Statistic(f"{prefix}s", "sum", expr=ints.sum(), lower=lo, upper=hi,
                           n_bins=k)]  # n_bins carries k for finish()
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
@@ -212,18 +216,18 @@ class Mean(Aggregation):
     def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
         kind = _require_numeric(schema, self.column, "mean")
         lower, upper = _bounds(self.bounds, "mean", self.column)
-        mid, half = (lower + upper) / 2, (upper - lower) / 2
+        mid = (lower + upper) / 2
         if kind == "int" and lower.denominator == 1 and upper.denominator == 1:
             k = 0 if mid.denominator == 1 else -1  # half-integers are exact at 2^-1
         else:
-            k = _grid("float", -half, half)
-        bound = math.ceil(half / Fraction(2) ** k)
+            k = _grid("float", lower - mid, upper - mid)
         clean = _clean(self.column, kind, self.fill, lower, upper)
-        centred = clean.clip(float(lower), float(upper)) - float(mid)
-        s = _grid_ints(centred, k, -bound, bound).sum()
+        lo_f, hi_f, mid_f = float_down(lower), float_up(upper), float(mid)
+        centred = clean.clip(lo_f, hi_f) - mid_f
+        s, lo, hi = _grid_ints(centred, k, lo_f - mid_f, hi_f - mid_f)
         n = clean.count()
         return [
-            Statistic(f"{prefix}s", "sum", expr=s, lower=-bound, upper=bound, n_bins=k,
+            Statistic(f"{prefix}s", "sum", expr=s.sum(), lower=lo, upper=hi, n_bins=k,
                       weight=Fraction(1, 2)),
             Statistic(f"{prefix}n", "count", expr=n, weight=Fraction(1, 2)),
         ]

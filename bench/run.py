@@ -1,0 +1,134 @@
+"""dpkit's benchmarks beside the libraries a user would pick instead, in one run.
+
+    python bench/run.py [--peers-python /work/peers-venv/bin/python] [--n 10000000]
+
+1. Sampler throughput (values/s) on 10^7 values: dpkit discrete Laplace, discrete Gaussian and
+   grid (continuous) Laplace, next to numpy.random.Generator.laplace (insecure floating-point
+   floor) and OpenDP 0.16 make_laplace on a float vector (peer venv, smaller n: it is slow).
+2. Grouped DP count + sum, 10^6 rows, 1,000 public keys, ε = 1: time to first result from a
+   fresh process and steady state, next to plain Polars (the floor) and OpenDP's Context API.
+3. Peak memory (max RSS) of `dpkit demo`.
+
+Writes bench/results/latest.json and prints a Markdown table with ratios. Peers run from the
+virtual environment described in ../shared/PEERS.md; they are skipped if it is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from dpkit.core import samplers
+from dpkit.mechanisms import make_laplace
+
+HERE = Path(__file__).resolve().parent
+
+
+def rate(fn, n: int, repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn(n)
+        best = min(best, time.perf_counter() - t)
+    return n / best
+
+
+def samplers_bench(n: int) -> dict[str, float]:
+    grid = make_laplace(1.0, max_size=n)
+    zeros = np.zeros(n)
+    gen = np.random.default_rng()  # the insecure floor, for comparison only
+    return {
+        "dpkit_discrete_laplace": rate(lambda k: samplers.discrete_laplace(1, k), n),
+        "dpkit_discrete_gaussian": rate(lambda k: samplers.discrete_gaussian(1, k), n, 1),
+        "dpkit_grid_laplace": rate(lambda k: grid(zeros), n),
+        "dpkit_discrete_laplace_scale_1e3": rate(
+            lambda k: samplers.discrete_laplace(Fraction(1000), k), n),
+        "numpy_laplace_insecure": rate(lambda k: gen.laplace(0, 1, k), n),
+    }
+
+
+def peer(python: str | None, script: str, *args: str) -> dict | None:
+    if not python or not Path(python).exists():
+        return None
+    out = subprocess.run([python, str(HERE / "peers" / script), *args], capture_output=True,
+                         text=True, timeout=1800)
+    if out.returncode != 0:
+        print(out.stderr, file=sys.stderr)
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def demo_memory() -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as home:
+        env = dict(os.environ, DPKIT_HOME=home)
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "dpkit", "demo"], env=env, check=True,
+                       capture_output=True)
+        wall = time.perf_counter() - t
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"demo_wall_s": wall, "demo_peak_rss_mib": peak_kib / 1024}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--peers-python", default="/work/peers-venv/bin/python")
+    ap.add_argument("--n", type=int, default=10_000_000)
+    ap.add_argument("--opendp-n", type=int, default=50_000)
+    args = ap.parse_args()
+
+    results: dict[str, object] = {"n": args.n}
+    results["demo"] = demo_memory()  # first, so RUSAGE_CHILDREN is the demo's alone
+    results["samplers"] = samplers_bench(args.n)
+    results["opendp_laplace"] = peer(args.peers_python, "opendp_laplace.py", str(args.opendp_n))
+    grouped = subprocess.run([sys.executable, str(HERE / "dpkit_groupby.py")],
+                             capture_output=True, text=True, check=True)
+    results["dpkit_groupby"] = json.loads(grouped.stdout)
+    results["opendp_groupby"] = peer(args.peers_python, "opendp_groupby.py")
+
+    out_dir = HERE / "results"
+    out_dir.mkdir(exist_ok=True)
+    (out_dir / "latest.json").write_text(json.dumps(results, indent=2))
+    print(report(results))
+
+
+def report(r: dict) -> str:
+    s = r["samplers"]
+    od = r.get("opendp_laplace") or {}
+    lines = ["| sampler (values/s) | rate | vs numpy (insecure) | vs OpenDP |",
+             "|---|---|---|---|"]
+    numpy_rate = s["numpy_laplace_insecure"]
+    odr = od.get("opendp_values_per_s")
+    for name in ("dpkit_discrete_laplace", "dpkit_discrete_laplace_scale_1e3",
+                 "dpkit_grid_laplace", "dpkit_discrete_gaussian", "numpy_laplace_insecure"):
+        vs_od = f"{s[name] / odr:,.0f}×" if odr else "—"
+        lines.append(f"| {name} | {s[name]:,.0f} | {s[name] / numpy_rate:.3f}× | {vs_od} |")
+    if odr:
+        lines.append(f"| opendp_make_laplace (n={od['n']:,}) | {odr:,.0f} | "
+                     f"{odr / numpy_rate:.5f}× | 1× |")
+    g, og = r["dpkit_groupby"], r.get("opendp_groupby") or {}
+    lines += ["", "| grouped count+sum, 10^6 rows, 1,000 keys | first result (s) | "
+              "steady (s) | steady / Polars floor |", "|---|---|---|---|",
+              f"| Polars floor | — | {g['polars_floor_steady_s']:.4f} | 1× |",
+              f"| dpkit | {g['first_result_s']:.2f} | {g['steady_s']:.4f} | "
+              f"{g['steady_s'] / g['polars_floor_steady_s']:.2f}× |"]
+    if og:
+        lines.append(f"| OpenDP {og['opendp_version']} | {og['first_result_s']:.2f} | "
+                     f"{og['steady_s']:.3f} | {og['steady_s'] / g['polars_floor_steady_s']:.1f}× |")
+    d = r["demo"]
+    lines += ["", f"`dpkit demo`: {d['demo_wall_s']:.2f} s wall, peak RSS "
+              f"{d['demo_peak_rss_mib']:.0f} MiB"]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
