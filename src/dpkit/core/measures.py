@@ -34,7 +34,7 @@ from dpkit.core.numbers import (
 )
 from dpkit.errors import DomainError, MeasureError
 
-__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "zcdp_to_epsilon"]
+__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "convert", "zcdp_to_epsilon"]
 
 
 def _frac(x: Number | Fraction, name: str) -> Fraction:
@@ -88,17 +88,17 @@ class PureDP(PrivacyLoss):
         if isinstance(other, PureDP):
             return PureDP(self.epsilon + other.epsilon)
         if isinstance(other, ApproxDP | ZCDP):
-            return _convert(self, type(other)) + other
+            return convert(self, type(other)) + other
         return NotImplemented
 
     def __sub__(self, other: PureDP) -> PureDP:
-        return PureDP(max(Fraction(0), self.epsilon - _convert(other, PureDP).epsilon))
+        return PureDP(max(Fraction(0), self.epsilon - convert(other, PureDP).epsilon))
 
     def __le__(self, other: Any) -> bool:
         if isinstance(other, PureDP):
             return self.epsilon <= other.epsilon
         if isinstance(other, ApproxDP | ZCDP):
-            return _convert(self, type(other)) <= other
+            return convert(self, type(other)) <= other
         return NotImplemented
 
     def __float__(self) -> float:
@@ -153,7 +153,7 @@ class ApproxDP(PrivacyLoss):
         return NotImplemented
 
     def __sub__(self, other: ApproxDP) -> ApproxDP:
-        o = _convert(other, ApproxDP)
+        o = convert(other, ApproxDP)
         return ApproxDP(max(Fraction(0), self.epsilon - o.epsilon),
                         max(Fraction(0), self.delta - o.delta))
 
@@ -202,7 +202,7 @@ class ZCDP(PrivacyLoss):
         return NotImplemented
 
     def __sub__(self, other: ZCDP) -> ZCDP:
-        return ZCDP(max(Fraction(0), self.rho - _convert(other, ZCDP).rho))
+        return ZCDP(max(Fraction(0), self.rho - convert(other, ZCDP).rho))
 
     def __le__(self, other: Any) -> bool:
         if isinstance(other, ZCDP):
@@ -223,7 +223,14 @@ class ZCDP(PrivacyLoss):
         return f"ρ = {float(self):.6g}"
 
 
-def _convert(loss: PrivacyLoss, target: type) -> Any:
+def convert(loss: PrivacyLoss, target: type) -> Any:
+    """``loss`` in the measure ``target`` (identity, or pure ⇒ zCDP / (ε, 0)).
+
+    Raises
+    ------
+    MeasureError
+        For conversions that need a δ (zCDP ⇒ (ε, δ)) or do not exist.
+    """
     if isinstance(loss, target):
         return loss
     if isinstance(loss, PureDP) and target is ZCDP:

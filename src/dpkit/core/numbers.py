@@ -122,54 +122,52 @@ def _widen(approx: decimal.Decimal, up: bool) -> Fraction:
     return f + margin if up else f - margin
 
 
+def _directed(x: Fraction, op: str, up: bool) -> Fraction:
+    """op(x) ∈ {exp, ln, sqrt} at 50 digits, widened to a certified upper or lower bound."""
+    ctx = _context()
+    value = _widen(getattr(_dec(x, ctx), op)(ctx), up)
+    return value if up or op == "ln" else max(Fraction(0), value)
+
+
 def exp_up(x: Fraction) -> Fraction:
     """A rational ≥ e^x."""
-    ctx = _context()
-    return _widen(_dec(x, ctx).exp(ctx), True)
+    return _directed(x, "exp", True)
 
 
 def exp_down(x: Fraction) -> Fraction:
     """A rational ≤ e^x (and ≥ 0)."""
-    ctx = _context()
-    return max(Fraction(0), _widen(_dec(x, ctx).exp(ctx), False))
+    return _directed(x, "exp", False)
 
 
 def log_up(x: Fraction) -> Fraction:
     """A rational ≥ ln x, for x > 0."""
     if x <= 0:
         raise DomainError("log of a non-positive number")
-    ctx = _context()
-    return _widen(_dec(x, ctx).ln(ctx), True)
+    return _directed(x, "ln", True)
 
 
 def log_down(x: Fraction) -> Fraction:
     """A rational ≤ ln x, for x > 0."""
     if x <= 0:
         raise DomainError("log of a non-positive number")
-    ctx = _context()
-    return _widen(_dec(x, ctx).ln(ctx), False)
+    return _directed(x, "ln", False)
 
 
 def sqrt_up(x: Fraction) -> Fraction:
     """A rational ≥ √x (exact when x is the square of a rational)."""
-    if x < 0:
-        raise DomainError("sqrt of a negative number")
-    root = _exact_sqrt(x)
-    if root is not None:
-        return root
-    ctx = _context()
-    return _widen(_dec(x, ctx).sqrt(ctx), True)
+    return _sqrt(x, True)
 
 
 def sqrt_down(x: Fraction) -> Fraction:
     """A rational ≤ √x (exact when x is the square of a rational)."""
+    return _sqrt(x, False)
+
+
+def _sqrt(x: Fraction, up: bool) -> Fraction:
     if x < 0:
         raise DomainError("sqrt of a negative number")
     root = _exact_sqrt(x)
-    if root is not None:
-        return root
-    ctx = _context()
-    return max(Fraction(0), _widen(_dec(x, ctx).sqrt(ctx), False))
+    return root if root is not None else _directed(x, "sqrt", up)
 
 
 def _exact_sqrt(x: Fraction) -> Fraction | None:

@@ -121,6 +121,10 @@ def _grid_ints(expr: Any, k: int, lo: float, hi: float) -> tuple[Any, int, int]:
     return scaled.cast(nw.Int64), math.trunc(lo * step), math.trunc(hi * step)
 
 
+def _interval(name: str, est: np.ndarray, half_width: float) -> dict[str, Any]:
+    return {name: est, f"{name}_ci_low": est - half_width, f"{name}_ci_high": est + half_width}
+
+
 @dataclass(frozen=True)
 class Aggregation:
     """Base class of aggregations. ``name`` is the output column (a default is derived)."""
@@ -153,25 +157,28 @@ class Count(Aggregation):
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
-        key = stats[0].key
-        est, a = noisy[key], int(half_widths[key])  # integer counts: integer half-width
-        name = self.output_name()
-        return {name: est, f"{name}_ci_low": est - a, f"{name}_ci_high": est + a}
+        key = stats[0].key  # integer counts: integer half-width
+        return _interval(self.output_name(), noisy[key], int(half_widths[key]))
 
 
 @dataclass(frozen=True)
-class Sum(Aggregation):
-    """Sum of a numeric column clamped to ``bounds``."""
+class ColumnAggregation(Aggregation):
+    """An aggregation of one column, with declared bounds and an optional fill value."""
 
     column: str = ""
     bounds: Any = None
     fill: Any = None
 
-    def output_name(self) -> str:
-        return self.name or f"{self.column}_sum"
-
     def columns(self) -> list[str]:
         return [self.column]
+
+
+@dataclass(frozen=True)
+class Sum(ColumnAggregation):
+    """Sum of a numeric column clamped to ``bounds``."""
+
+    def output_name(self) -> str:
+        return self.name or f"{self.column}_sum"
 
     def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
         kind = _require_numeric(schema, self.column, "sum")
@@ -186,14 +193,12 @@ class Sum(Aggregation):
                stats: list[Statistic], beta: float) -> dict[str, Any]:
         st = stats[0]
         g = 2.0 ** st.n_bins
-        est = noisy[st.key].astype(np.float64) * g
-        a = half_widths[st.key] * g
-        name = self.output_name()
-        return {name: est, f"{name}_ci_low": est - a, f"{name}_ci_high": est + a}
+        return _interval(self.output_name(), noisy[st.key].astype(np.float64) * g,
+                         half_widths[st.key] * g)
 
 
 @dataclass(frozen=True)
-class Mean(Aggregation):
+class Mean(ColumnAggregation):
     """Mean of a numeric column clamped to ``bounds``: a noisy centred sum over a noisy count.
 
     The budget is split evenly between Σ(x − m) (m the midpoint of the bounds, so the
@@ -203,15 +208,8 @@ class Mean(Aggregation):
     clamped values with probability ≥ 1 − β.
     """
 
-    column: str = ""
-    bounds: Any = None
-    fill: Any = None
-
     def output_name(self) -> str:
         return self.name or f"{self.column}_mean"
-
-    def columns(self) -> list[str]:
-        return [self.column]
 
     def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
         kind = _require_numeric(schema, self.column, "mean")
@@ -255,21 +253,17 @@ class Mean(Aggregation):
 
 
 @dataclass(frozen=True)
-class Histogram(Aggregation):
+class Histogram(ColumnAggregation):
     """Row counts in bins of a numeric column (one output row per group × bin).
 
     ``bins`` are increasing edges e₀ < … < e_m; bin i is [eᵢ, eᵢ₊₁), the last one closed.
     Values outside [e₀, e_m], nulls and NaN fall in no bin (they are dropped).
     """
 
-    column: str = ""
     bins: Any = None
 
     def output_name(self) -> str:
         return self.name or "count"
-
-    def columns(self) -> list[str]:
-        return [self.column]
 
     def edges(self) -> list[float]:
         if self.bins is None:
@@ -300,14 +294,12 @@ class Histogram(Aggregation):
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
-        key = stats[0].key
-        est, a = noisy[key], int(half_widths[key])  # integer counts: integer half-width
-        name = self.output_name()
-        return {name: est, f"{name}_ci_low": est - a, f"{name}_ci_high": est + a}
+        key = stats[0].key  # integer counts: integer half-width
+        return _interval(self.output_name(), noisy[key], int(half_widths[key]))
 
 
 @dataclass(frozen=True)
-class Quantile(Aggregation):
+class Quantile(ColumnAggregation):
     """The q-quantile of a numeric column by the exponential mechanism over candidates.
 
     Candidates: the integers in ``bounds`` when the column is integer and the range holds at
@@ -319,20 +311,14 @@ class Quantile(Aggregation):
     that bound is reported as ``<name>_rank_error``.
     """
 
-    column: str = ""
     q: Number = 0.5
-    bounds: Any = None
     candidates: int | None = None
-    fill: Any = None
 
     def output_name(self) -> str:
         if self.name:
             return self.name
         return f"{self.column}_median" if self.level() == Fraction(1, 2) else (
             f"{self.column}_q{float(self.level()):g}")
-
-    def columns(self) -> list[str]:
-        return [self.column]
 
     def level(self) -> Fraction:
         q = Fraction(repr(self.q)) if isinstance(self.q, float) else exact(self.q)

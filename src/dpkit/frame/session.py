@@ -18,8 +18,8 @@ import polars as pl
 
 from dpkit.core import rng
 from dpkit.core.compose import PrivacyFilter
-from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
-from dpkit.errors import BudgetExceededError, DomainError, MeasureError
+from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
+from dpkit.errors import BudgetExceededError, DomainError
 from dpkit.frame import aggregates, engine
 from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.privacy_unit import PrivacyUnit
@@ -27,17 +27,6 @@ from dpkit.frame.query import Query
 from dpkit.ledger import Ledger
 
 __all__ = ["Session"]
-
-
-def _to_measure(loss: PrivacyLoss, measure: type) -> PrivacyLoss:
-    if isinstance(loss, measure):
-        return loss
-    if isinstance(loss, PureDP) and measure is ZCDP:
-        return loss.to_zcdp()
-    if isinstance(loss, PureDP) and measure is ApproxDP:
-        return loss.to_approx()
-    raise MeasureError(f"a {type(loss).__name__} loss cannot be charged to a {measure.__name__} "
-                       "budget")
 
 
 class Session:
@@ -115,7 +104,7 @@ class Session:
 
     def _total_loss(self, planned: Sequence[PlannedStatistic]) -> PrivacyLoss:
         zero = self.measure.zero()
-        return sum((_to_measure(p.loss, self.measure) for p in planned), zero)
+        return sum((convert(p.loss, self.measure) for p in planned), zero)
 
     def _debit(self, loss: PrivacyLoss, description: str) -> int | None:
         if not (self.spent + loss) <= self.budget:

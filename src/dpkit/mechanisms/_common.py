@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from dpkit.core.numbers import Number, positive, sqrt_up
-from dpkit.core.samplers import MAX_DENOMINATOR, MAX_NUMERATOR, grid_exponent
+from dpkit.core.samplers import (
+    MAX_DENOMINATOR,
+    MAX_NUMERATOR,
+    from_grid,
+    grid_exponent,
+    to_grid,
+)
 from dpkit.errors import DomainError
 
 DEFAULT_MAX_SIZE = 1 << 16
@@ -88,3 +95,27 @@ def check_size(arr: np.ndarray, max_size: int) -> None:
     if arr.size > max_size:
         raise DomainError(f"input has {arr.size} coordinates; this mechanism accepts at most "
                           f"max_size={max_size}")
+
+
+def make_grid_release(scale: Number, k: int | None, max_size: int,
+                      noise: Callable[[int, int], np.ndarray]
+                      ) -> tuple[Callable[[Any], Any], int, Fraction, Fraction]:
+    """The data side shared by the grid (continuous) mechanisms.
+
+    Rounds ``scale`` up to an integer number of grid steps 2^k (k defaults to
+    ⌊log₂ scale⌋ − 30) and returns ``(function, k, effective scale, grid width)``; ``function``
+    rounds each input to the grid, adds ``noise(steps, n)`` (integer noise in grid units) and
+    maps back to floats.
+    """
+    s0 = representable_scale(scale)
+    kk = grid_exponent(s0) if k is None else int(k)
+    grid = Fraction(2) ** kk
+    steps = math.ceil(s0 / grid)
+
+    def function(x: Any) -> Any:
+        arr, scalar = as_vector(x, integer=False)
+        check_size(arr, max_size)
+        z = to_grid(arr, kk) + noise(steps, arr.size)
+        return unwrap(from_grid(z, kk), scalar)
+
+    return function, kk, steps * grid, grid

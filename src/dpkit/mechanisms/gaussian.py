@@ -19,10 +19,9 @@ from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.mechanisms._common import (
     DEFAULT_MAX_SIZE,
     as_vector,
-    check_size,
     gaussian_tail,
     grid_relaxation,
-    representable_scale,
+    make_grid_release,
     unwrap,
 )
 
@@ -97,18 +96,8 @@ def make_gaussian(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | N
     DomainError
         If ``scale`` ≤ 0, the input has NaN or more than ``max_size`` coordinates.
     """
-    s0 = representable_scale(scale)
-    kk = samplers.grid_exponent(s0) if k is None else int(k)
-    grid = Fraction(2) ** kk
-    steps = math.ceil(s0 / grid)
-    sigma = steps * grid
+    function, kk, sigma, grid = make_grid_release(scale, k, max_size, samplers.discrete_gaussian)
     relax = grid_relaxation(kk, max_size, "l2")
-
-    def function(x: Any) -> Any:
-        arr, scalar = as_vector(x, integer=False)
-        check_size(arr, max_size)
-        z = samplers.to_grid(arr, kk) + samplers.discrete_gaussian(steps, arr.size)
-        return unwrap(samplers.from_grid(z, kk), scalar)
 
     return Measurement(
         function=function,

@@ -8,8 +8,6 @@ Canonne, Kamath & Steinke 2020 Alg. 2 (exact sampler); Mironov 2012 and Haney et
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
 from typing import Any
 
 from dpkit.core import samplers
@@ -20,9 +18,9 @@ from dpkit.core.numbers import Number, non_negative
 from dpkit.mechanisms._common import (
     DEFAULT_MAX_SIZE,
     as_vector,
-    check_size,
     grid_relaxation,
     laplace_tail,
+    make_grid_release,
     representable_scale,
     unwrap,
 )
@@ -100,18 +98,8 @@ def make_laplace(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | No
     DomainError
         If ``scale`` ≤ 0, the input has NaN, or more than ``max_size`` coordinates.
     """
-    s0 = representable_scale(scale)
-    kk = samplers.grid_exponent(s0) if k is None else int(k)
-    grid = Fraction(2) ** kk
-    steps = math.ceil(s0 / grid)  # integer scale in grid units
-    s = steps * grid
+    function, kk, s, grid = make_grid_release(scale, k, max_size, samplers.discrete_laplace)
     relax = grid_relaxation(kk, max_size, "l1")
-
-    def function(x: Any) -> Any:
-        arr, scalar = as_vector(x, integer=False)
-        check_size(arr, max_size)
-        z = samplers.to_grid(arr, kk) + samplers.discrete_laplace(steps, arr.size)
-        return unwrap(samplers.from_grid(z, kk), scalar)
 
     return Measurement(
         function=function,
