@@ -257,3 +257,39 @@ def test_quantile_scores_handle_ties():
     scores = q.aggs[0].scores(raw["a0_q"])[0]
     # candidates 0..6; q·n = 3; [#{x<c}, #{x≤c}] = [0,0],[0,1],[1,4],[4,5],[5,5],[5,6],[6,6]
     assert scores == [-3, -2, 0, -1, -2, -2, -3]
+
+
+@pytest.mark.parametrize("step", [
+    lambda q: q.with_columns(y=pl.col("n") - pl.col("n").mean()),
+    lambda q: q.with_columns(y=pl.col("n").shift(1)),
+    lambda q: q.with_columns(y=pl.col("n").rank()),
+    lambda q: q.with_columns(y=pl.col("n").sum().over("g")),
+    lambda q: q.filter(pl.col("n") > pl.col("n").median()),
+    lambda q: q.with_columns(y=pl.col("n").cum_sum()),
+    lambda q: q.select(pl.col("n").shuffle()),
+    lambda q: q.with_columns(y=pl.len()),
+])
+def test_non_rowwise_transformations_are_refused(small, step):
+    s = dp.Session(small, budget=dp.PureDP(1))
+    with pytest.raises(DomainError, match="row-wise"):
+        step(s.query()).count().release(epsilon=0.1)
+    assert s.spent == dp.PureDP(0)
+
+
+def test_rowwise_transformations_pass(small):
+    import narwhals as nw
+
+    s = dp.Session(small, budget=dp.PureDP(1))
+    q = (s.query().filter(pl.col("n") > 2)
+         .with_columns(y=pl.when(pl.col("n") > 4).then(pl.col("n") * 2).otherwise(0),
+                       t=pl.col("s").str.to_uppercase())
+         .filter(nw.col("y") >= 0)
+         .select("y", "n", "g"))
+    assert q.sum("y", bounds=(0, 20)).release(epsilon=0.5).height == 1
+
+
+def test_column_names_that_look_like_operations_are_fine():
+    df = pl.DataFrame({"Sum": [1, 2], "Mean": [3, 4]})
+    s = dp.Session(df, budget=dp.PureDP(1))
+    q = s.query().with_columns(Max=pl.col("Sum") + pl.col("Mean"))
+    assert q.sum("Max", bounds=(0, 10)).release(epsilon=0.5).height == 1
