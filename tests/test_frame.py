@@ -293,3 +293,19 @@ def test_column_names_that_look_like_operations_are_fine():
     s = dp.Session(df, budget=dp.PureDP(1))
     q = s.query().with_columns(Max=pl.col("Sum") + pl.col("Mean"))
     assert q.sum("Max", bounds=(0, 10)).release(epsilon=0.5).height == 1
+
+
+def test_approx_release_composes_in_zcdp_then_converts(adult):
+    from dpkit.core.measures import zcdp_to_epsilon
+
+    s = dp.Session(adult, budget=dp.ApproxDP(1, 1e-6))
+    q = s.query().group_by("sex", keys=["Female", "Male"]).agg(
+        dp.count(), dp.mean("age", bounds=(17, 90)))
+    _, planned = q.plan(epsilon=0.5, delta=1e-7)
+    total_rho = sum(p.loss.rho for p in planned)
+    assert zcdp_to_epsilon(total_rho, Fraction(1, 10**7)) <= Fraction(1, 2)
+    loss = s._total_loss(planned)
+    assert loss <= dp.ApproxDP(0.5, 1e-7) and loss.epsilon > Fraction(1, 2) - Fraction(1, 10**6)
+    # tighter than converting each statistic separately at δ/3 and adding
+    separate = sum(zcdp_to_epsilon(p.loss.rho, Fraction(1, 3 * 10**7)) for p in planned)
+    assert separate > loss.epsilon

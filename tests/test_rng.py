@@ -68,3 +68,18 @@ def test_uniform_below_int_big():
     draws = [rng.uniform_below_int(bound) for _ in range(200)]
     assert all(0 <= d < bound for d in draws)
     assert max(draws) > bound // 2  # P(fail) = 2^-200
+
+
+def test_forked_child_never_reuses_parent_bytes():
+    import os
+
+    rng.random_bytes(16)  # the parent now holds a partly used block
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.write(write, rng.random_bytes(32))
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 32)
+    os.waitpid(pid, 0)
+    assert len(child) == 32 and child != rng.random_bytes(32)

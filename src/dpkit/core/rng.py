@@ -1,11 +1,10 @@
 """The one source of randomness in dpkit (DESIGN.md §3.1).
 
 Every random bit dpkit uses comes from this module. Bits come from a cryptographically secure
-generator: small requests read the operating system's CSPRNG (``os.urandom``, i.e.
-``getrandom(2)``); large requests run AES-256 in counter mode under a fresh key and nonce
-read from ``os.urandom`` for each request (the CTR_DRBG construction of NIST SP 800-90A,
-without state). Being stateless, the generator is safe across ``fork``: no two processes
-ever share a key stream.
+generator: AES-256 in counter mode under a fresh key and nonce read from the operating
+system's CSPRNG (``os.urandom``, i.e. ``getrandom(2)``) for every large request and for every
+64 KiB block that serves small requests (the CTR_DRBG construction of NIST SP 800-90A). A
+forked child discards its parent's unused block, so no two processes share random bytes.
 
 A deterministic stream exists for tests of deterministic code paths only
 (:func:`deterministic_for_tests`). While it is active, :func:`require_secure` raises
@@ -39,7 +38,8 @@ __all__ = [
     "require_secure",
 ]
 
-_SMALL = 4096  # below this many bytes, os.urandom directly is cheaper than a cipher set-up
+_SMALL = 4096  # requests up to this size are served from a per-thread block
+_BLOCK = 1 << 16
 _local = threading.local()
 
 
@@ -92,14 +92,35 @@ def deterministic_for_tests(seed: int | str | bytes) -> Iterator[None]:
         _local.stream = previous
 
 
+def _fresh_block(n: int) -> bytes:
+    return _ctr_bytes(n, os.urandom(32), os.urandom(16))
+
+
+def _drop_buffer() -> None:
+    _local.buffer, _local.offset = b"", 0
+
+
 def random_bytes(n: int) -> bytes:
-    """Return ``n`` random bytes from the CSPRNG (or the active test stream)."""
+    """Return ``n`` random bytes from the CSPRNG (or the active test stream).
+
+    Small requests are served from a per-thread block of AES-CTR output under a fresh key;
+    each byte is handed out once, and a forked child drops its parent's block.
+    """
     stream = _test_stream()
     if stream is not None:
         return stream.read(n)
-    if n <= _SMALL:
-        return os.urandom(n)
-    return _ctr_bytes(n, os.urandom(32), os.urandom(16))
+    if n > _SMALL:
+        return _fresh_block(n)
+    buffer: bytes = getattr(_local, "buffer", b"")
+    offset: int = getattr(_local, "offset", 0)
+    if offset + n > len(buffer):
+        buffer, offset = _fresh_block(_BLOCK), 0
+        _local.buffer = buffer
+    _local.offset = offset + n
+    return buffer[offset : offset + n]
+
+
+os.register_at_fork(after_in_child=_drop_buffer)
 
 
 _WORD_TYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}

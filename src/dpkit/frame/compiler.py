@@ -29,7 +29,7 @@ import numpy as np
 from dpkit.core import stability
 from dpkit.core.component import Measurement
 from dpkit.core.compose import calibrate_scale
-from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP, zcdp_to_epsilon
 from dpkit.core.metrics import L1Distance, L2Distance
 from dpkit.core.numbers import Number, fraction_down, log_up, sqrt_down
 from dpkit.errors import DomainError, MeasureError
@@ -41,8 +41,13 @@ __all__ = ["Target", "PlannedStatistic", "plan_statistics", "resolve_target"]
 
 @dataclass(frozen=True)
 class Target:
-    """What a release may spend: ``noise`` is "laplace" (pure ε), "gaussian" (ρ) or
-    "gaussian-approx" (ε, δ via the zCDP conversion)."""
+    """What a release may spend: ``noise`` is "laplace" (pure ε) or "gaussian" (ρ).
+
+    An (ε, δ) target becomes a Gaussian one with the largest ρ whose conversion
+    (:func:`~dpkit.core.zcdp_to_epsilon`) meets (ε, δ); ``delta`` then records the δ at which
+    the release's *total* ρ is converted back, so statistics compose in zCDP first (tighter
+    than converting each one and adding).
+    """
 
     noise: str
     epsilon: Fraction = Fraction(0)
@@ -50,14 +55,10 @@ class Target:
     rho: Fraction = Fraction(0)
 
     def share(self, w: Fraction) -> Target:
-        return Target(self.noise, self.epsilon * w, self.delta * w, self.rho * w)
+        return Target(self.noise, self.epsilon * w, self.delta, self.rho * w)
 
     def bound(self) -> PrivacyLoss:
-        if self.noise == "laplace":
-            return PureDP(self.epsilon)
-        if self.noise == "gaussian":
-            return ZCDP(self.rho)
-        return ApproxDP(self.epsilon, self.delta)
+        return PureDP(self.epsilon) if self.noise == "laplace" else ZCDP(self.rho)
 
     def pure_epsilon(self) -> Fraction:
         """ε for a pure-DP mechanism (exponential) under this target."""
@@ -97,7 +98,21 @@ def resolve_target(measure: type, epsilon: Number | None, rho: Number | None,
         return Target("laplace", epsilon=eps or Fraction(0))
     if dlt >= 1:
         raise DomainError("delta must be below 1")
-    return Target("gaussian-approx", epsilon=eps or Fraction(0), delta=dlt)
+    return Target("gaussian", delta=dlt, rho=_largest_rho(eps or Fraction(0), dlt))
+
+
+def _largest_rho(epsilon: Fraction, delta: Fraction) -> Fraction:
+    """The largest ρ (to 2^-40 relative) with zcdp_to_epsilon(ρ, δ) ≤ ε, by bisection."""
+    lo, hi = Fraction(0), epsilon  # ρ ≤ ε always suffices as an upper end: ε(ρ) ≥ ρ
+    for _ in range(48):
+        mid = Fraction((lo + hi) / 2).limit_denominator(1 << 48)
+        if zcdp_to_epsilon(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    if lo == 0:
+        raise DomainError(f"no zCDP budget meets (ε = {float(epsilon):g}, δ = {float(delta):g})")
+    return lo
 
 
 @dataclass
@@ -111,6 +126,7 @@ class PlannedStatistic:
     scale: Fraction
     sensitivity: Fraction
     accuracy: Callable[[float], float]
+    delta: Fraction = Fraction(0)  # an (ε, δ) release converts its total ρ at this δ
 
     @property
     def loss(self) -> PrivacyLoss:
@@ -119,15 +135,6 @@ class PlannedStatistic:
 
 def _take(key: str) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
     return lambda raw: raw[key]
-
-
-def _approx(m: Measurement, delta: Fraction) -> Measurement:
-    def privacy_map(d: Any) -> PrivacyLoss:
-        rho = m.privacy_map(d)
-        assert isinstance(rho, ZCDP)
-        return rho.to_approx(delta)
-
-    return Measurement(m.function, m.input_metric, ApproxDP, privacy_map, m.name, m.accuracy)
 
 
 def _noise_statistic(stat: Statistic, agg_index: int, max_rows: int, target: Target
@@ -144,8 +151,7 @@ def _noise_statistic(stat: Statistic, agg_index: int, max_rows: int, target: Tar
         make_discrete_gaussian if gaussian else make_discrete_laplace)
 
     def make(scale: Fraction) -> Measurement:
-        m = t >> base(scale)
-        return _approx(m, target.delta) if target.noise == "gaussian-approx" else m
+        return t >> base(scale)
 
     start = max(Fraction(1, 1 << 20), sens / max(target.epsilon, sqrt_down(2 * target.rho),
                                                  Fraction(1, 1 << 30)))
@@ -154,7 +160,8 @@ def _noise_statistic(stat: Statistic, agg_index: int, max_rows: int, target: Tar
     acc = m.accuracy
     assert acc is not None
     return PlannedStatistic(stat, agg_index, m, "discrete Gaussian" if gaussian else
-                            "discrete Laplace", scale, sens, lambda beta: float(acc(beta)))
+                            "discrete Laplace", scale, sens, lambda beta: float(acc(beta)),
+                            target.delta)
 
 
 def _quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kind: str,
@@ -168,21 +175,16 @@ def _quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kind: st
     def release(hist: np.ndarray) -> np.ndarray:
         return np.array([values[sample_exponential(s, scale)] for s in agg.scores(hist)])
 
-    pure_map = lambda d: PureDP(2 * t.map(d) / scale)  # noqa: E731
-    privacy_map: Callable[[Any], PrivacyLoss] = pure_map
-    measure: type = PureDP
-    if target.noise == "gaussian":
-        privacy_map, measure = (lambda d: pure_map(d).to_zcdp()), ZCDP
-    elif target.noise == "gaussian-approx":
-        privacy_map, measure = (lambda d: pure_map(d).to_approx()), ApproxDP
-    m = Measurement(lambda raw: release(t(raw)), t.input_metric, measure, privacy_map,
+    m = Measurement(lambda raw: release(t(raw)), t.input_metric, PureDP,
+                    lambda d: PureDP(2 * t.map(d) / scale),
                     f"exponential(scale={float(scale):.6g})")
     n_cand = len(values)
 
     def rank_error(beta: float) -> float:
         return float(scale * (log_up(Fraction(n_cand)) + log_up(1 / fraction_down(beta))))
 
-    return PlannedStatistic(stat, agg_index, m, "exponential", scale, sens, rank_error)
+    return PlannedStatistic(stat, agg_index, m, "exponential", scale, sens, rank_error,
+                            target.delta)
 
 
 def plan_statistics(aggs: Sequence[Aggregation], schema: Any, max_rows: int, target: Target,

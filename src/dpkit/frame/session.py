@@ -103,8 +103,12 @@ class Session:
         return Query(self)
 
     def _total_loss(self, planned: Sequence[PlannedStatistic]) -> PrivacyLoss:
-        zero = self.measure.zero()
-        return sum((convert(p.loss, self.measure) for p in planned), zero)
+        """The release's loss: basic composition in the session's measure; an (ε, δ) release
+        with Gaussian noise composes its statistics in zCDP and converts the total once."""
+        if self.measure is ApproxDP and planned and planned[0].delta > 0:
+            rho = sum((convert(p.loss, ZCDP) for p in planned), ZCDP.zero())
+            return rho.to_approx(planned[0].delta)
+        return sum((convert(p.loss, self.measure) for p in planned), self.measure.zero())
 
     def _debit(self, loss: PrivacyLoss, description: str) -> int | None:
         if not (self.spent + loss) <= self.budget:
