@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import narwhals as nw
-import numpy as np
 import polars as pl
 
 from dpkit.core.numbers import Number
@@ -125,9 +124,8 @@ class Query:
         if not self.aggs:
             raise DomainError("nothing to release: add an aggregation with agg()")
         lf, schema = self._schema()
-        needed = [c for a in self.aggs for c in a.columns()]
+        needed = self.columns()
         if self.keys is not None:
-            needed += list(self.keys.columns)
             _check_key_types(self.keys, schema)
         unit = self.session.privacy_unit
         if unit.column is not None:
@@ -198,7 +196,8 @@ class Query:
         lf, planned = self.plan(epsilon, rho=rho, delta=delta, split=split)
         return self.session._release(self, lf, planned, 1 - confidence)
 
-    def _needed_columns(self) -> list[str]:
+    def columns(self) -> list[str]:
+        """Columns the aggregations and group keys read (the privacy unit's aside)."""
         cols = [c for a in self.aggs for c in a.columns()]
         if self.keys is not None:
             cols += list(self.keys.columns)
@@ -262,6 +261,3 @@ def _check_key_types(keys: pl.DataFrame, schema: Any) -> None:
                                                 values.dtype == pl.Boolean):
             raise ColumnError(f"keys for {c!r} have type {values.dtype} but the column is {dtype}")
 
-
-def _as_numpy(x: Any) -> np.ndarray:
-    return np.asarray(x)

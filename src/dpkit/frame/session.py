@@ -129,10 +129,7 @@ class Session:
         loss = self._total_loss(planned)
         release_id = self._debit(loss, query.describe())
         try:
-            columns = [c for a in query.aggs for c in a.columns()]
-            if query.keys is not None:
-                columns += list(query.keys.columns)
-            bounded = engine.bound_contributions(lf, self.privacy_unit, columns)
+            bounded = engine.bound_contributions(lf, self.privacy_unit, query.columns())
             raw = engine.compute(bounded, query.keys, [p.stat for p in planned])
             noisy = {p.stat.key: p.measurement(raw) for p in planned}
             result = _assemble(query, planned, noisy, beta)
