@@ -131,3 +131,14 @@ def test_representable_scale_rounds_up():
     r = representable_scale(s)
     assert r >= s and r < s * (1 + Fraction(1, 2**30))
     assert representable_scale(2) == 2
+
+
+def test_discrete_laplace_tail_is_exact_and_tight():
+    from dpkit.core.accuracy import laplace_tail
+
+    for scale in (0.5, 2.0, 37.0):
+        for beta in (0.05, 1e-3):
+            a = int(laplace_tail(scale, beta, discrete=True))
+            q = math.exp(-1 / scale)
+            tail = lambda k: 2 * q ** (k + 1) / (1 + q)  # noqa: E731 - P(|Z| > k)
+            assert tail(a) <= beta < tail(a - 1) or a == 0

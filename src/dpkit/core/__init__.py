@@ -10,9 +10,11 @@ measures   PureDP, ApproxDP, ZCDP and their conversions
 metrics    neighbouring relations and vector distances
 component  Transformation (stability map), Measurement (privacy map), chaining with >>
 compose    sequential composition, privacy filters, scale calibration
+stability  sensitivities of the aggregations interface mode compiles to
+accuracy   tail bounds that size confidence intervals
 """
 
-from dpkit.core import numbers, rng, samplers, stability
+from dpkit.core import accuracy, numbers, rng, samplers, stability
 from dpkit.core.component import Measurement, Transformation
 from dpkit.core.compose import (
     PrivacyFilter,
@@ -31,6 +33,7 @@ from dpkit.core.metrics import (
 )
 
 __all__ = [
+    "accuracy",
     "numbers",
     "rng",
     "samplers",

@@ -69,28 +69,6 @@ def grid_relaxation(k: int, size: int, norm: str) -> Fraction:
     return g * size if norm == "l1" else g * sqrt_up(Fraction(size))
 
 
-def laplace_tail(scale: float, beta: float, discrete: bool) -> float:
-    """Half-width a with P(|Z| > a) ≤ β for (discrete) Laplace noise of this scale."""
-    if not 0 < beta < 1:
-        raise DomainError("beta must be in (0, 1)")
-    if not discrete:
-        return scale * math.log(1 / beta)
-    # P(|Z| ≥ k) = 2 e^{-k/s} / (1 + e^{-1/s}) for k ≥ 1
-    k = scale * math.log(2 / (beta * (1 + math.exp(-1 / scale))))
-    return float(max(0, math.ceil(k) - 1))
-
-
-def gaussian_tail(sigma: float, beta: float) -> float:
-    """Half-width a with P(|Z| > a) ≤ β, for Gaussian or discrete Gaussian noise.
-
-    Uses the sub-Gaussian bound P(|Z| ≥ a) ≤ 2 exp(−a²/(2σ²)), which holds for both
-    (CKS20, Prop. 25), so the interval is valid, slightly conservative.
-    """
-    if not 0 < beta < 1:
-        raise DomainError("beta must be in (0, 1)")
-    return sigma * math.sqrt(2 * math.log(2 / beta))
-
-
 def check_size(arr: np.ndarray, max_size: int) -> None:
     if arr.size > max_size:
         raise DomainError(f"input has {arr.size} coordinates; this mechanism accepts at most "

@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpkit.core import samplers
+from dpkit.core.accuracy import gaussian_tail
 from dpkit.core.component import Measurement
 from dpkit.core.measures import ZCDP
 from dpkit.core.metrics import L2Distance
@@ -19,7 +20,6 @@ from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.mechanisms._common import (
     DEFAULT_MAX_SIZE,
     as_vector,
-    gaussian_tail,
     grid_relaxation,
     make_grid_release,
     unwrap,

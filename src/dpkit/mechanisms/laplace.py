@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpkit.core import samplers
+from dpkit.core.accuracy import laplace_tail
 from dpkit.core.component import Measurement
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L1Distance
@@ -19,7 +20,6 @@ from dpkit.mechanisms._common import (
     DEFAULT_MAX_SIZE,
     as_vector,
     grid_relaxation,
-    laplace_tail,
     make_grid_release,
     representable_scale,
     unwrap,

@@ -1,0 +1,35 @@
+"""Accuracy bounds of noise distributions (for confidence intervals; never for sampling).
+
+Floating-point ``exp``/``log`` are fine here: these functions only size the intervals
+reported next to a release. Each returns a half-width a with P(|Z| > a) ≤ β.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dpkit.errors import DomainError
+
+__all__ = ["laplace_tail", "gaussian_tail"]
+
+
+def laplace_tail(scale: float, beta: float, discrete: bool) -> float:
+    """Half-width a with P(|Z| > a) ≤ β for (discrete) Laplace noise of this scale."""
+    if not 0 < beta < 1:
+        raise DomainError("beta must be in (0, 1)")
+    if not discrete:
+        return scale * math.log(1 / beta)
+    # P(|Z| ≥ k) = 2 e^{-k/s} / (1 + e^{-1/s}) for k ≥ 1
+    k = scale * math.log(2 / (beta * (1 + math.exp(-1 / scale))))
+    return float(max(0, math.ceil(k) - 1))
+
+
+def gaussian_tail(sigma: float, beta: float) -> float:
+    """Half-width a with P(|Z| > a) ≤ β, for Gaussian or discrete Gaussian noise.
+
+    Uses the sub-Gaussian bound P(|Z| ≥ a) ≤ 2 exp(−a²/(2σ²)), which holds for both
+    (CKS20, Prop. 25), so the interval is valid, slightly conservative.
+    """
+    if not 0 < beta < 1:
+        raise DomainError("beta must be in (0, 1)")
+    return sigma * math.sqrt(2 * math.log(2 / beta))
