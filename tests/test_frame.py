@@ -309,3 +309,15 @@ def test_approx_release_composes_in_zcdp_then_converts(adult):
     # tighter than converting each statistic separately at δ/3 and adding
     separate = sum(zcdp_to_epsilon(p.loss.rho, Fraction(1, 3 * 10**7)) for p in planned)
     assert separate > loss.epsilon
+
+
+def test_unit_column_cannot_be_recomputed(small):
+    s = dp.Session(small, privacy_unit=PrivacyUnit.by("id", 1), budget=dp.PureDP(1))
+    for step in (lambda q: q.with_columns(id=pl.col("id") * 1000 + pl.col("n")),
+                 lambda q: q.with_columns((pl.col("n") * 7).alias("id")),
+                 lambda q: q.select(pl.col("n").alias("id"), "g")):
+        with pytest.raises(DomainError, match="privacy unit"):
+            step(s.query()).count().release(epsilon=0.1)
+    ok = s.query().select("id", pl.col("g"), pl.col("n").alias("m")).sum("m", bounds=(0, 9))
+    assert ok.release(epsilon=0.1).height == 1
+    assert s.spent == dp.PureDP(Fraction(1, 10))

@@ -21,7 +21,7 @@ from dpkit.core import rng
 from dpkit.errors import ColumnError, DomainError
 from dpkit.frame.aggregates import Statistic
 from dpkit.frame.privacy_unit import PrivacyUnit
-from dpkit.frame.rowwise import check_rowwise
+from dpkit.frame.rowwise import check_rowwise, check_unit_column
 
 __all__ = ["to_lazy", "apply_steps", "bound_contributions", "compute"]
 
@@ -49,12 +49,13 @@ def to_lazy(data: Any) -> nw.LazyFrame:
 
 
 def apply_steps(lf: nw.LazyFrame, steps: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]],
-                check: bool = True) -> nw.LazyFrame:
+                check: bool = True, unit: str | None = None) -> nw.LazyFrame:
     """Apply filter / with_columns / select steps. Polars expressions run natively on the
     Polars backend; narwhals expressions run on any backend. Each step is first checked to be
     row-wise (:mod:`dpkit.frame.rowwise`), since only row-wise steps are 1-stable."""
     for op, args, kwargs in steps:
         if check:
+            check_unit_column(op, args, kwargs, unit)
             check_rowwise(op, args, kwargs, lf.collect_schema())
         native = any(isinstance(a, pl.Expr) for a in (*args, *kwargs.values()))
         if native:

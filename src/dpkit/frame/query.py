@@ -114,7 +114,8 @@ class Query:
 
     # -- planning and release ------------------------------------------------------------
     def _schema(self) -> Any:
-        lf = engine.apply_steps(self.session._frame, self.steps)
+        lf = engine.apply_steps(self.session._frame, self.steps,
+                                unit=self.session.privacy_unit.column)
         return lf, lf.collect_schema()
 
     def plan(self, epsilon: Number | None = None, *, rho: Number | None = None,

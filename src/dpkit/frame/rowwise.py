@@ -110,6 +110,39 @@ def _behavioural(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], schema:
         )
 
 
+def _is_unit_column(value: Any, unit: str) -> bool:
+    if isinstance(value, str):
+        return value == unit
+    if isinstance(value, pl.Expr):
+        bare = value.meta.undo_aliases()
+        return bool(bare.meta.is_column() and bare.meta.output_name() == unit)
+    return False
+
+
+def check_unit_column(op: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                      unit: str | None) -> None:
+    """Raise :class:`DomainError` if a step could rewrite the privacy unit's identifiers.
+
+    Splitting one unit's rows over several identifiers would let it exceed ``max_rows``, so
+    ``with_columns``/``select`` may pass the unit column through unchanged but never
+    compute it.
+    """
+    if unit is None or op == "filter":
+        return
+    if unit in kwargs:
+        raise DomainError(f"the privacy unit column {unit!r} cannot be recomputed")
+    for value in args:
+        if isinstance(value, pl.Expr):
+            if value.meta.output_name(raise_if_undetermined=False) == unit and not (
+                    _is_unit_column(value, unit)):
+                raise DomainError(f"the privacy unit column {unit!r} cannot be recomputed")
+        elif not isinstance(value, str):  # e.g. narwhals: output names cannot be inspected
+            raise DomainError(
+                f"with the privacy unit {unit!r}, pass computed non-Polars columns by keyword "
+                f"({op}(name=expr)) so dpkit can see they leave the unit column alone"
+            )
+
+
 def check_rowwise(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], schema: Any) -> None:
     """Raise :class:`DomainError` unless the step maps every row on its own."""
     for value in (*args, *kwargs.values()):
