@@ -142,3 +142,47 @@ def test_discrete_laplace_tail_is_exact_and_tight():
             q = math.exp(-1 / scale)
             tail = lambda k: 2 * q ** (k + 1) / (1 + q)  # noqa: E731 - P(|Z| > k)
             assert tail(a) <= beta < tail(a - 1) or a == 0
+
+
+def test_permute_and_flip_distribution():
+    """P(r) from McKenna & Sheldon's closed form for two candidates; a broken variant (the
+    exponential mechanism's law) is rejected."""
+    from dpkit.mechanisms.selection import sample_permute_and_flip
+
+    scores = np.array([0.0, 1.0])
+    p_low = 0.5 * math.exp(-1)  # PF: low is chosen iff visited first and accepted
+    draws = np.array([sample_permute_and_flip(scores, Fraction(1)) for _ in range(20_000)])
+    support = np.arange(2)
+    assert chi2_pvalue(draws, support, np.array([p_low, 1 - p_low])) > FALSE_POSITIVE_RATE
+    em = np.exp(scores) / np.exp(scores).sum()
+    assert chi2_pvalue(draws, support, em) < FALSE_POSITIVE_RATE
+
+
+def test_selection_privacy_maps_and_top_k():
+    from dpkit.mechanisms import make_permute_and_flip, make_top_k
+
+    assert make_permute_and_flip(4).privacy_map(1) == PureDP(Fraction(1, 2))
+    top = make_top_k(3, 4)
+    assert top.privacy_map(1) == PureDP(Fraction(3, 2))
+    picks = top(np.array([0, 100, 50, 75, -10]))
+    assert len(set(picks)) == 3 and all(0 <= p < 5 for p in picks)
+    with pytest.raises(DomainError):
+        make_top_k(0, 1)
+    with pytest.raises(DomainError):
+        top(np.array([1.0, 2.0]))
+
+
+def test_geometric_and_binary_rr():
+    from dpkit.mechanisms import make_binary_randomized_response, make_geometric
+
+    assert make_geometric(0.5, sensitivity=2).privacy_map(2) == PureDP(Fraction(1, 2))
+    rr = make_binary_randomized_response(1)
+    out = rr(np.ones(40_000, dtype=bool))
+    assert out.dtype == bool
+    keep = math.e / (math.e + 1)
+    assert chi2_pvalue(out.astype(int), np.arange(2), np.array([1 - keep, keep])) > (
+        FALSE_POSITIVE_RATE)
+    assert chi2_pvalue(out.astype(int), np.arange(2), np.array([0.25, 0.75])) < (
+        FALSE_POSITIVE_RATE)
+    assert rr.privacy_map(1) == PureDP(1)
+    assert isinstance(rr(True), bool)

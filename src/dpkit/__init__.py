@@ -15,6 +15,7 @@ Top-level names: ``Session``, ``PrivacyUnit``, ``PureDP``, ``ApproxDP``, ``ZCDP`
 
 from dpkit import core, datasets, errors, mechanisms
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
+from dpkit.core.renyi import RenyiDP
 from dpkit.frame import PrivacyUnit, Query, Session, count, histogram, mean, quantile, sum
 from dpkit.ledger import Ledger
 
@@ -28,6 +29,7 @@ __all__ = [
     "PureDP",
     "ApproxDP",
     "ZCDP",
+    "RenyiDP",
     "Session",
     "Query",
     "PrivacyUnit",

@@ -9,7 +9,9 @@ samplers   exact, vectorised samplers (Canonne, Kamath & Steinke 2020)
 measures   PureDP, ApproxDP, ZCDP and their conversions
 metrics    neighbouring relations and vector distances
 component  Transformation (stability map), Measurement (privacy map), chaining with >>
-compose    sequential composition, privacy filters, scale calibration
+compose    sequential composition, privacy filters and odometers, scale calibration
+composition  advanced (DRV10) and optimal (KOV15) composition, group privacy, parallel
+renyi      Rényi DP curves and their conversions
 stability  sensitivities of the aggregations interface mode compiles to
 accuracy   tail bounds that size confidence intervals
 """
@@ -18,11 +20,18 @@ from dpkit.core import accuracy, numbers, rng, samplers, stability
 from dpkit.core.component import Measurement, Transformation
 from dpkit.core.compose import (
     PrivacyFilter,
+    PrivacyOdometer,
     calibrate_scale,
     compose_losses,
     make_sequential_composition,
 )
-from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, zcdp_to_epsilon
+from dpkit.core.composition import (
+    advanced_composition,
+    group_privacy,
+    optimal_composition,
+    parallel_composition,
+)
+from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert, zcdp_to_epsilon
 from dpkit.core.metrics import (
     AddRemoveDistance,
     HammingDistance,
@@ -31,6 +40,7 @@ from dpkit.core.metrics import (
     LInfDistance,
     Metric,
 )
+from dpkit.core.renyi import RenyiDP
 
 __all__ = [
     "accuracy",
@@ -41,7 +51,14 @@ __all__ = [
     "Measurement",
     "Transformation",
     "PrivacyFilter",
+    "PrivacyOdometer",
     "calibrate_scale",
+    "advanced_composition",
+    "optimal_composition",
+    "group_privacy",
+    "parallel_composition",
+    "RenyiDP",
+    "convert",
     "compose_losses",
     "make_sequential_composition",
     "PrivacyLoss",

@@ -7,6 +7,7 @@
   against what remains *before* it runs, and refused if it would exceed the cap
   (Rogers, Roth, Ullman & Vadhan 2016, privacy filters; with basic composition the filter
   is valid for adaptive choices).
+- :class:`PrivacyOdometer` — reports what adaptively chosen measurements have spent.
 - :func:`calibrate_scale` — the smallest noise scale whose privacy map meets a target loss,
   by bisection on the map itself (derived, never hand-written per mechanism).
 """
@@ -18,10 +19,16 @@ from fractions import Fraction
 from typing import Any
 
 from dpkit.core.component import Measurement
-from dpkit.core.measures import PrivacyLoss
+from dpkit.core.measures import PrivacyLoss, convert
 from dpkit.errors import BudgetExceededError, DomainError, MeasureError
 
-__all__ = ["compose_losses", "make_sequential_composition", "PrivacyFilter", "calibrate_scale"]
+__all__ = [
+    "compose_losses",
+    "make_sequential_composition",
+    "PrivacyFilter",
+    "PrivacyOdometer",
+    "calibrate_scale",
+]
 
 
 def compose_losses(losses: Sequence[PrivacyLoss], zero: PrivacyLoss) -> PrivacyLoss:
@@ -88,6 +95,33 @@ class PrivacyFilter:
     def invoke(self, measurement: Measurement, data: Any, d_in: Any = 1) -> Any:
         """Check and debit ``measurement``'s loss at ``d_in``, then run it on ``data``."""
         self.spend(measurement.privacy_map(d_in))
+        return measurement(data)
+
+
+class PrivacyOdometer:
+    """Tracks the privacy loss of adaptively chosen measurements, without a cap.
+
+    ``spent`` is the basic composition of every loss so far (valid under adaptive choice
+    for pure DP and zCDP: Rogers, Roth, Ullman & Vadhan 2016; Whitehouse et al. 2023 for
+    (ε, δ) with fixed δ per step under basic composition).
+
+    Parameters
+    ----------
+    measure : type
+        ``PureDP``, ``ApproxDP`` or ``ZCDP``; losses of other measures are converted where a
+        conversion needs no parameter (pure ⇒ zCDP, pure ⇒ (ε, 0)).
+    """
+
+    def __init__(self, measure: type[PrivacyLoss]) -> None:
+        self.measure = measure
+        self.spent: PrivacyLoss = measure.zero()
+        self.history: list[PrivacyLoss] = []
+
+    def invoke(self, measurement: Measurement, data: Any, d_in: Any = 1) -> Any:
+        """Record ``measurement``'s loss at ``d_in`` (before any noise), then run it."""
+        loss = convert(measurement.privacy_map(d_in), self.measure)
+        self.spent = self.spent + loss
+        self.history.append(loss)
         return measurement(data)
 
 

@@ -6,16 +6,24 @@ make_laplace              Laplace on floats, released on a 2^k grid (pure DP)
 make_discrete_laplace     discrete Laplace / geometric mechanism on integers (pure DP)
 make_gaussian             Gaussian on floats, released on a 2^k grid (zCDP)
 make_discrete_gaussian    discrete Gaussian on integers (zCDP)
+make_geometric            geometric mechanism (discrete Laplace at scale Δ/ε)
 make_exponential          exponential mechanism / Report Noisy Max, exact (pure DP)
+make_permute_and_flip     permute-and-flip selection, exact (pure DP)
+make_top_k                top-k by peeling the exponential mechanism (pure DP)
 make_randomized_response  k-ary randomized response, exact (pure DP, local)
+make_binary_randomized_response   Warner's randomized response on bits
 representable_scale       round a scale up to what the exact samplers take
 """
 
 from dpkit.mechanisms._common import representable_scale
 from dpkit.mechanisms.exponential import make_exponential, sample_exponential
 from dpkit.mechanisms.gaussian import make_discrete_gaussian, make_gaussian
-from dpkit.mechanisms.laplace import make_discrete_laplace, make_laplace
-from dpkit.mechanisms.randomized_response import make_randomized_response
+from dpkit.mechanisms.laplace import make_discrete_laplace, make_geometric, make_laplace
+from dpkit.mechanisms.randomized_response import (
+    make_binary_randomized_response,
+    make_randomized_response,
+)
+from dpkit.mechanisms.selection import make_permute_and_flip, make_top_k
 
 __all__ = [
     "make_laplace",
@@ -25,5 +33,9 @@ __all__ = [
     "make_exponential",
     "sample_exponential",
     "make_randomized_response",
+    "make_binary_randomized_response",
+    "make_geometric",
+    "make_permute_and_flip",
+    "make_top_k",
     "representable_scale",
 ]

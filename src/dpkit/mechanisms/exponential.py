@@ -22,7 +22,7 @@ from dpkit.core.metrics import LInfDistance
 from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.errors import DomainError
 
-__all__ = ["make_exponential", "sample_exponential"]
+__all__ = ["make_exponential", "sample_exponential", "exact_gaps"]
 
 
 def _exact_scores(scores: Any) -> list[Fraction]:
@@ -36,18 +36,24 @@ def _exact_scores(scores: Any) -> list[Fraction]:
     return [Fraction(v) if not isinstance(v, float) else Fraction(v) for v in arr.tolist()]
 
 
+def exact_gaps(scores: Any, scale: Fraction) -> tuple[np.ndarray, int]:
+    """γᵢ = (max u − uᵢ)/scale ≥ 0 for every score, as integer numerators over one
+    denominator (object array, int)."""
+    exact = _exact_scores(scores)
+    top = max(exact)
+    gaps = [(top - u) / scale for u in exact]
+    denom = 1
+    for g in gaps:
+        denom = denom * g.denominator // math.gcd(denom, g.denominator)
+    return np.array([g.numerator * (denom // g.denominator) for g in gaps], dtype=object), denom
+
+
 def sample_exponential(scores: Any, scale: Fraction, size: int | None = None) -> Any:
     """Index i drawn with probability ∝ exp(scoresᵢ / scale), exactly.
 
     Returns one int, or ``size`` independent draws as an int64 array.
     """
-    exact = _exact_scores(scores)
-    top = max(exact)
-    gaps = [(top - u) / scale for u in exact]  # γᵢ ≥ 0
-    denom = 1
-    for g in gaps:
-        denom = denom * g.denominator // math.gcd(denom, g.denominator)
-    numer = np.array([g.numerator * (denom // g.denominator) for g in gaps], dtype=object)
+    numer, denom = exact_gaps(scores, scale)
     want = 1 if size is None else int(size)
     found: list[np.ndarray] = []
     got = 0

@@ -15,7 +15,7 @@ from dpkit.core.accuracy import laplace_tail
 from dpkit.core.component import Measurement
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L1Distance
-from dpkit.core.numbers import Number, non_negative
+from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.mechanisms._common import (
     DEFAULT_MAX_SIZE,
     as_vector,
@@ -25,7 +25,7 @@ from dpkit.mechanisms._common import (
     unwrap,
 )
 
-__all__ = ["make_discrete_laplace", "make_laplace"]
+__all__ = ["make_discrete_laplace", "make_laplace", "make_geometric"]
 
 
 def make_discrete_laplace(scale: Number) -> Measurement:
@@ -111,3 +111,18 @@ def make_laplace(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | No
         + float(grid),
     )
 
+
+
+def make_geometric(epsilon: Number, sensitivity: Number = 1) -> Measurement:
+    """The (two-sided) geometric mechanism of Ghosh, Roughgarden & Sundararajan 2009.
+
+    Adds Z with P(Z = z) ∝ α^{|z|}, α = exp(−ε/Δ), to integer queries of L1 sensitivity Δ:
+    the discrete Laplace mechanism with scale Δ/ε (:func:`make_discrete_laplace`).
+
+    Raises
+    ------
+    DomainError
+        If ε ≤ 0 or Δ ≤ 0.
+    """
+    eps = positive(epsilon, "epsilon", up=False)
+    return make_discrete_laplace(positive(sensitivity, "sensitivity") / eps)

@@ -21,7 +21,7 @@ from dpkit.core.metrics import HammingDistance
 from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.errors import DomainError
 
-__all__ = ["make_randomized_response"]
+__all__ = ["make_randomized_response", "make_binary_randomized_response"]
 
 
 def make_randomized_response(categories: Sequence[Any], epsilon: Number) -> Measurement:
@@ -84,3 +84,13 @@ def make_randomized_response(categories: Sequence[Any], epsilon: Number) -> Meas
         privacy_map=lambda d_in: PureDP(non_negative(d_in, "d_in") * eps),
         name=f"randomized_response(k={k}, epsilon={float(eps):.6g})",
     )
+
+
+def make_binary_randomized_response(epsilon: Number) -> Measurement:
+    """Warner's randomized response on booleans: keep each bit with probability
+    e^ε/(e^ε + 1), flip it otherwise (Warner 1965; Dwork & Roth §3.2). ε-DP per respondent.
+
+    Input: a bool or bool array; output the same shape as bools.
+    """
+    inner = make_randomized_response([False, True], epsilon)
+    return inner >> (lambda out: np.asarray(out, dtype=bool) if np.ndim(out) else bool(out))
