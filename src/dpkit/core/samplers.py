@@ -149,6 +149,12 @@ def bernoulli_exp(numer: np.ndarray | int, denom: int, size: int | None = None) 
         nums = np.full(int(size or 1), int(numer), dtype=object)
     if nums.size and min(nums) < 0:
         raise DomainError("γ must be ≥ 0")
+    if denom < 1 << 63 and (not nums.size or max(nums) < 1 << 63):
+        small = nums.astype(np.uint64)  # fast path: everything fits in 64-bit words
+        rem = small % np.uint64(denom)
+        frac = _bernoulli_exp_fraction(
+            small.size, lambda idx: rng.uniform_below(denom, idx.size) < rem[idx])
+        return frac & _all_succeed((small // np.uint64(denom)).astype(np.int64))
     whole = nums // denom
     rem = nums - whole * denom
     shifted = rem * (1 << 64)

@@ -55,10 +55,13 @@ def sample_exponential(scores: Any, scale: Fraction, size: int | None = None) ->
     """
     numer, denom = exact_gaps(scores, scale)
     want = 1 if size is None else int(size)
+    # expected acceptance Σ exp(−γᵢ)/k, in floats: it only sizes the batches
+    acceptance = max(1e-6, float(np.mean(np.exp(-np.array([float(g) for g in numer]) /
+                                                   float(denom)))))
     found: list[np.ndarray] = []
     got = 0
     while got < want:
-        batch = max(64, 2 * numer.size * (want - got))
+        batch = int((want - got) / acceptance * 1.2) + 64
         proposals = rng.uniform_below(numer.size, batch).astype(np.int64)
         accepted = proposals[samplers.bernoulli_exp(numer[proposals], denom)]
         found.append(accepted)

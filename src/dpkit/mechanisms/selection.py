@@ -24,14 +24,18 @@ from dpkit.mechanisms.exponential import exact_gaps, sample_exponential
 __all__ = ["make_permute_and_flip", "make_top_k", "sample_permute_and_flip"]
 
 
-def sample_permute_and_flip(scores: Any, scale: Fraction) -> int:
+def sample_permute_and_flip(scores: Any, scale: Fraction, size: int | None = None) -> Any:
     """Permute-and-flip, exactly: visit candidates in a uniformly random order and stop at
     the first r accepted with probability exp(−(u* − u_r)/scale). The best candidate is
-    always accepted, so one pass suffices."""
+    always accepted, so one pass suffices. One int, or ``size`` independent draws."""
     numer, denom = exact_gaps(scores, scale)
-    order = np.argsort(rng.words(numer.size))  # a uniform random permutation (ties: 2^-64)
-    accept = samplers.bernoulli_exp(numer[order], denom)
-    return int(order[np.flatnonzero(accept)[0]])
+    n, k = 1 if size is None else int(size), numer.size
+    keys = rng.words(n * k).reshape(n, k)
+    order = np.argsort(keys, axis=1)  # uniform random permutations (ties: 2^-64)
+    accept = samplers.bernoulli_exp(np.tile(numer, n), denom).reshape(n, k)
+    first = np.take_along_axis(accept, order, axis=1).argmax(axis=1)  # first accepted visit
+    draws = order[np.arange(n), first]
+    return int(draws[0]) if size is None else draws
 
 
 def make_permute_and_flip(scale: Number, *, monotonic: bool = False) -> Measurement:

@@ -1,0 +1,117 @@
+"""The audit battery: every registered mechanism with a neighbouring pair, its claim, and a
+deliberately broken variant (half the noise) that the audit must flag."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpkit.core.component import Measurement
+from dpkit.core.measures import ZCDP, ApproxDP, PureDP
+from dpkit.mechanisms import (
+    make_binary_randomized_response,
+    make_discrete_gaussian,
+    make_discrete_laplace,
+    make_gaussian,
+    make_laplace,
+    make_randomized_response,
+)
+from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms.selection import sample_permute_and_flip
+
+__all__ = ["AuditCase", "CASES", "claimed_epsilon_delta"]
+
+Sampler = Callable[[Any, int], np.ndarray]
+GAUSSIAN_DELTA = Fraction(1, 10**3)  # the δ at which zCDP claims are audited
+
+
+@dataclass(frozen=True)
+class AuditCase:
+    """A mechanism under audit: ``sample(data, n)`` draws n outputs; ``broken`` is the same
+    mechanism with half the noise; ``x``/``x_prime`` are neighbours at distance ``d_in``."""
+
+    name: str
+    measurement: Measurement
+    sample: Sampler
+    broken: Sampler
+    x: Any
+    x_prime: Any
+    d_in: Any = 1
+
+
+def claimed_epsilon_delta(case: AuditCase) -> tuple[float, float]:
+    """The case's claim as (ε, δ): pure ε as is; zCDP converted at δ = 1e-3."""
+    loss = case.measurement.privacy_map(case.d_in)
+    if isinstance(loss, PureDP):
+        return float(loss.epsilon), 0.0
+    if isinstance(loss, ZCDP):
+        approx = loss.to_approx(GAUSSIAN_DELTA)
+        return float(approx.epsilon), float(approx.delta)
+    assert isinstance(loss, ApproxDP)
+    return float(loss.epsilon), float(loss.delta)
+
+
+def _vector(make: Callable[..., Measurement], scale: Any, **kw: Any) -> Sampler:
+    def sample(data: Any, n: int) -> np.ndarray:
+        return np.asarray(make(scale, **kw)(np.full(n, data)))
+    return sample
+
+
+def _cases() -> list[AuditCase]:
+    n_max = 1 << 20
+    # the exponential mechanism's worst case: one score up by Δ, all others down by Δ
+    scores_x = np.zeros(50, dtype=np.int64)
+    scores_y = np.concatenate([[1], -np.ones(49, dtype=np.int64)])
+    return [
+        AuditCase("discrete_laplace", make_discrete_laplace(2),
+                  _vector(make_discrete_laplace, 2), _vector(make_discrete_laplace, 1), 0, 1),
+        AuditCase("laplace", make_laplace(2.0, max_size=1),
+                  _vector(make_laplace, 2.0, max_size=n_max),
+                  _vector(make_laplace, 1.0, max_size=n_max), 0.0, 1.0),
+        AuditCase("discrete_gaussian", make_discrete_gaussian(2),
+                  _vector(make_discrete_gaussian, 2), _vector(make_discrete_gaussian, 1), 0, 1),
+        AuditCase("gaussian", make_gaussian(2.0, max_size=1),
+                  _vector(make_gaussian, 2.0, max_size=n_max),
+                  _vector(make_gaussian, 1.0, max_size=n_max), 0.0, 1.0),
+        AuditCase("exponential", _exponential(1),
+                  lambda s, n: sample_exponential(s, Fraction(1), size=n),
+                  lambda s, n: sample_exponential(s, Fraction(1, 2), size=n),
+                  scores_x, scores_y),
+        AuditCase("permute_and_flip", _permute_and_flip(1),
+                  lambda s, n: sample_permute_and_flip(s, Fraction(1), size=n),
+                  lambda s, n: sample_permute_and_flip(s, Fraction(1, 2), size=n),
+                  scores_x, scores_y),
+        AuditCase("randomized_response", make_randomized_response(["a", "b", "c"], 1),
+                  _rr(1), _rr(2), "a", "b"),
+        AuditCase("binary_randomized_response", make_binary_randomized_response(1),
+                  _binary_rr(1), _binary_rr(2), True, False),
+    ]
+
+
+def _exponential(scale: int) -> Measurement:
+    from dpkit.mechanisms import make_exponential
+
+    return make_exponential(scale)
+
+
+def _permute_and_flip(scale: int) -> Measurement:
+    from dpkit.mechanisms import make_permute_and_flip
+
+    return make_permute_and_flip(scale)
+
+
+def _rr(epsilon: int) -> Sampler:
+    m = make_randomized_response(["a", "b", "c"], epsilon)
+    return lambda value, n: np.asarray(m(np.array([value] * n, dtype=object)))
+
+
+def _binary_rr(epsilon: int) -> Sampler:
+    m = make_binary_randomized_response(epsilon)
+    return lambda value, n: np.asarray(m(np.full(n, value)))
+
+
+CASES: dict[str, AuditCase] = {case.name: case for case in _cases()}
