@@ -110,3 +110,20 @@ def test_bad_scales_raise():
         samplers.discrete_laplace(Fraction(1, 3**40), 10)
     with pytest.raises(DomainError):
         samplers.discrete_gaussian(-1, 10)
+
+
+@pytest.mark.parametrize("sigma", [Fraction(3, 2), 2**30])
+def test_discrete_gaussian_exact_fallbacks(monkeypatch, sigma):
+    """Widen the float margin so most decisions take the exact-integer branches (normally
+    hit with probability ~1e-9) and check that the law is still the discrete Gaussian."""
+    monkeypatch.setattr(samplers, "_TOL", 0.2)
+    n = 20_000 if sigma == 2**30 else N // 4
+    z = samplers.discrete_gaussian(sigma, n)
+    if sigma == 2**30:  # compare in units of σ: KS against the normal law
+        from stats import ks_pvalue
+        assert ks_pvalue(z / float(sigma), "norm", 0, 1) > FALSE_POSITIVE_RATE
+        return
+    support = np.arange(-15, 16)
+    assert chi2_pvalue(z, support, discrete_gaussian_pmf(support, float(sigma))) > (
+        FALSE_POSITIVE_RATE)
+    assert chi2_pvalue(z, support, discrete_gaussian_pmf(support, 1.8)) < FALSE_POSITIVE_RATE

@@ -278,15 +278,62 @@ def _discrete_gaussian_var(var: Fraction, size: int) -> np.ndarray:
     a, b = var.numerator, var.denominator
     t = math.isqrt(a // b) + 1
     denom = 2 * a * b * t * t
+    tb_f, a_f, denom_f = float(t * b), float(a), float(denom)
 
     def batch(m: int) -> np.ndarray:
         y = discrete_laplace(t, m)
-        mag = np.abs(y).astype(object)
-        diff = mag * (t * b) - a
-        accept = bernoulli_exp(diff * diff, denom)
-        return np.compress(accept, y)
+        mag = np.abs(y)
+        gamma = (mag * tb_f - a_f) ** 2 / denom_f  # ≈ (|Y|tb − a)²/(2abt²), error ≪ 1e-9
+
+        def exact(i: int) -> tuple[int, int]:
+            diff = int(mag[i]) * t * b - a
+            return diff * diff, denom
+
+        return np.compress(_bernoulli_exp_guided(gamma, exact), y)
 
     return _fill(size, batch, 0.5, np.int64)
+
+
+_TOL = 1e-9  # far above the float error of γ; decisions this close go to exact integers
+
+
+def _bernoulli_exp_guided(gamma: np.ndarray, exact: Callable[[int], tuple[int, int]]
+                          ) -> np.ndarray:
+    """Bernoulli(exp(−γᵢ)), exactly, steered by a float approximation of γ.
+
+    ``gamma`` approximates γᵢ = nᵢ/dᵢ (``exact(i)`` returns (nᵢ, dᵢ)) within ``_TOL``. Every
+    decision the float cannot settle with that margin — an integer part near an integer, or a
+    uniform draw within ``_TOL`` of the fractional part — is made with the exact integers, so
+    the result has exactly the Bernoulli(exp(−nᵢ/dᵢ)) law. Ambiguity has probability ~1e-9.
+    """
+    out = np.empty(gamma.size, dtype=bool)
+    whole = np.floor(gamma)
+    frac = gamma - whole
+    risky = (frac < _TOL) | (frac > 1 - _TOL) | ~(gamma < 2.0**50)
+    for i in np.flatnonzero(risky):
+        n, d = exact(int(i))
+        out[i] = bool(bernoulli_exp(np.array([n], dtype=object), d)[0])
+    safe = np.flatnonzero(~risky)
+    f = frac[safe]
+
+    def bern(idx: np.ndarray) -> np.ndarray:  # Bernoulli(frac) for safe[idx]
+        w = rng.words(idx.size)
+        u = (w >> np.uint64(11)).astype(np.float64) * 2.0**-53  # U ∈ [u, u + 2^-53)
+        ff = f[idx]
+        res = u + 2.0**-53 < ff - _TOL
+        unsure = np.flatnonzero(~res & (u < ff + _TOL))
+        for j in unsure:
+            n, d = exact(int(safe[idx[j]]))
+            r = n % d  # exact fractional part r/d; U ∈ [W/2^64, (W+1)/2^64)
+            lo = int(w[j]) * d
+            scaled = r << 64
+            res[j] = scaled >= lo + d or (
+                scaled > lo and rng.uniform_below_int(d) < scaled - lo)
+        return res
+
+    out[safe] = _bernoulli_exp_fraction(safe.size, bern) & _all_succeed(
+        whole[safe].astype(np.int64))
+    return out
 
 
 def grid_exponent(scale: Fraction) -> int:
