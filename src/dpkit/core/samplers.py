@@ -143,13 +143,16 @@ def bernoulli_exp(numer: np.ndarray | int, denom: int, size: int | None = None) 
     denom = int(denom)
     if denom <= 0:
         raise DomainError("denominator must be positive")
-    if isinstance(numer, np.ndarray):
-        nums = numer.astype(object)
+    if isinstance(numer, np.ndarray) and numer.dtype.kind in "iu":
+        if numer.size and numer.min() < 0:
+            raise DomainError("γ must be ≥ 0")
+        nums = numer  # machine integers: below 2^63 by their type
     else:
-        nums = np.full(int(size or 1), int(numer), dtype=object)
-    if nums.size and min(nums) < 0:
-        raise DomainError("γ must be ≥ 0")
-    if denom < 1 << 63 and (not nums.size or max(nums) < 1 << 63):
+        nums = (numer.astype(object) if isinstance(numer, np.ndarray)
+                else np.full(int(size or 1), int(numer), dtype=object))
+        if nums.size and min(nums) < 0:
+            raise DomainError("γ must be ≥ 0")
+    if denom < 1 << 63 and (nums.dtype != object or not nums.size or max(nums) < 1 << 63):
         small = nums.astype(np.uint64)  # fast path: everything fits in 64-bit words
         rem = small % np.uint64(denom)
         frac = _bernoulli_exp_fraction(
@@ -266,7 +269,7 @@ def discrete_gaussian(sigma: Number, size: int) -> np.ndarray:
     """Draw ``size`` values of the discrete Gaussian N_ℤ(0, σ²), exactly, as ``int64``.
 
     P(Z = z) ∝ exp(−z²/(2σ²)) for z ∈ ℤ. CKS20 Algorithm 3: candidates Y from the discrete
-    Laplace with scale t = ⌊σ⌋ + 1, accepted with probability exp(−(|Y| − σ²/t)²/(2σ²)).
+    Laplace with scale t = max(⌊σ⌋, 1), accepted with probability exp(−(|Y| − σ²/t)²/(2σ²)).
     ``sigma`` is the standard deviation parameter σ (σ² is used exactly).
     """
     sig = positive(sigma, "sigma")
@@ -276,20 +279,26 @@ def discrete_gaussian(sigma: Number, size: int) -> np.ndarray:
 
 def _discrete_gaussian_var(var: Fraction, size: int) -> np.ndarray:
     a, b = var.numerator, var.denominator
-    t = math.isqrt(a // b) + 1
+    # Alg. 3 is exact for any t > 0 (the acceptance ratio cancels the Laplace envelope); CKS
+    # take ⌊σ⌋ + 1, we take max(⌊σ⌋, 1): as efficient, and a power of two when σ is one
+    # (the grid Gaussian's usual case), which uniform_below draws without rejection
+    t = max(math.isqrt(a // b), 1)
     denom = 2 * a * b * t * t
     tb_f, a_f, denom_f = float(t * b), float(a), float(denom)
 
     def batch(m: int) -> np.ndarray:
         y = discrete_laplace(t, m)
         mag = np.abs(y)
+        if denom < 1 << 62 and int(mag.max(initial=0)) * t * b + a < 1 << 31:
+            diff = mag.astype(np.int64) * (t * b) - a  # small σ: exact in 64-bit words
+            return np.compress(bernoulli_exp(diff * diff, denom), y)
         gamma = (mag * tb_f - a_f) ** 2 / denom_f  # ≈ (|Y|tb − a)²/(2abt²), error ≪ 1e-9
 
-        def exact(i: int) -> tuple[int, int]:
-            diff = int(mag[i]) * t * b - a
-            return diff * diff, denom
+        def exact(idx: np.ndarray) -> np.ndarray:
+            diff = mag[idx].astype(object) * (t * b) - a
+            return diff * diff
 
-        return np.compress(_bernoulli_exp_guided(gamma, exact), y)
+        return np.compress(_bernoulli_exp_guided(gamma, exact, denom), y)
 
     return _fill(size, batch, 0.5, np.int64)
 
@@ -297,22 +306,23 @@ def _discrete_gaussian_var(var: Fraction, size: int) -> np.ndarray:
 _TOL = 1e-9  # far above the float error of γ; decisions this close go to exact integers
 
 
-def _bernoulli_exp_guided(gamma: np.ndarray, exact: Callable[[int], tuple[int, int]]
-                          ) -> np.ndarray:
+def _bernoulli_exp_guided(gamma: np.ndarray, exact: Callable[[np.ndarray], np.ndarray],
+                          denom: int) -> np.ndarray:
     """Bernoulli(exp(−γᵢ)), exactly, steered by a float approximation of γ.
 
-    ``gamma`` approximates γᵢ = nᵢ/dᵢ (``exact(i)`` returns (nᵢ, dᵢ)) within ``_TOL``. Every
-    decision the float cannot settle with that margin — an integer part near an integer, or a
-    uniform draw within ``_TOL`` of the fractional part — is made with the exact integers, so
-    the result has exactly the Bernoulli(exp(−nᵢ/dᵢ)) law. Ambiguity has probability ~1e-9.
+    ``gamma`` approximates γᵢ = nᵢ/denom within ``_TOL``, where ``exact(idx)`` returns the
+    integer numerators nᵢ (object array). Every decision the float cannot settle with that
+    margin — an integer part near an integer, or a uniform draw within ``_TOL`` of the
+    fractional part — is made with the exact integers, so the result has exactly the
+    Bernoulli(exp(−nᵢ/denom)) law.
     """
     out = np.empty(gamma.size, dtype=bool)
     whole = np.floor(gamma)
     frac = gamma - whole
     risky = (frac < _TOL) | (frac > 1 - _TOL) | ~(gamma < 2.0**50)
-    for i in np.flatnonzero(risky):
-        n, d = exact(int(i))
-        out[i] = bool(bernoulli_exp(np.array([n], dtype=object), d)[0])
+    hard = np.flatnonzero(risky)
+    if hard.size:
+        out[hard] = bernoulli_exp(exact(hard), denom)
     safe = np.flatnonzero(~risky)
     f = frac[safe]
 
@@ -322,13 +332,14 @@ def _bernoulli_exp_guided(gamma: np.ndarray, exact: Callable[[int], tuple[int, i
         ff = f[idx]
         res = u + 2.0**-53 < ff - _TOL
         unsure = np.flatnonzero(~res & (u < ff + _TOL))
-        for j in unsure:
-            n, d = exact(int(safe[idx[j]]))
-            r = n % d  # exact fractional part r/d; U ∈ [W/2^64, (W+1)/2^64)
-            lo = int(w[j]) * d
-            scaled = r << 64
-            res[j] = scaled >= lo + d or (
-                scaled > lo and rng.uniform_below_int(d) < scaled - lo)
+        if unsure.size:
+            nums = exact(safe[idx[unsure]])
+            for j, n in zip(unsure, nums, strict=True):
+                r = int(n) % denom  # exact fractional part r/denom; U ∈ [W, W + 1)/2^64
+                lo = int(w[j]) * denom
+                scaled = r << 64
+                res[j] = scaled >= lo + denom or (
+                    scaled > lo and rng.uniform_below_int(denom) < scaled - lo)
         return res
 
     out[safe] = _bernoulli_exp_fraction(safe.size, bern) & _all_succeed(
