@@ -284,7 +284,7 @@ def _discrete_gaussian_var(var: Fraction, size: int) -> np.ndarray:
     # (the grid Gaussian's usual case), which uniform_below draws without rejection
     t = max(math.isqrt(a // b), 1)
     denom = 2 * a * b * t * t
-    tb_f, a_f, denom_f = float(t * b), float(a), float(denom)
+    centre_f, var_f = float(Fraction(a, t * b)), float(var)  # σ²/t and σ², huge ints safe
 
     def batch(m: int) -> np.ndarray:
         y = discrete_laplace(t, m)
@@ -292,7 +292,7 @@ def _discrete_gaussian_var(var: Fraction, size: int) -> np.ndarray:
         if denom < 1 << 62 and int(mag.max(initial=0)) * t * b + a < 1 << 31:
             diff = mag.astype(np.int64) * (t * b) - a  # small σ: exact in 64-bit words
             return np.compress(bernoulli_exp(diff * diff, denom), y)
-        gamma = (mag * tb_f - a_f) ** 2 / denom_f  # ≈ (|Y|tb − a)²/(2abt²), error ≪ 1e-9
+        gamma = (mag - centre_f) ** 2 / (2 * var_f)  # ≈ (|Y| − σ²/t)²/(2σ²), error ≪ 1e-9
 
         def exact(idx: np.ndarray) -> np.ndarray:
             diff = mag[idx].astype(object) * (t * b) - a
