@@ -186,3 +186,23 @@ def test_geometric_and_binary_rr():
         FALSE_POSITIVE_RATE)
     assert rr.privacy_map(1) == PureDP(1)
     assert isinstance(rr(True), bool)
+
+
+def test_sparse_vector_behaviour():
+    from dpkit.errors import BudgetExceededError
+    from dpkit.mechanisms import SparseVector
+
+    sv = SparseVector(threshold=100, epsilon=50, sensitivity=1, max_positives=2)
+    assert sv.loss == PureDP(50)
+    # noise scales 2/25 (threshold) and 8/25 (queries): P(|noise| ≥ 40) < 1e-50
+    assert [sv.ask(0), sv.ask(-5), sv.ask(200)] == [False, False, True]
+    assert sv.ask(300) is True and sv.halted
+    with pytest.raises(BudgetExceededError):
+        sv.ask(1000)
+    numeric = SparseVector(0, 50, numeric_epsilon=50)
+    value = numeric.ask(1000.0)
+    assert numeric.loss == PureDP(100) and abs(value - 1000.0) < 5
+    with pytest.raises(DomainError):
+        SparseVector(0, 1, max_positives=0)
+    with pytest.raises(DomainError):
+        SparseVector(0, 1).ask(float("nan"))

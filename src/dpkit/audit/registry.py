@@ -85,6 +85,8 @@ def _cases() -> list[AuditCase]:
                   lambda s, n: sample_permute_and_flip(s, Fraction(1), size=n),
                   lambda s, n: sample_permute_and_flip(s, Fraction(1, 2), size=n),
                   scores_x, scores_y),
+        AuditCase("sparse_vector", _sparse_vector_measurement(),
+                  _sparse_vector(Fraction(1)), _sparse_vector(Fraction(100)), 0.0, 1.0),
         AuditCase("randomized_response", make_randomized_response(["a", "b", "c"], 1),
                   _rr(1), _rr(2), "a", "b"),
         AuditCase("binary_randomized_response", make_binary_randomized_response(1),
@@ -102,6 +104,26 @@ def _permute_and_flip(scale: int) -> Measurement:
     from dpkit.mechanisms import make_permute_and_flip
 
     return make_permute_and_flip(scale)
+
+
+def _sparse_vector(noise_epsilon: Fraction) -> Sampler:
+    """AboveThreshold's first answer at ε = 4·noise_epsilon (the broken variant: 100×)."""
+    from dpkit.mechanisms.sparse_vector import SparseVector
+
+    def sample(answer: Any, n: int) -> np.ndarray:
+        return SparseVector(0, noise_epsilon * 4).sample_first_answers(answer, n)
+
+    return sample
+
+
+def _sparse_vector_measurement() -> Measurement:
+    from dpkit.core.metrics import LInfDistance
+    from dpkit.mechanisms.sparse_vector import SparseVector
+
+    # claims ε = 4 for Δ = 1 (the broken sampler draws noise for ε = 400)
+    return Measurement(lambda a: SparseVector(0, 4).sample_first_answers(a, 1),
+                       LInfDistance(), PureDP, lambda d: PureDP(4 * Fraction(d)),
+                       "sparse_vector")
 
 
 def _rr(epsilon: int) -> Sampler:

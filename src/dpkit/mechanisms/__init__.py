@@ -12,6 +12,7 @@ make_permute_and_flip     permute-and-flip selection, exact (pure DP)
 make_top_k                top-k by peeling the exponential mechanism (pure DP)
 make_randomized_response  k-ary randomized response, exact (pure DP, local)
 make_binary_randomized_response   Warner's randomized response on bits
+SparseVector              interactive AboveThreshold / NumericSparse (Lyu, Su & Li 2017)
 representable_scale       round a scale up to what the exact samplers take
 """
 
@@ -24,6 +25,7 @@ from dpkit.mechanisms.randomized_response import (
     make_randomized_response,
 )
 from dpkit.mechanisms.selection import make_permute_and_flip, make_top_k
+from dpkit.mechanisms.sparse_vector import SparseVector
 
 __all__ = [
     "make_laplace",
@@ -37,5 +39,6 @@ __all__ = [
     "make_geometric",
     "make_permute_and_flip",
     "make_top_k",
+    "SparseVector",
     "representable_scale",
 ]
