@@ -16,7 +16,8 @@ from dpkit.frame import engine
 from dpkit.frame.aggregates import Statistic
 
 CONFIDENCE = 1 - 1e-6
-SAMPLES = {"gaussian": 30_000, "discrete_gaussian": 30_000, "permute_and_flip": 20_000}
+SAMPLES = {"gaussian": 30_000, "discrete_gaussian": 30_000, "permute_and_flip": 20_000,
+           "report_noisy_max": 20_000}
 
 pytestmark = pytest.mark.slow
 

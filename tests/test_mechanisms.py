@@ -206,3 +206,24 @@ def test_sparse_vector_behaviour():
         SparseVector(0, 1, max_positives=0)
     with pytest.raises(DomainError):
         SparseVector(0, 1).ask(float("nan"))
+
+
+def test_report_noisy_max_distribution():
+    from dpkit.mechanisms import make_report_noisy_max
+    from dpkit.mechanisms.selection import sample_report_noisy_max
+
+    def law(scale: float) -> np.ndarray:  # P(index 1 wins) for scores [0, 1], exact pmfs
+        z = np.arange(-200, 201)
+        pmf = np.exp(-np.abs(z) / scale)
+        pmf /= pmf.sum()
+        diff = np.convolve(pmf, pmf[::-1])  # Z0 − Z1 on −400 … 400
+        d = np.arange(-400, 401)
+        p1 = diff[d < 1].sum() + 0.5 * diff[d == 1].sum()
+        return np.array([1 - p1, p1])
+
+    draws = sample_report_noisy_max(np.array([0, 1]), Fraction(1), size=40_000)
+    assert chi2_pvalue(draws, np.arange(2), law(1.0)) > FALSE_POSITIVE_RATE
+    assert chi2_pvalue(draws, np.arange(2), law(2.0)) < FALSE_POSITIVE_RATE
+    assert make_report_noisy_max(2).privacy_map(1) == PureDP(1)
+    assert make_report_noisy_max(2, monotonic=True).privacy_map(1) == PureDP(Fraction(1, 2))
+    assert make_report_noisy_max(2)(np.array([0.25, 10.5, 0.0])) in range(3)

@@ -21,7 +21,7 @@ from dpkit.mechanisms import (
     make_randomized_response,
 )
 from dpkit.mechanisms.exponential import sample_exponential
-from dpkit.mechanisms.selection import sample_permute_and_flip
+from dpkit.mechanisms.selection import sample_permute_and_flip, sample_report_noisy_max
 
 __all__ = ["AuditCase", "CASES", "claimed_epsilon_delta"]
 
@@ -85,6 +85,10 @@ def _cases() -> list[AuditCase]:
                   lambda s, n: sample_permute_and_flip(s, Fraction(1), size=n),
                   lambda s, n: sample_permute_and_flip(s, Fraction(1, 2), size=n),
                   scores_x, scores_y),
+        AuditCase("report_noisy_max", _report_noisy_max(1),
+                  lambda s, n: sample_report_noisy_max(s, Fraction(1), size=n),
+                  lambda s, n: sample_report_noisy_max(s, Fraction(1, 4), size=n),
+                  scores_x, scores_y),
         AuditCase("sparse_vector", _sparse_vector_measurement(),
                   _sparse_vector(Fraction(1)), _sparse_vector(Fraction(100)), 0.0, 1.0),
         AuditCase("randomized_response", make_randomized_response(["a", "b", "c"], 1),
@@ -104,6 +108,12 @@ def _permute_and_flip(scale: int) -> Measurement:
     from dpkit.mechanisms import make_permute_and_flip
 
     return make_permute_and_flip(scale)
+
+
+def _report_noisy_max(scale: int) -> Measurement:
+    from dpkit.mechanisms import make_report_noisy_max
+
+    return make_report_noisy_max(scale)
 
 
 def _sparse_vector(noise_epsilon: Fraction) -> Sampler:

@@ -9,6 +9,7 @@ make_discrete_gaussian    discrete Gaussian on integers (zCDP)
 make_geometric            geometric mechanism (discrete Laplace at scale Δ/ε)
 make_exponential          exponential mechanism / Report Noisy Max, exact (pure DP)
 make_permute_and_flip     permute-and-flip selection, exact (pure DP)
+make_report_noisy_max     Report Noisy Max with discrete Laplace noise (pure DP)
 make_top_k                top-k by peeling the exponential mechanism (pure DP)
 make_randomized_response  k-ary randomized response, exact (pure DP, local)
 make_binary_randomized_response   Warner's randomized response on bits
@@ -24,7 +25,7 @@ from dpkit.mechanisms.randomized_response import (
     make_binary_randomized_response,
     make_randomized_response,
 )
-from dpkit.mechanisms.selection import make_permute_and_flip, make_top_k
+from dpkit.mechanisms.selection import make_permute_and_flip, make_report_noisy_max, make_top_k
 from dpkit.mechanisms.sparse_vector import SparseVector
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "make_geometric",
     "make_permute_and_flip",
     "make_top_k",
+    "make_report_noisy_max",
     "SparseVector",
     "representable_scale",
 ]
