@@ -110,3 +110,17 @@ def test_odometer_reports_adaptive_spend():
     assert out.shape == (3,)
     assert odo.spent == ZCDP(Fraction(1, 2) + Fraction(1, 8))
     assert len(odo.history) == 2
+
+
+def test_pld_through_dp_accounting_is_no_smaller_than_the_truth():
+    from dpkit.core.pld import pld_gaussian, pld_laplace
+
+    gauss = pld_gaussian(1.0, 100, Fraction(1, 10**6))
+    # PLD is tight: below the zCDP conversion, above basic-composition's lower intuition
+    zcdp = ZCDP(Fraction(50)).to_approx(Fraction(1, 10**6))
+    assert 0 < gauss.epsilon < zcdp.epsilon
+    lap = pld_laplace(1.0, 10, Fraction(1, 10**6))
+    assert lap.epsilon <= 10  # never worse than basic composition of ten ε = 1 mechanisms
+    assert lap.epsilon > 5
+    with pytest.raises(DomainError):
+        pld_gaussian(0.0, 1, 0.5)

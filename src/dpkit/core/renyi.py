@@ -25,10 +25,13 @@ from dpkit.errors import DomainError, MeasureError
 
 __all__ = ["RenyiDP", "DEFAULT_ORDERS"]
 
-DEFAULT_ORDERS: tuple[Fraction, ...] = tuple(
-    Fraction(a) for a in ("1.25", "1.5", "1.75", "2", "2.25", "2.5", "3", "3.5", "4", "4.5",
-                          "5", "6", "8", "10", "12", "16", "20", "24", "32", "48", "64",
-                          "128", "256", "512", "1024"))
+DEFAULT_ORDERS: tuple[Fraction, ...] = (
+    *(1 + Fraction(j, 100) for j in range(1, 100)),  # dense near 1: large total losses
+    *(Fraction(a) for a in ("2", "2.25", "2.5", "2.75", "3", "3.5", "4", "4.5", "5", "6",
+                            "7", "8", "10", "12", "14", "16", "20", "24", "28", "32", "40",
+                            "48", "56", "64", "96", "128", "192", "256", "384", "512",
+                            "768", "1024")),
+)
 
 
 @dataclass(frozen=True)
