@@ -227,3 +227,28 @@ def test_report_noisy_max_distribution():
     assert make_report_noisy_max(2).privacy_map(1) == PureDP(1)
     assert make_report_noisy_max(2, monotonic=True).privacy_map(1) == PureDP(Fraction(1, 2))
     assert make_report_noisy_max(2)(np.array([0.25, 10.5, 0.0])) in range(3)
+
+
+def test_analytic_and_classic_gaussian_maps():
+    from scipy.stats import norm
+
+    from dpkit.mechanisms import make_approx_gaussian
+    from dpkit.mechanisms.gaussian import analytic_gaussian_epsilon, classic_gaussian_epsilon
+
+    for sigma, delta in ((1, 1e-5), (3, 1e-6), (0.5, 1e-3)):
+        eps = float(analytic_gaussian_epsilon(Fraction(1), Fraction(sigma), Fraction(delta)))
+        achieved = norm.cdf(0.5 / sigma - eps * sigma) - math.exp(eps) * norm.cdf(
+            -0.5 / sigma - eps * sigma)
+        assert achieved <= delta  # certified: δ(ε) within the target
+        slightly_less = eps * (1 - 1e-6)
+        worse = norm.cdf(0.5 / sigma - slightly_less * sigma) - math.exp(slightly_less) * (
+            norm.cdf(-0.5 / sigma - slightly_less * sigma))
+        assert worse > delta  # and tight
+    classic = classic_gaussian_epsilon(Fraction(1), Fraction(10), Fraction(1, 10**5))
+    assert abs(float(classic) - math.sqrt(2 * math.log(1.25e5)) / 10) < 1e-12
+    with pytest.raises(DomainError):
+        classic_gaussian_epsilon(Fraction(1), Fraction(1), Fraction(1, 10**5))
+    m = make_approx_gaussian(3.0, 1e-6, max_size=1)
+    assert m.privacy_map(1).delta <= Fraction(1, 10**6)  # the float 1e-6, rounded down
+    assert m.privacy_map(1).epsilon <= make_approx_gaussian(
+        3.0, 1e-6, max_size=1, analytic=False).privacy_map(1).epsilon

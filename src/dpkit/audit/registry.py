@@ -13,6 +13,7 @@ import numpy as np
 from dpkit.core.component import Measurement
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.mechanisms import (
+    make_approx_gaussian,
     make_binary_randomized_response,
     make_discrete_gaussian,
     make_discrete_laplace,
@@ -77,6 +78,10 @@ def _cases() -> list[AuditCase]:
         AuditCase("gaussian", make_gaussian(2.0, max_size=1),
                   _vector(make_gaussian, 2.0, max_size=n_max),
                   _vector(make_gaussian, 1.0, max_size=n_max), 0.0, 1.0),
+        AuditCase("analytic_gaussian", make_approx_gaussian(2.0, GAUSSIAN_DELTA, max_size=1),
+                  _vector(make_approx_gaussian, 2.0, delta=GAUSSIAN_DELTA, max_size=n_max),
+                  _vector(make_approx_gaussian, 1.0, delta=GAUSSIAN_DELTA, max_size=n_max),
+                  0.0, 1.0),
         AuditCase("exponential", _exponential(1),
                   lambda s, n: sample_exponential(s, Fraction(1), size=n),
                   lambda s, n: sample_exponential(s, Fraction(1, 2), size=n),

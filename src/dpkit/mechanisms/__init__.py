@@ -6,6 +6,7 @@ make_laplace              Laplace on floats, released on a 2^k grid (pure DP)
 make_discrete_laplace     discrete Laplace / geometric mechanism on integers (pure DP)
 make_gaussian             Gaussian on floats, released on a 2^k grid (zCDP)
 make_discrete_gaussian    discrete Gaussian on integers (zCDP)
+make_approx_gaussian      Gaussian on floats with the analytic or classic (ε, δ) map
 make_geometric            geometric mechanism (discrete Laplace at scale Δ/ε)
 make_exponential          exponential mechanism / Report Noisy Max, exact (pure DP)
 make_permute_and_flip     permute-and-flip selection, exact (pure DP)
@@ -19,7 +20,11 @@ representable_scale       round a scale up to what the exact samplers take
 
 from dpkit.mechanisms._common import representable_scale
 from dpkit.mechanisms.exponential import make_exponential, sample_exponential
-from dpkit.mechanisms.gaussian import make_discrete_gaussian, make_gaussian
+from dpkit.mechanisms.gaussian import (
+    make_approx_gaussian,
+    make_discrete_gaussian,
+    make_gaussian,
+)
 from dpkit.mechanisms.laplace import make_discrete_laplace, make_geometric, make_laplace
 from dpkit.mechanisms.randomized_response import (
     make_binary_randomized_response,
@@ -33,6 +38,7 @@ __all__ = [
     "make_discrete_laplace",
     "make_gaussian",
     "make_discrete_gaussian",
+    "make_approx_gaussian",
     "make_exponential",
     "sample_exponential",
     "make_randomized_response",

@@ -14,9 +14,18 @@ from typing import Any
 from dpkit.core import samplers
 from dpkit.core.accuracy import gaussian_tail
 from dpkit.core.component import Measurement
-from dpkit.core.measures import ZCDP
+from dpkit.core.measures import ZCDP, ApproxDP
 from dpkit.core.metrics import L2Distance
-from dpkit.core.numbers import Number, non_negative, positive
+from dpkit.core.numbers import (
+    Number,
+    fraction_down,
+    fraction_up,
+    log_up,
+    non_negative,
+    positive,
+    sqrt_up,
+)
+from dpkit.errors import DomainError
 from dpkit.mechanisms._common import (
     DEFAULT_MAX_SIZE,
     as_vector,
@@ -25,7 +34,13 @@ from dpkit.mechanisms._common import (
     unwrap,
 )
 
-__all__ = ["make_discrete_gaussian", "make_gaussian"]
+__all__ = [
+    "make_discrete_gaussian",
+    "make_gaussian",
+    "make_approx_gaussian",
+    "analytic_gaussian_epsilon",
+    "classic_gaussian_epsilon",
+]
 
 
 def _rho(d_in: Any, sigma: Fraction) -> ZCDP:
@@ -105,5 +120,98 @@ def make_gaussian(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | N
         output_measure=ZCDP,
         privacy_map=lambda d_in: _rho(non_negative(d_in, "d_in") + relax, sigma),
         name=f"gaussian(scale={float(sigma):.6g}, grid=2^{kk})",
+        accuracy=lambda beta: gaussian_tail(float(sigma), float(beta)) + float(grid),
+    )
+
+
+def classic_gaussian_epsilon(sensitivity: Fraction, sigma: Fraction, delta: Fraction
+                             ) -> Fraction:
+    """ε of the classic Gaussian mechanism (Dwork & Roth Thm A.1), rounded up:
+    σ ≥ Δ√(2 ln(1.25/δ))/ε ⇔ ε = Δ√(2 ln(1.25/δ))/σ, valid only when ε < 1.
+
+    Raises
+    ------
+    DomainError
+        If the resulting ε is not below 1 (the theorem does not apply).
+    """
+    eps = sensitivity * sqrt_up(2 * log_up(Fraction(5, 4) / delta)) / sigma
+    if eps >= 1:
+        raise DomainError(f"the classic Gaussian bound needs ε < 1, got {float(eps):.4g}; "
+                          "use the analytic Gaussian or zCDP")
+    return eps
+
+
+def analytic_gaussian_epsilon(sensitivity: Fraction, sigma: Fraction, delta: Fraction
+                              ) -> Fraction:
+    """The smallest ε (to 1e-12, rounded up) with (ε, δ)-DP for the Gaussian mechanism, by the
+    exact characterisation of Balle & Wang 2018, Thm 8:
+    δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ), decreasing in ε.
+
+    Φ is evaluated with mpmath at 60 significant digits and the returned ε is one at which
+    δ(ε) + 1e-40 ≤ δ, so float and series errors cannot make it too small.
+    """
+    import mpmath
+
+    if sensitivity == 0:
+        return Fraction(0)
+    mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
+    mp.dps = 60
+    d, s, target = (mp.mpf(x.numerator) / x.denominator for x in (sensitivity, sigma, delta))
+
+    def delta_of(eps: Any) -> Any:
+        a, b = d / (2 * s), eps * s / d
+        return mp.ncdf(a - b) - mp.exp(eps) * mp.ncdf(-a - b)
+
+    lo, hi = mp.mpf(0), mp.mpf(1)
+    while delta_of(hi) + mp.mpf("1e-40") > target:
+        hi *= 2
+        if hi > 1e6:
+            raise DomainError("no ε meets this δ")
+    if delta_of(lo) + mp.mpf("1e-40") <= target:
+        return Fraction(0)
+    while hi - lo > mp.mpf("1e-13"):
+        mid = (lo + hi) / 2
+        if delta_of(mid) + mp.mpf("1e-40") <= target:
+            hi = mid
+        else:
+            lo = mid
+    return fraction_up(Fraction(str(mp.nstr(hi, 40))) + Fraction(1, 10**12))
+
+
+def make_approx_gaussian(scale: Number, delta: Number, *, analytic: bool = True,
+                         max_size: int = DEFAULT_MAX_SIZE, k: int | None = None
+                         ) -> Measurement:
+    """The Gaussian mechanism on floats (grid release) with an (ε, δ) privacy map.
+
+    Parameters
+    ----------
+    scale : number
+        σ > 0, the standard deviation (rounded up to whole grid steps).
+    delta : number
+        δ ∈ (0, 1) at which ε is reported.
+    analytic : bool
+        Use the exact analytic Gaussian bound (Balle & Wang 2018, Thm 8; default) or the
+        classic bound σ = Δ√(2 ln(1.25/δ))/ε (Dwork & Roth Thm A.1, valid for ε < 1).
+
+    Returns
+    -------
+    Measurement
+        Input: floats under :class:`L2Distance`; privacy map
+        d_in ↦ ApproxDP(ε(d_in + 2^k√max_size, σ, δ), δ).
+    """
+    dlt = fraction_down(delta)
+    if not 0 < dlt < 1:
+        raise DomainError("delta must be in (0, 1)")
+    function, kk, sigma, grid = make_grid_release(scale, k, max_size, samplers.discrete_gaussian)
+    relax = grid_relaxation(kk, max_size, "l2")
+    bound = analytic_gaussian_epsilon if analytic else classic_gaussian_epsilon
+
+    return Measurement(
+        function=function,
+        input_metric=L2Distance(),
+        output_measure=ApproxDP,
+        privacy_map=lambda d_in: ApproxDP(bound(non_negative(d_in, "d_in") + relax, sigma,
+                                                dlt), dlt),
+        name=f"{'analytic' if analytic else 'classic'}_gaussian(scale={float(sigma):.6g})",
         accuracy=lambda beta: gaussian_tail(float(sigma), float(beta)) + float(grid),
     )
