@@ -252,3 +252,39 @@ def test_analytic_and_classic_gaussian_maps():
     assert m.privacy_map(1).delta <= Fraction(1, 10**6)  # the float 1e-6, rounded down
     assert m.privacy_map(1).epsilon <= make_approx_gaussian(
         6.0, 1e-6, max_size=1, analytic=False).privacy_map(1).epsilon
+
+
+def test_ptr_median():
+    from dpkit.core.measures import ApproxDP
+    from dpkit.mechanisms import make_ptr_median
+    from dpkit.mechanisms.robust import median_instability_distance
+
+    x = np.array([1.0, 2, 3, 4, 5])
+    assert median_instability_distance(x, 0, 10, 0.5, 100) == 0
+    assert median_instability_distance(x, 0, 10, 1.5, 100) == 1
+    assert median_instability_distance(x, 0, 10, 100, 7) == 7  # capped
+    m = make_ptr_median((0, 100), 1, epsilon=2, delta=1e-6)
+    assert m.privacy_map(1) == ApproxDP(4, Fraction(1e-6))
+    stable = np.full(2001, 50.0)  # the median cannot move by 1 within ~1,000 substitutions
+    out = [m(stable) for _ in range(20)]
+    assert all(o is not None and abs(o - 50) < 15 for o in out)  # scale 1/2: P(|Z|≥15) tiny
+    spread = np.arange(0, 100, 10.0)  # LS already 10 > b: the test refuses (d = 0)
+    assert m(spread) is None  # refused unless Lap(1/2) > 6.9: probability 5e-7
+    with pytest.raises(DomainError):
+        m.privacy_map(2)
+
+
+def test_sample_and_aggregate():
+    from dpkit.mechanisms import make_sample_and_aggregate
+
+    data = np.linspace(0, 10, 10_000)
+    m = make_sample_and_aggregate(lambda block: block.mean(), blocks=100, bounds=(0, 10),
+                                  epsilon=10)
+    assert m.privacy_map(1) == PureDP(10)
+    out = m(data)
+    assert abs(out - 5.0) < 0.5  # scale (10/100)/10 = 0.01; block means ≈ 5 ± 0.3
+    broken = make_sample_and_aggregate(lambda block: 1 / 0, blocks=10, bounds=(2, 3),
+                                       epsilon=50)
+    assert 1.5 < broken(data) < 2.5  # failures count as the lower bound
+    with pytest.raises(DomainError):
+        make_sample_and_aggregate(np.mean, blocks=1, bounds=(0, 1), epsilon=1)

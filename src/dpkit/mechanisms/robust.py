@@ -1,0 +1,174 @@
+"""Data-dependent mechanisms: propose-test-release and sample-and-aggregate.
+
+- :func:`make_ptr_median` — propose-test-release for the median (Dwork & Lei 2009; Dwork &
+  Roth §7.3, Thm 7.4): propose a sensitivity bound b; compute the distance d(x) to the nearest
+  dataset whose local sensitivity exceeds b (via A^(k), Nissim, Raskhodnikova & Smith 2007
+  §3.1); if d(x) + Lap(1/ε) > ln(1/δ)/ε release median + Lap(b/ε), else refuse (⊥). The whole
+  is (2ε, δ)-DP for substitution neighbours.
+- :func:`make_sample_and_aggregate` — sample-and-aggregate (Nissim, Raskhodnikova & Smith
+  2007 §4): split the records uniformly at random into m blocks, run any function on each,
+  clamp the m results to declared bounds and release their mean with Laplace noise. One record
+  lies in one block, so the mean moves by at most (U − L)/m (substitution or add/remove).
+
+Noise is exact: the distance test uses discrete Laplace on an integer, and releases use the
+grid Laplace mechanism (:func:`~dpkit.mechanisms.make_laplace`) at public scales.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpkit.core import rng, samplers
+from dpkit.core.component import Measurement
+from dpkit.core.compose import calibrate_scale
+from dpkit.core.measures import ApproxDP, PureDP
+from dpkit.core.metrics import HammingDistance
+from dpkit.core.numbers import Number, fraction_down, fraction_up, log_up, positive
+from dpkit.errors import BoundsError, DomainError
+from dpkit.mechanisms.laplace import make_laplace
+
+__all__ = ["make_ptr_median", "make_sample_and_aggregate", "median_instability_distance"]
+
+
+def _bounds(bounds: Any) -> tuple[float, float]:
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise BoundsError("bounds must be (lower, upper)") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise BoundsError("bounds must be finite with lower < upper")
+    return lo, hi
+
+
+def _clean(x: Any, lo: float, hi: float) -> np.ndarray:
+    arr = np.asarray(x, dtype=np.float64).reshape(-1)
+    arr = arr[~np.isnan(arr)]  # rule: NaN dropped, then everything clamped
+    return np.sort(np.clip(arr, lo, hi))
+
+
+def median_instability_distance(x: np.ndarray, lo: float, hi: float, b: float, cap: int
+                                ) -> int:
+    """min{k : A^(k)(x) > b}, capped at ``cap`` (still 1-Lipschitz under substitution).
+
+    A^(k)(x) = max_{0 ≤ t ≤ k+1} (x_{m+t} − x_{m+t−k−1}) for sorted x padded with ``lo`` below
+    and ``hi`` above, m the (lower) median's position: the largest local sensitivity of the
+    median over datasets within k substitutions (NRS07 §3.1).
+    """
+    n = x.size
+    m = (n + 1) // 2  # 1-based lower median
+    padded = np.concatenate([np.full(cap + 2, lo), x, np.full(cap + 2, hi)])
+    off = cap + 2 - 1  # padded[off + i] = x_i (1-based)
+    for k in range(cap):
+        t = np.arange(k + 2)
+        if (padded[off + m + t] - padded[off + m + t - k - 1]).max() > b:
+            return k
+    return cap
+
+
+def make_ptr_median(bounds: tuple[Number, Number], proposed_sensitivity: Number,
+                    epsilon: Number, delta: Number) -> Measurement:
+    """Propose-test-release for the median of values clamped to ``bounds``.
+
+    Parameters
+    ----------
+    bounds : (lower, upper)
+        Declared data range; NaN is dropped and values are clamped.
+    proposed_sensitivity : number
+        b > 0, the proposed bound on the median's local sensitivity.
+    epsilon, delta : number
+        ε > 0 for each of the test and the release; δ ∈ (0, 1).
+
+    Returns
+    -------
+    Measurement
+        Input: a 1-D array (one value per individual) under :class:`HammingDistance`;
+        output the noisy median (float) or ``None`` (the test refused). Privacy map:
+        d_in = 1 ↦ ApproxDP(2ε, δ) (Dwork & Roth Thm 7.4); larger d_in is refused.
+    """
+    lo, hi = _bounds(bounds)
+    b = positive(proposed_sensitivity, "proposed_sensitivity")
+    eps = positive(epsilon, "epsilon", up=False)
+    dlt = fraction_down(delta)
+    if not 0 < dlt < 1:
+        raise DomainError("delta must be in (0, 1)")
+    threshold = log_up(1 / dlt) / eps
+    cap = math.ceil(threshold + 60 / eps)  # P(Lap(1/ε) < −60/ε) = e^{-60}/2: cap is harmless
+    test_scale = 1 / eps
+    release_scale = calibrate_scale(lambda s: make_laplace(s, max_size=1), b, PureDP(eps),
+                                    start=b / eps)
+    release = make_laplace(release_scale, max_size=1)
+
+    def function(x: Any) -> float | None:
+        data = _clean(x, lo, hi)
+        if data.size == 0:
+            return None
+        d = median_instability_distance(data, lo, hi, float(fraction_up(b)), cap)
+        noisy = Fraction(d) + int(samplers.discrete_laplace(test_scale, 1)[0])
+        if noisy <= threshold:
+            return None
+        median = float(data[(data.size + 1) // 2 - 1])
+        return float(release(median))
+
+    def privacy_map(d_in: Any) -> ApproxDP:
+        if Fraction(d_in) > 1:
+            raise DomainError("PTR's guarantee is stated for one substitution (d_in = 1)")
+        return ApproxDP(2 * eps, dlt)
+
+    return Measurement(function, HammingDistance(), ApproxDP, privacy_map,
+                       f"ptr_median(b={float(b):g}, ε={float(eps):g})")
+
+
+def make_sample_and_aggregate(function: Callable[[np.ndarray], float], blocks: int,
+                              bounds: tuple[Number, Number], epsilon: Number) -> Measurement:
+    """Sample-and-aggregate any function of a dataset (NRS07 §4), aggregated by a DP mean.
+
+    Parameters
+    ----------
+    function : callable
+        Any function of a block of records (a NumPy array of rows) returning a number; it is
+        never trusted: NaN or errors count as the lower bound, results are clamped.
+    blocks : int
+        m ≥ 2 disjoint blocks, formed by a uniformly random partition (CSPRNG).
+    bounds : (lower, upper)
+        Declared range of the function's output.
+    epsilon : number
+        ε > 0.
+
+    Returns
+    -------
+    Measurement
+        Input: an array of records (first axis = records) under :class:`HammingDistance`;
+        output the noisy mean of the m block results. Privacy map: d_in ↦ PureDP(ε·d_in):
+        each changed record changes one block's clamped result, moving the mean by at most
+        (U − L)/m, and the Laplace scale is calibrated to that sensitivity.
+    """
+    if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 2:
+        raise DomainError("blocks must be an integer ≥ 2")
+    lo, hi = _bounds(bounds)
+    eps = positive(epsilon, "epsilon", up=False)
+    sensitivity = (fraction_up(hi) - fraction_down(lo)) / blocks
+    scale = calibrate_scale(lambda s: make_laplace(s, max_size=1), sensitivity, PureDP(eps),
+                            start=sensitivity / eps)
+    release = make_laplace(scale, max_size=1)
+
+    def run(block: np.ndarray) -> float:
+        try:
+            value = float(function(block))
+        except Exception:
+            return lo
+        return lo if math.isnan(value) else min(max(value, lo), hi)
+
+    def aggregate(x: Any) -> float:
+        data = np.asarray(x)
+        order = np.argsort(rng.words(len(data)))  # uniform random partition into m blocks
+        parts = np.array_split(data[order], blocks)
+        return float(release(float(np.mean([run(p) for p in parts]))))
+
+    return Measurement(aggregate, HammingDistance(), PureDP,
+                       lambda d_in: PureDP(eps * Fraction(d_in)),
+                       f"sample_and_aggregate(m={blocks}, ε={float(eps):g})")
