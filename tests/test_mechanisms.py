@@ -288,3 +288,34 @@ def test_sample_and_aggregate():
     assert 1.5 < broken(data) < 2.5  # failures count as the lower bound
     with pytest.raises(DomainError):
         make_sample_and_aggregate(np.mean, blocks=1, bounds=(0, 1), epsilon=1)
+
+
+def _staircase_folded_cdf(y: np.ndarray, eps: float, step: float, gamma: float) -> np.ndarray:
+    """P(|X| ≤ y) for the continuous staircase with step Δ_s (Geng & Viswanath 2014)."""
+    b = math.exp(-eps)
+    a = (1 - b) / (2 * step * (gamma + (1 - gamma) * b))
+    k = np.floor(y / step)
+    r = y / step - k
+    full = 2 * a * step * (gamma + (1 - gamma) * b) * (1 - b**k) / (1 - b)
+    part = np.where(r < gamma, r, gamma) + np.where(r > gamma, (r - gamma) * b, 0)
+    return full + 2 * a * step * b**k * part
+
+
+def test_staircase_distribution():
+    from scipy import stats
+
+    from dpkit.mechanisms import make_staircase
+
+    m = make_staircase(1, 1)
+    gamma = float(m.name.split("γ=")[1].rstrip(")"))
+    step = 1 + 2.0**-20  # Δ_s = (⌈Δ/g⌉ + 1)·g with g = 2^-20
+    folded = np.abs(m(np.zeros(200_000)))
+
+    def cdf(g):
+        return lambda y: _staircase_folded_cdf(np.asarray(y, dtype=float), 1.0, step, g)
+
+    assert stats.kstest(folded, cdf(gamma)).pvalue > FALSE_POSITIVE_RATE
+    assert stats.kstest(folded, cdf(0.6)).pvalue < FALSE_POSITIVE_RATE  # wrong γ is caught
+    assert m.privacy_map(1) == PureDP(1) and m.privacy_map(2) == PureDP(2)
+    with pytest.raises(DomainError):
+        make_staircase(1, 1, gamma=1.5)

@@ -20,6 +20,7 @@ from dpkit.mechanisms import (
     make_gaussian,
     make_laplace,
     make_randomized_response,
+    make_staircase,
 )
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.mechanisms.selection import sample_permute_and_flip, sample_report_noisy_max
@@ -82,6 +83,9 @@ def _cases() -> list[AuditCase]:
                   _vector(make_approx_gaussian, 2.0, delta=GAUSSIAN_DELTA, max_size=n_max),
                   _vector(make_approx_gaussian, 1.0, delta=GAUSSIAN_DELTA, max_size=n_max),
                   0.0, 1.0),
+        AuditCase("staircase", make_staircase(1, 1),
+                  lambda v, n: make_staircase(1, 1)(np.full(n, v)),
+                  lambda v, n: make_staircase(4, 1)(np.full(n, v)), 0.0, 1.0),
         AuditCase("exponential", _exponential(1),
                   lambda s, n: sample_exponential(s, Fraction(1), size=n),
                   lambda s, n: sample_exponential(s, Fraction(1, 2), size=n),

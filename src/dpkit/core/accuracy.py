@@ -10,7 +10,7 @@ import math
 
 from dpkit.errors import DomainError
 
-__all__ = ["laplace_tail", "gaussian_tail"]
+__all__ = ["laplace_tail", "gaussian_tail", "staircase_tail"]
 
 
 def laplace_tail(scale: float, beta: float, discrete: bool) -> float:
@@ -33,3 +33,10 @@ def gaussian_tail(sigma: float, beta: float) -> float:
     if not 0 < beta < 1:
         raise DomainError("beta must be in (0, 1)")
     return sigma * math.sqrt(2 * math.log(2 / beta))
+
+
+def staircase_tail(step: float, epsilon: float, beta: float) -> float:
+    """Half-width for staircase noise with step Δ_s: P(|Z| ≥ KΔ_s) = e^{−Kε} (G ≥ K)."""
+    if not 0 < beta < 1:
+        raise DomainError("beta must be in (0, 1)")
+    return step * (math.ceil(math.log(1 / beta) / epsilon) + 1)

@@ -15,6 +15,7 @@ make_top_k                top-k by peeling the exponential mechanism (pure DP)
 make_randomized_response  k-ary randomized response, exact (pure DP, local)
 make_binary_randomized_response   Warner's randomized response on bits
 SparseVector              interactive AboveThreshold / NumericSparse (Lyu, Su & Li 2017)
+make_staircase            staircase mechanism (Geng & Viswanath 2014), exact on a grid
 make_ptr_median           propose-test-release for the median (Dwork & Lei 2009)
 make_sample_and_aggregate sample-and-aggregate any function (NRS07), DP mean of blocks
 representable_scale       round a scale up to what the exact samplers take
@@ -35,6 +36,7 @@ from dpkit.mechanisms.randomized_response import (
 from dpkit.mechanisms.robust import make_ptr_median, make_sample_and_aggregate
 from dpkit.mechanisms.selection import make_permute_and_flip, make_report_noisy_max, make_top_k
 from dpkit.mechanisms.sparse_vector import SparseVector
+from dpkit.mechanisms.staircase import make_staircase
 
 __all__ = [
     "make_laplace",
@@ -51,6 +53,7 @@ __all__ = [
     "make_top_k",
     "make_report_noisy_max",
     "SparseVector",
+    "make_staircase",
     "make_ptr_median",
     "make_sample_and_aggregate",
     "representable_scale",
