@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from dpkit.core import samplers
-from dpkit.mechanisms import make_laplace
+from dpkit.mechanisms import make_gaussian, make_laplace, make_staircase
 
 HERE = Path(__file__).resolve().parent
 
@@ -45,14 +45,21 @@ def rate(fn, n: int, repeats: int = 3) -> float:
 
 def samplers_bench(n: int) -> dict[str, float]:
     grid = make_laplace(1.0, max_size=n)
+    grid_gauss = make_gaussian(1.0, max_size=n)
+    stair = make_staircase(1, 1)
     zeros = np.zeros(n)
     gen = np.random.default_rng()  # the insecure floor, for comparison only
     return {
         "dpkit_discrete_laplace": rate(lambda k: samplers.discrete_laplace(1, k), n),
-        "dpkit_discrete_gaussian": rate(lambda k: samplers.discrete_gaussian(1, k), n, 1),
-        "dpkit_grid_laplace": rate(lambda k: grid(zeros), n),
         "dpkit_discrete_laplace_scale_1e3": rate(
             lambda k: samplers.discrete_laplace(Fraction(1000), k), n),
+        "dpkit_geometric": rate(lambda k: samplers.geometric(1, k), n),
+        "dpkit_discrete_gaussian": rate(lambda k: samplers.discrete_gaussian(1, k), n, 1),
+        "dpkit_discrete_gaussian_sigma_1e3": rate(
+            lambda k: samplers.discrete_gaussian(1000, k), n, 1),
+        "dpkit_grid_laplace": rate(lambda k: grid(zeros), n),
+        "dpkit_grid_gaussian": rate(lambda k: grid_gauss(zeros), n, 1),
+        "dpkit_staircase": rate(lambda k: stair(zeros), n, 1),
         "numpy_laplace_insecure": rate(lambda k: gen.laplace(0, 1, k), n),
     }
 
@@ -108,8 +115,7 @@ def report(r: dict) -> str:
              "|---|---|---|---|"]
     numpy_rate = s["numpy_laplace_insecure"]
     odr = od.get("opendp_values_per_s")
-    for name in ("dpkit_discrete_laplace", "dpkit_discrete_laplace_scale_1e3",
-                 "dpkit_grid_laplace", "dpkit_discrete_gaussian", "numpy_laplace_insecure"):
+    for name in s:
         vs_od = f"{s[name] / odr:,.0f}×" if odr else "—"
         lines.append(f"| {name} | {s[name]:,.0f} | {s[name] / numpy_rate:.3f}× | {vs_od} |")
     if odr:
