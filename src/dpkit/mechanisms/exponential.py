@@ -10,6 +10,7 @@ the first accepted proposal has probability ∝ exp(uᵢ/s).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -95,12 +96,19 @@ def make_exponential(scale: Number, *, monotonic: bool = False) -> Measurement:
     DomainError
         If ``scale`` ≤ 0 or the scores are empty, non-finite or not numbers.
     """
+    return make_selection(sample_exponential, scale, monotonic, "exponential")
+
+
+def make_selection(sample: Callable[[Any, Fraction], int], scale: Number, monotonic: bool,
+                   name: str) -> Measurement:
+    """A selection measurement over scores (L∞ input) with the exponential mechanism's map:
+    d_in ↦ PureDP(2·d_in/s), or d_in/s when all scores move the same way."""
     s = positive(scale, "scale")
     factor = 1 if monotonic else 2
     return Measurement(
-        function=lambda scores: sample_exponential(scores, s),
+        function=lambda scores: sample(scores, s),
         input_metric=LInfDistance(),
         output_measure=PureDP,
         privacy_map=lambda d_in: PureDP(factor * non_negative(d_in, "d_in") / s),
-        name=f"exponential(scale={float(s):.6g})",
+        name=f"{name}(scale={float(s):.6g})",
     )

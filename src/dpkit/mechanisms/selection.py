@@ -21,7 +21,7 @@ from dpkit.core.metrics import LInfDistance
 from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import representable_scale
-from dpkit.mechanisms.exponential import exact_gaps, sample_exponential
+from dpkit.mechanisms.exponential import exact_gaps, make_selection, sample_exponential
 
 __all__ = [
     "make_permute_and_flip",
@@ -64,15 +64,7 @@ def make_permute_and_flip(scale: Number, *, monotonic: bool = False) -> Measurem
         Input: 1-D array of k scores under :class:`LInfDistance`; output an index.
         Privacy map: d_in ↦ PureDP(2·d_in/s) (or d_in/s).
     """
-    s = positive(scale, "scale")
-    factor = 1 if monotonic else 2
-    return Measurement(
-        function=lambda scores: sample_permute_and_flip(scores, s),
-        input_metric=LInfDistance(),
-        output_measure=PureDP,
-        privacy_map=lambda d_in: PureDP(factor * non_negative(d_in, "d_in") / s),
-        name=f"permute_and_flip(scale={float(s):.6g})",
-    )
+    return make_selection(sample_permute_and_flip, scale, monotonic, "permute_and_flip")
 
 
 def make_top_k(k: int, scale: Number, *, monotonic: bool = False) -> Measurement:
@@ -169,12 +161,4 @@ def make_report_noisy_max(scale: Number, *, monotonic: bool = False) -> Measurem
     Noisy Max with exponential noise has the law of :func:`make_permute_and_flip`
     (Ding et al. 2021).
     """
-    s = positive(scale, "scale")
-    factor = 1 if monotonic else 2
-    return Measurement(
-        function=lambda scores: sample_report_noisy_max(scores, s),
-        input_metric=LInfDistance(),
-        output_measure=PureDP,
-        privacy_map=lambda d_in: PureDP(factor * non_negative(d_in, "d_in") / s),
-        name=f"report_noisy_max(scale={float(s):.6g})",
-    )
+    return make_selection(sample_report_noisy_max, scale, monotonic, "report_noisy_max")
