@@ -327,7 +327,7 @@ def _bernoulli_exp_guided(gamma: np.ndarray, exact: Callable[[np.ndarray], np.nd
     f = frac[safe]
 
     def bern(idx: np.ndarray) -> np.ndarray:  # Bernoulli(frac) for safe[idx]
-        w = rng.words(idx.size)
+        w = rng._word_view(idx.size, 64)
         u = (w >> np.uint64(11)).astype(np.float64) * 2.0**-53  # U ∈ [u, u + 2^-53)
         ff = f[idx]
         res = u + 2.0**-53 < ff - _TOL
