@@ -6,6 +6,7 @@ core         the mathematics: exact numbers, CSPRNG, exact samplers, measures, c
 mechanisms   make_laplace, make_discrete_laplace, make_gaussian, make_exponential, ...
 frame        Session, Query, PrivacyUnit and the aggregations (interface mode)
 ledger       Ledger, the persistent epsilon registry
+audit        empirical privacy tests (imported on demand: ``import dpkit.audit``)
 datasets     load_adult
 errors       DPError and its subclasses
 
