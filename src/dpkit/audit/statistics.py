@@ -6,7 +6,8 @@ Both tests see a mechanism only through samples of its outputs on x and x′ (bl
   tester): estimate δ̂(ε) = Σ_b max(0, P̂_x(b) − e^ε P̂_x′(b)) (both directions) over output
   bins and flag a violation when it exceeds δ by more than the sampling error allows. Each
   vote's error bound holds with probability 1 − 2β by the Bretagnolle–Huber–Carol L1
-  inequality, P(‖P̂ − P‖₁ ≥ t) ≤ 2^m e^{−nt²/2}, and δ̂ is 1-Lipschitz in P̂_x and
+  inequality, P(‖P̂ − P‖₁ ≥ t) ≤ 2^m e^{−nt²/2}, for a partition into m cells fixed in
+  advance (chosen from separate pilot samples), and δ̂ is 1-Lipschitz in P̂_x and
   e^ε-Lipschitz in P̂_x′ in L1; the verdict is the majority of 9 independent votes.
 - :func:`epsilon_lower_bound` — a DP-Sniper-style threshold attack (Bichsel et al. 2021): on
   one half of the samples choose the output event S with the largest likelihood ratio, on the
@@ -52,14 +53,20 @@ class LowerBound:
     event: str
 
 
-def _bins(a: np.ndarray, b: np.ndarray, max_bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """Bin two samples alike: exact values if few distinct, else pooled-quantile bins."""
+def _partition(a: np.ndarray, b: np.ndarray, max_bins: int) -> tuple[np.ndarray, str]:
+    """A partition of the real line chosen from pilot samples only: the distinct values if
+    there are few (each its own cell; unseen values join the next larger one), else
+    pooled-quantile edges. Estimates then use fresh samples, so the partition is fixed."""
     pooled = np.concatenate([a, b])
     values = np.unique(pooled)
     if values.size <= max_bins:
-        return np.searchsorted(values, a), np.searchsorted(values, b)
-    edges = np.unique(np.quantile(pooled, np.linspace(0, 1, max_bins + 1)[1:-1]))
-    return np.searchsorted(edges, a, side="right"), np.searchsorted(edges, b, side="right")
+        return values, "left"
+    return np.unique(np.quantile(pooled, np.linspace(0, 1, max_bins + 1)[1:-1])), "right"
+
+
+def _cells(partition: tuple[np.ndarray, str], x: np.ndarray) -> np.ndarray:
+    edges, side = partition
+    return np.searchsorted(edges, x, side=side)  # type: ignore[call-overload]
 
 
 def _as_samples(out: Any) -> np.ndarray:
@@ -93,10 +100,13 @@ def histogram_test(sample: Sampler, x: Any, x_prime: Any, epsilon: float, delta:
     if epsilon < 0 or not 0 <= delta < 1 or samples < 100 or votes < 1:
         raise DomainError("need ε ≥ 0, δ ∈ [0, 1), samples ≥ 100 and votes ≥ 1")
     failed, worst = 0, -math.inf
+    pilot = min(samples, 20_000)
+    partition = _partition(_as_samples(sample(x, pilot)), _as_samples(sample(x_prime, pilot)),
+                           max_bins)
+    m = partition[0].size + 1
     for _ in range(votes):
         a, b = _as_samples(sample(x, samples)), _as_samples(sample(x_prime, samples))
-        ia, ib = _bins(a, b, max_bins)
-        m = int(max(ia.max(), ib.max())) + 1
+        ia, ib = _cells(partition, a), _cells(partition, b)
         pa = np.bincount(ia, minlength=m) / a.size
         pb = np.bincount(ib, minlength=m) / b.size
         t = math.sqrt(2 * (m * math.log(2) + math.log(1 / beta)) / samples)
@@ -127,8 +137,9 @@ def epsilon_lower_bound(sample: Sampler, x: Any, x_prime: Any, *, delta: float =
         raise DomainError("need samples ≥ 200 and confidence in (0, 1)")
     half = samples // 2
     a, b = _as_samples(sample(x, samples)), _as_samples(sample(x_prime, samples))
-    ia, ib = _bins(a, b, max_bins)
-    m = int(max(ia.max(), ib.max())) + 1
+    partition = _partition(a[:half], b[:half], max_bins)  # from the first half only
+    ia, ib = _cells(partition, a), _cells(partition, b)
+    m = partition[0].size + 1
     alpha = (1 - confidence) / 2
     # choose one event on the first half: direction and number of top-ratio bins that
     # maximise the first half's own Clopper–Pearson bound
