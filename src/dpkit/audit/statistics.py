@@ -40,7 +40,7 @@ class HistogramVerdict:
     votes_failed: int
     votes: int
     worst_excess: float  # max over votes of δ̂ − δ − tolerance (≤ 0 when a vote passes)
-    samples: int
+    samples: int  # outputs drawn in all, both inputs
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class LowerBound:
 
     epsilon: float
     confidence: float
-    samples: int
+    samples: int  # outputs drawn in all, both inputs
     event: str
 
 
@@ -115,7 +115,8 @@ def histogram_test(sample: Sampler, x: Any, x_prime: Any, epsilon: float, delta:
                      np.maximum(0, pb - math.exp(epsilon) * pa).sum()) - delta - tolerance
         worst = max(worst, float(excess))
         failed += excess > 0
-    return HistogramVerdict(failed <= votes // 2, failed, votes, worst, samples * votes)
+    return HistogramVerdict(failed <= votes // 2, failed, votes, worst,
+                            2 * (samples * votes + pilot))  # all draws, both inputs
 
 
 def _clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
