@@ -160,23 +160,33 @@ def bernoulli_exp(numer: np.ndarray | int, denom: int, size: int | None = None) 
         return frac & _all_succeed((small // np.uint64(denom)).astype(np.int64))
     whole = nums // denom
     rem = nums - whole * denom
-    shifted = rem * (1 << 64)
-    thresh = (shifted // denom).astype(np.uint64) if nums.size else np.zeros(0, np.uint64)
-    tie_num = shifted % denom
-    frac_ok = _bernoulli_exp_fraction(nums.size, _threshold_bernoulli(thresh, tie_num, denom))
+    thresh = ((rem * (1 << 64)) // denom).astype(np.uint64) if nums.size else np.zeros(
+        0, np.uint64)
+    frac_ok = _bernoulli_exp_fraction(nums.size, _threshold_bernoulli(thresh, rem, denom))
     return frac_ok & _all_succeed(whole.astype(np.int64))
 
 
-def _threshold_bernoulli(thresh: np.ndarray, tie_num: np.ndarray, denom: int) -> Bern:
+def _threshold_bernoulli(thresh: np.ndarray, rem: np.ndarray, denom: int) -> Bern:
+    """Bernoulli(remᵢ/denom) from one 64-bit word W: 1 if W < ⌊remᵢ·2^64/denom⌋, 0 above it,
+    and the tie (probability 2^-64) resolved exactly by :func:`_below_given_word`."""
     def bern(idx: np.ndarray) -> np.ndarray:
         w = rng.words(idx.size)
         t = thresh[idx]
         out = w < t
-        for j in np.flatnonzero(w == t):  # probability 2^-64 each: resolve exactly
-            out[j] = rng.uniform_below_int(denom) < int(tie_num[idx[j]])
+        for j in np.flatnonzero(w == t):
+            out[j] = _below_given_word(int(w[j]), int(rem[idx[j]]), denom)
         return out
 
     return bern
+
+
+def _below_given_word(word: int, numer: int, denom: int) -> bool:
+    """Exact Bernoulli(numer/denom) given that the uniform U lies in [W, W + 1)/2^64."""
+    scaled, low = numer << 64, word * denom
+    if scaled >= low + denom:  # numer/denom ≥ (W + 1)/2^64: U is below
+        return True
+    # otherwise P(U < numer/denom | W) = (numer·2^64 − W·denom)/denom, possibly 0
+    return scaled > low and rng.uniform_below_int(denom) < scaled - low
 
 
 def _check_scale(scale: Fraction) -> tuple[int, int]:
@@ -334,12 +344,8 @@ def _bernoulli_exp_guided(gamma: np.ndarray, exact: Callable[[np.ndarray], np.nd
         unsure = np.flatnonzero(~res & (u < ff + _TOL))
         if unsure.size:
             nums = exact(safe[idx[unsure]])
-            for j, n in zip(unsure, nums, strict=True):
-                r = int(n) % denom  # exact fractional part r/denom; U ∈ [W, W + 1)/2^64
-                lo = int(w[j]) * denom
-                scaled = r << 64
-                res[j] = scaled >= lo + denom or (
-                    scaled > lo and rng.uniform_below_int(denom) < scaled - lo)
+            for j, n in zip(unsure, nums, strict=True):  # exact fractional part r/denom
+                res[j] = _below_given_word(int(w[j]), int(n) % denom, denom)
         return res
 
     out[safe] = _bernoulli_exp_fraction(safe.size, bern) & _all_succeed(
