@@ -27,12 +27,17 @@ def _pld() -> Any:
     return privacy_loss_distribution
 
 
-def _compose(pld: Any, k: int, delta: Number) -> ApproxDP:
+def _compose(factory: str, parameter: float, k: int, delta: Number, sensitivity: float,
+             discretization: float) -> ApproxDP:
+    if parameter <= 0 or sensitivity <= 0:
+        raise DomainError("the noise parameter and the sensitivity must be > 0")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise DomainError("k must be a positive integer")
     dlt = fraction_down(delta)
     if not 0 < dlt < 1:
         raise DomainError("delta must be in (0, 1)")
+    pld = getattr(_pld(), factory)(parameter, sensitivity=sensitivity,
+                                   value_discretization_interval=discretization)
     epsilon = pld.self_compose(k).get_epsilon_for_delta(float(dlt))
     return ApproxDP(fraction_up(epsilon), dlt)
 
@@ -40,18 +45,10 @@ def _compose(pld: Any, k: int, delta: Number) -> ApproxDP:
 def pld_gaussian(sigma: float, k: int, delta: Number, sensitivity: float = 1.0,
                  discretization: float = 1e-3) -> ApproxDP:
     """(ε, δ) of k Gaussian mechanisms (standard deviation σ, L2 sensitivity Δ) by PLD."""
-    if sigma <= 0 or sensitivity <= 0:
-        raise DomainError("sigma and sensitivity must be > 0")
-    pld = _pld().from_gaussian_mechanism(sigma, sensitivity=sensitivity,
-                                         value_discretization_interval=discretization)
-    return _compose(pld, k, delta)
+    return _compose("from_gaussian_mechanism", sigma, k, delta, sensitivity, discretization)
 
 
 def pld_laplace(scale: float, k: int, delta: Number, sensitivity: float = 1.0,
                 discretization: float = 1e-3) -> ApproxDP:
     """(ε, δ) of k Laplace mechanisms (scale b, L1 sensitivity Δ) by PLD."""
-    if scale <= 0 or sensitivity <= 0:
-        raise DomainError("scale and sensitivity must be > 0")
-    pld = _pld().from_laplace_mechanism(scale, sensitivity=sensitivity,
-                                        value_discretization_interval=discretization)
-    return _compose(pld, k, delta)
+    return _compose("from_laplace_mechanism", scale, k, delta, sensitivity, discretization)
