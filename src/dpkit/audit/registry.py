@@ -17,9 +17,12 @@ from dpkit.mechanisms import (
     make_binary_randomized_response,
     make_discrete_gaussian,
     make_discrete_laplace,
+    make_exponential,
     make_gaussian,
     make_laplace,
+    make_permute_and_flip,
     make_randomized_response,
+    make_report_noisy_max,
     make_staircase,
 )
 from dpkit.mechanisms.exponential import sample_exponential
@@ -86,15 +89,15 @@ def _cases() -> list[AuditCase]:
         AuditCase("staircase", make_staircase(1, 1),
                   lambda v, n: make_staircase(1, 1)(np.full(n, v)),
                   lambda v, n: make_staircase(4, 1)(np.full(n, v)), 0.0, 1.0),
-        AuditCase("exponential", _exponential(1),
+        AuditCase("exponential", make_exponential(1),
                   lambda s, n: sample_exponential(s, Fraction(1), size=n),
                   lambda s, n: sample_exponential(s, Fraction(1, 2), size=n),
                   scores_x, scores_y),
-        AuditCase("permute_and_flip", _permute_and_flip(1),
+        AuditCase("permute_and_flip", make_permute_and_flip(1),
                   lambda s, n: sample_permute_and_flip(s, Fraction(1), size=n),
                   lambda s, n: sample_permute_and_flip(s, Fraction(1, 2), size=n),
                   scores_x, scores_y),
-        AuditCase("report_noisy_max", _report_noisy_max(1),
+        AuditCase("report_noisy_max", make_report_noisy_max(1),
                   lambda s, n: sample_report_noisy_max(s, Fraction(1), size=n),
                   lambda s, n: sample_report_noisy_max(s, Fraction(1, 4), size=n),
                   scores_x, scores_y),
@@ -105,24 +108,6 @@ def _cases() -> list[AuditCase]:
         AuditCase("binary_randomized_response", make_binary_randomized_response(1),
                   _binary_rr(1), _binary_rr(2), True, False),
     ]
-
-
-def _exponential(scale: int) -> Measurement:
-    from dpkit.mechanisms import make_exponential
-
-    return make_exponential(scale)
-
-
-def _permute_and_flip(scale: int) -> Measurement:
-    from dpkit.mechanisms import make_permute_and_flip
-
-    return make_permute_and_flip(scale)
-
-
-def _report_noisy_max(scale: int) -> Measurement:
-    from dpkit.mechanisms import make_report_noisy_max
-
-    return make_report_noisy_max(scale)
 
 
 def _sparse_vector(noise_epsilon: Fraction) -> Sampler:
