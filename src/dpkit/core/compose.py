@@ -88,7 +88,7 @@ class PrivacyFilter:
         if self.would_exceed(loss):
             raise BudgetExceededError(
                 f"spending {loss} would exceed the budget ({self.budget}); "
-                f"remaining: {self.remaining}"
+                f"remaining: {self.remaining}; nothing was run or debited"
             )
         self.spent = self.spent + loss
 

@@ -19,7 +19,7 @@ import polars as pl
 from dpkit.core import rng
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
-from dpkit.errors import BudgetExceededError, DomainError
+from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine
 from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.privacy_unit import PrivacyUnit
@@ -111,16 +111,13 @@ class Session:
         return sum((convert(p.loss, self.measure) for p in planned), self.measure.zero())
 
     def _debit(self, loss: PrivacyLoss, description: str) -> int | None:
-        if not (self.spent + loss) <= self.budget:
-            raise BudgetExceededError(
-                f"this release costs {loss} but only {self.remaining} remains of {self.budget}; "
-                "nothing was released"
-            )
-        release_id = None
+        """Check and debit ``loss``: atomically in the ledger (whose cap is this budget), or
+        in the session's privacy filter; either raises BudgetExceededError and debits
+        nothing."""
         if self.ledger is not None:
-            release_id = self.ledger.debit(self.dataset or "", loss, description)
-        self._filter.spent = self._filter.spent + loss
-        return release_id
+            return self.ledger.debit(self.dataset or "", loss, description)
+        self._filter.spend(loss)
+        return None
 
     # -- release -----------------------------------------------------------------------
     def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float
