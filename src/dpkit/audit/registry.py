@@ -23,15 +23,18 @@ from dpkit.mechanisms import (
     make_permute_and_flip,
     make_randomized_response,
     make_report_noisy_max,
+    make_smooth_median,
     make_staircase,
 )
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.mechanisms.selection import sample_permute_and_flip, sample_report_noisy_max
+from dpkit.mechanisms.smooth_sensitivity import sample_smooth_median
 
 __all__ = ["AuditCase", "CASES", "claimed_epsilon_delta"]
 
 Sampler = Callable[[Any, int], np.ndarray]
 GAUSSIAN_DELTA = Fraction(1, 10**3)  # the δ at which zCDP claims are audited
+SMOOTH_DELTA = Fraction(1, 10**6)
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ def _cases() -> list[AuditCase]:
                   _sparse_vector(Fraction(1)), _sparse_vector(Fraction(100)), 0.0, 1.0),
         AuditCase("randomized_response", make_randomized_response(["a", "b", "c"], 1),
                   _rr(1), _rr(2), "a", "b"),
+        AuditCase("smooth_median", make_smooth_median((0, 1), 1, SMOOTH_DELTA),
+                  _smooth_median(1), _smooth_median(4), (0.0, 0.0, 1.0), (0.0, 1.0, 1.0)),
         AuditCase("binary_randomized_response", make_binary_randomized_response(1),
                   _binary_rr(1), _binary_rr(2), True, False),
     ]
@@ -128,6 +133,11 @@ def _sparse_vector_measurement() -> Measurement:
     return Measurement(lambda a: SparseVector(0, 4).sample_first_answers(a, 1),
                        LInfDistance(), PureDP, lambda d: PureDP(4 * Fraction(d)),
                        "sparse_vector")
+
+
+def _smooth_median(epsilon: int) -> Sampler:
+    """Releases at ε = ``epsilon`` (the broken variant: 4×, a quarter of the noise)."""
+    return lambda x, n: sample_smooth_median(np.asarray(x), (0, 1), epsilon, SMOOTH_DELTA, n)
 
 
 def _rr(epsilon: int) -> Sampler:

@@ -18,6 +18,8 @@ SparseVector              interactive AboveThreshold / NumericSparse (Lyu, Su & 
 make_staircase            staircase mechanism (Geng & Viswanath 2014), exact on a grid
 make_ptr_median           propose-test-release for the median (Dwork & Lei 2009)
 make_sample_and_aggregate sample-and-aggregate any function (NRS07), DP mean of blocks
+make_smooth_median        median with β-smooth sensitivity noise (NRS07), (ε, δ)
+make_smooth_trimmed_mean  trimmed mean with β-smooth sensitivity noise, (ε, δ)
 representable_scale       round a scale up to what the exact samplers take
 """
 
@@ -35,6 +37,7 @@ from dpkit.mechanisms.randomized_response import (
 )
 from dpkit.mechanisms.robust import make_ptr_median, make_sample_and_aggregate
 from dpkit.mechanisms.selection import make_permute_and_flip, make_report_noisy_max, make_top_k
+from dpkit.mechanisms.smooth_sensitivity import make_smooth_median, make_smooth_trimmed_mean
 from dpkit.mechanisms.sparse_vector import SparseVector
 from dpkit.mechanisms.staircase import make_staircase
 
@@ -56,5 +59,7 @@ __all__ = [
     "make_staircase",
     "make_ptr_median",
     "make_sample_and_aggregate",
+    "make_smooth_median",
+    "make_smooth_trimmed_mean",
     "representable_scale",
 ]

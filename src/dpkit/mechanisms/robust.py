@@ -47,8 +47,8 @@ def _bounds(bounds: Any) -> tuple[float, float]:
 
 def _clean(x: Any, lo: float, hi: float) -> np.ndarray:
     arr = np.asarray(x, dtype=np.float64).reshape(-1)
-    arr = arr[~np.isnan(arr)]  # rule: NaN dropped, then everything clamped
-    return np.sort(np.clip(arr, lo, hi))
+    # rule: NaN counts as the lower bound (n stays fixed under substitution), then clamp
+    return np.sort(np.clip(np.nan_to_num(arr, nan=lo), lo, hi))
 
 
 def median_instability_distance(x: np.ndarray, lo: float, hi: float, b: float, cap: int
@@ -77,7 +77,7 @@ def make_ptr_median(bounds: tuple[Number, Number], proposed_sensitivity: Number,
     Parameters
     ----------
     bounds : (lower, upper)
-        Declared data range; NaN is dropped and values are clamped.
+        Declared data range; values are clamped and NaN counts as the lower bound.
     proposed_sensitivity : number
         b > 0, the proposed bound on the median's local sensitivity.
     epsilon, delta : number
