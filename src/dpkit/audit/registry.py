@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.core.component import Measurement
+from dpkit.core.lattice import lattice_laplace
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.mechanisms import (
     make_approx_gaussian,
@@ -25,6 +26,7 @@ from dpkit.mechanisms import (
     make_report_noisy_max,
     make_smooth_median,
     make_staircase,
+    make_vector_laplace,
 )
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.mechanisms.selection import sample_permute_and_flip, sample_report_noisy_max
@@ -110,6 +112,9 @@ def _cases() -> list[AuditCase]:
                   _rr(1), _rr(2), "a", "b"),
         AuditCase("smooth_median", make_smooth_median((0, 1), 1, SMOOTH_DELTA),
                   _smooth_median(1), _smooth_median(4), (0.0, 0.0, 1.0), (0.0, 1.0, 1.0)),
+        AuditCase("vector_laplace", make_vector_laplace(2.0, 2, k=-10),
+                  _vector_laplace(Fraction(2)), _vector_laplace(Fraction(1)),
+                  np.zeros(2), np.array([1.0, 0.0])),
         AuditCase("binary_randomized_response", make_binary_randomized_response(1),
                   _binary_rr(1), _binary_rr(2), True, False),
     ]
@@ -138,6 +143,19 @@ def _sparse_vector_measurement() -> Measurement:
 def _smooth_median(epsilon: int) -> Sampler:
     """Releases at ε = ``epsilon`` (the broken variant: 4×, a quarter of the noise)."""
     return lambda x, n: sample_smooth_median(np.asarray(x), (0, 1), epsilon, SMOOTH_DELTA, n)
+
+
+def _vector_laplace(scale: Fraction) -> Sampler:
+    """The vector mechanism on the 2^-10 grid in d = 2, audited through its first
+    coordinate (a projection is post-processing); the broken variant has half the scale."""
+    steps = scale * 1024
+
+    def sample(x: Any, n: int) -> np.ndarray:
+        proposal = steps * Fraction(141422, 100000)  # ≥ √2·steps
+        noise = lattice_laplace(steps, proposal, 2, n)[:, 0]
+        return (np.round(np.asarray(x)[0] * 1024) + noise) / 1024
+
+    return sample
 
 
 def _rr(epsilon: int) -> Sampler:

@@ -10,7 +10,7 @@ import math
 
 from dpkit.errors import DomainError
 
-__all__ = ["laplace_tail", "gaussian_tail", "staircase_tail"]
+__all__ = ["laplace_tail", "gaussian_tail", "staircase_tail", "l2_laplace_norm_tail"]
 
 
 def laplace_tail(scale: float, beta: float, discrete: bool) -> float:
@@ -40,3 +40,16 @@ def staircase_tail(step: float, epsilon: float, beta: float) -> float:
     if not 0 < beta < 1:
         raise DomainError("beta must be in (0, 1)")
     return step * (math.ceil(math.log(1 / beta) / epsilon) + 1)
+
+
+def l2_laplace_norm_tail(scale: float, dim: int, beta: float) -> float:
+    """Radius r with P(‖Z‖₂ > r) ≤ β for noise with density ∝ exp(−‖z‖₂/s) on ℝ^d.
+
+    ‖Z‖₂ ~ Gamma(d, s) (Chaudhuri, Monteleoni & Sarwate 2011, §4); the lattice version at
+    2^-30 of the scale has the same tail up to that resolution.
+    """
+    if not 0 < beta < 1:
+        raise DomainError("beta must be in (0, 1)")
+    from scipy.stats import gamma
+
+    return float(gamma.isf(beta, dim, scale=scale))

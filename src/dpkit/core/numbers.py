@@ -108,35 +108,36 @@ def float_down(x: Fraction) -> float:
     return f if Fraction(f) <= x else math.nextafter(f, -math.inf)
 
 
-def _context() -> decimal.Context:
-    return decimal.Context(prec=_DIGITS, Emax=10**6, Emin=-(10**6))
+def _context(digits: int = _DIGITS) -> decimal.Context:
+    return decimal.Context(prec=digits, Emax=10**6, Emin=-(10**6))
 
 
 def _dec(x: Fraction, ctx: decimal.Context) -> decimal.Decimal:
     return ctx.divide(decimal.Decimal(x.numerator), decimal.Decimal(x.denominator))
 
 
-def _widen(approx: decimal.Decimal, up: bool) -> Fraction:
+def _widen(approx: decimal.Decimal, up: bool, digits: int) -> Fraction:
     f = Fraction(approx)
-    margin = abs(f) * _SLACK + Fraction(1, 10**(_DIGITS * 4))
+    # decimal rounds each operation correctly; 10^(5−digits) relative is far above that
+    margin = abs(f) * _SLACK * Fraction(10) ** (_DIGITS - digits) + Fraction(1, 10**(digits * 4))
     return f + margin if up else f - margin
 
 
-def _directed(x: Fraction, op: str, up: bool) -> Fraction:
-    """op(x) ∈ {exp, ln, sqrt} at 50 digits, widened to a certified upper or lower bound."""
-    ctx = _context()
-    value = _widen(getattr(_dec(x, ctx), op)(ctx), up)
+def _directed(x: Fraction, op: str, up: bool, digits: int = _DIGITS) -> Fraction:
+    """op(x) ∈ {exp, ln, sqrt} at ``digits`` digits, widened to a certified bound."""
+    ctx = _context(digits)
+    value = _widen(getattr(_dec(x, ctx), op)(ctx), up, digits)
     return value if up or op == "ln" else max(Fraction(0), value)
 
 
-def exp_up(x: Fraction) -> Fraction:
-    """A rational ≥ e^x."""
-    return _directed(x, "exp", True)
+def exp_up(x: Fraction, digits: int = _DIGITS) -> Fraction:
+    """A rational ≥ e^x (``digits`` significant digits of working precision)."""
+    return _directed(x, "exp", True, digits)
 
 
-def exp_down(x: Fraction) -> Fraction:
+def exp_down(x: Fraction, digits: int = _DIGITS) -> Fraction:
     """A rational ≤ e^x (and ≥ 0)."""
-    return _directed(x, "exp", False)
+    return _directed(x, "exp", False, digits)
 
 
 def log_up(x: Fraction) -> Fraction:

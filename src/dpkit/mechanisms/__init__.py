@@ -15,6 +15,7 @@ make_top_k                top-k by peeling the exponential mechanism (pure DP)
 make_randomized_response  k-ary randomized response, exact (pure DP, local)
 make_binary_randomized_response   Warner's randomized response on bits
 SparseVector              interactive AboveThreshold / NumericSparse (Lyu, Su & Li 2017)
+make_vector_laplace       vector mechanism (CMS 2011), exact on a lattice (pure DP, L2)
 make_staircase            staircase mechanism (Geng & Viswanath 2014), exact on a grid
 make_ptr_median           propose-test-release for the median (Dwork & Lei 2009)
 make_sample_and_aggregate sample-and-aggregate any function (NRS07), DP mean of blocks
@@ -40,6 +41,7 @@ from dpkit.mechanisms.selection import make_permute_and_flip, make_report_noisy_
 from dpkit.mechanisms.smooth_sensitivity import make_smooth_median, make_smooth_trimmed_mean
 from dpkit.mechanisms.sparse_vector import SparseVector
 from dpkit.mechanisms.staircase import make_staircase
+from dpkit.mechanisms.vector import make_vector_laplace
 
 __all__ = [
     "make_laplace",
@@ -57,6 +59,7 @@ __all__ = [
     "make_report_noisy_max",
     "SparseVector",
     "make_staircase",
+    "make_vector_laplace",
     "make_ptr_median",
     "make_sample_and_aggregate",
     "make_smooth_median",
