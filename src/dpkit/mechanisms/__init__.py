@@ -16,6 +16,8 @@ make_randomized_response  k-ary randomized response, exact (pure DP, local)
 make_binary_randomized_response   Warner's randomized response on bits
 SparseVector              interactive AboveThreshold / NumericSparse (Lyu, Su & Li 2017)
 make_vector_laplace       vector mechanism (CMS 2011), exact on a lattice (pure DP, L2)
+make_analyze_gauss        Analyze Gauss: XᵀX + symmetric grid Gaussian noise (zCDP); no
+                          Wishart mechanism — the published one is not DP (see covariance)
 make_staircase            staircase mechanism (Geng & Viswanath 2014), exact on a grid
 make_ptr_median           propose-test-release for the median (Dwork & Lei 2009)
 make_sample_and_aggregate sample-and-aggregate any function (NRS07), DP mean of blocks
@@ -25,6 +27,7 @@ representable_scale       round a scale up to what the exact samplers take
 """
 
 from dpkit.mechanisms._common import representable_scale
+from dpkit.mechanisms.covariance import make_analyze_gauss
 from dpkit.mechanisms.exponential import make_exponential, sample_exponential
 from dpkit.mechanisms.gaussian import (
     make_approx_gaussian,
@@ -59,6 +62,7 @@ __all__ = [
     "make_report_noisy_max",
     "SparseVector",
     "make_staircase",
+    "make_analyze_gauss",
     "make_vector_laplace",
     "make_ptr_median",
     "make_sample_and_aggregate",
