@@ -11,10 +11,11 @@ Budget split: the release's ε (or ρ, δ) is divided among aggregations by ``sp
 (even by default), and within an aggregation by its statistics' weights (a mean spends half
 on its sum and half on its count).
 
-Groups: statistics are vectors over the public groups (and bins). A unit's ≤ max_rows rows
-may fall in several groups; the stability maps bound the whole vector, and for quantiles the
-per-group exponential mechanisms' losses 2·r_g/s sum to at most 2·max_rows/s because
-Σ_g r_g ≤ max_rows (parallel composition, McSherry 2009, generalised to bounded units).
+Groups: statistics are vectors over the groups (and bins). A unit's rows fall in at most G
+groups, R per group and M in all (:class:`~dpkit.core.stability.Contribution`); the
+stability maps bound the whole vector, and for quantiles the per-group exponential
+mechanisms' losses 2·r_g/s sum to at most 2·‖c‖₁/s because Σ_g r_g ≤ ‖c‖₁ = min(M, G·R)
+(parallel composition, McSherry 2009, generalised to bounded units).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dpkit.core.compose import calibrate_scale
 from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP, zcdp_to_epsilon
 from dpkit.core.metrics import L1Distance, L2Distance
 from dpkit.core.numbers import Number, fraction_down, log_up, sqrt_down
+from dpkit.core.stability import Contribution
 from dpkit.errors import DomainError, MeasureError
 from dpkit.frame.aggregates import Aggregation, Quantile, Statistic
 from dpkit.mechanisms import make_discrete_gaussian, make_discrete_laplace, sample_exponential
@@ -137,15 +139,18 @@ def _take(key: str) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
     return lambda raw: raw[key]
 
 
-def _noise_statistic(stat: Statistic, agg_index: int, max_rows: int, target: Target
+def _noise_statistic(stat: Statistic, agg_index: int, bounds: Contribution, target: Target
                      ) -> PlannedStatistic:
     gaussian = target.noise != "laplace"
     metric = L2Distance() if gaussian else L1Distance()
     take = _take(stat.key)
     if stat.kind == "sum":
-        t = stability.make_bounded_sum(take, stat.lower, stat.upper, max_rows, metric)
+        t = stability.make_bounded_sum(take, stat.lower, stat.upper, bounds, metric)
+    elif stat.kind == "distinct":
+        t = stability.make_distinct_count(take, bounds, metric)
     else:
-        t = stability.make_bounded_count(take, max_rows, metric)
+        t = stability.make_bounded_count(take, bounds.cells() if stat.kind == "bins" else
+                                         bounds, metric)
     sens = t.map(1)
     base: Callable[[Fraction], Measurement] = (
         make_discrete_gaussian if gaussian else make_discrete_laplace)
@@ -165,18 +170,19 @@ def _noise_statistic(stat: Statistic, agg_index: int, max_rows: int, target: Tar
 
 
 def _quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kind: str,
-                        max_rows: int, target: Target) -> PlannedStatistic:
+                        bounds: Contribution, target: Target) -> PlannedStatistic:
     eps = target.pure_epsilon()
-    t = stability.make_rank_scores(_take(stat.key), max_rows)
+    t = stability.make_rank_scores(_take(stat.key), bounds)
     sens = t.map(1)
-    scale = 2 * sens / eps  # exponential mechanism: ε = 2Δ/s (D&R Thm 3.10)
+    parallel = bounds.l1() / bounds.linf()  # Σ_g Δ_g ≤ ‖c‖₁ = (‖c‖₁/‖c‖∞)·Δ
+    scale = 2 * sens * parallel / eps  # exponential mechanism: ε = 2Δ/s (D&R Thm 3.10)
     values = agg.candidate_values(kind)
 
     def release(hist: np.ndarray) -> np.ndarray:
         return np.array([values[sample_exponential(s, scale)] for s in agg.scores(hist)])
 
     m = Measurement(lambda raw: release(t(raw)), t.input_metric, PureDP,
-                    lambda d: PureDP(2 * t.map(d) / scale),
+                    lambda d: PureDP(2 * t.map(d) * parallel / scale),
                     f"exponential(scale={float(scale):.6g})")
     n_cand = len(values)
 
@@ -187,8 +193,8 @@ def _quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kind: st
                             target.delta)
 
 
-def plan_statistics(aggs: Sequence[Aggregation], schema: Any, max_rows: int, target: Target,
-                    split: Sequence[Number] | None) -> list[PlannedStatistic]:
+def plan_statistics(aggs: Sequence[Aggregation], schema: Any, bounds: Contribution,
+                    target: Target, split: Sequence[Number] | None) -> list[PlannedStatistic]:
     """Build the calibrated noise measurement of every statistic of ``aggs``."""
     weights = _weights(len(aggs), split)
     planned = []
@@ -197,9 +203,9 @@ def plan_statistics(aggs: Sequence[Aggregation], schema: Any, max_rows: int, tar
             share = target.share(w * stat.weight)
             if isinstance(agg, Quantile):
                 kind = "int" if schema[agg.column].is_integer() else "float"
-                planned.append(_quantile_statistic(stat, agg, i, kind, max_rows, share))
+                planned.append(_quantile_statistic(stat, agg, i, kind, bounds, share))
             else:
-                planned.append(_noise_statistic(stat, i, max_rows, share))
+                planned.append(_noise_statistic(stat, i, bounds, share))
     return planned
 
 

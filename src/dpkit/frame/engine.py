@@ -27,6 +27,7 @@ __all__ = ["to_lazy", "apply_steps", "bound_contributions", "compute"]
 
 _RAND = "__dpkit_rand"
 _ROW = "__dpkit_row"
+_PAIR = "__dpkit_pair"
 _BIN = "__dpkit_bin"
 _LEN = "__dpkit_len"
 
@@ -69,26 +70,38 @@ def apply_steps(lf: nw.LazyFrame, steps: Sequence[tuple[str, tuple[Any, ...], di
     return lf
 
 
-def bound_contributions(lf: nw.LazyFrame, unit: PrivacyUnit, columns: Sequence[str]
-                        ) -> nw.LazyFrame:
-    """Keep at most ``unit.max_rows`` rows per unit, chosen uniformly at random.
+def bound_contributions(lf: nw.LazyFrame, unit: PrivacyUnit, columns: Sequence[str],
+                        key_columns: Sequence[str] = ()) -> nw.LazyFrame:
+    """Enforce the unit's contribution bounds in one pass over the data.
 
-    The table (restricted to ``columns``) is materialised once, a random 64-bit key from the
-    CSPRNG is attached to every row, and the rows of rank ≤ max_rows within each unit are
-    kept; every statistic of a release then reads the same bounded rows.
+    The table (restricted to ``columns``) is materialised once and every row gets a distinct
+    random key: a CSPRNG word whose low bits are replaced by the row index, so keys are
+    unique and their order is uniformly random up to ties in the high bits. Then, per unit:
+    keep the G groups (of ``key_columns``) with the smallest keys, the R rows with the
+    smallest keys in each kept group, and the M rows with the smallest keys overall. Every
+    statistic of a release reads the same bounded rows. Without ``key_columns`` the table is
+    one group and min(M, R) rows are kept per unit.
     """
     if unit.column is None:
         return lf.select(list(dict.fromkeys(columns))) if columns else lf
-    keep = list(dict.fromkeys([*columns, unit.column]))
+    keep = list(dict.fromkeys([*columns, *key_columns, unit.column]))
     frame = lf.select(keep).collect()
-    rand = nw.new_series(_RAND, rng.words(len(frame)), nw.UInt64,
-                         backend=nw.get_native_namespace(frame))
-    bounded = (
-        frame.with_columns(rand)
-        .filter(nw.col(_RAND).rank("ordinal").over(unit.column) <= unit.max_rows)
-        .drop(_RAND)
-    )
-    return bounded.lazy()
+    n = len(frame)
+    low = max(n.bit_length(), 1)
+    keys = (rng.words(n) >> np.uint64(low) << np.uint64(low)) | np.arange(n, dtype=np.uint64)
+    rand = nw.new_series(_RAND, keys, nw.UInt64, backend=nw.get_native_namespace(frame))
+    frame = frame.with_columns(rand)
+    b = unit.bounds if key_columns else unit.bounds.single_group()
+    pair = [unit.column, *key_columns]
+    if key_columns and b.max_groups < b.max_rows:
+        # a group's key is its smallest row key; keep the unit's G smallest
+        frame = frame.with_columns(nw.col(_RAND).min().over(*pair).alias(_PAIR))
+        frame = frame.filter(nw.col(_PAIR).rank("dense").over(unit.column) <= b.max_groups)
+        frame = frame.drop(_PAIR)
+    if key_columns and b.max_rows_per_group < b.max_rows:
+        frame = frame.filter(nw.col(_RAND).rank("ordinal").over(*pair) <= b.max_rows_per_group)
+    frame = frame.filter(nw.col(_RAND).rank("ordinal").over(unit.column) <= b.max_rows)
+    return frame.drop(_RAND).lazy()
 
 
 def _to_polars(frame: Any) -> pl.DataFrame:

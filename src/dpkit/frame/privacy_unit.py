@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dpkit.core.stability import Contribution
 from dpkit.errors import DomainError
 
 __all__ = ["PrivacyUnit"]
@@ -11,7 +12,7 @@ __all__ = ["PrivacyUnit"]
 
 @dataclass(frozen=True)
 class PrivacyUnit:
-    """Who is protected.
+    """Who is protected, and how much each individual may contribute.
 
     Use :meth:`rows` when each row is a different individual, or :meth:`by` when an
     identifier column marks each individual's rows.
@@ -20,38 +21,56 @@ class PrivacyUnit:
     ----------
     column : str or None
         The identifier column, or ``None`` for row-level privacy.
-    max_rows : int
-        Contribution bound: the most rows a unit keeps after bounding (1 for rows).
+    bounds : Contribution
+        M = ``max_rows`` rows in total, G = ``max_groups`` groups, R = ``max_rows_per_group``
+        rows per group; every sensitivity is derived from these (:mod:`dpkit.core.stability`).
     """
 
     column: str | None = None
-    max_rows: int = 1
+    bounds: Contribution = Contribution(1, 1, 1)
+
+    @property
+    def max_rows(self) -> int:
+        return self.bounds.max_rows
 
     @classmethod
     def rows(cls) -> PrivacyUnit:
         """Each row is one individual (add/remove-one-row neighbours)."""
-        return cls(None, 1)
+        return cls(None, Contribution(1, 1, 1))
 
     @classmethod
-    def by(cls, column: str, max_rows: int) -> PrivacyUnit:
-        """Individuals are identified by ``column``; each keeps at most ``max_rows`` rows.
+    def by(cls, column: str, max_rows: int | None = None, *, max_groups: int | None = None,
+           max_rows_per_group: int | None = None) -> PrivacyUnit:
+        """Individuals are identified by ``column``, with declared contribution bounds.
 
-        Contribution bounding keeps, for every unit, ``max_rows`` of its rows chosen uniformly
-        at random (without replacement) in one pass over the data, so no unit can exceed the
-        bound that every sensitivity is derived from. A null identifier is one unit.
+        Parameters
+        ----------
+        column : str
+            The identifier column. A null identifier is one unit.
+        max_rows : int, optional
+            M: rows kept per unit in total (default G·R).
+        max_groups : int, optional
+            G: groups of a group-by a unit may contribute to (the L0 bound; default M).
+        max_rows_per_group : int, optional
+            R: rows a unit may contribute to any one group (the L∞ bound; default M).
+
+        Contribution bounding runs in one pass before every release: for each unit it keeps
+        G of its groups, then R rows in each, then M rows in total, each choice uniformly at
+        random from the CSPRNG, so no unit can exceed the bounds the sensitivities assume.
 
         Raises
         ------
         DomainError
-            If ``max_rows`` is not a positive integer or ``column`` is empty.
+            If a bound is not a positive integer, none of M or (G and R) is given, or
+            ``column`` is empty.
         """
         if not isinstance(column, str) or not column:
             raise DomainError("the privacy unit column must be a non-empty string")
-        if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
-            raise DomainError(f"max_rows must be a positive integer, got {max_rows!r}")
-        return cls(column, max_rows)
+        return cls(column, Contribution.of(max_rows, max_groups, max_rows_per_group))
 
     def __str__(self) -> str:
         if self.column is None:
             return "rows"
-        return f"by({self.column!r}, max_rows={self.max_rows})"
+        b = self.bounds
+        return (f"by({self.column!r}, max_rows={b.max_rows}, max_groups={b.max_groups}, "
+                f"max_rows_per_group={b.max_rows_per_group})")

@@ -133,7 +133,8 @@ class Query:
             needed.append(unit.column)
         engine.check_columns(schema, needed)
         target = resolve_target(self.session.measure, epsilon, rho, delta)
-        planned = plan_statistics(self.aggs, schema, unit.max_rows, target, split)
+        bounds = unit.bounds if self.keys is not None else unit.bounds.single_group()
+        planned = plan_statistics(self.aggs, schema, bounds, target, split)
         return lf, planned
 
     def explain(self, epsilon: Number | None = None, *, rho: Number | None = None,

@@ -126,7 +126,9 @@ class Session:
         loss = self._total_loss(planned)
         release_id = self._debit(loss, query.describe())
         try:
-            bounded = engine.bound_contributions(lf, self.privacy_unit, query.columns())
+            key_columns = list(query.keys.columns) if query.keys is not None else []
+            bounded = engine.bound_contributions(lf, self.privacy_unit, query.columns(),
+                                                 key_columns)
             raw = engine.compute(bounded, query.keys, [p.stat for p in planned])
             noisy = {p.stat.key: p.measurement(raw) for p in planned}
             result = _assemble(query, planned, noisy, beta)
