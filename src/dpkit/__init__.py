@@ -11,7 +11,7 @@ datasets     load_adult
 errors       DPError and its subclasses
 
 Top-level names: ``Session``, ``PrivacyUnit``, ``PureDP``, ``ApproxDP``, ``ZCDP``,
-``count``, ``sum``, ``mean``, ``histogram``, ``quantile``, ``Ledger``.
+``count``, ``sum``, ``mean``, ``histogram``, ``quantile``, ``PartitionSelection``, ``Ledger``.
 """
 
 from dpkit import core, datasets, errors, mechanisms
@@ -19,6 +19,7 @@ from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.core.renyi import RenyiDP
 from dpkit.frame import PrivacyUnit, Query, Session, count, histogram, mean, quantile, sum
 from dpkit.ledger import Ledger
+from dpkit.mechanisms.partition_selection import PartitionSelection
 
 __version__ = "0.1.0"
 
@@ -39,5 +40,6 @@ __all__ = [
     "mean",
     "histogram",
     "quantile",
+    "PartitionSelection",
     "Ledger",
 ]

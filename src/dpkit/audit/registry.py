@@ -29,6 +29,7 @@ from dpkit.mechanisms import (
     make_vector_laplace,
 )
 from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
 from dpkit.mechanisms.selection import sample_permute_and_flip, sample_report_noisy_max
 from dpkit.mechanisms.smooth_sensitivity import sample_smooth_median
 
@@ -37,6 +38,7 @@ __all__ = ["AuditCase", "CASES", "claimed_epsilon_delta"]
 Sampler = Callable[[Any, int], np.ndarray]
 GAUSSIAN_DELTA = Fraction(1, 10**3)  # the δ at which zCDP claims are audited
 SMOOTH_DELTA = Fraction(1, 10**6)
+SELECTION_DELTA = Fraction(1, 100)
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,9 @@ def _cases() -> list[AuditCase]:
         AuditCase("vector_laplace", make_vector_laplace(2.0, 2, k=-10),
                   _vector_laplace(Fraction(2)), _vector_laplace(Fraction(1)),
                   np.zeros(2), np.array([1.0, 0.0])),
+        AuditCase("partition_selection",
+                  make_partition_selection(PartitionSelection(1, SELECTION_DELTA), 1),
+                  _selection(0), _selection(2), 1, 0),
         AuditCase("binary_randomized_response", make_binary_randomized_response(1),
                   _binary_rr(1), _binary_rr(2), True, False),
     ]
@@ -154,6 +159,19 @@ def _vector_laplace(scale: Fraction) -> Sampler:
         proposal = steps * Fraction(141422, 100000)  # ≥ √2·steps
         noise = lattice_laplace(steps, proposal, 2, n)[:, 0]
         return (np.round(np.asarray(x)[0] * 1024) + noise) / 1024
+
+    return sample
+
+
+def _selection(shift: int) -> Sampler:
+    """Whether a partition with ``units`` units is released (absent when 0); the broken
+    variant acts as if every partition had ``shift`` more units."""
+    m = make_partition_selection(PartitionSelection(1, SELECTION_DELTA), 1)
+
+    def sample(units: Any, n: int) -> np.ndarray:
+        if units == 0:
+            return np.zeros(n, dtype=bool)
+        return np.asarray(m(np.full(n, units + shift)))
 
     return sample
 

@@ -156,6 +156,15 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
     return out
 
 
+def partition_counts(lf: nw.LazyFrame, key_columns: Sequence[str], unit_column: str | None
+                     ) -> pl.DataFrame:
+    """Distinct privacy units per group key present in the data (column ``__dpkit_units``);
+    rows are units when ``unit_column`` is None."""
+    n = nw.col(unit_column).n_unique() if unit_column else nw.len()
+    res = lf.group_by(list(key_columns)).agg(n.alias("__dpkit_units")).collect()
+    return _to_polars(res).sort(list(key_columns), nulls_last=True)
+
+
 def check_columns(schema: Any, columns: Sequence[str]) -> None:
     """Raise :class:`ColumnError` naming any column missing from ``schema``."""
     for c in columns:

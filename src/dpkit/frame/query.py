@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 import narwhals as nw
 import polars as pl
 
+from dpkit.core.measures import ApproxDP
 from dpkit.core.numbers import Number
-from dpkit.errors import ColumnError, DomainError
+from dpkit.errors import ColumnError, DomainError, MeasureError
 from dpkit.frame import aggregates, engine
 from dpkit.frame.compiler import PlannedStatistic, plan_statistics, resolve_target
+from dpkit.mechanisms.partition_selection import PartitionSelection
 
 if TYPE_CHECKING:
     from dpkit.frame.session import Session
@@ -36,6 +38,8 @@ class Query:
     steps: tuple[Step, ...] = ()
     keys: pl.DataFrame | None = None
     aggs: tuple[aggregates.Aggregation, ...] = ()
+    group_columns: tuple[str, ...] = ()
+    selection: PartitionSelection | None = None
 
     # -- transformations -------------------------------------------------------------
     def _step(self, op: str, *args: Any, **kwargs: Any) -> Query:
@@ -55,27 +59,41 @@ class Query:
         """Keep or compute columns row by row (1-stable). Keep the privacy unit's column."""
         return self._step("select", *exprs, **named)
 
-    def group_by(self, *columns: str, keys: Any = None) -> Query:
-        """Group by ``columns`` over *public* keys (declared, never taken from the data).
+    def group_by(self, *columns: str, keys: Any = None,
+                 selection: PartitionSelection | None = None) -> Query:
+        """Group by ``columns`` over public keys, or over keys chosen by private partition
+        selection.
 
         Parameters
         ----------
         *columns : str
             Grouping columns.
-        keys : sequence, mapping or polars.DataFrame
-            For one column, a sequence of its values; for several, a sequence of tuples, a
-            mapping ``{column: values}`` (cross product) or a DataFrame with those columns.
-            Every key appears in the result (with noise) whether or not it occurs in the
-            data; rows whose key is not listed are dropped.
+        keys : sequence, mapping or polars.DataFrame, optional
+            Public keys: for one column, a sequence of its values; for several, a sequence of
+            tuples, a mapping ``{column: values}`` (cross product) or a DataFrame with those
+            columns. Every key appears in the result (with noise) whether or not it occurs
+            in the data; rows whose key is not listed are dropped.
+        selection : PartitionSelection, optional
+            Instead of ``keys``: release the keys that pass private partition selection
+            (:mod:`dpkit.mechanisms.partition_selection`), spending its (ε, δ) on top of the
+            aggregations' budget. Needs an (ε, δ) session.
 
         Raises
         ------
         DomainError
-            If ``keys`` is missing or malformed.
+            If neither or both of ``keys`` and ``selection`` are given, or keys are malformed.
         """
         if not columns:
             raise DomainError("group_by needs at least one column")
-        return replace(self, keys=_keyset(list(columns), keys))
+        if selection is not None:
+            if keys is not None:
+                raise DomainError("pass keys= (public) or selection= (private), not both")
+            if not isinstance(selection, PartitionSelection):
+                raise DomainError("selection must be dp.PartitionSelection(epsilon, delta)")
+            selection.loss()  # validate now
+            return replace(self, keys=None, group_columns=tuple(columns), selection=selection)
+        frame = _keyset(list(columns), keys)
+        return replace(self, keys=frame, group_columns=tuple(columns), selection=None)
 
     # -- aggregations ----------------------------------------------------------------
     def agg(self, *aggs: aggregates.Aggregation) -> Query:
@@ -128,12 +146,15 @@ class Query:
         needed = self.columns()
         if self.keys is not None:
             _check_key_types(self.keys, schema)
+        if self.selection is not None and self.session.measure is not ApproxDP:
+            raise MeasureError("private partition selection spends (ε, δ): use a session "
+                               "with an ApproxDP budget, or public keys=")
         unit = self.session.privacy_unit
         if unit.column is not None:
             needed.append(unit.column)
         engine.check_columns(schema, needed)
         target = resolve_target(self.session.measure, epsilon, rho, delta)
-        bounds = unit.bounds if self.keys is not None else unit.bounds.single_group()
+        bounds = unit.bounds if self.group_columns else unit.bounds.single_group()
         planned = plan_statistics(self.aggs, schema, bounds, target, split)
         return lf, planned
 
@@ -156,7 +177,10 @@ class Query:
                 f"{p.mechanism} scale {float(p.scale):.6g}, {what} {p.accuracy(beta):.4g} "
                 f"at {confidence:.0%}, loss {p.loss}"
             )
-        lines.append(f"total: {self.session._total_loss(planned)}")
+        if self.selection is not None:
+            lines.append(f"partition selection on {', '.join(self.group_columns)}: "
+                         f"{self.selection.method}, loss {self.selection.loss()}")
+        lines.append(f"total: {self.session._total_loss(planned, self.selection)}")
         return "\n".join(lines)
 
     def release(self, epsilon: Number | None = None, *, rho: Number | None = None,
@@ -200,16 +224,17 @@ class Query:
 
     def columns(self) -> list[str]:
         """Columns the aggregations and group keys read (the privacy unit's aside)."""
-        cols = [c for a in self.aggs for c in a.columns()]
-        if self.keys is not None:
-            cols += list(self.keys.columns)
-        return cols
+        return [c for a in self.aggs for c in a.columns()] + list(self.group_columns)
 
     def describe(self) -> str:
         """Canonical text of the query (stored in the ledger)."""
         parts = [f"{op}({', '.join(map(str, args))})" for op, args, _ in self.steps]
         if self.keys is not None:
             parts.append(f"group_by({', '.join(self.keys.columns)}; {len(self.keys)} keys)")
+        elif self.selection is not None:
+            s = self.selection
+            parts.append(f"group_by({', '.join(self.group_columns)}; selection={s.method}, "
+                         f"ε={s.epsilon}, δ={s.delta})")
         parts.append("agg(" + ", ".join(_describe_agg(a) for a in self.aggs) + ")")
         return ".".join(parts)
 

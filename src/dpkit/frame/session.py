@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import Query
 from dpkit.ledger import Ledger
+from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
 
 __all__ = ["Session"]
 
@@ -102,13 +104,17 @@ class Session:
         """Start a new lazy query."""
         return Query(self)
 
-    def _total_loss(self, planned: Sequence[PlannedStatistic]) -> PrivacyLoss:
+    def _total_loss(self, planned: Sequence[PlannedStatistic],
+                    selection: PartitionSelection | None = None) -> PrivacyLoss:
         """The release's loss: basic composition in the session's measure; an (ε, δ) release
-        with Gaussian noise composes its statistics in zCDP and converts the total once."""
+        with Gaussian noise composes its statistics in zCDP and converts the total once; a
+        partition selection's (ε, δ) is added by basic composition."""
         if self.measure is ApproxDP and planned and planned[0].delta > 0:
             rho = sum((convert(p.loss, ZCDP) for p in planned), ZCDP.zero())
-            return rho.to_approx(planned[0].delta)
-        return sum((convert(p.loss, self.measure) for p in planned), self.measure.zero())
+            total: PrivacyLoss = rho.to_approx(planned[0].delta)
+        else:
+            total = sum((convert(p.loss, self.measure) for p in planned), self.measure.zero())
+        return total + selection.loss() if selection is not None else total
 
     def _debit(self, loss: PrivacyLoss, description: str) -> int | None:
         """Check and debit ``loss``: atomically in the ledger (whose cap is this budget), or
@@ -123,13 +129,17 @@ class Session:
     def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float
                  ) -> pl.DataFrame:
         rng.require_secure()  # a seeded test stream never reaches a release (or the ledger)
-        loss = self._total_loss(planned)
+        loss = self._total_loss(planned, query.selection)
         release_id = self._debit(loss, query.describe())
         try:
-            key_columns = list(query.keys.columns) if query.keys is not None else []
+            key_columns = list(query.group_columns)
             bounded = engine.bound_contributions(lf, self.privacy_unit, query.columns(),
                                                  key_columns)
-            raw = engine.compute(bounded, query.keys, [p.stat for p in planned])
+            keys = query.keys
+            if query.selection is not None:
+                keys = self._select_partitions(bounded, query.selection, key_columns)
+                query = replace(query, keys=keys)
+            raw = engine.compute(bounded, keys, [p.stat for p in planned])
             noisy = {p.stat.key: p.measurement(raw) for p in planned}
             result = _assemble(query, planned, noisy, beta)
         except BaseException:
@@ -140,6 +150,16 @@ class Session:
             digest = hashlib.sha256(result.write_csv().encode()).hexdigest()
             self.ledger.mark(release_id, "released", digest)
         return result
+
+    def _select_partitions(self, bounded: Any, selection: PartitionSelection,
+                           key_columns: list[str]) -> pl.DataFrame:
+        """The keys that pass private partition selection (on the bounded rows)."""
+        counts = engine.partition_counts(bounded, key_columns, self.privacy_unit.column)
+        bounds = self.privacy_unit.bounds
+        measurement = make_partition_selection(selection, min(bounds.max_groups,
+                                                              bounds.max_rows))
+        mask = measurement(counts["__dpkit_units"].to_numpy())
+        return counts.filter(pl.Series(mask)).select(key_columns)
 
     def __repr__(self) -> str:
         return (f"Session(unit={self.privacy_unit}, budget={self.budget}, spent={self.spent}, "
