@@ -11,13 +11,29 @@ datasets     load_adult
 errors       DPError and its subclasses
 
 Top-level names: ``Session``, ``PrivacyUnit``, ``PureDP``, ``ApproxDP``, ``ZCDP``,
-``count``, ``sum``, ``mean``, ``histogram``, ``quantile``, ``PartitionSelection``, ``Ledger``.
+``count``, ``count_distinct``, ``sum``, ``mean``, ``variance``, ``std``, ``histogram``,
+``quantile``, ``median``, ``min``, ``max``, ``PartitionSelection``, ``Ledger``.
 """
 
 from dpkit import core, datasets, errors, mechanisms
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.core.renyi import RenyiDP
-from dpkit.frame import PrivacyUnit, Query, Session, count, histogram, mean, quantile, sum
+from dpkit.frame import (
+    PrivacyUnit,
+    Query,
+    Session,
+    count,
+    count_distinct,
+    histogram,
+    max,
+    mean,
+    median,
+    min,
+    quantile,
+    std,
+    sum,
+    variance,
+)
 from dpkit.ledger import Ledger
 from dpkit.mechanisms.partition_selection import PartitionSelection
 
@@ -40,6 +56,12 @@ __all__ = [
     "mean",
     "histogram",
     "quantile",
+    "count_distinct",
+    "variance",
+    "std",
+    "median",
+    "min",
+    "max",
     "PartitionSelection",
     "Ledger",
 ]

@@ -5,12 +5,26 @@ Contents
 Session       private data + privacy unit + budget (+ ledger)
 Query         immutable lazy query: filter, with_columns, select, group_by(keys), agg, release
 PrivacyUnit   rows() or by(column, max_rows) with contribution bounding
-count, sum, mean, histogram, quantile   aggregations
+count, count_distinct, sum, mean, variance, std, histogram, quantile, median, min, max
+              aggregations
 """
 
-from dpkit.frame.aggregates import count, histogram, mean, quantile, sum
+from dpkit.frame.aggregates import (
+    count,
+    count_distinct,
+    histogram,
+    max,
+    mean,
+    median,
+    min,
+    quantile,
+    std,
+    sum,
+    variance,
+)
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import Query
 from dpkit.frame.session import Session
 
-__all__ = ["Session", "Query", "PrivacyUnit", "count", "sum", "mean", "histogram", "quantile"]
+__all__ = ["Session", "Query", "PrivacyUnit", "count", "count_distinct", "sum", "mean",
+           "variance", "std", "histogram", "quantile", "median", "min", "max"]

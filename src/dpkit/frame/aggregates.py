@@ -12,6 +12,7 @@ Rules for bad values (DESIGN.md §3.6), the same in every aggregation:
 
 from __future__ import annotations
 
+import builtins
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -24,7 +25,8 @@ from dpkit.core.numbers import Number, exact, float_down, float_up, fraction_dow
 from dpkit.core.samplers import grid_exponent
 from dpkit.errors import BoundsError, ColumnError, DomainError
 
-__all__ = ["Aggregation", "Statistic", "count", "sum", "mean", "histogram", "quantile"]
+__all__ = ["Aggregation", "Statistic", "count", "count_distinct", "sum", "mean", "variance",
+           "std", "histogram", "quantile", "median", "min", "max"]
 
 _NUMERIC_KINDS = ("int", "float")
 
@@ -103,7 +105,7 @@ def _grid(kind: str, lower: Fraction, upper: Fraction) -> int:
     """Grid exponent for summing: 0 for integers with integer bounds, else ~2^-30 of |bound|."""
     if kind == "int" and lower.denominator == 1 and upper.denominator == 1:
         return 0
-    top = max(abs(lower), abs(upper))
+    top = builtins.max(abs(lower), abs(upper))
     return 0 if top == 0 else grid_exponent(top)
 
 
@@ -119,6 +121,26 @@ def _grid_ints(expr: Any, k: int, lo: float, hi: float) -> tuple[Any, int, int]:
         return expr.clip(int(lo), int(hi)).cast(nw.Int64), int(lo), int(hi)
     scaled = expr.clip(lo, hi) * step
     return scaled.cast(nw.Int64), math.trunc(lo * step), math.trunc(hi * step)
+
+
+def check_edges(bins: Any) -> list[float]:
+    """Bin edges as floats: at least two, finite, strictly increasing (else BoundsError)."""
+    try:
+        edges = [float(e) for e in bins]
+    except (TypeError, ValueError):
+        raise BoundsError("bin edges must be numbers") from None
+    if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+        raise BoundsError("bins must be at least two strictly increasing edges")
+    if not all(math.isfinite(e) for e in edges):
+        raise BoundsError("bin edges must be finite")
+    return edges
+
+
+def positive_number(x: Any, name: str) -> Fraction:
+    value = fraction_up(x)
+    if value <= 0:
+        raise DomainError(f"{name} must be > 0, got {x!r}")
+    return value
 
 
 def _interval(name: str, est: np.ndarray, half_width: float) -> dict[str, Any]:
@@ -158,6 +180,23 @@ class Count(Aggregation):
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
         key = stats[0].key  # integer counts: integer half-width
+        return _interval(self.output_name(), noisy[key], int(half_widths[key]))
+
+
+@dataclass(frozen=True)
+class CountDistinct(Aggregation):
+    """Number of distinct privacy units (per group); rows for row-level privacy. A unit adds
+    1 to at most min(G, M) groups."""
+
+    def output_name(self) -> str:
+        return self.name or "units"
+
+    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+        return [Statistic(f"{prefix}u", "distinct")]
+
+    def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
+               stats: list[Statistic], beta: float) -> dict[str, Any]:
+        key = stats[0].key
         return _interval(self.output_name(), noisy[key], int(half_widths[key]))
 
 
@@ -253,6 +292,75 @@ class Mean(ColumnAggregation):
 
 
 @dataclass(frozen=True)
+class Variance(ColumnAggregation):
+    """Variance (or standard deviation, ``std=True``) of a column clamped to ``bounds``.
+
+    Three noisy statistics with a third of the budget each: S₁ = Σ(x − m), S₂ = Σ(x − m)²
+    (m the midpoint; per record |x − m| ≤ h and (x − m)² ≤ h², h half the range) and the
+    count N. The estimate is S₂/N − (S₁/N)² clamped to [0, h²] (its square root for std).
+    The interval takes each noise bound at β/3 and the extreme values of that expression
+    over the resulting box, so it covers the clamped values' (population) variance with
+    probability ≥ 1 − β.
+    """
+
+    std: bool = False
+
+    def output_name(self) -> str:
+        return self.name or f"{self.column}_{'std' if self.std else 'var'}"
+
+    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+        kind = _require_numeric(schema, self.column, "variance")
+        lower, upper = _bounds(self.bounds, "variance", self.column)
+        mid, half = (lower + upper) / 2, (upper - lower) / 2
+        clean = _clean(self.column, kind, self.fill, lower, upper)
+        lo_f, hi_f, mid_f = float_down(lower), float_up(upper), float(mid)
+        centred = clean.clip(lo_f, hi_f) - mid_f
+        k1 = _grid("float", -half, half)
+        k2 = _grid("float", Fraction(0), half * half)
+        h = float_up(half)
+        s1, lo1, hi1 = _grid_ints(centred, k1, -h, h)
+        s2, lo2, hi2 = _grid_ints(centred * centred, k2, 0.0, float_up(half * half))
+        third = Fraction(1, 3)
+        return [
+            Statistic(f"{prefix}s1", "sum", expr=s1.sum(), lower=lo1, upper=hi1, n_bins=k1,
+                      weight=third),
+            Statistic(f"{prefix}s2", "sum", expr=s2.sum(), lower=lo2, upper=hi2, n_bins=k2,
+                      weight=third),
+            Statistic(f"{prefix}n", "count", expr=clean.count(), weight=third),
+        ]
+
+    def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
+               stats: list[Statistic], beta: float) -> dict[str, Any]:
+        st1, st2, stn = stats
+        lower, upper = _bounds(self.bounds, "variance", self.column)
+        top = float((upper - lower) / 2) ** 2
+        s1 = noisy[st1.key].astype(np.float64) * 2.0**st1.n_bins
+        s2 = noisy[st2.key].astype(np.float64) * 2.0**st2.n_bins
+        n = noisy[stn.key].astype(np.float64)
+        a1 = half_widths[st1.key] * 2.0**st1.n_bins
+        a2 = half_widths[st2.key] * 2.0**st2.n_bins
+        an = half_widths[stn.key]
+        safe_n = np.maximum(n, 1)
+        est = np.where(n >= 1, s2 / safe_n - (s1 / safe_n) ** 2, top / 2).clip(0, top)
+        n_lo, n_hi = n - an, n + an
+        valid = n_lo >= 1
+        n_lo = np.where(valid, n_lo, 1.0)
+        e2_lo = np.maximum(s2 - a2, 0) / n_hi
+        e2_hi = (s2 + a2) / n_lo
+        m_ends = np.stack([(s1 - a1) / n_lo, (s1 - a1) / n_hi, (s1 + a1) / n_lo,
+                           (s1 + a1) / n_hi])
+        m_lo, m_hi = m_ends.min(axis=0), m_ends.max(axis=0)
+        sq_max = np.maximum(m_lo**2, m_hi**2)
+        sq_min = np.where((m_lo <= 0) & (m_hi >= 0), 0.0, np.minimum(m_lo**2, m_hi**2))
+        ci_low = np.where(valid, e2_lo - sq_max, 0.0).clip(0, top)
+        ci_high = np.where(valid, e2_hi - sq_min, top).clip(0, top)
+        if self.std:
+            est, ci_low, ci_high = np.sqrt(est), np.sqrt(ci_low), np.sqrt(ci_high)
+        name = self.output_name()
+        return {name: est, f"{name}_ci_low": ci_low, f"{name}_ci_high": ci_high}
+
+
+@dataclass(frozen=True)
 class Histogram(ColumnAggregation):
     """Row counts in bins of a numeric column (one output row per group × bin).
 
@@ -268,12 +376,7 @@ class Histogram(ColumnAggregation):
     def edges(self) -> list[float]:
         if self.bins is None:
             raise BoundsError(f"histogram({self.column!r}) needs bins=[edges…]")
-        edges = [float(e) for e in self.bins]
-        if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
-            raise BoundsError("histogram bins must be at least two strictly increasing edges")
-        if not all(math.isfinite(e) for e in edges):
-            raise BoundsError("histogram edges must be finite")
-        return edges
+        return check_edges(self.bins)
 
     def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
         kind = _require_numeric(schema, self.column, "histogram")
@@ -365,7 +468,7 @@ class Quantile(ColumnAggregation):
             cum = np.cumsum(row)
             below, upto = cum[0::2], cum[1::2]
             target = q * int(row.sum())
-            out.append([-max(Fraction(0), int(lo) - target, target - int(hi))
+            out.append([-builtins.max(Fraction(0), int(lo) - target, target - int(hi))
                         for lo, hi in zip(below, upto, strict=True)])
         return out
 
@@ -395,6 +498,41 @@ def mean(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any 
          name: str | None = None) -> Mean:
     """DP mean of ``column`` clamped to ``bounds`` (required); see :class:`Mean`."""
     return Mean(name=name, column=column, bounds=bounds, fill=fill)
+
+
+def count_distinct(*, name: str | None = None) -> CountDistinct:
+    """DP count of distinct privacy units (per group); rows under row-level privacy."""
+    return CountDistinct(name=name)
+
+
+def variance(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any = None,
+             name: str | None = None) -> Variance:
+    """DP variance of ``column`` clamped to ``bounds``; see :class:`Variance`."""
+    return Variance(name=name, column=column, bounds=bounds, fill=fill)
+
+
+def std(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any = None,
+        name: str | None = None) -> Variance:
+    """DP standard deviation of ``column`` clamped to ``bounds``; see :class:`Variance`."""
+    return Variance(name=name, column=column, bounds=bounds, fill=fill, std=True)
+
+
+def median(column: str, bounds: tuple[Number, Number] | None = None, **kw: Any) -> Quantile:
+    """DP median: :func:`quantile` at q = 1/2."""
+    return quantile(column, Fraction(1, 2), bounds, **kw)
+
+
+def min(column: str, bounds: tuple[Number, Number] | None = None, *,  # noqa: A001
+        name: str | None = None, **kw: Any) -> Quantile:
+    """DP minimum: the 0-quantile (the smallest candidate with no value below it, up to
+    the exponential mechanism's rank error)."""
+    return quantile(column, 0, bounds, name=name or f"{column}_min", **kw)
+
+
+def max(column: str, bounds: tuple[Number, Number] | None = None, *,  # noqa: A001
+        name: str | None = None, **kw: Any) -> Quantile:
+    """DP maximum: the 1-quantile."""
+    return quantile(column, 1, bounds, name=name or f"{column}_max", **kw)
 
 
 def histogram(column: str, bins: Any = None, *, name: str | None = None) -> Histogram:

@@ -134,6 +134,11 @@ class PlannedStatistic:
     def loss(self) -> PrivacyLoss:
         return self.measurement.privacy_map(1)
 
+    @property
+    def unit(self) -> Fraction:
+        """Value of one integer step of the statistic (2^k for grid sums, else 1)."""
+        return Fraction(2) ** self.stat.n_bins if self.stat.kind == "sum" else Fraction(1)
+
 
 def _take(key: str) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
     return lambda raw: raw[key]

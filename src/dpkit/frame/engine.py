@@ -55,6 +55,12 @@ def apply_steps(lf: nw.LazyFrame, steps: Sequence[tuple[str, tuple[Any, ...], di
     Polars backend; narwhals expressions run on any backend. Each step is first checked to be
     row-wise (:mod:`dpkit.frame.rowwise`), since only row-wise steps are 1-stable."""
     for op, args, kwargs in steps:
+        if op == "join":  # a public table with unique keys (checked by Query.join)
+            lf = lf.join(_public_like(lf, args[0]), **kwargs)
+            continue
+        if op == "drop_nulls":
+            lf = lf.drop_nulls()
+            continue
         if check:
             check_unit_column(op, args, kwargs, unit)
             check_rowwise(op, args, kwargs, lf.collect_schema())
@@ -68,6 +74,13 @@ def apply_steps(lf: nw.LazyFrame, steps: Sequence[tuple[str, tuple[Any, ...], di
         else:
             lf = getattr(lf, op)(*args, **kwargs)
     return lf
+
+
+def _public_like(lf: nw.LazyFrame, table: pl.DataFrame) -> nw.LazyFrame:
+    """A public Polars table as a lazy frame of ``lf``'s backend (for joins)."""
+    if lf.implementation is nw.Implementation.POLARS:
+        return nw.from_native(table.lazy())
+    return nw.from_native(table).lazy(backend=lf.implementation)
 
 
 def bound_contributions(lf: nw.LazyFrame, unit: PrivacyUnit, columns: Sequence[str],
@@ -115,20 +128,22 @@ def _key_index(keys: pl.DataFrame, result: pl.DataFrame, key_cols: list[str]) ->
     return result.join(indexed, on=key_cols, how="inner")
 
 
-def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statistic]
-            ) -> dict[str, np.ndarray]:
+def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statistic],
+            unit_column: str | None = None) -> dict[str, np.ndarray]:
     """Exact statistics per public group, aligned with the rows of ``keys``.
 
-    Returns arrays of int64: shape (G,) for ``count``/``sum`` statistics and (G, n_bins) for
-    ``bins`` statistics, G = len(keys) (1 without group-by). Rows whose keys are not in
+    Returns arrays of int64: shape (G,) for ``count``/``sum``/``distinct`` (privacy units:
+    ``unit_column``'s distinct values, or rows) statistics and (G, n_bins) for ``bins``
+    statistics, G = len(keys) (1 without group-by). Rows whose keys are not in
     ``keys`` are dropped; keys absent from the data get zeros.
     """
     key_cols = list(keys.columns) if keys is not None else []
     groups = len(keys) if keys is not None else 1
     out: dict[str, np.ndarray] = {}
-    scalar = [s for s in stats if s.kind in ("count", "sum")]
+    scalar = [s for s in stats if s.kind in ("count", "sum", "distinct")]
     if scalar:
-        exprs = [s.expr.alias(s.key) for s in scalar]
+        distinct = nw.col(unit_column).n_unique() if unit_column else nw.len()
+        exprs = [(distinct if s.kind == "distinct" else s.expr).alias(s.key) for s in scalar]
         if key_cols:
             res = _to_polars(lf.group_by(key_cols).agg(*exprs).collect())
             joined = _key_index(keys, res, key_cols)  # type: ignore[arg-type]

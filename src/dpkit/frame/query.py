@@ -40,6 +40,7 @@ class Query:
     aggs: tuple[aggregates.Aggregation, ...] = ()
     group_columns: tuple[str, ...] = ()
     selection: PartitionSelection | None = None
+    declared: tuple[tuple[str, tuple[Any, Any]], ...] = ()  # bounds set by clamp()
 
     # -- transformations -------------------------------------------------------------
     def _step(self, op: str, *args: Any, **kwargs: Any) -> Query:
@@ -58,6 +59,76 @@ class Query:
     def select(self, *exprs: Any, **named: Any) -> Query:
         """Keep or compute columns row by row (1-stable). Keep the privacy unit's column."""
         return self._step("select", *exprs, **named)
+
+    def clamp(self, column: str, lower: Number, upper: Number) -> Query:
+        """Clamp ``column`` to [lower, upper] and declare those bounds for later aggregations
+        of it (``sum``/``mean``/``quantile`` without ``bounds=`` use them). Row-wise."""
+        lo, hi = aggregates._bounds((lower, upper), "clamp", column)
+        q = self._step("with_columns", **{column: nw.col(column).clip(float(lo), float(hi))})
+        declared = tuple((c, b) for c, b in self.declared if c != column)
+        return replace(q, declared=(*declared, (column, (lower, upper))))
+
+    def bin(self, column: str, edges: Sequence[Number] | None = None, *,
+            width: Number | None = None, name: str | None = None) -> Query:
+        """Replace ``column`` (or add ``name``) by the lower edge of its bin. Row-wise.
+
+        ``edges`` e₀ < … < e_m give bins [eᵢ, eᵢ₊₁) (the last one closed); values outside and
+        nulls become null. ``width`` w gives bins [k·w, (k+1)·w) over all reals.
+        """
+        out = name or column
+        x = nw.col(column)
+        if (edges is None) == (width is None):
+            raise DomainError("bin needs exactly one of edges= or width=")
+        if width is not None:
+            w = float(aggregates.positive_number(width, "width"))
+            return self._step("with_columns", **{out: (x / w).floor() * w})
+        e = aggregates.check_edges(edges)
+        index = nw.sum_horizontal(*[(x >= v).cast(nw.Int64) for v in e[1:-1]]) if len(
+            e) > 2 else nw.lit(0)
+        lower = nw.lit(e[0], nw.Float64)
+        for i, v in enumerate(e[1:-1], start=1):
+            lower = nw.when(index == i).then(nw.lit(v, nw.Float64)).otherwise(lower)
+        inside = (x >= e[0]) & (x <= e[-1])
+        return self._step("with_columns", **{out: nw.when(inside).then(lower)})
+
+    def map(self, column: str, mapping: Mapping[Any, Any], *, default: Any = None,
+            name: str | None = None) -> Query:
+        """Map the categories of ``column`` through ``mapping`` (others become ``default``,
+        null by default). Row-wise."""
+        if not isinstance(mapping, Mapping) or not mapping:
+            raise DomainError("map needs a non-empty mapping {old: new}")
+        old, new = list(mapping.keys()), list(mapping.values())
+        expr = nw.col(column).replace_strict(old, new, default=default)
+        return self._step("with_columns", **{name or column: expr})
+
+    def fill_null(self, column: str, value: Any) -> Query:
+        """Replace nulls (and NaN in float columns) of ``column`` by ``value``. Row-wise."""
+        return self._step("with_columns", **{column: nw.col(column).fill_null(value)})
+
+    def drop_nulls(self, *columns: str) -> Query:
+        """Drop rows with a null in any of ``columns`` (all columns if none). 1-stable."""
+        cond = None
+        for c in columns:
+            term = ~nw.col(c).is_null()
+            cond = term if cond is None else cond & term
+        if cond is None:
+            return self._step("drop_nulls")
+        return self._step("filter", cond)
+
+    def join(self, public: Any, on: str | Sequence[str], *, how: str = "left") -> Query:
+        """Join a *public* table on ``on`` (its keys must be unique, so every private row
+        matches at most one public row: 1-stable). ``how`` is "left" or "inner"."""
+        if how not in ("left", "inner"):
+            raise DomainError("join with a public table supports how='left' or 'inner'")
+        table = public if isinstance(public, pl.DataFrame) else pl.DataFrame(public)
+        keys = [on] if isinstance(on, str) else list(on)
+        missing = [k for k in keys if k not in table.columns]
+        if missing:
+            raise ColumnError(f"join keys {missing} are not in the public table")
+        if table.select(keys).is_duplicated().any():
+            raise DomainError("join keys are not unique in the public table: a private row "
+                              "would be copied, which multiplies its influence")
+        return self._step("join", table, on=keys, how=how)
 
     def group_by(self, *columns: str, keys: Any = None,
                  selection: PartitionSelection | None = None) -> Query:
@@ -155,8 +226,18 @@ class Query:
         engine.check_columns(schema, needed)
         target = resolve_target(self.session.measure, epsilon, rho, delta)
         bounds = unit.bounds if self.group_columns else unit.bounds.single_group()
-        planned = plan_statistics(self.aggs, schema, bounds, target, split)
+        planned = plan_statistics(self._with_declared_bounds(), schema, bounds, target, split)
         return lf, planned
+
+    def _with_declared_bounds(self) -> tuple[aggregates.Aggregation, ...]:
+        """Aggregations without ``bounds=`` take those declared by :meth:`clamp` (safe even
+        if the column changed since: every aggregation clamps to its bounds itself)."""
+        declared = dict(self.declared)
+        return tuple(
+            replace(a, bounds=declared[a.column])
+            if isinstance(a, aggregates.ColumnAggregation) and a.bounds is None
+            and a.column in declared and not isinstance(a, aggregates.Histogram) else a
+            for a in self.aggs)
 
     def explain(self, epsilon: Number | None = None, *, rho: Number | None = None,
                 delta: Number | None = None, split: Sequence[Number] | None = None,
@@ -173,8 +254,9 @@ class Query:
             agg = self.aggs[p.aggregation]
             what = "rank error" if p.mechanism == "exponential" else "± half-width"
             lines.append(
-                f"{agg.output_name()} [{p.stat.key}]: sensitivity {float(p.sensitivity):g}, "
-                f"{p.mechanism} scale {float(p.scale):.6g}, {what} {p.accuracy(beta):.4g} "
+                f"{agg.output_name()} [{p.stat.key}]: sensitivity "
+                f"{float(p.sensitivity * p.unit):g}, {p.mechanism} scale "
+                f"{float(p.scale * p.unit):.6g}, {what} {p.accuracy(beta) * float(p.unit):.4g} "
                 f"at {confidence:.0%}, loss {p.loss}"
             )
         if self.selection is not None:

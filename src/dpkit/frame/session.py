@@ -129,6 +129,7 @@ class Session:
     def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float
                  ) -> pl.DataFrame:
         rng.require_secure()  # a seeded test stream never reaches a release (or the ledger)
+        query = replace(query, aggs=query._with_declared_bounds())
         loss = self._total_loss(planned, query.selection)
         release_id = self._debit(loss, query.describe())
         try:
@@ -139,7 +140,8 @@ class Session:
             if query.selection is not None:
                 keys = self._select_partitions(bounded, query.selection, key_columns)
                 query = replace(query, keys=keys)
-            raw = engine.compute(bounded, keys, [p.stat for p in planned])
+            raw = engine.compute(bounded, keys, [p.stat for p in planned],
+                                 self.privacy_unit.column)
             noisy = {p.stat.key: p.measurement(raw) for p in planned}
             result = _assemble(query, planned, noisy, beta)
         except BaseException:
