@@ -127,3 +127,64 @@ def test_discrete_gaussian_exact_fallbacks(monkeypatch, sigma):
     assert chi2_pvalue(z, support, discrete_gaussian_pmf(support, float(sigma))) > (
         FALSE_POSITIVE_RATE)
     assert chi2_pvalue(z, support, discrete_gaussian_pmf(support, 1.8)) < FALSE_POSITIVE_RATE
+
+
+def _exp_times_2_32(gamma: Fraction):
+    import mpmath
+
+    with mpmath.workprec(400):
+        return mpmath.exp(-mpmath.mpf(gamma.numerator) / gamma.denominator) * 2**32
+
+
+def test_exp_neg_bounds_bracket_the_exact_value():
+    import mpmath
+
+    cases = [(0, 1), (1, 1), (7, 3), (1, 10**30), (10**40 + 7, 10**40), (123456789, 2**121 + 3),
+             (2**70, 3), (355, 113)]
+    for n, d in cases:
+        for prec in (32, 96, 200):
+            lo, hi = samplers._exp_neg_bounds(n, d, prec)
+            with mpmath.workprec(prec + 200):
+                exact = mpmath.exp(-mpmath.mpf(n) / d) * mpmath.mpf(2) ** prec
+                assert lo <= exact <= hi, (n, d, prec)
+            assert hi - lo <= 2, (n, d, prec)
+    assert samplers._geometric_thresholds(1, 1)[:3] == [
+        int(_exp_times_2_32(Fraction(v))) for v in (1, 2, 3)]
+
+
+def test_acceptance_tie_is_decided_as_the_exact_conditional():
+    """A word W with exp(−γ) ∈ [W, W + 1)/2^32 can never be settled by a float: the exact
+    path must accept with the conditional probability 2^32·exp(−γ) − W (≈ 0.606 here),
+    not redraw the whole test (probability exp(−γ) ≈ 0.097)."""
+    from scipy.stats import binomtest
+
+    gamma = Fraction(7, 3)
+    scaled = _exp_times_2_32(gamma)
+    word = int(scaled)
+    assert word == samplers._floor_exp_neg(7, 3, 32)
+    n = 5_000
+    hits = sum(samplers._LazyUniform(word, 32).below_exp(7, 3) for _ in range(n))
+    assert binomtest(hits, n, float(scaled - word)).pvalue > FALSE_POSITIVE_RATE
+    assert binomtest(hits, n, float(np.exp(-7 / 3))).pvalue < FALSE_POSITIVE_RATE
+    assert all(samplers._LazyUniform(word - 1, 32).below_exp(7, 3) for _ in range(100))
+    assert not any(samplers._LazyUniform(word + 1, 32).below_exp(7, 3) for _ in range(100))
+    assert samplers._LazyUniform(0, 32).below_exp(0, 5)  # γ = 0: always below 1
+
+
+def test_geometric_tie_is_decided_as_the_exact_conditional():
+    """V's word equal to a threshold T_1 = ⌊2^32·exp(−θ)⌋: V ≥ 1 with probability
+    2^32·exp(−θ) − T_1 (≈ 0.48 for σ = 3/2, θ = 4/7), and never V ≥ 2 (T_2 < T_1)."""
+    from scipy.stats import binomtest
+
+    sampler = samplers._gaussian_sampler(Fraction(9, 4))
+    assert sampler.theta == (4, 7)
+    word = sampler.thresholds[0]
+    frac = float(_exp_times_2_32(Fraction(4, 7)) - word)
+    n = 10_000
+    v = sampler._geometric(np.full(n, word, dtype=np.uint32))
+    assert set(v.tolist()) <= {0, 1}
+    assert binomtest(int(v.sum()), n, frac).pvalue > FALSE_POSITIVE_RATE
+    assert binomtest(int(v.sum()), n, float(np.exp(-4 / 7))).pvalue < FALSE_POSITIVE_RATE
+    # W = 0: every threshold but the last (0) is above it, and the tail continues exactly
+    assert (sampler._geometric(np.zeros(50, dtype=np.uint32)) >= len(sampler.thresholds) - 1
+            ).all()

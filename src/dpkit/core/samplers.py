@@ -1,9 +1,11 @@
 """Exact, vectorised noise samplers (DESIGN.md §3.2).
 
-Every sampler here uses only integer and rational arithmetic on random words from
-:mod:`dpkit.core.rng`; no ``exp``, ``log`` or floating-point noise appears in a sampling path.
-Each loop of the papers' algorithms runs over NumPy arrays of candidates, so the cost per
-value is a few vectorised passes.
+Every sampler here draws its randomness from :mod:`dpkit.core.rng` and decides with integer and
+rational arithmetic; no floating-point noise appears in a sampling path. A float may *guide*
+a decision (the discrete Gaussian's acceptance test) only where its error is certified far
+below a margin ``_TOL``; every case within that margin is decided with exact integers, so
+the output law is exact. Each loop of the papers' algorithms runs over NumPy arrays of
+candidates, so the cost per value is a few vectorised passes.
 
 Sources
 -------
@@ -16,6 +18,7 @@ Haney et al. 2022, *Precision-based attacks and interval refining*): see :func:`
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -278,79 +281,267 @@ def discrete_laplace(scale: Number, size: int) -> np.ndarray:
 def discrete_gaussian(sigma: Number, size: int) -> np.ndarray:
     """Draw ``size`` values of the discrete Gaussian N_ℤ(0, σ²), exactly, as ``int64``.
 
-    P(Z = z) ∝ exp(−z²/(2σ²)) for z ∈ ℤ. CKS20 Algorithm 3: candidates Y from the discrete
-    Laplace with scale t = max(⌊σ⌋, 1), accepted with probability exp(−(|Y| − σ²/t)²/(2σ²)).
-    ``sigma`` is the standard deviation parameter σ (σ² is used exactly).
+    P(Z = z) ∝ exp(−z²/(2σ²)) for z ∈ ℤ. CKS20 Algorithm 3 (a discrete Laplace candidate Y
+    accepted with probability exp(−(|Y| − σ²/t)²/(2σ²))), with the Laplace draw's own
+    rejection step folded into that test: one Bernoulli(exp(−γ)) per candidate, see
+    :class:`_GaussianSampler`. ``sigma`` is the standard deviation parameter σ (σ² is used
+    exactly).
+
+    Raises
+    ------
+    DomainError
+        If σ ≤ 0 or σ ≥ 2^44.
     """
     sig = positive(sigma, "sigma")
-    var = sig * sig
-    return _discrete_gaussian_var(var, size)
+    if sig >= MAX_NUMERATOR:
+        raise DomainError(f"sigma {float(sig):.6g} is beyond the exact sampler's range (< 2^44)")
+    return _gaussian_sampler(sig * sig).draw(size)
 
 
-def _discrete_gaussian_var(var: Fraction, size: int) -> np.ndarray:
-    a, b = var.numerator, var.denominator
-    # Alg. 3 is exact for any t > 0 (the acceptance ratio cancels the Laplace envelope); CKS
-    # take ⌊σ⌋ + 1, we take max(⌊σ⌋, 1): as efficient, and a power of two when σ is one
-    # (the grid Gaussian's usual case), which uniform_below draws without rejection
-    t = max(math.isqrt(a // b), 1)
-    denom = 2 * a * b * t * t
-    centre_f, var_f = float(Fraction(a, t * b)), float(var)  # σ²/t and σ², huge ints safe
-
-    def batch(m: int) -> np.ndarray:
-        y = discrete_laplace(t, m)
-        mag = np.abs(y)
-        if denom < 1 << 62 and int(mag.max(initial=0)) * t * b + a < 1 << 31:
-            diff = mag.astype(np.int64) * (t * b) - a  # small σ: exact in 64-bit words
-            return np.compress(bernoulli_exp(diff * diff, denom), y)
-        gamma = (mag - centre_f) ** 2 / (2 * var_f)  # ≈ (|Y| − σ²/t)²/(2σ²), error ≪ 1e-9
-
-        def exact(idx: np.ndarray) -> np.ndarray:
-            diff = mag[idx].astype(object) * (t * b) - a
-            return diff * diff
-
-        return np.compress(_bernoulli_exp_guided(gamma, exact, denom), y)
-
-    return _fill(size, batch, 0.5, np.int64)
+_TOL = 1e-9  # far above the float error of exp(−γ) (< 2^-40); decisions this close go exact
+_SPLIT = 16  # the Laplace magnitude is U + step·V with step ≈ t/16: U is accepted 97% of the time
+_CHUNK = 1 << 15  # candidates per vectorised pass: every temporary stays in the L2 cache
+_ODD = 0xFFFF  # marks a bucket of the geometric lookup table that holds a threshold
 
 
-_TOL = 1e-9  # far above the float error of γ; decisions this close go to exact integers
+@functools.lru_cache(maxsize=32)
+def _gaussian_sampler(var: Fraction) -> _GaussianSampler:
+    return _GaussianSampler(var)
 
 
-def _bernoulli_exp_guided(gamma: np.ndarray, exact: Callable[[np.ndarray], np.ndarray],
-                          denom: int) -> np.ndarray:
-    """Bernoulli(exp(−γᵢ)), exactly, steered by a float approximation of γ.
+class _GaussianSampler:
+    """CKS20 Algorithm 3 for one σ² = a/b, with one acceptance test per candidate.
 
-    ``gamma`` approximates γᵢ = nᵢ/denom within ``_TOL``, where ``exact(idx)`` returns the
-    integer numerators nᵢ (object array). Every decision the float cannot settle with that
-    margin — an integer part near an integer, or a uniform draw within ``_TOL`` of the
-    fractional part — is made with the exact integers, so the result has exactly the
-    Bernoulli(exp(−nᵢ/denom)) law.
+    Candidate. With t = (⌊4σ⌋ + 1)/4 (≈ σ + 1/4, close to the t that maximises acceptance)
+    and an integer step = max(⌊t/16⌋, 1): U uniform on {0, …, step − 1}, V with
+    P(V ≥ v) = exp(−v·step/t), a fair sign S, and the magnitude G = U + step·V.
+
+    Test. Accept with probability exp(−γ), γ = U/t + (G − σ²/t)²/(2σ²), but never when
+    S = 1 and G = 0. P(U = u, V = v)·exp(−u/t) ∝ exp(−g/t) with g = u + step·v, so an
+    accepted (G, S) has P ∝ exp(−g/t − (g − σ²/t)²/(2σ²)) = exp(−(g² + σ⁴/t²)/(2σ²)) ∝
+    exp(−g²/(2σ²)) for every (g, s) ≠ (0, 1): ±G is the discrete Gaussian. This is CKS20's
+    sampler (Algorithm 2's "accept U with probability exp(−U/t)" followed by Algorithm 3's
+    test) with the two independent acceptances merged into one; t > 0 need not be ⌊σ⌋ + 1.
+
+    Exactness of the fast path. V = #{v ≥ 1 : U' < exp(−v·step/t)} for a uniform U' (the
+    events are nested, so P(V ≥ v) = exp(−v·step/t)). U' lies in [W, W + 1)/2^32 for its
+    first 32-bit word W, and the integer thresholds T_v = ⌊2^32·exp(−v·step/t)⌋ are computed
+    exactly once: W < T_v means U' < exp(−v·step/t), W > T_v the opposite, and W = T_v is
+    decided by :meth:`_v_given_word`. The test is "U'' < exp(−γ)" for a second uniform
+    U'' ∈ [W'', W'' + 1)/2^32, steered by a float p ≈ exp(−γ). The float γ comes from a
+    handful of correctly rounded operations on exact inputs, and σ/t < 1 bounds the
+    cancellation in G − σ²/t, so it is within 2^-49·(1 + γ) of γ; hence
+    |p − exp(−γ)| ≤ |Δγ|·exp(−min γ) + exp's few ulp < 2^-40, far inside _TOL. A word
+    within _TOL of p is decided by :meth:`_accept_given_word` with exact integers,
+    continuing the same U'' (a conditional decision, not a redraw). So a candidate is
+    accepted exactly when U'' < exp(−γ): with probability exp(−γ).
     """
-    out = np.empty(gamma.size, dtype=bool)
-    whole = np.floor(gamma)
-    frac = gamma - whole
-    risky = (frac < _TOL) | (frac > 1 - _TOL) | ~(gamma < 2.0**50)
-    hard = np.flatnonzero(risky)
-    if hard.size:
-        out[hard] = bernoulli_exp(exact(hard), denom)
-    safe = np.flatnonzero(~risky)
-    f = frac[safe]
 
-    def bern(idx: np.ndarray) -> np.ndarray:  # Bernoulli(frac) for safe[idx]
-        w = rng._word_view(idx.size, 64)
-        u = (w >> np.uint64(11)).astype(np.float64) * 2.0**-53  # U ∈ [u, u + 2^-53)
-        ff = f[idx]
-        res = u + 2.0**-53 < ff - _TOL
-        unsure = np.flatnonzero(~res & (u < ff + _TOL))
-        if unsure.size:
-            nums = exact(safe[idx[unsure]])
-            for j, n in zip(unsure, nums, strict=True):  # exact fractional part r/denom
-                res[j] = _below_given_word(int(w[j]), int(n) % denom, denom)
-        return res
+    def __init__(self, var: Fraction) -> None:
+        a, b = var.numerator, var.denominator
+        t = Fraction(math.isqrt(16 * a // b) + 1, 4)  # ⌊4σ⌋ = ⌊√⌊16σ²⌋⌋
+        tn, td = t.numerator, t.denominator
+        self.step = max(tn // (td * _SPLIT), 1)
+        theta = Fraction(self.step) / t  # V's ratio is exp(−θ)
+        self.theta = theta.numerator, theta.denominator
+        self.thresholds = _geometric_thresholds(*self.theta)
+        self.ascending = np.array(self.thresholds[::-1], dtype=np.uint32)
+        self.table = _bucket_table(self.ascending)
+        self.v_max = ((1 << 62) - self.step) // self.step  # keeps G below 2^62
+        # γ = N/D exactly, N = 2ab·tn·td·U + (G·b·tn − a·td)², D = 2ab·tn²
+        self.k_u, self.k_g, self.k_0 = 2 * a * b * tn * td, b * tn, a * td
+        self.denom = 2 * a * b * tn * tn
+        # float guide: γ ≈ (G − centre)²·half_inv_var + U·inv_t (NaN, i.e. every decision
+        # exact, for σ² < 2^-256, where the float error bound would need subnormals)
+        self.centre = float(Fraction(a * td, b * tn))  # σ²/t
+        self.half_inv_var = float(Fraction(b, 2 * a)) if var >= Fraction(1, 1 << 256) else (
+            math.nan)
+        self.inv_t = float(Fraction(td, tn))
 
-    out[safe] = _bernoulli_exp_fraction(safe.size, bern) & _all_succeed(
-        whole[safe].astype(np.int64))
-    return out
+    def draw(self, size: int) -> np.ndarray:
+        out = np.empty(size, dtype=np.int64)
+        filled = tried = accepted = 0
+        while filled < size:
+            need = size - filled
+            rate = max(accepted / tried, 0.05) if tried else 0.5
+            n = min(_CHUNK, int(need / rate * 1.05) + 16)  # a short last pass, rarely two
+            got = self.candidates(n)
+            take = min(got.size, need)
+            out[filled : filled + take] = got[:take]
+            filled, tried, accepted = filled + take, tried + n, accepted + got.size
+        return out
+
+    def candidates(self, n: int) -> np.ndarray:
+        """The accepted values among ``n`` independent candidates (see the class notes)."""
+        g = self._geometric(rng._word_view(n, 32))  # V
+        u = None
+        if self.step > 1:
+            u = rng.uniform_below(self.step, n).astype(np.int64)
+            g *= self.step
+            g += u  # G = U + step·V < 2^62
+        gamma = g.astype(np.float64)  # exact below 2^53
+        gamma -= self.centre
+        gamma *= gamma
+        gamma *= self.half_inv_var  # (G − σ²/t)²/(2σ²)
+        if u is not None:
+            gamma += u * self.inv_t  # + U/t
+        p = np.exp(np.negative(gamma, out=gamma), out=gamma)
+        p *= 2.0**32  # exp(−γ) in units of the word (exact scaling)
+        w = rng._word_view(n, 32)
+        diff = w - p  # W − 2^32·p, rounding error ≤ 2^-21
+        tol = _TOL * 2.0**32
+        keep = diff < -(tol + 1)  # W + 1 ≤ 2^32·exp(−γ): U'' < exp(−γ)
+        unsure = np.flatnonzero(~(keep | (diff >= tol)))  # neither settled (NaN included)
+        for j in unsure:
+            keep[j] = self._accept_given_word(int(w[j]), int(g[j]), 0 if u is None else int(u[j]))
+        sign = rng.coins(n)
+        keep &= ~(sign & (g == 0))  # −0 is rejected: 0 is as likely as each of ±g
+        return np.compress(keep, np.where(sign, -g, g))
+
+    def _geometric(self, w: np.ndarray) -> np.ndarray:
+        """V from 32-bit words W: #{v : T_v > W} by a table over W's top 16 bits, or by
+        binary search for the few words sharing their bucket with a threshold; a word equal
+        to a threshold goes to :meth:`_v_given_word`."""
+        v = self.table[w >> 16].astype(np.int64)
+        odd = np.flatnonzero(v == _ODD)
+        if odd.size:
+            wo = w[odd]
+            below = np.searchsorted(self.ascending, wo, side="right")  # ≥ 1: T_last = 0
+            vo = (self.ascending.size - below).astype(np.int64)
+            for j in np.flatnonzero(self.ascending[below - 1] == wo):
+                vo[j] = self._v_given_word(int(wo[j]), int(vo[j]))
+            v[odd] = vo
+        return v
+
+    def _v_given_word(self, word: int, v: int) -> int:
+        """V exactly, given that U' ∈ [W, W + 1)/2^32 and that v = #{v : T_v > W}.
+
+        Events v' ≤ v hold and those with T_v' < W fail (thresholds never increase); while
+        the next threshold equals W, U' is compared with exp(−v'·step/t) exactly.
+        """
+        uniform = _LazyUniform(word, 32)
+        n, d = self.theta
+        size = len(self.thresholds)
+        while (self.thresholds[v] if v < size else 0) == word and uniform.below_exp(
+                (v + 1) * n, d):
+            v += 1
+            if v > self.v_max:  # probability below exp(−2^17): no int64 result exists
+                raise OverflowError("discrete Gaussian candidate beyond 2^62")
+        return v
+
+    def _accept_given_word(self, word: int, g: int, u: int) -> bool:
+        """Whether U'' < exp(−γ) exactly, given U'' ∈ [W, W + 1)/2^32 (γ from G and U)."""
+        diff = g * self.k_g - self.k_0
+        return _LazyUniform(word, 32).below_exp(self.k_u * u + diff * diff, self.denom)
+
+
+class _LazyUniform:
+    """A uniform U ∈ [0, 1) known to ``bits`` bits: U ∈ [num, num + 1)/2^bits. Further bits
+    are drawn from :mod:`dpkit.core.rng`, 64 at a time, only when a comparison needs them."""
+
+    __slots__ = ("num", "bits")
+
+    def __init__(self, num: int, bits: int) -> None:
+        self.num, self.bits = num, bits
+
+    def below_exp(self, n: int, d: int) -> bool:
+        """Whether U < exp(−n/d), exactly (n ≥ 0, d ≥ 1).
+
+        U's interval is compared with integer bounds lo ≤ 2^prec·exp(−n/d) ≤ hi, 32 bits
+        finer than U's; while they overlap, U gets 64 more bits. Each answer is certain, and
+        the loop ends with probability 1 (U has no atoms, and hi − lo stays a few units).
+        """
+        while True:
+            prec = self.bits + 32
+            lo, hi = _exp_neg_bounds(n, d, prec)
+            if (self.num + 1) << 32 <= lo:  # U < (num + 1)/2^bits ≤ exp(−n/d)
+                return True
+            if self.num << 32 >= hi:  # U ≥ num/2^bits ≥ exp(−n/d)
+                return False
+            self.num = (self.num << 64) | int(rng.words(1)[0])
+            self.bits += 64
+
+
+def _exp_neg_bounds(n: int, d: int, prec: int) -> tuple[int, int]:
+    """Integers lo ≤ 2^prec·exp(−n/d) ≤ hi, exactly, with hi − lo at most a few units.
+
+    exp(−n/d) = exp(−x)^m with m = ⌈n/d⌉ and x = n/(d·m) ∈ (0, 1]. For x ≤ 1 the terms
+    x^i/i! of exp(−x) = Σ (−x)^i/i! never increase, so the partial sums S_j alternate around
+    the limit: S_j ≤ exp(−x) for odd j and ≥ for even j. Each term is bounded by integers at
+    scale 2^q (floor and ceiling of the previous bound times x/i), the m-th power is taken
+    by squaring with floors for the lower bound and ceilings for the upper one: every step
+    keeps both bounds valid, and the guard bits of q keep the final gap small.
+    """
+    one = 1 << prec
+    if n == 0:
+        return one, one
+    m = -(-n // d)
+    q = prec + m.bit_length() + 12
+    unit, dm = 1 << q, d * m
+    t_lo = t_hi = s_lo = s_hi = unit  # bounds on the term x^i/i! and on S_i, here i = 0
+    low, i = 0, 0
+    while True:
+        i += 1
+        t_lo = t_lo * n // (dm * i)
+        t_hi = -(-t_hi * n // (dm * i))
+        if i & 1:
+            s_lo, s_hi = s_lo - t_hi, s_hi - t_lo
+            low = s_lo  # S_i ≤ exp(−x) for odd i
+        else:
+            s_lo, s_hi = s_lo + t_lo, s_hi + t_hi
+            if t_hi <= 1:  # exp(−x) ≤ S_i ≤ s_hi, within a unit of S_{i−1} ≥ low
+                break
+    lo, hi = max(low, 0), min(s_hi, unit)
+    r_lo = r_hi = unit
+    while True:
+        if m & 1:
+            r_lo, r_hi = r_lo * lo >> q, -(-(r_hi * hi) >> q)
+        m >>= 1
+        if not m:
+            break
+        lo, hi = lo * lo >> q, -(-(hi * hi) >> q)
+    shift = q - prec
+    return r_lo >> shift, -(-r_hi >> shift)
+
+
+def _floor_exp_neg(n: int, d: int, bits: int) -> int:
+    """⌊2^bits·exp(−n/d)⌋ exactly, n > 0 (exp(−n/d) is irrational: some precision decides)."""
+    prec = bits + 64
+    while True:
+        lo, hi = _exp_neg_bounds(n, d, prec)
+        if lo >> (prec - bits) == hi >> (prec - bits):
+            return lo >> (prec - bits)
+        prec *= 2
+
+
+def _geometric_thresholds(n: int, d: int) -> list[int]:
+    """T_v = ⌊2^32·exp(−v·n/d)⌋ for v = 1, 2, … up to the first T_v = 0, exactly.
+
+    Bounds on exp(−v·n/d) at 2^-160 come from powers of those on exp(−n/d) (floors below,
+    ceilings above); a floor they do not settle is recomputed by :func:`_floor_exp_neg`.
+    """
+    q, shift = 160, 128
+    r_lo, r_hi = _exp_neg_bounds(n, d, q)
+    lo, hi = r_lo, r_hi
+    out: list[int] = []
+    while True:
+        floor = lo >> shift
+        if floor != hi >> shift:
+            floor = _floor_exp_neg((len(out) + 1) * n, d, 32)
+        out.append(floor)
+        if floor == 0:
+            return out
+        lo, hi = lo * r_lo >> q, -(-(hi * r_hi) >> q)
+
+
+def _bucket_table(ascending: np.ndarray) -> np.ndarray:
+    """For each 16-bit prefix h: #{v : T_v > W}, the same for every word W = h·2^16 + r, or
+    _ODD when some threshold lies in the bucket [h·2^16, h·2^16 + 2^16)."""
+    size = ascending.size
+    bottom = np.arange(1 << 16, dtype=np.uint64) << np.uint64(16)
+    above = size - np.searchsorted(ascending, bottom + np.uint64(0xFFFF), side="right")
+    from_bottom = size - np.searchsorted(ascending, bottom, side="left")
+    return np.where(from_bottom > above, _ODD, above).astype(np.uint16)
 
 
 def grid_exponent(scale: Fraction) -> int:
