@@ -110,17 +110,19 @@ def _grid(kind: str, lower: Fraction, upper: Fraction) -> int:
 
 
 def _grid_ints(expr: Any, k: int, lo: float, hi: float) -> tuple[Any, int, int]:
-    """Per record: x clamped to [lo, hi], times 2^-k (exact), truncated toward zero to Int64.
+    """Per record: x clamped to [lo, hi], times 2^-k (exact), rounded down to Int64.
 
     Returns the expression and its exact integer range, computed in Python with the same
-    IEEE operations (clamping, exact scaling and truncation are monotone, so the endpoints
-    bound every record). Truncation moves a value by less than one grid step 2^k.
+    IEEE operations (clamping, exact scaling and flooring are monotone, so the endpoints
+    bound every record). The explicit floor makes every backend agree (a bare cast
+    truncates in Polars and Spark but rounds in DuckDB). Flooring moves a value by less than
+    one grid step 2^k.
     """
     step = float(Fraction(2) ** -k)
     if k == 0 and lo.is_integer() and hi.is_integer():  # integers stay integers
         return expr.clip(int(lo), int(hi)).cast(nw.Int64), int(lo), int(hi)
-    scaled = expr.clip(lo, hi) * step
-    return scaled.cast(nw.Int64), math.trunc(lo * step), math.trunc(hi * step)
+    scaled = (expr.clip(lo, hi) * step).floor()
+    return scaled.cast(nw.Int64), math.floor(lo * step), math.floor(hi * step)
 
 
 def check_edges(bins: Any) -> list[float]:

@@ -17,8 +17,8 @@ import narwhals as nw
 import numpy as np
 import polars as pl
 
-from dpkit.core import rng
 from dpkit.errors import ColumnError, DomainError
+from dpkit.frame import backend
 from dpkit.frame.aggregates import Statistic
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.rowwise import check_rowwise, check_unit_column
@@ -45,8 +45,16 @@ def to_lazy(data: Any) -> nw.LazyFrame:
         raise DomainError(f"unsupported file type {path.suffix!r}; use .csv or .parquet")
     if isinstance(data, pl.DataFrame):
         return nw.from_native(data.lazy())
-    frame = nw.from_native(data)
-    return frame.lazy() if isinstance(frame, nw.DataFrame) else frame
+    try:
+        frame = nw.from_native(data)
+    except TypeError:
+        raise DomainError(f"unsupported data of type {type(data).__name__}; pass a Polars "
+                          "frame, a DuckDB relation, a Spark DataFrame or a CSV/Parquet "
+                          "path") from None
+    lazy = frame.lazy() if isinstance(frame, nw.DataFrame) else frame
+    if lazy.implementation not in backend.SUPPORTED:
+        lazy = nw.from_native(lazy.collect(backend="polars").to_native().lazy())
+    return lazy
 
 
 def apply_steps(lf: nw.LazyFrame, steps: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]],
@@ -56,7 +64,7 @@ def apply_steps(lf: nw.LazyFrame, steps: Sequence[tuple[str, tuple[Any, ...], di
     row-wise (:mod:`dpkit.frame.rowwise`), since only row-wise steps are 1-stable."""
     for op, args, kwargs in steps:
         if op == "join":  # a public table with unique keys (checked by Query.join)
-            lf = lf.join(_public_like(lf, args[0]), **kwargs)
+            lf = lf.join(backend.public_like(lf, args[0]), **kwargs)
             continue
         if op == "drop_nulls":
             lf = lf.drop_nulls()
@@ -76,34 +84,21 @@ def apply_steps(lf: nw.LazyFrame, steps: Sequence[tuple[str, tuple[Any, ...], di
     return lf
 
 
-def _public_like(lf: nw.LazyFrame, table: pl.DataFrame) -> nw.LazyFrame:
-    """A public Polars table as a lazy frame of ``lf``'s backend (for joins)."""
-    if lf.implementation is nw.Implementation.POLARS:
-        return nw.from_native(table.lazy())
-    return nw.from_native(table).lazy(backend=lf.implementation)
-
-
 def bound_contributions(lf: nw.LazyFrame, unit: PrivacyUnit, columns: Sequence[str],
                         key_columns: Sequence[str] = ()) -> nw.LazyFrame:
     """Enforce the unit's contribution bounds in one pass over the data.
 
-    The table (restricted to ``columns``) is materialised once and every row gets a distinct
-    random key: a CSPRNG word whose low bits are replaced by the row index, so keys are
-    unique and their order is uniformly random up to ties in the high bits. Then, per unit:
-    keep the G groups (of ``key_columns``) with the smallest keys, the R rows with the
-    smallest keys in each kept group, and the M rows with the smallest keys overall. Every
-    statistic of a release reads the same bounded rows. Without ``key_columns`` the table is
-    one group and min(M, R) rows are kept per unit.
+    Every row gets a unique random key (:func:`backend.with_row_keys`). Then, per unit: keep
+    the G groups (of ``key_columns``) whose smallest row key is smallest, the R rows with the
+    smallest keys in each kept group, and the M rows with the smallest keys overall. Keys
+    are unique, so no rank ties and no unit can exceed a bound. The bounded table is
+    materialised once (:func:`backend.materialise`), so every statistic of a release reads
+    the same rows. Without ``key_columns`` the table is one group: min(M, R) rows per unit.
     """
     if unit.column is None:
         return lf.select(list(dict.fromkeys(columns))) if columns else lf
     keep = list(dict.fromkeys([*columns, *key_columns, unit.column]))
-    frame = lf.select(keep).collect()
-    n = len(frame)
-    low = max(n.bit_length(), 1)
-    keys = (rng.words(n) >> np.uint64(low) << np.uint64(low)) | np.arange(n, dtype=np.uint64)
-    rand = nw.new_series(_RAND, keys, nw.UInt64, backend=nw.get_native_namespace(frame))
-    frame = frame.with_columns(rand)
+    frame = backend.with_row_keys(lf.select(keep), _RAND)
     b = unit.bounds if key_columns else unit.bounds.single_group()
     pair = [unit.column, *key_columns]
     if key_columns and b.max_groups < b.max_rows:
@@ -114,7 +109,7 @@ def bound_contributions(lf: nw.LazyFrame, unit: PrivacyUnit, columns: Sequence[s
     if key_columns and b.max_rows_per_group < b.max_rows:
         frame = frame.filter(nw.col(_RAND).rank("ordinal").over(*pair) <= b.max_rows_per_group)
     frame = frame.filter(nw.col(_RAND).rank("ordinal").over(unit.column) <= b.max_rows)
-    return frame.drop(_RAND).lazy()
+    return backend.materialise(frame.drop(_RAND))
 
 
 def _to_polars(frame: Any) -> pl.DataFrame:
