@@ -108,3 +108,29 @@ def test_std_min_max_median_names_and_ranges():
     _, planned = s.query().agg(dp.median("x", (0, 100))).plan(epsilon=1)
     assert planned[0].mechanism == "exponential"
     assert Fraction(1, 2) == dp.median("x", (0, 1)).level()
+
+
+def test_accuracy_target_is_met_by_the_smallest_budget():
+    df = pl.DataFrame({"g": np.arange(2000) % 4, "x": np.linspace(0, 100, 2000)})
+    s = dp.Session(df, budget=dp.PureDP(100))
+    q = s.query().group_by("g", keys=range(4)).agg(dp.count(), dp.sum("x", (0, 100)))
+    budget = q.calibrate(50, confidence=0.9)
+    eps = budget["epsilon"]
+
+    def worst(e):
+        _, planned = q.plan(epsilon=e)
+        return max(p.accuracy(0.1) * float(p.unit) for p in planned)
+
+    assert worst(eps) <= 50 < worst(eps * (1 - Fraction(1, 1 << 18)))
+    q.release(alpha=50, confidence=0.9)
+    assert s.spent.epsilon == eps
+    with pytest.raises(DomainError):
+        q.release(epsilon=1, alpha=50)
+    zs = dp.Session(df, budget=dp.ZCDP(10))
+    assert set(zs.query().count().calibrate(5)) == {"rho"}
+
+
+def test_null_public_keys_are_refused(table):
+    s = dp.Session(table, dp.PrivacyUnit.by("u", 2), dp.PureDP(1))
+    with pytest.raises(DomainError, match="null"):
+        s.query().group_by("c", keys=["a", None])

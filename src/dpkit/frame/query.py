@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import narwhals as nw
 import polars as pl
 
-from dpkit.core.measures import ApproxDP
-from dpkit.core.numbers import Number
+from dpkit.core.measures import ZCDP, ApproxDP
+from dpkit.core.numbers import Number, fraction_down
 from dpkit.errors import ColumnError, DomainError, MeasureError
 from dpkit.frame import aggregates, engine
-from dpkit.frame.compiler import PlannedStatistic, plan_statistics, resolve_target
+from dpkit.frame.compiler import PlannedStatistic, Target, plan_statistics, resolve_target
 from dpkit.mechanisms.partition_selection import PartitionSelection
 
 if TYPE_CHECKING:
@@ -211,6 +212,12 @@ class Query:
              delta: Number | None = None, split: Sequence[Number] | None = None
              ) -> tuple[Any, list[PlannedStatistic]]:
         """Validate the query and calibrate its noise (no data read, nothing spent)."""
+        lf, planner = self._planner(split)
+        return lf, planner(resolve_target(self.session.measure, epsilon, rho, delta))
+
+    def _planner(self, split: Sequence[Number] | None
+                 ) -> tuple[Any, Callable[[Target], list[PlannedStatistic]]]:
+        """Check the query once; return the plan as a function of the release target."""
         if not self.aggs:
             raise DomainError("nothing to release: add an aggregation with agg()")
         lf, schema = self._schema()
@@ -224,10 +231,63 @@ class Query:
         if unit.column is not None:
             needed.append(unit.column)
         engine.check_columns(schema, needed)
-        target = resolve_target(self.session.measure, epsilon, rho, delta)
         bounds = unit.bounds if self.group_columns else unit.bounds.single_group()
-        planned = plan_statistics(self._with_declared_bounds(), schema, bounds, target, split)
-        return lf, planned
+        aggs = self._with_declared_bounds()
+        return lf, lambda target: plan_statistics(aggs, schema, bounds, target, split)
+
+    def calibrate(self, alpha: Number, *, confidence: float = 0.95,
+                  delta: Number | None = None, split: Sequence[Number] | None = None
+                  ) -> dict[str, Fraction]:
+        """The smallest budget whose noise meets an accuracy target (reads no data).
+
+        Every noisy statistic's half-width at ``confidence`` must be at most ``alpha``, each
+        in its own unit: rows for counts, the column's unit for sums, ranks for quantiles
+        (a mean's sum and count are each held to ``alpha``). Found by bisection on the
+        session measure's budget parameter — ε (pure and (ε, δ) sessions, with ``delta``
+        fixed if given) or ρ (zCDP) — to a relative 2^-20.
+
+        Returns
+        -------
+        dict
+            ``{"epsilon": ε}`` (plus ``"delta"`` if given) or ``{"rho": ρ}``, ready for
+            :meth:`release`.
+
+        Raises
+        ------
+        DomainError
+            If ``alpha`` ≤ 0, or no budget up to 2^40 meets it.
+        """
+        target_alpha = float(aggregates.positive_number(alpha, "alpha"))
+        if not 0 < confidence < 1:
+            raise DomainError("confidence must be in (0, 1)")
+        beta = 1 - confidence
+        _, planner = self._planner(split)
+        name = "rho" if self.session.measure is ZCDP else "epsilon"
+
+        def meets(budget: Fraction) -> bool:
+            kwargs: dict[str, Any] = {name: budget}
+            target = resolve_target(self.session.measure, kwargs.get("epsilon"),
+                                    kwargs.get("rho"), delta)
+            return all(p.accuracy(beta) * float(p.unit) <= target_alpha
+                       for p in planner(target))
+
+        hi = Fraction(1)
+        while not meets(hi):
+            hi *= 4
+            if hi > 1 << 40:
+                raise DomainError(f"no budget up to 2^40 reaches alpha = {alpha!r}")
+        lo = hi / 4
+        while meets(lo):  # meets(hi) holds and meets(lo) fails after this loop
+            if lo < Fraction(1, 1 << 40):
+                return {name: lo} | ({"delta": fraction_down(delta)} if delta else {})
+            hi, lo = lo, lo / 4
+        while hi - lo > hi / (1 << 20):
+            mid = (lo + hi) / 2
+            hi, lo = (mid, lo) if meets(mid) else (hi, mid)
+        out = {name: hi}
+        if delta is not None:
+            out["delta"] = fraction_down(delta)
+        return out
 
     def _with_declared_bounds(self) -> tuple[aggregates.Aggregation, ...]:
         """Aggregations without ``bounds=`` take those declared by :meth:`clamp` (safe even
@@ -267,7 +327,7 @@ class Query:
 
     def release(self, epsilon: Number | None = None, *, rho: Number | None = None,
                 delta: Number | None = None, split: Sequence[Number] | None = None,
-                confidence: float = 0.95) -> pl.DataFrame:
+                confidence: float = 0.95, alpha: Number | None = None) -> pl.DataFrame:
         """Release the aggregations with differential privacy.
 
         Parameters
@@ -284,6 +344,9 @@ class Query:
             Relative budget weights of the aggregations (default: even).
         confidence : float
             Coverage of each reported interval (default 0.95), per cell.
+        alpha : number, optional
+            Instead of ``epsilon``/``rho``: an accuracy target; the smallest budget meeting
+            it at ``confidence`` is found by :meth:`calibrate` and spent.
 
         Returns
         -------
@@ -301,6 +364,11 @@ class Query:
         """
         if not 0 < confidence < 1:
             raise DomainError("confidence must be in (0, 1)")
+        if alpha is not None:
+            if epsilon is not None or rho is not None:
+                raise DomainError("pass alpha= or a budget (epsilon=/rho=), not both")
+            budget = self.calibrate(alpha, confidence=confidence, delta=delta, split=split)
+            epsilon, rho = budget.get("epsilon"), budget.get("rho")
         lf, planned = self.plan(epsilon, rho=rho, delta=delta, split=split)
         return self.session._release(self, lf, planned, 1 - confidence)
 
@@ -353,6 +421,9 @@ def _keyset(columns: list[str], keys: Any) -> pl.DataFrame:
             frame = pl.DataFrame([tuple(v) for v in values], schema=columns, orient="row")
     if len(frame) == 0:
         raise DomainError("keys must not be empty")
+    if frame.null_count().sum_horizontal().item() > 0:
+        raise DomainError("public keys contain nulls; rows with a null key are never matched "
+                          "— fill_null() the column and list the fill value as a key")
     if frame.is_duplicated().any():
         raise DomainError("keys must be distinct")
     return frame
