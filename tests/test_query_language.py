@@ -134,3 +134,29 @@ def test_null_public_keys_are_refused(table):
     s = dp.Session(table, dp.PrivacyUnit.by("u", 2), dp.PureDP(1))
     with pytest.raises(DomainError, match="null"):
         s.query().group_by("c", keys=["a", None])
+
+
+def test_partition_composes_in_parallel():
+    df = pl.DataFrame({"g": np.arange(300) % 3, "x": np.linspace(0, 1, 300)})
+    s = dp.Session(df, budget=dp.ApproxDP(2, 1e-6))
+    parts = s.query().partition("g", [0, 1, 2])
+    for q in parts.values():
+        q.count().release(epsilon=1)
+    assert s.spent == dp.ApproxDP(1, 0)  # the max over the parts, not the sum
+    parts[1].count().release(epsilon=Fraction(1, 2))
+    assert s.spent.epsilon == Fraction(3, 2)
+    with pytest.raises(dp.errors.BudgetExceededError):
+        parts[2].count().release(epsilon=2)  # part 2 would reach 3 > the cap
+    assert s.spent.epsilon == Fraction(3, 2)
+    parts[2].count().release(epsilon=Fraction(1, 2))  # 1.5 = the current max: free
+    assert s.spent.epsilon == Fraction(3, 2)
+
+
+def test_partition_needs_units_inside_one_part(table):
+    s = dp.Session(table, dp.PrivacyUnit.by("u", 2), dp.PureDP(10))
+    with pytest.raises(DomainError, match="several parts"):
+        s.query().partition("c", ["a", "b"])
+    by_unit = s.query().partition("u", [1, 2])
+    assert by_unit[1].count().release(epsilon=1)["count"].dtype == pl.Int64
+    with pytest.raises(DomainError):
+        s.query().partition("u", [1, 1])

@@ -42,6 +42,7 @@ class Query:
     group_columns: tuple[str, ...] = ()
     selection: PartitionSelection | None = None
     declared: tuple[tuple[str, tuple[Any, Any]], ...] = ()  # bounds set by clamp()
+    part: tuple[int, Any] | None = None  # (partition id, key) of a partition() sub-query
 
     # -- transformations -------------------------------------------------------------
     def _step(self, op: str, *args: Any, **kwargs: Any) -> Query:
@@ -130,6 +131,38 @@ class Query:
             raise DomainError("join keys are not unique in the public table: a private row "
                               "would be copied, which multiplies its influence")
         return self._step("join", table, on=keys, how=how)
+
+    def partition(self, column: str, keys: Sequence[Any]) -> dict[Any, Query]:
+        """Split the data by the public ``keys`` of ``column`` into sub-queries whose budgets
+        compose in parallel (PINQ's Partition; McSherry 2009, Thm 4).
+
+        Each sub-query keeps the rows with ``column == key``. The session is charged the
+        *maximum* over the parts of what each part has spent (in ε, (ε, δ) componentwise, or
+        ρ), debited as it grows. This needs every privacy unit to fall in one part: under
+        row-level privacy a row lies in one part; under ``PrivacyUnit.by(c, ...)`` only a
+        partition on the unit column ``c`` itself qualifies (otherwise use ``group_by``
+        with ``max_groups``).
+
+        Raises
+        ------
+        DomainError
+            If the keys are empty or repeated, the query already aggregates, or units could
+            span parts.
+        """
+        if self.aggs:
+            raise DomainError("partition must come before agg()")
+        values = list(keys)
+        if not values or len(set(map(repr, values))) != len(values):
+            raise DomainError("partition needs distinct public keys")
+        unit = self.session.privacy_unit.column
+        if unit is not None and column != unit:
+            raise DomainError(
+                f"a unit's rows may lie in several parts of {column!r}, so parallel "
+                f"composition does not apply under PrivacyUnit.by({unit!r}); partition on "
+                f"{unit!r}, or use group_by with max_groups")
+        ident = self.session._new_partition()
+        return {key: replace(self._step("filter", nw.col(column) == key), part=(ident, key))
+                for key in values}
 
     def group_by(self, *columns: str, keys: Any = None,
                  selection: PartitionSelection | None = None) -> Query:

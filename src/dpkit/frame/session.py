@@ -19,6 +19,7 @@ import polars as pl
 
 from dpkit.core import rng
 from dpkit.core.compose import PrivacyFilter
+from dpkit.core.composition import parallel_composition
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine
@@ -76,6 +77,7 @@ class Session:
             engine.check_columns(schema, [self.privacy_unit.column])
         self.measure: type[PrivacyLoss] = type(budget)
         self._filter = PrivacyFilter(budget)
+        self._parts: dict[int, dict[str, PrivacyLoss]] = {}
         self.dataset = dataset
         self.ledger: Ledger | None = None
         if ledger is not None:
@@ -116,6 +118,24 @@ class Session:
             total = sum((convert(p.loss, self.measure) for p in planned), self.measure.zero())
         return total + selection.loss() if selection is not None else total
 
+    def _new_partition(self) -> int:
+        self._parts[len(self._parts)] = {}
+        return len(self._parts) - 1
+
+    def _debit_part(self, part: tuple[int, Any], loss: PrivacyLoss, description: str
+                    ) -> int | None:
+        """Debit what a partition's parallel loss (the max over its parts) grows by."""
+        ident, key = part
+        spent = self._parts[ident]
+        zero = self.measure.zero()
+        after = dict(spent)
+        after[repr(key)] = spent.get(repr(key), zero) + convert(loss, self.measure)
+        before_max = parallel_composition(list(spent.values())) if spent else zero
+        increment = parallel_composition(list(after.values())) - before_max  # type: ignore[operator]
+        release_id = self._debit(increment, f"{description} [part {key!r}]")
+        self._parts[ident] = after
+        return release_id
+
     def _debit(self, loss: PrivacyLoss, description: str) -> int | None:
         """Check and debit ``loss``: atomically in the ledger (whose cap is this budget), or
         in the session's privacy filter; either raises BudgetExceededError and debits
@@ -131,7 +151,10 @@ class Session:
         rng.require_secure()  # a seeded test stream never reaches a release (or the ledger)
         query = replace(query, aggs=query._with_declared_bounds())
         loss = self._total_loss(planned, query.selection)
-        release_id = self._debit(loss, query.describe())
+        if query.part is not None:
+            release_id = self._debit_part(query.part, loss, query.describe())
+        else:
+            release_id = self._debit(loss, query.describe())
         try:
             key_columns = list(query.group_columns)
             bounded = engine.bound_contributions(lf, self.privacy_unit, query.columns(),
