@@ -17,7 +17,7 @@ from dpkit.frame.aggregates import Statistic
 
 CONFIDENCE = 1 - 1e-6
 SAMPLES = {"gaussian": 30_000, "discrete_gaussian": 30_000, "permute_and_flip": 20_000,
-           "report_noisy_max": 20_000}
+           "report_noisy_max": 20_000, "tree_quantile": 20_000}
 
 pytestmark = pytest.mark.slow
 

@@ -160,3 +160,29 @@ def test_partition_needs_units_inside_one_part(table):
     assert by_unit[1].count().release(epsilon=1)["count"].dtype == pl.Int64
     with pytest.raises(DomainError):
         s.query().partition("u", [1, 1])
+
+
+def test_tree_quantile_rank_error_covers():
+    """The tree quantile's reported rank error holds in ≥ 1 − β of 2,000 releases (β = 0.1;
+    FPR 1e-6 by the binomial tail), paired with a broken bound (1/16 as wide) that the same
+    test rejects."""
+    from dpkit.mechanisms.tree_quantile import make_tree_quantile
+
+    rng_np = np.random.default_rng(4)  # test data only
+    hist = rng_np.integers(0, 30, (2000, 64))  # 2,000 groups: independent releases
+    m = make_tree_quantile(64, Fraction(1, 2), 1, 1, branching=4)
+    leaf = m(hist)
+    cum = np.cumsum(hist, axis=1)
+    target = hist.sum(axis=1) / 2
+    # the chosen leaf's rank interval [#below, #up to and including it] vs q·n
+    rows = np.arange(2000)
+    below = np.where(leaf > 0, cum[rows, np.maximum(leaf - 1, 0)], 0)
+    upto = cum[rows, leaf]
+    miss = np.maximum(below - target, target - upto)
+    limit = stats.binom.isf(1e-6, 2000, 0.1)
+    assert (miss > m.accuracy(0.1)).sum() <= limit
+    assert (miss > m.accuracy(0.1) / 16).sum() > limit
+    assert m.privacy_map(1).epsilon <= 1
+    assert dp.quantile("x", 0.5, (0, 1), method="tree").method == "tree"
+    with pytest.raises(DomainError):
+        dp.quantile("x", 0.5, (0, 1), method="magic")

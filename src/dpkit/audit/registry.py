@@ -32,6 +32,7 @@ from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
 from dpkit.mechanisms.selection import sample_permute_and_flip, sample_report_noisy_max
 from dpkit.mechanisms.smooth_sensitivity import sample_smooth_median
+from dpkit.mechanisms.tree_quantile import make_tree_quantile
 
 __all__ = ["AuditCase", "CASES", "claimed_epsilon_delta"]
 
@@ -39,6 +40,8 @@ Sampler = Callable[[Any, int], np.ndarray]
 GAUSSIAN_DELTA = Fraction(1, 10**3)  # the δ at which zCDP claims are audited
 SMOOTH_DELTA = Fraction(1, 10**6)
 SELECTION_DELTA = Fraction(1, 100)
+TREE_X = np.array([0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0])
+TREE_X_PRIME = np.array([0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0])
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,8 @@ def _cases() -> list[AuditCase]:
         AuditCase("partition_selection",
                   make_partition_selection(PartitionSelection(1, SELECTION_DELTA), 1),
                   _selection(0), _selection(2), 1, 0),
+        AuditCase("tree_quantile", make_tree_quantile(16, Fraction(1, 2), 1, 1, branching=4),
+                  _tree_quantile(1), _tree_quantile(4), TREE_X, TREE_X_PRIME),
         AuditCase("binary_randomized_response", make_binary_randomized_response(1),
                   _binary_rr(1), _binary_rr(2), True, False),
     ]
@@ -174,6 +179,13 @@ def _selection(shift: int) -> Sampler:
         return np.asarray(m(np.full(n, units + shift)))
 
     return sample
+
+
+def _tree_quantile(epsilon: int) -> Sampler:
+    """Leaf indices of the tree median (the broken variant: 4× the ε, a quarter of the
+    noise, while the claim stays ε = 1)."""
+    m = make_tree_quantile(16, Fraction(1, 2), epsilon, 1, branching=4)
+    return lambda hist, n: np.asarray(m(np.tile(np.asarray(hist), (n, 1))))
 
 
 def _rr(epsilon: int) -> Sampler:

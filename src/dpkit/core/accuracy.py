@@ -10,7 +10,8 @@ import math
 
 from dpkit.errors import DomainError
 
-__all__ = ["laplace_tail", "gaussian_tail", "staircase_tail", "l2_laplace_norm_tail"]
+__all__ = ["laplace_tail", "gaussian_tail", "staircase_tail", "l2_laplace_norm_tail",
+           "laplace_abs_sum_tail"]
 
 
 def laplace_tail(scale: float, beta: float, discrete: bool) -> float:
@@ -53,3 +54,17 @@ def l2_laplace_norm_tail(scale: float, dim: int, beta: float) -> float:
     from scipy.stats import gamma
 
     return float(gamma.isf(beta, dim, scale=scale))
+
+
+def laplace_abs_sum_tail(scale: float, count: int, beta: float) -> float:
+    """Bound a with P(Σᵢ |Zᵢ| > a) ≤ β for ``count`` discrete Laplace draws of this scale,
+    drawn one after another (each independent of the earlier ones).
+
+    P(|Z| ≥ k) = 2e^{−k/s}/(1 + e^{−1/s}) ≤ e^{−(k−1)/s}, so |Z| is stochastically below
+    1 + Exp(s) and the sum below count + Gamma(count, s).
+    """
+    if not 0 < beta < 1:
+        raise DomainError("beta must be in (0, 1)")
+    from scipy.stats import gamma
+
+    return count + float(gamma.isf(beta, count, scale=scale))

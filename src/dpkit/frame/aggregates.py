@@ -418,6 +418,7 @@ class Quantile(ColumnAggregation):
 
     q: Number = 0.5
     candidates: int | None = None
+    method: str = "exponential"
 
     def output_name(self) -> str:
         if self.name:
@@ -543,8 +544,13 @@ def histogram(column: str, bins: Any = None, *, name: str | None = None) -> Hist
 
 
 def quantile(column: str, q: Number, bounds: tuple[Number, Number] | None = None, *,
-             candidates: int | None = None, fill: Any = None, name: str | None = None
-             ) -> Quantile:
-    """DP q-quantile of ``column`` (exponential mechanism over a bounded candidate set)."""
+             candidates: int | None = None, fill: Any = None, name: str | None = None,
+             method: str = "exponential") -> Quantile:
+    """DP q-quantile of ``column`` over a bounded candidate set: ``method="exponential"``
+    (the exponential mechanism, default) or ``"tree"`` (a noisy 16-ary hierarchical
+    histogram searched top-down, :mod:`dpkit.mechanisms.tree_quantile`; its noisy counts
+    serve every quantile level equally)."""
+    if method not in ("exponential", "tree"):
+        raise DomainError(f"unknown quantile method {method!r}; use 'exponential' or 'tree'")
     return Quantile(name=name, column=column, q=q, bounds=bounds, candidates=candidates,
-                    fill=fill)
+                    fill=fill, method=method)

@@ -37,6 +37,7 @@ from dpkit.core.stability import Contribution
 from dpkit.errors import DomainError, MeasureError
 from dpkit.frame.aggregates import Aggregation, Quantile, Statistic
 from dpkit.mechanisms import make_discrete_gaussian, make_discrete_laplace, sample_exponential
+from dpkit.mechanisms.tree_quantile import make_tree_quantile, tree_plan
 
 __all__ = ["Target", "PlannedStatistic", "plan_statistics", "resolve_target"]
 
@@ -174,8 +175,26 @@ def _noise_statistic(stat: Statistic, agg_index: int, bounds: Contribution, targ
                             target.delta)
 
 
+def _tree_quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kind: str,
+                             bounds: Contribution, target: Target) -> PlannedStatistic:
+    values = agg.candidate_values(kind)
+    cells = 2 * len(values)  # fine bins: between candidates j−1 and j, then exactly c_j
+    tree = make_tree_quantile(cells, agg.level(), target.pure_epsilon(), bounds.l1())
+    take = _take(stat.key)
+    m = Measurement(lambda raw: values[tree(take(raw)) // 2], L1Distance(), PureDP,
+                    lambda d: tree.privacy_map(bounds.l1() * Fraction(d)),
+                    tree.name)
+    acc = tree.accuracy
+    assert acc is not None
+    _, scale = tree_plan(cells, target.pure_epsilon(), bounds.l1())
+    return PlannedStatistic(stat, agg_index, m, "tree quantile", scale, bounds.l1(),
+                            lambda beta: float(acc(beta)), target.delta)
+
+
 def _quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kind: str,
                         bounds: Contribution, target: Target) -> PlannedStatistic:
+    if agg.method == "tree":
+        return _tree_quantile_statistic(stat, agg, agg_index, kind, bounds, target)
     eps = target.pure_epsilon()
     t = stability.make_rank_scores(_take(stat.key), bounds)
     sens = t.map(1)

@@ -345,7 +345,8 @@ class Query:
                  f"{self.session.measure.__name__}"]
         for p in planned:
             agg = self.aggs[p.aggregation]
-            what = "rank error" if p.mechanism == "exponential" else "± half-width"
+            what = "rank error" if p.mechanism in ("exponential", "tree quantile") else (
+                "± half-width")
             lines.append(
                 f"{agg.output_name()} [{p.stat.key}]: sensitivity "
                 f"{float(p.sensitivity * p.unit):g}, {p.mechanism} scale "
