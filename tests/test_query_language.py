@@ -186,3 +186,23 @@ def test_tree_quantile_rank_error_covers():
     assert dp.quantile("x", 0.5, (0, 1), method="tree").method == "tree"
     with pytest.raises(DomainError):
         dp.quantile("x", 0.5, (0, 1), method="magic")
+
+
+def test_private_join_on_the_unit_column():
+    people = pl.DataFrame({"pid": [0, 1, 2], "age": [30, 50, 70]})
+    visits = pl.DataFrame({"pid": [0] * 40 + [1, 2], "cost": list(range(42))})
+    s = dp.Session({"visits": visits, "people": people}, dp.PrivacyUnit.by("pid", 3),
+                   dp.PureDP(10))
+    q = s.query("visits").join(s.query("people"), on="pid")
+    lf = engine.bound_contributions(q.lazy(bound_joins=True), s.privacy_unit, ["cost", "age"])
+    out = lf.collect().to_native()
+    assert out.group_by("pid").len()["len"].max() <= 3  # unit 0's 40 visits: 3 kept
+    assert set(out.columns) >= {"pid", "cost", "age"}
+    _, planned = q.agg(dp.count()).plan(epsilon=1)
+    assert planned[0].sensitivity == 3  # the unit's usual bound: no blow-up to M²
+    with pytest.raises(DomainError, match="privacy unit"):
+        s.query("visits").join(s.query("people"), on="age")
+    with pytest.raises(DomainError):
+        s.query("nope")
+    with pytest.raises(DomainError):
+        dp.Session({"a": visits, "b": people}, budget=dp.PureDP(1))  # row-level: refused

@@ -58,11 +58,25 @@ def to_lazy(data: Any) -> nw.LazyFrame:
 
 
 def apply_steps(lf: nw.LazyFrame, steps: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]],
-                check: bool = True, unit: str | None = None) -> nw.LazyFrame:
+                check: bool = True, unit: PrivacyUnit | str | None = None,
+                bound_joins: bool = False) -> nw.LazyFrame:
     """Apply filter / with_columns / select steps. Polars expressions run natively on the
     Polars backend; narwhals expressions run on any backend. Each step is first checked to be
-    row-wise (:mod:`dpkit.frame.rowwise`), since only row-wise steps are 1-stable."""
+    row-wise (:mod:`dpkit.frame.rowwise`), since only row-wise steps are 1-stable. A private
+    join bounds both sides to ``max_rows`` rows per unit first (see ``Query.join``) when
+    ``bound_joins`` (at release; that reads the data) — planning only needs the schema."""
+    privacy_unit = unit if isinstance(unit, PrivacyUnit) else None
+    unit = unit.column if isinstance(unit, PrivacyUnit) else unit
     for op, args, kwargs in steps:
+        if op == "join_private":
+            if privacy_unit is None:
+                raise DomainError("a private join needs the session's privacy unit")
+            other = args[0].lazy(bound_joins)
+            if bound_joins:
+                lf = bound_contributions(lf, privacy_unit, lf.collect_schema().names())
+                other = bound_contributions(other, privacy_unit, other.collect_schema().names())
+            lf = lf.join(other, on=kwargs["on"], how="inner")
+            continue
         if op == "join":  # a public table with unique keys (checked by Query.join)
             lf = lf.join(backend.public_like(lf, args[0]), **kwargs)
             continue

@@ -43,6 +43,7 @@ class Query:
     selection: PartitionSelection | None = None
     declared: tuple[tuple[str, tuple[Any, Any]], ...] = ()  # bounds set by clamp()
     part: tuple[int, Any] | None = None  # (partition id, key) of a partition() sub-query
+    table: str | None = None  # which private table (None: the session's first)
 
     # -- transformations -------------------------------------------------------------
     def _step(self, op: str, *args: Any, **kwargs: Any) -> Query:
@@ -118,8 +119,21 @@ class Query:
         return self._step("filter", cond)
 
     def join(self, public: Any, on: str | Sequence[str], *, how: str = "left") -> Query:
-        """Join a *public* table on ``on`` (its keys must be unique, so every private row
-        matches at most one public row: 1-stable). ``how`` is "left" or "inner"."""
+        """Join a public table, or another private table of the session.
+
+        Public (a Polars frame or anything it accepts): its keys ``on`` must be unique, so
+        every private row matches at most one public row (1-stable); ``how`` is "left" or
+        "inner".
+
+        Private (another :class:`Query` of the same session, before aggregation): ``on``
+        must include the privacy unit column, so joined rows of a unit come from that unit's
+        rows only. Each side is first bounded to M = ``max_rows`` random rows per unit (a
+        unit then has at most M² joined rows: the two contribution bounds multiply), and the
+        joined table is bounded again to the unit's (M, G, R) like any table before
+        aggregation, so every sensitivity is the usual one. Inner join only.
+        """
+        if isinstance(public, Query):
+            return self._join_private(public, on)
         if how not in ("left", "inner"):
             raise DomainError("join with a public table supports how='left' or 'inner'")
         table = public if isinstance(public, pl.DataFrame) else pl.DataFrame(public)
@@ -131,6 +145,19 @@ class Query:
             raise DomainError("join keys are not unique in the public table: a private row "
                               "would be copied, which multiplies its influence")
         return self._step("join", table, on=keys, how=how)
+
+    def _join_private(self, other: Query, on: str | Sequence[str]) -> Query:
+        unit = self.session.privacy_unit.column
+        keys = [on] if isinstance(on, str) else list(on)
+        if other.session is not self.session:
+            raise DomainError("a private join needs two queries of the same session")
+        if other.aggs or other.part is not None or other.group_columns:
+            raise DomainError("join a private query before group_by/agg/partition")
+        if unit is None or unit not in keys:
+            raise DomainError("a join of two private tables must be on the privacy unit "
+                              "column (on=[unit, ...]); otherwise one unit's rows would "
+                              "multiply other units' rows")
+        return self._step("join_private", other, on=keys)
 
     def partition(self, column: str, keys: Sequence[Any]) -> dict[Any, Query]:
         """Split the data by the public ``keys`` of ``column`` into sub-queries whose budgets
@@ -237,9 +264,17 @@ class Query:
 
     # -- planning and release ------------------------------------------------------------
     def _schema(self) -> Any:
-        lf = engine.apply_steps(self.session._frame, self.steps,
-                                unit=self.session.privacy_unit.column)
+        lf = self.lazy()
         return lf, lf.collect_schema()
+
+    def lazy(self, bound_joins: bool = False) -> Any:
+        """The transformed private table as a lazy plan (for the engine). Reads nothing
+        unless ``bound_joins``: a private join then bounds both sides (at release only)."""
+        return engine.apply_steps(self.session.table(self.table), self.steps,
+                                  unit=self.session.privacy_unit, bound_joins=bound_joins)
+
+    def has_private_join(self) -> bool:
+        return any(op == "join_private" for op, _, _ in self.steps)
 
     def plan(self, epsilon: Number | None = None, *, rho: Number | None = None,
              delta: Number | None = None, split: Sequence[Number] | None = None

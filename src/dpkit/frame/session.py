@@ -9,7 +9,7 @@ is drawn; only then does the engine compute the exact statistics and the core ad
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,10 @@ class Session:
 
     Parameters
     ----------
-    data : polars.DataFrame, polars.LazyFrame, str or Path, or a narwhals-supported frame
-        The private table (CSV and Parquet paths are scanned lazily).
+    data : table or mapping of name → table
+        The private table — a Polars frame, a DuckDB relation, a Spark DataFrame, or a
+        CSV/Parquet path (scanned lazily) — or several named tables sharing the privacy
+        unit column (``session.query("name")``; join them with ``Query.join``).
     privacy_unit : PrivacyUnit
         ``PrivacyUnit.rows()`` (default) or ``PrivacyUnit.by(column, max_rows)``.
     budget : PureDP, ApproxDP or ZCDP
@@ -71,10 +73,22 @@ class Session:
         self.privacy_unit = privacy_unit or PrivacyUnit.rows()
         if not isinstance(self.privacy_unit, PrivacyUnit):
             raise DomainError("privacy_unit must be dp.PrivacyUnit.rows() or .by(column, n)")
-        self._frame = engine.to_lazy(data)
-        schema = self._frame.collect_schema()
+        tables = dict(data) if isinstance(data, Mapping) else {"data": data}
+        if not tables or not all(isinstance(k, str) for k in tables):
+            raise DomainError("data must be a table or a non-empty {name: table} mapping")
+        self._tables = {name: engine.to_lazy(t) for name, t in tables.items()}
+        self.default_table = next(iter(self._tables))
+        schemas = {name: t.collect_schema() for name, t in self._tables.items()}
         if self.privacy_unit.column is not None:
-            engine.check_columns(schema, [self.privacy_unit.column])
+            for table_schema in schemas.values():
+                engine.check_columns(table_schema, [self.privacy_unit.column])
+        elif len(self._tables) > 1:
+            raise DomainError("several private tables need a privacy unit column shared by "
+                              "all of them: PrivacyUnit.by(column, ...)")
+        schema_text = ";".join(
+            ",".join(f"{k}:{v}" for k, v in sc.items()) if len(schemas) == 1 else
+            f"{name}(" + ",".join(f"{k}:{v}" for k, v in sc.items()) + ")"
+            for name, sc in schemas.items())
         self.measure: type[PrivacyLoss] = type(budget)
         self._filter = PrivacyFilter(budget)
         self._parts: dict[int, dict[str, PrivacyLoss]] = {}
@@ -84,8 +98,7 @@ class Session:
             if not dataset:
                 raise DomainError("a ledger needs dataset='name'")
             self.ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
-            self.ledger.register(dataset, budget, str(self.privacy_unit),
-                                 ",".join(f"{k}:{v}" for k, v in schema.items()))
+            self.ledger.register(dataset, budget, str(self.privacy_unit), schema_text)
 
     # -- budget ------------------------------------------------------------------------
     @property
@@ -102,9 +115,21 @@ class Session:
     def remaining(self) -> PrivacyLoss:
         return self.budget - self.spent  # type: ignore[operator]
 
-    def query(self) -> Query:
-        """Start a new lazy query."""
-        return Query(self)
+    @property
+    def _frame(self) -> Any:
+        return self._tables[self.default_table]
+
+    def table(self, name: str | None = None) -> Any:
+        """The lazy private table ``name`` (default: the first); for the engine only."""
+        key = name or self.default_table
+        if key not in self._tables:
+            raise DomainError(f"no private table {key!r}; tables: {', '.join(self._tables)}")
+        return self._tables[key]
+
+    def query(self, table: str | None = None) -> Query:
+        """Start a new lazy query on ``table`` (default: the first private table)."""
+        self.table(table)
+        return Query(self, table=table)
 
     def _total_loss(self, planned: Sequence[PlannedStatistic],
                     selection: PartitionSelection | None = None) -> PrivacyLoss:
@@ -156,6 +181,8 @@ class Session:
         else:
             release_id = self._debit(loss, query.describe())
         try:
+            if query.has_private_join():
+                lf = query.lazy(bound_joins=True)  # now, after the debit
             key_columns = list(query.group_columns)
             bounded = engine.bound_contributions(lf, self.privacy_unit, query.columns(),
                                                  key_columns)
