@@ -206,3 +206,18 @@ def test_private_join_on_the_unit_column():
         s.query("nope")
     with pytest.raises(DomainError):
         dp.Session({"a": visits, "b": people}, budget=dp.PureDP(1))  # row-level: refused
+
+
+def test_keysets():
+    df = pl.DataFrame({"s": ["F", "M", "F"], "a": [0, 1, 2], "r": ["N", "S", "N"]})
+    ks = dp.KeySet({"s": ["F", "M"]}) * dp.KeySet({"a": range(3)})
+    assert len(ks) == 6 and ks.columns == ["s", "a"]
+    codes = pl.DataFrame({"r": ["N", "S", "N"], "name": ["n", "s", "n2"]})
+    assert len(dp.KeySet.from_table(codes, ["r"])) == 2
+    s = dp.Session(df, budget=dp.PureDP(1))
+    out = s.query().group_by("s", "a", keys=ks).count().release(epsilon=1)
+    assert out.height == 6
+    with pytest.raises(DomainError):
+        dp.KeySet({"s": ["F"]}) * dp.KeySet({"s": ["M"]})
+    with pytest.raises(ColumnError):
+        dp.KeySet.from_table(codes, ["zz"])

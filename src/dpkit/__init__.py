@@ -10,7 +10,7 @@ audit        empirical privacy tests (imported on demand: ``import dpkit.audit``
 datasets     load_adult
 errors       DPError and its subclasses
 
-Top-level names: ``Session``, ``PrivacyUnit``, ``PureDP``, ``ApproxDP``, ``ZCDP``,
+Top-level names: ``Session``, ``KeySet``, ``PrivacyUnit``, ``PureDP``, ``ApproxDP``, ``ZCDP``,
 ``count``, ``count_distinct``, ``sum``, ``mean``, ``variance``, ``std``, ``histogram``,
 ``quantile``, ``median``, ``min``, ``max``, ``PartitionSelection``, ``Ledger``.
 """
@@ -19,6 +19,7 @@ from dpkit import core, datasets, errors, mechanisms
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.core.renyi import RenyiDP
 from dpkit.frame import (
+    KeySet,
     PrivacyUnit,
     Query,
     Session,
@@ -50,6 +51,7 @@ __all__ = [
     "RenyiDP",
     "Session",
     "Query",
+    "KeySet",
     "PrivacyUnit",
     "count",
     "sum",

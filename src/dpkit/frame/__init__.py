@@ -3,7 +3,10 @@
 Contents
 --------
 Session       private data + privacy unit + budget (+ ledger)
-Query         immutable lazy query: filter, with_columns, select, group_by(keys), agg, release
+Query         immutable lazy query: filter, with_columns, select, clamp, bin, map, fill_null,
+              drop_nulls, join (public or private), partition, group_by(keys | selection),
+              agg, explain, calibrate, release
+KeySet        public group keys: values, cross products, keys from a public table
 PrivacyUnit   rows() or by(column, max_rows) with contribution bounding
 count, count_distinct, sum, mean, variance, std, histogram, quantile, median, min, max
               aggregations
@@ -23,8 +26,8 @@ from dpkit.frame.aggregates import (
     variance,
 )
 from dpkit.frame.privacy_unit import PrivacyUnit
-from dpkit.frame.query import Query
+from dpkit.frame.query import KeySet, Query
 from dpkit.frame.session import Session
 
-__all__ = ["Session", "Query", "PrivacyUnit", "count", "count_distinct", "sum", "mean",
+__all__ = ["Session", "Query", "KeySet", "PrivacyUnit", "count", "count_distinct", "sum", "mean",
            "variance", "std", "histogram", "quantile", "median", "min", "max"]

@@ -21,7 +21,7 @@ from dpkit.mechanisms.partition_selection import PartitionSelection
 if TYPE_CHECKING:
     from dpkit.frame.session import Session
 
-__all__ = ["Query"]
+__all__ = ["Query", "KeySet"]
 
 Step = tuple[str, tuple[Any, ...], dict[str, Any]]
 
@@ -200,10 +200,10 @@ class Query:
         ----------
         *columns : str
             Grouping columns.
-        keys : sequence, mapping or polars.DataFrame, optional
-            Public keys: for one column, a sequence of its values; for several, a sequence of
-            tuples, a mapping ``{column: values}`` (cross product) or a DataFrame with those
-            columns. Every key appears in the result (with noise) whether or not it occurs
+        keys : KeySet, sequence, mapping or polars.DataFrame, optional
+            Public keys: a :class:`KeySet`; for one column, a sequence of its values; for
+            several, a sequence of tuples, a mapping ``{column: values}`` (cross product) or
+            a DataFrame with those columns. Every key appears in the result (with noise) whether or not it occurs
             in the data; rows whose key is not listed are dropped.
         selection : PartitionSelection, optional
             Instead of ``keys``: release the keys that pass private partition selection
@@ -464,7 +464,49 @@ def _describe_agg(agg: aggregates.Aggregation) -> str:
     return f"{type(agg).__name__.lower()}({inner})"
 
 
+class KeySet:
+    """Public group keys: the values of one or more columns (declared, never read from the
+    private data).
+
+    ``KeySet({"sex": ["F", "M"], "age": range(5)})`` is the cross product of the listed
+    values; ``KeySet(frame)`` takes the distinct rows of a public Polars table (e.g. a code
+    list), ``KeySet.from_table(frame, ["region"])`` a subset of its columns; ``a * b`` is
+    the cross product of two key sets.
+    """
+
+    def __init__(self, keys: Mapping[str, Sequence[Any]] | pl.DataFrame) -> None:
+        if isinstance(keys, pl.DataFrame):
+            self.frame = keys.unique(maintain_order=True)
+        elif isinstance(keys, Mapping) and keys:
+            rows = list(itertools.product(*(list(v) for v in keys.values())))
+            self.frame = pl.DataFrame(rows, schema=list(keys), orient="row")
+        else:
+            raise DomainError("KeySet takes a {column: values} mapping or a Polars DataFrame")
+
+    @classmethod
+    def from_table(cls, table: pl.DataFrame, columns: Sequence[str]) -> KeySet:
+        """The distinct combinations of ``columns`` in a public table."""
+        missing = [c for c in columns if c not in table.columns]
+        if missing:
+            raise ColumnError(f"the public table lacks columns {missing}")
+        return cls(table.select(list(columns)))
+
+    def __mul__(self, other: KeySet) -> KeySet:
+        if set(self.frame.columns) & set(other.frame.columns):
+            raise DomainError("a cross product needs key sets on different columns")
+        return KeySet(self.frame.join(other.frame, how="cross"))
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.frame.columns)
+
+
 def _keyset(columns: list[str], keys: Any) -> pl.DataFrame:
+    if isinstance(keys, KeySet):
+        keys = keys.frame
     if keys is None:
         raise DomainError(
             "group_by needs public keys=...: dpkit never takes group keys from the data "
