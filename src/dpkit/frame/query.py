@@ -203,8 +203,8 @@ class Query:
         keys : KeySet, sequence, mapping or polars.DataFrame, optional
             Public keys: a :class:`KeySet`; for one column, a sequence of its values; for
             several, a sequence of tuples, a mapping ``{column: values}`` (cross product) or
-            a DataFrame with those columns. Every key appears in the result (with noise) whether or not it occurs
-            in the data; rows whose key is not listed are dropped.
+            a DataFrame with those columns. Every key appears in the result (with noise)
+            whether or not it occurs in the data; rows whose key is not listed are dropped.
         selection : PartitionSelection, optional
             Instead of ``keys``: release the keys that pass private partition selection
             (:mod:`dpkit.mechanisms.partition_selection`), spending its (ε, δ) on top of the
