@@ -16,10 +16,12 @@ BACKENDS = ["polars", "duckdb", pytest.param("spark", marks=pytest.mark.spark)]
 
 
 @pytest.fixture(scope="module")
-def spark():
+def spark(tmp_path_factory):
     pyspark = pytest.importorskip("pyspark.sql")
+    warehouse = str(tmp_path_factory.mktemp("spark-warehouse"))
     session = (pyspark.SparkSession.builder.master("local[2]").appName("dpkit-tests")
                .config("spark.ui.enabled", "false")
+               .config("spark.sql.warehouse.dir", warehouse)
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.driver.memory", "2g").getOrCreate())
     yield session
