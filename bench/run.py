@@ -1,22 +1,28 @@
 """dpkit's benchmarks beside the libraries a user would pick instead, in one run.
 
     python bench/run.py [--peers-python /work/peers-venv/bin/python] [--n 10000000]
+                        [--only samplers,groupby,demo]
 
 1. Sampler throughput (values/s) on 10^7 values: dpkit discrete Laplace, discrete Gaussian and
    grid (continuous) Laplace, next to numpy.random.Generator.laplace (insecure floating-point
    floor) and OpenDP 0.16 make_laplace on a float vector (peer venv, smaller n: it is slow).
+   The exact L2 ("vector") Laplace on Z^d, dpkit.core.lattice.lattice_laplace, is timed at
+   d = 2 (10^6 vectors) and d = 10 (10^5 vectors); its rate is in coordinates/s, with
+   vectors/s beside it.
 2. Grouped DP count + sum, 10^6 rows, 1,000 public keys, ε = 1: time to first result from a
    fresh process and steady state, next to plain Polars (the floor) and OpenDP's Context API.
 3. Peak memory (max RSS) of `dpkit demo`.
 
-Writes bench/results/latest.json and prints a Markdown table with ratios. Peers run from the
-virtual environment described in ../shared/PEERS.md; they are skipped if it is missing.
+Writes bench/results/latest.json and prints a Markdown table with ratios. With --only, just
+those sections are re-measured and the others are kept from the existing latest.json. Peers
+run from the virtual environment described in ../shared/PEERS.md; skipped if it is missing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -29,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from dpkit.core import samplers
+from dpkit.core.lattice import lattice_laplace
 from dpkit.mechanisms import make_gaussian, make_laplace, make_staircase
 
 HERE = Path(__file__).resolve().parent
@@ -43,9 +50,25 @@ def rate(fn, n: int, repeats: int = 3) -> float:
     return n / best
 
 
+# (d, vectors) for the lattice (vector) Laplace rows
+LATTICE_CASES = ((2, 1_000_000), (10, 100_000))
+
+
+def lattice_bench() -> dict[str, dict[str, float]]:
+    """Vectors/s and coordinates/s of the exact L2 Laplace on Z^d at scale 1."""
+    out = {}
+    for d, vectors in LATTICE_CASES:
+        scale = Fraction(1)
+        proposal = scale * Fraction(math.isqrt(d * 10**12) + 1, 10**6)  # ≥ s·√d
+        r = rate(lambda k, s=scale, b=proposal, d=d: lattice_laplace(s, b, d, k), vectors)
+        out[f"dpkit_lattice_laplace_d{d}"] = {"dim": d, "vectors": vectors,
+                                              "vectors_per_s": r, "coordinates_per_s": r * d}
+    return out
+
+
 def samplers_bench(n: int) -> dict[str, float]:
     grid = make_laplace(1.0, max_size=n)
-    grid_gauss = make_gaussian(1.0, max_size=n)
+    grid_gauss = make_gaussian(1.0, max_size=n)  # default max_size is 65,536
     stair = make_staircase(1, 1)
     zeros = np.zeros(n)
     gen = np.random.default_rng()  # the insecure floor, for comparison only
@@ -91,20 +114,38 @@ def main() -> None:
     ap.add_argument("--peers-python", default="/work/peers-venv/bin/python")
     ap.add_argument("--n", type=int, default=10_000_000)
     ap.add_argument("--opendp-n", type=int, default=50_000)
+    ap.add_argument("--only", default="samplers,groupby,demo",
+                    help="comma-separated sections to re-measure: samplers, groupby, demo")
     args = ap.parse_args()
-
-    results: dict[str, object] = {"n": args.n}
-    results["demo"] = demo_memory()  # first, so RUSAGE_CHILDREN is the demo's alone
-    results["samplers"] = samplers_bench(args.n)
-    results["opendp_laplace"] = peer(args.peers_python, "opendp_laplace.py", str(args.opendp_n))
-    grouped = subprocess.run([sys.executable, str(HERE / "dpkit_groupby.py")],
-                             capture_output=True, text=True, check=True)
-    results["dpkit_groupby"] = json.loads(grouped.stdout)
-    results["opendp_groupby"] = peer(args.peers_python, "opendp_groupby.py")
+    only = set(args.only.split(","))
+    if not only <= {"samplers", "groupby", "demo"}:
+        ap.error(f"unknown section in --only: {args.only}")
 
     out_dir = HERE / "results"
     out_dir.mkdir(exist_ok=True)
-    (out_dir / "latest.json").write_text(json.dumps(results, indent=2))
+    latest = out_dir / "latest.json"
+    results: dict[str, object] = {}
+    if only != {"samplers", "groupby", "demo"} and latest.exists():
+        results = json.loads(latest.read_text())
+    if "demo" in only:
+        results["demo"] = demo_memory()  # first, so RUSAGE_CHILDREN is the demo's alone
+    if "samplers" in only:
+        results["n"] = args.n
+        results["samplers"] = samplers_bench(args.n)
+        results["lattice_laplace"] = lattice_bench()
+        results["opendp_laplace"] = peer(args.peers_python, "opendp_laplace.py",
+                                         str(args.opendp_n))
+    if "groupby" in only:
+        grouped = subprocess.run([sys.executable, str(HERE / "dpkit_groupby.py")],
+                                 capture_output=True, text=True, check=True)
+        results["dpkit_groupby"] = json.loads(grouped.stdout)
+        results["opendp_groupby"] = peer(args.peers_python, "opendp_groupby.py")
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, text=True,
+                          capture_output=True).stdout.strip()
+    stamp = {"date": time.strftime("%Y-%m-%d"), "git_head": head}
+    results.setdefault("measured", {}).update({section: stamp for section in sorted(only)})
+    latest.write_text(json.dumps(results, indent=2))
     print(report(results))
 
 
@@ -118,21 +159,33 @@ def report(r: dict) -> str:
     for name in s:
         vs_od = f"{s[name] / odr:,.0f}×" if odr else "—"
         lines.append(f"| {name} | {s[name]:,.0f} | {s[name] / numpy_rate:.3f}× | {vs_od} |")
+    for name, v in (r.get("lattice_laplace") or {}).items():
+        c = v["coordinates_per_s"]
+        vs_od = f"{c / odr:,.0f}×" if odr else "—"
+        lines.append(f"| {name} (coordinates/s; {v['vectors_per_s']:,.0f} vectors/s, "
+                     f"{v['vectors']:,} vectors) | {c:,.0f} | {c / numpy_rate:.3f}× | {vs_od} |")
     if odr:
         lines.append(f"| opendp_make_laplace (n={od['n']:,}) | {odr:,.0f} | "
                      f"{odr / numpy_rate:.5f}× | 1× |")
-    g, og = r["dpkit_groupby"], r.get("opendp_groupby") or {}
-    lines += ["", "| grouped count+sum, 10^6 rows, 1,000 keys | first result (s) | "
-              "steady (s) | steady / Polars floor |", "|---|---|---|---|",
-              f"| Polars floor | — | {g['polars_floor_steady_s']:.4f} | 1× |",
-              f"| dpkit | {g['first_result_s']:.2f} | {g['steady_s']:.4f} | "
-              f"{g['steady_s'] / g['polars_floor_steady_s']:.2f}× |"]
-    if og:
+    g, og = r.get("dpkit_groupby"), r.get("opendp_groupby") or {}
+    if g:
+        lines += ["", "| grouped count+sum, 10^6 rows, 1,000 keys | first result (s) | "
+                  "steady (s) | steady / Polars floor |", "|---|---|---|---|",
+                  f"| Polars floor | — | {g['polars_floor_steady_s']:.4f} | 1× |",
+                  f"| dpkit | {g['first_result_s']:.2f} | {g['steady_s']:.4f} | "
+                  f"{g['steady_s'] / g['polars_floor_steady_s']:.2f}× |"]
+    if g and og:
         lines.append(f"| OpenDP {og['opendp_version']} | {og['first_result_s']:.2f} | "
                      f"{og['steady_s']:.3f} | {og['steady_s'] / g['polars_floor_steady_s']:.1f}× |")
-    d = r["demo"]
-    lines += ["", f"`dpkit demo`: {d['demo_wall_s']:.2f} s wall, peak RSS "
-              f"{d['demo_peak_rss_mib']:.0f} MiB"]
+    d = r.get("demo")
+    if d:
+        lines += ["", f"`dpkit demo`: {d['demo_wall_s']:.2f} s wall, peak RSS "
+                  f"{d['demo_peak_rss_mib']:.0f} MiB"]
+    measured = r.get("measured") or {}
+    if measured:
+        lines += ["", "Measured: " + "; ".join(
+            f"{k} {v['date']} at {v['git_head']}" for k, v in sorted(measured.items()))
+            + "; sections not listed are from an earlier run."]
     return "\n".join(lines)
 
 
