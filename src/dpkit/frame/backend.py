@@ -27,7 +27,7 @@ import polars as pl
 from dpkit.core import rng
 from dpkit.errors import DomainError
 
-__all__ = ["with_row_keys", "materialise", "public_like", "SUPPORTED"]
+__all__ = ["with_row_keys", "materialise", "public_like", "bound_polars", "SUPPORTED"]
 
 SUPPORTED = (nw.Implementation.POLARS, nw.Implementation.DUCKDB, nw.Implementation.PYSPARK)
 _DUCKDB_ROW_BITS = 40  # row numbers below 2^40 (10^12 rows)
@@ -63,6 +63,27 @@ def with_row_keys(lf: nw.LazyFrame, name: str) -> nw.LazyFrame:
         df = df.withColumn(name, key).drop("__dpkit_id").localCheckpoint(eager=True)
         return nw.from_native(df)
     raise DomainError(f"backend {impl} is not supported; use Polars, DuckDB or Spark")
+
+
+def bound_polars(frame: pl.DataFrame, unit: str, key_columns: list[str], max_groups: int,
+                 max_rows_per_group: int, max_rows: int, key: str) -> pl.DataFrame:
+    """Polars fast path of contribution bounding (same rule as the narwhals window version
+    in :func:`dpkit.frame.engine.bound_contributions`, several times faster: Polars' windows
+    over ~10^5 units are slow, its grouped ``head`` is not).
+
+    ``frame`` has unique random row keys in column ``key``. Sorted by key, a group's first
+    row carries its smallest key, so taking heads of each unit's groups / rows in that order
+    keeps the G groups with the smallest keys, R rows of each and M rows in all.
+    """
+    x = frame.sort(key)
+    if key_columns and max_groups < max_rows:
+        pairs = (x.select(unit, *key_columns).unique(keep="first", maintain_order=True)
+                 .group_by(unit, maintain_order=True).head(max_groups))
+        x = x.join(pairs, on=[unit, *key_columns], how="semi", nulls_equal=True)
+    if key_columns and max_rows_per_group < max_rows:
+        x = x.group_by(unit, *key_columns, maintain_order=True).head(max_rows_per_group)
+    x = x.group_by(unit, maintain_order=True).head(max_rows)
+    return x.select(frame.columns)
 
 
 def materialise(lf: nw.LazyFrame) -> nw.LazyFrame:
