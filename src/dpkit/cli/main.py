@@ -9,11 +9,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dpkit.ledger import Ledger
+from dpkit.cli.ledger import ledger_app
 
 app = typer.Typer(help="dpkit — differential privacy, exact by construction.",
                   no_args_is_help=True, add_completion=False)
-ledger_app = typer.Typer(help="Inspect the epsilon registry.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
 
 
@@ -43,34 +42,6 @@ def demo(
         for suffix in ("-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
     run_demo(path, epsilon, Console())
-
-
-@ledger_app.command("show")
-def ledger_show(
-    ledger: Path = typer.Option(None, help="SQLite ledger file (default: the demo ledger)."),
-    dataset: str = typer.Option(None, help="Show this dataset's releases."),
-) -> None:
-    """List datasets with their lifetime cap and spend, or one dataset's releases."""
-    path = ledger or default_ledger_path()
-    console = Console()
-    if not path.exists():
-        console.print(f"[red]no ledger at {path}[/red]")
-        raise typer.Exit(1)
-    reg = Ledger(path)
-    if dataset is None:
-        table = Table(title=f"Datasets in {path}")
-        for col in ("dataset", "privacy unit", "lifetime cap", "spent", "created"):
-            table.add_column(col)
-        for d in reg.datasets():
-            table.add_row(d["name"], d["privacy_unit"], str(d["cap"]), str(d["spent"]),
-                          d["created"])
-    else:
-        table = Table(title=f"Releases of {dataset}")
-        for col in ("id", "time", "loss", "status", "query"):
-            table.add_column(col)
-        for r in reg.releases(dataset):
-            table.add_row(str(r["id"]), r["time"], str(r["loss"]), r["status"], r["query"])
-    console.print(table)
 
 
 @app.command()

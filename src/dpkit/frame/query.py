@@ -396,7 +396,8 @@ class Query:
 
     def release(self, epsilon: Number | None = None, *, rho: Number | None = None,
                 delta: Number | None = None, split: Sequence[Number] | None = None,
-                confidence: float = 0.95, alpha: Number | None = None) -> pl.DataFrame:
+                confidence: float = 0.95, alpha: Number | None = None,
+                idempotency_key: str | None = None) -> pl.DataFrame:
         """Release the aggregations with differential privacy.
 
         Parameters
@@ -416,6 +417,9 @@ class Query:
         alpha : number, optional
             Instead of ``epsilon``/``rho``: an accuracy target; the smallest budget meeting
             it at ``confidence`` is found by :meth:`calibrate` and spent.
+        idempotency_key : str, optional
+            With a ledger: a retried release with the same key returns the recorded answer
+            instead of drawing fresh noise (and spends nothing more).
 
         Returns
         -------
@@ -439,7 +443,7 @@ class Query:
             budget = self.calibrate(alpha, confidence=confidence, delta=delta, split=split)
             epsilon, rho = budget.get("epsilon"), budget.get("rho")
         lf, planned = self.plan(epsilon, rho=rho, delta=delta, split=split)
-        return self.session._release(self, lf, planned, 1 - confidence)
+        return self.session._release(self, lf, planned, 1 - confidence, idempotency_key)
 
     def columns(self) -> list[str]:
         """Columns the aggregations and group keys read (the privacy unit's aside)."""

@@ -9,6 +9,8 @@ is drawn; only then does the engine compute the exact statistics and the core ad
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +29,7 @@ from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import Query
 from dpkit.ledger import Ledger
+from dpkit.ledger.registry import IdempotentReplay
 from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
 
 __all__ = ["Session"]
@@ -51,6 +54,8 @@ class Session:
         SQLite epsilon registry; the session resumes the dataset's recorded spend.
     dataset : str, optional
         The dataset's name in the ledger (required with a ledger).
+    analyst : str, optional
+        Who spends (a ledger analyst with a grant on the dataset; their cap applies too).
 
     Attributes
     ----------
@@ -67,7 +72,7 @@ class Session:
 
     def __init__(self, data: Any, privacy_unit: PrivacyUnit | None = None,
                  budget: PrivacyLoss | None = None, *, ledger: str | Path | Ledger | None = None,
-                 dataset: str | None = None) -> None:
+                 dataset: str | None = None, analyst: str | None = None) -> None:
         if not isinstance(budget, PureDP | ApproxDP | ZCDP):
             raise DomainError("budget must be dp.PureDP(ε), dp.ApproxDP(ε, δ) or dp.ZCDP(ρ)")
         self.privacy_unit = privacy_unit or PrivacyUnit.rows()
@@ -93,6 +98,7 @@ class Session:
         self._filter = PrivacyFilter(budget)
         self._parts: dict[int, dict[str, PrivacyLoss]] = {}
         self.dataset = dataset
+        self.analyst = analyst
         self.ledger: Ledger | None = None
         if ledger is not None:
             if not dataset:
@@ -161,25 +167,38 @@ class Session:
         self._parts[ident] = after
         return release_id
 
-    def _debit(self, loss: PrivacyLoss, description: str) -> int | None:
-        """Check and debit ``loss``: atomically in the ledger (whose cap is this budget), or
-        in the session's privacy filter; either raises BudgetExceededError and debits
-        nothing."""
+    def _debit(self, loss: PrivacyLoss, description: str, idempotency_key: str | None = None,
+               noise: str | None = None) -> int | None:
+        """Check and debit ``loss``: atomically in the ledger (whose cap is this budget, with
+        the analyst's grant), or in the session's privacy filter; either raises
+        BudgetExceededError and debits nothing. With an ``idempotency_key`` already
+        answered, the ledger raises IdempotentReplay instead (nothing debited)."""
         if self.ledger is not None:
-            return self.ledger.debit(self.dataset or "", loss, description)
+            return self.ledger.debit(self.dataset or "", loss, description,
+                                     analyst=self.analyst, idempotency_key=idempotency_key,
+                                     noise=noise)
         self._filter.spend(loss)
         return None
 
     # -- release -----------------------------------------------------------------------
-    def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float
-                 ) -> pl.DataFrame:
+    def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float,
+                 idempotency_key: str | None = None) -> pl.DataFrame:
         rng.require_secure()  # a seeded test stream never reaches a release (or the ledger)
         query = replace(query, aggs=query._with_declared_bounds())
         loss = self._total_loss(planned, query.selection)
-        if query.part is not None:
-            release_id = self._debit_part(query.part, loss, query.describe())
-        else:
-            release_id = self._debit(loss, query.describe())
+        if idempotency_key is not None and self.ledger is None:
+            raise DomainError("idempotency keys need a ledger (the recorded answer lives there)")
+        noise = json.dumps({p.stat.key: f"{p.mechanism} scale {float(p.scale * p.unit):.9g}"
+                            for p in planned})
+        try:
+            if query.part is not None:
+                release_id = self._debit_part(query.part, loss, query.describe())
+            else:
+                release_id = self._debit(loss, query.describe(), idempotency_key, noise)
+        except IdempotentReplay as replay:
+            if replay.result is None:
+                raise
+            return pl.read_json(io.StringIO(replay.result))
         try:
             if query.has_private_join():
                 lf = query.lazy(bound_joins=True)  # now, after the debit
@@ -200,7 +219,8 @@ class Session:
             raise
         if self.ledger is not None and release_id is not None:
             digest = hashlib.sha256(result.write_csv().encode()).hexdigest()
-            self.ledger.mark(release_id, "released", digest)
+            stored = result.write_json() if idempotency_key is not None else None
+            self.ledger.mark(release_id, "released", digest, stored)
         return result
 
     def _select_partitions(self, bounded: Any, selection: PartitionSelection,

@@ -1,0 +1,55 @@
+"""Burn-down plot of a dataset's budget (matplotlib, an optional extra: ``dpkit[plot]``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from dpkit.errors import LedgerError
+from dpkit.ledger.registry import Ledger
+
+__all__ = ["burn_down"]
+
+
+def burn_down(ledger: Ledger, dataset: str, output: str | Path) -> Path:
+    """Write a PNG of the remaining budget (ε, or ρ for zCDP; δ on a second axis for (ε, δ)
+    datasets) after each release, and the lifetime cap.
+
+    Raises
+    ------
+    LedgerError
+        For an unknown dataset, or if matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise LedgerError("the burn-down plot needs matplotlib: pip install 'dpkit[plot]'"
+                          ) from None
+    info = next((d for d in ledger.datasets() if d["name"] == dataset), None)
+    if info is None:
+        raise LedgerError(f"unknown dataset {dataset!r}")
+    cap = info["cap"]
+    field = "rho" if info["measure"] == "ZCDP" else "epsilon"
+    total = float(getattr(cap, field))
+    times, remaining = [datetime.fromisoformat(info["created"])], [total]
+    spent = 0.0
+    for r in ledger.releases(dataset):
+        spent += float(getattr(r["loss"], field))
+        times.append(datetime.fromisoformat(r["time"]))
+        remaining.append(total - spent)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.step(times, remaining, where="post", label=f"remaining {field}")  # type: ignore[arg-type]
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_ylim(bottom=min(0.0, min(remaining)), top=total * 1.05)
+    ax.set_ylabel(f"remaining {field} (cap {total:g})")
+    ax.set_title(f"Budget burn-down: {dataset} ({len(times) - 1} releases)")
+    ax.legend(loc="upper right")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    path = Path(output)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,144 @@
+"""The ledger's tables (SQLAlchemy Core) and their versioned migrations.
+
+Version 1 (dpkit 0.1) had ``meta``, ``datasets`` and ``releases``. Version 2 adds analysts,
+their per-dataset grants (caps), studies, burn-rate policies, the running spend, idempotency
+keys, stored results, noise scales and the hash chain (``seq``, ``prev_hash``, ``hash`` on
+releases and on the append-only ``outcomes`` table). Migrations run in one transaction on
+open and are recorded in ``meta.schema_version``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+    text,
+)
+
+__all__ = ["METADATA", "SCHEMA_VERSION", "migrate", "meta", "datasets", "analysts", "grants",
+           "studies", "releases", "outcomes"]
+
+SCHEMA_VERSION = 2
+METADATA = MetaData()
+
+meta = Table("meta", METADATA, Column("key", String(64), primary_key=True),
+             Column("value", Text, nullable=False))
+
+datasets = Table(
+    "datasets", METADATA,
+    Column("name", String(255), primary_key=True),
+    Column("measure", String(16), nullable=False),
+    Column("cap", Text, nullable=False),
+    Column("privacy_unit", Text, nullable=False),
+    Column("schema", Text, nullable=False),
+    Column("created", String(32), nullable=False),
+    Column("spent", Text),  # running total, exact JSON (checked by verify)
+    Column("per_day", Text),  # burn-rate policy: at most this loss per rolling 24 h
+)
+
+analysts = Table(
+    "analysts", METADATA,
+    Column("name", String(255), primary_key=True),
+    Column("token_sha256", String(64), unique=True),
+    Column("created", String(32), nullable=False),
+)
+
+grants = Table(
+    "grants", METADATA,
+    Column("analyst", String(255), ForeignKey("analysts.name"), primary_key=True),
+    Column("dataset", String(255), ForeignKey("datasets.name"), primary_key=True),
+    Column("cap", Text),  # None: only the dataset's cap applies
+    Column("spent", Text, nullable=False),
+)
+
+studies = Table(
+    "studies", METADATA,
+    Column("name", String(255), primary_key=True),
+    Column("dataset", String(255), ForeignKey("datasets.name"), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("created", String(32), nullable=False),
+)
+
+releases = Table(
+    "releases", METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("dataset", String(255), ForeignKey("datasets.name"), nullable=False),
+    Column("time", String(32), nullable=False),
+    Column("query", Text, nullable=False),
+    Column("measure", String(16), nullable=False),
+    Column("loss", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("result_sha256", String(64)),
+    Column("analyst", String(255)),
+    Column("study", String(255)),
+    Column("noise", Text),
+    Column("idempotency_key", String(255)),
+    Column("result", Text),
+    Column("seq", Integer),
+    Column("prev_hash", String(64)),
+    Column("hash", String(64)),
+)
+Index("releases_dataset", releases.c.dataset)
+Index("releases_idempotency", releases.c.dataset, releases.c.analyst,
+      releases.c.idempotency_key)
+
+outcomes = Table(
+    "outcomes", METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("release_id", Integer, ForeignKey("releases.id"), nullable=False),
+    Column("time", String(32), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("result_sha256", String(64)),
+    Column("seq", Integer, nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+
+
+def _version(conn: Connection) -> int:
+    if not inspect(conn).has_table("meta"):
+        return 0
+    row = conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).first()
+    return int(row[0]) if row else 0
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    """Add the version-2 columns to a dpkit 0.1 SQLite ledger; the chain over its existing
+    releases is built by the ledger right after (see ``Ledger._rebuild_chain``)."""
+    for column, kind in (("spent", "TEXT"), ("per_day", "TEXT")):
+        conn.execute(text(f"ALTER TABLE datasets ADD COLUMN {column} {kind}"))
+    for column, kind in (("analyst", "VARCHAR(255)"), ("study", "VARCHAR(255)"),
+                         ("noise", "TEXT"), ("idempotency_key", "VARCHAR(255)"),
+                         ("result", "TEXT"), ("seq", "INTEGER"),
+                         ("prev_hash", "VARCHAR(64)"), ("hash", "VARCHAR(64)")):
+        conn.execute(text(f"ALTER TABLE releases ADD COLUMN {column} {kind}"))
+
+
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+
+
+def migrate(conn: Connection) -> int:
+    """Bring the schema to :data:`SCHEMA_VERSION`; returns the version found on disk."""
+    found = _version(conn)
+    if found > SCHEMA_VERSION:
+        raise RuntimeError(f"ledger schema {found} is newer than this dpkit ({SCHEMA_VERSION})")
+    for version in range(max(found, 1), SCHEMA_VERSION):
+        if found:
+            _MIGRATIONS[version](conn)
+    METADATA.create_all(conn)  # new tables (and everything, for a new ledger)
+    if found == 0:
+        conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+    else:
+        conn.execute(meta.update().where(meta.c.key == "schema_version")
+                     .values(value=str(SCHEMA_VERSION)))
+    return found

@@ -1,0 +1,161 @@
+"""The epsilon registry, version 2: migrations, analysts and grants, burn-rate policies,
+idempotency keys, encryption at rest, the hash chain, concurrency, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import sqlite3
+from fractions import Fraction
+
+import polars as pl
+import pytest
+from cryptography.fernet import Fernet
+from typer.testing import CliRunner
+
+import dpkit as dp
+from dpkit.cli.main import app
+from dpkit.errors import BudgetExceededError, LedgerError
+from dpkit.ledger import IdempotentReplay, Ledger
+
+V1_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE datasets (name TEXT PRIMARY KEY, measure TEXT NOT NULL, cap TEXT NOT NULL,
+    privacy_unit TEXT NOT NULL, schema TEXT NOT NULL, created TEXT NOT NULL);
+CREATE TABLE releases (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT NOT NULL,
+    time TEXT NOT NULL, query TEXT NOT NULL, measure TEXT NOT NULL, loss TEXT NOT NULL,
+    status TEXT NOT NULL, result_sha256 TEXT);
+INSERT INTO meta VALUES ('schema_version', '1');
+INSERT INTO datasets VALUES ('old', 'PureDP', '{"epsilon": "1"}', 'rows', '', '2026-01-01');
+INSERT INTO releases VALUES (1, 'old', '2026-01-02T00:00:00+00:00', 'count', 'PureDP',
+    '{"epsilon": "1/4"}', 'released', NULL);
+"""
+
+
+def test_version_1_ledger_is_migrated_and_chained(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(V1_SCHEMA)
+    db.close()
+    reg = Ledger(path)
+    assert reg.spent("old") == dp.PureDP(Fraction(1, 4))
+    assert reg.verify() == []
+    reg.debit("old", dp.PureDP(Fraction(1, 4)), "count")
+    assert reg.spent("old") == dp.PureDP(Fraction(1, 2)) and reg.verify() == []
+
+
+def test_analyst_grants_and_burn_rate(tmp_path):
+    reg = Ledger(tmp_path / "l.sqlite")
+    reg.register("d", dp.PureDP(10))
+    token = reg.add_analyst("ana")
+    assert reg.analyst_for_token(token) == "ana" and reg.analyst_for_token("x") is None
+    with pytest.raises(LedgerError, match="no grant"):
+        reg.debit("d", dp.PureDP(1), "q", analyst="ana")
+    reg.grant("ana", "d", dp.PureDP(2))
+    reg.debit("d", dp.PureDP(Fraction(3, 2)), "q", analyst="ana")
+    with pytest.raises(BudgetExceededError, match="their cap"):
+        reg.debit("d", dp.PureDP(1), "q", analyst="ana")
+    reg.set_policy("d", dp.PureDP(2))
+    with pytest.raises(BudgetExceededError, match="burn-rate"):
+        reg.debit("d", dp.PureDP(1), "q")  # 1.5 + 1 > 2 in the last 24 h
+    assert reg.spent("d") == dp.PureDP(Fraction(3, 2))
+    assert reg.spent("d", analyst="ana") == dp.PureDP(Fraction(3, 2))
+    assert reg.verify() == []
+
+
+def test_idempotency_key_replays_the_recorded_answer(tmp_path):
+    key = Fernet.generate_key()
+    path = tmp_path / "l.sqlite"
+    s = dp.Session(pl.DataFrame({"x": range(100)}), budget=dp.PureDP(1),
+                   ledger=Ledger(path, encryption_key=key), dataset="d")
+    first = s.query().count().release(epsilon=0.5, idempotency_key="req-1")
+    again = s.query().count().release(epsilon=0.5, idempotency_key="req-1")
+    assert first.equals(again) and s.spent == dp.PureDP(Fraction(1, 2))
+    raw = sqlite3.connect(path).execute("SELECT result FROM releases").fetchone()[0]
+    assert raw.startswith("fernet:") and "count" not in raw  # encrypted at rest
+    with pytest.raises(LedgerError, match="encrypted"):
+        try:
+            Ledger(path).debit("d", dp.PureDP(Fraction(1, 10)), "q", idempotency_key="req-1")
+        except IdempotentReplay as replay:
+            assert replay.result is not None
+    reg = Ledger(path)
+    reg.debit("d", dp.PureDP(Fraction(1, 10)), "q", idempotency_key="req-2")
+    with pytest.raises(LedgerError, match="in progress"):  # no outcome yet: not a replay
+        reg.debit("d", dp.PureDP(Fraction(1, 10)), "q", idempotency_key="req-2")
+    with pytest.raises(dp.errors.DomainError):
+        dp.Session(pl.DataFrame({"x": [1]}), budget=dp.PureDP(1)).query().count().release(
+            epsilon=1, idempotency_key="k")
+
+
+def test_chain_detects_edits_deletions_and_truncation(tmp_path):
+    path = tmp_path / "l.sqlite"
+    reg = Ledger(path)
+    reg.register("d", dp.PureDP(10))
+    for i in range(3):
+        rid = reg.debit("d", dp.PureDP(Fraction(1, 10)), f"q{i}")
+        reg.mark(rid, "released", "ab" * 32)
+    saved = reg.head()
+    assert reg.verify(saved) == []
+    db = sqlite3.connect(path)
+    db.execute("UPDATE outcomes SET status = 'failed' WHERE release_id = 2")
+    db.commit()
+    assert any("edited" in p for p in Ledger(path).verify())
+    db.execute("UPDATE outcomes SET status = 'released' WHERE release_id = 2")
+    db.execute("DELETE FROM outcomes WHERE release_id = 3")
+    db.commit()
+    problems = Ledger(path).verify(saved)
+    assert any("missing" in p or "truncated" in p or "saved head" in p for p in problems)
+
+
+def _spend(path: str, n: int, out: mp.Queue) -> None:
+    reg = Ledger(path)
+    accepted = 0
+    for _ in range(n):
+        try:
+            reg.debit("d", dp.PureDP(Fraction(1, 100)), "q")
+            accepted += 1
+        except BudgetExceededError:
+            pass
+    out.put(accepted)
+
+
+@pytest.mark.slow
+def test_concurrent_processes_never_overrun_the_cap(tmp_path):
+    path = str(tmp_path / "l.sqlite")
+    Ledger(path).register("d", dp.PureDP(1))
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_spend, args=(path, 40, out)) for _ in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    accepted = sum(out.get(timeout=10) for _ in procs)
+    reg = Ledger(path)
+    assert accepted == 100  # 320 requests of ε = 0.01 against a cap of 1
+    assert reg.spent("d") == dp.PureDP(1) and reg.count() == 100 and reg.verify() == []
+
+
+def test_cli_commands(tmp_path):
+    path = str(tmp_path / "cli.sqlite")
+    run = CliRunner().invoke
+    assert run(app, ["ledger", "init", "--ledger", path]).exit_code == 0
+    assert run(app, ["ledger", "register", "d", "--epsilon", "2", "--ledger", path]
+               ).exit_code == 0
+    res = run(app, ["ledger", "analyst", "ana", "--dataset", "d", "--epsilon", "1",
+                    "--ledger", path])
+    assert res.exit_code == 0 and "token" in res.output
+    Ledger(path).debit("d", dp.PureDP(Fraction(1, 2)), "count()", analyst="ana")
+    for cmd in (["datasets"], ["show", "d"], ["releases", "--analyst", "ana"], ["verify"]):
+        res = run(app, ["ledger", *cmd, "--ledger", path])
+        assert res.exit_code == 0, res.output
+    exported = json.loads(run(app, ["ledger", "export", "--ledger", path]).output)
+    assert exported["releases"][0]["loss"] == {"epsilon": "1/2"}
+    png = tmp_path / "b.png"
+    assert run(app, ["ledger", "plot", "d", "--output", str(png), "--ledger", path]
+               ).exit_code == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert run(app, ["ledger", "policy", "d", "--epsilon", "1", "--ledger", path]
+               ).exit_code == 0
+    assert run(app, ["ledger", "verify", "--ledger", str(tmp_path / "none.sqlite")]
+               ).exit_code == 1
