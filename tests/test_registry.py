@@ -159,3 +159,58 @@ def test_cli_commands(tmp_path):
                ).exit_code == 0
     assert run(app, ["ledger", "verify", "--ledger", str(tmp_path / "none.sqlite")]
                ).exit_code == 1
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    import pg
+
+    reason = pg.unavailable()
+    if reason:
+        pytest.skip(f"no PostgreSQL server for the ledger tests: {reason}")
+    with pg.server() as url:
+        yield url
+
+
+def test_postgres_ledger_basics(postgres_url):
+    reg = Ledger(postgres_url)
+    reg.register("pgd", dp.ApproxDP(1, 1e-6))
+    rid = reg.debit("pgd", dp.ApproxDP(Fraction(1, 2), 0), "count", idempotency_key="a")
+    reg.mark(rid, "released", "cd" * 32, "[]")
+    with pytest.raises(IdempotentReplay):
+        reg.debit("pgd", dp.ApproxDP(Fraction(1, 2), 0), "count", idempotency_key="a")
+    with pytest.raises(BudgetExceededError):
+        reg.debit("pgd", dp.ApproxDP(1, 0), "count")
+    assert reg.spent("pgd") == dp.ApproxDP(Fraction(1, 2), 0) and reg.verify() == []
+    s = dp.Session(pl.DataFrame({"x": range(10)}), budget=dp.ApproxDP(1, 1e-6),
+                   ledger=Ledger(postgres_url), dataset="pgd")
+    s.query().count().release(epsilon=0.25)
+    assert Ledger(postgres_url).spent("pgd").epsilon == Fraction(3, 4)
+
+
+@pytest.mark.slow
+def test_concurrent_processes_on_postgres(postgres_url):
+    Ledger(postgres_url).register("pgc", dp.PureDP(1))
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_spend_on, args=(postgres_url, "pgc", 40, out))
+             for _ in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    accepted = sum(out.get(timeout=10) for _ in procs)
+    reg = Ledger(postgres_url)
+    assert accepted == 100 and reg.spent("pgc") == dp.PureDP(1) and reg.verify() == []
+
+
+def _spend_on(url: str, dataset: str, n: int, out: mp.Queue) -> None:
+    reg = Ledger(url)
+    accepted = 0
+    for _ in range(n):
+        try:
+            reg.debit(dataset, dp.PureDP(Fraction(1, 100)), "q")
+            accepted += 1
+        except BudgetExceededError:
+            pass
+    out.put(accepted)

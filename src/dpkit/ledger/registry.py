@@ -155,10 +155,13 @@ class Ledger:
             yield conn
 
     def _lock_head(self, conn: Connection) -> tuple[str, int]:
-        rows = dict(conn.execute(select(meta.c.key, meta.c.value)
-                                 .where(meta.c.key.in_(("chain_head", "chain_seq")))
-                                 .with_for_update()).all())
-        return rows["chain_head"], int(rows["chain_seq"])
+        """Take the ledger's write lock (the chain head's row; SQLite already holds its
+        database lock) and read the head; every writer passes here first, so one lock
+        serialises them and no two can deadlock."""
+        head = conn.execute(select(meta.c.value).where(meta.c.key == "chain_head")
+                            .with_for_update()).scalar_one()
+        seq = conn.execute(select(meta.c.value).where(meta.c.key == "chain_seq")).scalar_one()
+        return str(head), int(seq)
 
     def _advance(self, conn: Connection, head: str, seq: int) -> None:
         conn.execute(meta.update().where(meta.c.key == "chain_head").values(value=head))
