@@ -16,6 +16,7 @@ Top-level names: ``Session``, ``KeySet``, ``PrivacyUnit``, ``PureDP``, ``ApproxD
 """
 
 from dpkit import core, datasets, errors, mechanisms
+from dpkit.client import Client
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.core.renyi import RenyiDP
 from dpkit.frame import (
@@ -35,7 +36,6 @@ from dpkit.frame import (
     sum,
     variance,
 )
-from dpkit.ledger import Ledger
 from dpkit.mechanisms.partition_selection import PartitionSelection
 
 __version__ = "0.1.0"
@@ -66,4 +66,14 @@ __all__ = [
     "max",
     "PartitionSelection",
     "Ledger",
+    "Client",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``dpkit.Ledger`` is imported on first use (it loads SQLAlchemy)."""
+    if name == "Ledger":
+        from dpkit.ledger import Ledger
+
+        return Ledger
+    raise AttributeError(f"module 'dpkit' has no attribute {name!r}")

@@ -39,3 +39,12 @@ class InsecureRandomnessError(DPError, RuntimeError):
 
 class LedgerError(DPError, RuntimeError):
     """The ledger is inconsistent with the session (e.g. a different measure or cap)."""
+
+
+class IdempotentReplay(LedgerError):  # noqa: N818 - a replay, not a failure
+    """The idempotency key already has a recorded answer: ``result`` (text, decrypted)."""
+
+    def __init__(self, release_id: int, result: str | None) -> None:
+        super().__init__(f"release {release_id} already answered this idempotency key")
+        self.release_id = release_id
+        self.result = result

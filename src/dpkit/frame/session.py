@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -23,14 +23,15 @@ from dpkit.core import rng
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.composition import parallel_composition
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
-from dpkit.errors import DomainError
+from dpkit.errors import DomainError, IdempotentReplay
 from dpkit.frame import aggregates, engine
 from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import Query
-from dpkit.ledger import Ledger
-from dpkit.ledger.registry import IdempotentReplay
 from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
+
+if TYPE_CHECKING:
+    from dpkit.ledger import Ledger
 
 __all__ = ["Session"]
 
@@ -103,6 +104,8 @@ class Session:
         if ledger is not None:
             if not dataset:
                 raise DomainError("a ledger needs dataset='name'")
+            from dpkit.ledger import Ledger  # SQLAlchemy loads only when a ledger is used
+
             self.ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
             self.ledger.register(dataset, budget, str(self.privacy_unit), schema_text)
 

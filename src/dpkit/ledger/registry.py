@@ -36,7 +36,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, func, select
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
-from dpkit.errors import BudgetExceededError, LedgerError
+from dpkit.errors import BudgetExceededError, IdempotentReplay, LedgerError
 from dpkit.ledger import chain
 from dpkit.ledger.schema import (
     SCHEMA_VERSION,
@@ -54,15 +54,6 @@ __all__ = ["Ledger", "IdempotentReplay", "SCHEMA_VERSION", "STALE_SECONDS"]
 
 _MEASURES: dict[str, type[PrivacyLoss]] = {"PureDP": PureDP, "ApproxDP": ApproxDP, "ZCDP": ZCDP}
 STALE_SECONDS = 300  # a debited attempt with no outcome after this long counts as crashed
-
-
-class IdempotentReplay(LedgerError):  # noqa: N818 - a replay, not an error
-    """The idempotency key already has a recorded answer: ``result`` (text, decrypted)."""
-
-    def __init__(self, release_id: int, result: str | None) -> None:
-        super().__init__(f"release {release_id} already answered this idempotency key")
-        self.release_id = release_id
-        self.result = result
 
 
 def _dump(loss: PrivacyLoss) -> str:
