@@ -96,7 +96,7 @@ def test_sensitivity_follows_the_bounds():
     assert float(planned[0].sensitivity) == pytest.approx(math.sqrt(13))  # 3² + 2²
 
 
-@pytest.mark.parametrize("g,r,m", [(2, 3, 5), (5, 2, 10), (1, 4, 4), (3, 1, 2)])
+@pytest.mark.parametrize("g,r,m", [(2, 3, 5), (5, 2, 10), (1, 4, 4), (3, 1, 2), (2, 1, 2)])
 def test_polars_fast_path_matches_the_window_rule(g, r, m):
     """The sort-based Polars bounding keeps exactly the rows the window rule keeps."""
     import numpy as np

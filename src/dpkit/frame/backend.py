@@ -94,6 +94,7 @@ def bound_polars(frame: pl.DataFrame, unit: str, key_columns: list[str], max_gro
         [unit, *key_columns, key])
     pair_start = _run_starts(s, [unit, *key_columns])
     keep = _run_position(pair_start) < max_rows_per_group
+    per_unit = max_rows_per_group if not key_columns else None  # rows a unit can still have
     if key_columns and max_groups < max_rows:
         # each group's first row (in key order) carries its smallest key; rank the groups
         # of each unit by it and keep the first G
@@ -103,8 +104,9 @@ def bound_polars(frame: pl.DataFrame, unit: str, key_columns: list[str], max_gro
         keep_pair = np.empty(rank.size, dtype=bool)
         keep_pair[pairs["__dpkit_p"].to_numpy()] = rank < max_groups
         keep &= keep_pair[np.cumsum(pair_start) - 1]
+        per_unit = max_groups * max_rows_per_group
     kept = s.filter(pl.Series(keep))
-    if min(max_groups, max_rows) * max_rows_per_group > max_rows:
+    if per_unit is None or per_unit > max_rows:  # the M bound is not implied: apply it
         kept = kept.sort([unit, key])
         kept = kept.filter(pl.Series(_run_position(_run_starts(kept, [unit])) < max_rows))
     return frame[kept["__dpkit_i"].sort()]
