@@ -69,3 +69,23 @@ def audit(
                       f"{r.lower_bound:.4g}", "pass" if r.histogram_passed else "FAIL",
                       f"{r.samples:,}", f"{r.seconds:.1f}")
     Console().print(table)
+
+
+@app.command()
+def serve(
+    config: Path = typer.Option(..., "--config", help="The server's YAML configuration."),
+    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+    workers: int = typer.Option(None, help="Worker processes (default: the config's)."),
+) -> None:
+    """Serve DP queries over HTTP (FastAPI + uvicorn; API docs at /docs)."""
+    try:
+        from dpkit.server.app import serve as run_server
+        from dpkit.server.config import ConfigError
+    except ImportError as exc:
+        raise typer.BadParameter(f"the server needs `pip install dpkit[server]` ({exc})"
+                                 ) from None
+    try:
+        run_server(config, host=host, port=port, workers=workers)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from None
