@@ -451,7 +451,10 @@ class Query:
 
     def describe(self) -> str:
         """Canonical text of the query (stored in the ledger)."""
-        parts = [f"{op}({', '.join(map(str, args))})" for op, args, _ in self.steps]
+        parts = [f"{op}({', '.join(_describe_arg(a) for a in args)}"
+                 f"{', ' if args and kwargs else ''}"
+                 f"{', '.join(f'{k}={_describe_arg(v)}' for k, v in kwargs.items())})"
+                 for op, args, kwargs in self.steps]
         if self.keys is not None:
             parts.append(f"group_by({', '.join(self.keys.columns)}; {len(self.keys)} keys)")
         elif self.selection is not None:
@@ -460,6 +463,14 @@ class Query:
                          f"ε={s.epsilon}, δ={s.delta})")
         parts.append("agg(" + ", ".join(_describe_agg(a) for a in self.aggs) + ")")
         return ".".join(parts)
+
+
+def _describe_arg(value: Any) -> str:
+    if isinstance(value, Query):
+        return f"query({value.table or 'default'}: {value.describe()})"
+    if isinstance(value, pl.DataFrame):
+        return f"public_table({', '.join(value.columns)}; {value.height} rows)"
+    return str(value)
 
 
 def _describe_agg(agg: aggregates.Aggregation) -> str:
