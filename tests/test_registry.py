@@ -214,3 +214,23 @@ def _spend_on(url: str, dataset: str, n: int, out: mp.Queue) -> None:
         except BudgetExceededError:
             pass
     out.put(accepted)
+
+
+def test_server_reads_a_postgres_table(postgres_url):
+    """The query server's PostgreSQL source loads a table (names checked and quoted)."""
+    import sqlalchemy as sa
+
+    from dpkit.server.config import SourceConfig
+    from dpkit.server.sources import open_source
+
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text('CREATE TABLE "people" (pid INTEGER, age INTEGER, city TEXT)'))
+        conn.execute(sa.text("INSERT INTO people VALUES (1, 30, 'a'), (2, 41, 'b'), "
+                             "(3, 52, NULL)"))
+    engine.dispose()
+    source = open_source(SourceConfig(kind="postgres", url=postgres_url, table="people"))
+    assert [name for name, _ in source.columns] == ["pid", "age", "city"]
+    with source.open() as frame:
+        s = dp.Session(frame, dp.PrivacyUnit.by("pid", 1), dp.PureDP(1))
+        assert s.query().count().release(epsilon=1).height == 1
