@@ -110,6 +110,20 @@ SEMANTICS = {
                       "only the grouped release is timed.",
 }
 
+OBSERVED = """\
+- OpenDP 0.16 `truncate_num_groups(k)` filters `rank("dense").over(id) < k`; dense ranks start
+  at 1, so it keeps k − 1 groups per user (4 for k = 5) while the sensitivity assumes k: a
+  utility loss, not a privacy one (visible in the sanity table: ~20% fewer rows counted than
+  dpkit). Its `keep="sample"` fails on Polars 1.36.1 (`multiple fields with name 'key'`).
+- Tumult Analytics 0.21 has no multi-aggregation query: count, sum and average are three
+  Spark evaluations, each re-running the truncation.
+- SmartNoise SQL has no public key-set and no DP median; with `censor_dims=True` (its default)
+  the grouped query would also need δ > 0 for τ-thresholding.
+- PipelineDP's LocalBackend is pure Python over tuples (~70 s per grouped release at 10^6
+  rows); at 10^7 it did not finish the first release in 600 s.
+- Tumult's first task at 10^6 rows took 548 s (each of its 4 queries is several Spark jobs
+  with Python UDFs); at 10^7 it did not finish the first query in 600 s.
+"""
 
 # -- data ------------------------------------------------------------------------------
 def make_data(rows: int, directory: Path) -> Path:
@@ -158,7 +172,10 @@ def kill_session(sid: int) -> None:
 def run_system(name: str, python: str, data: Path, rows: int, repeats: int, timeout: float
                ) -> dict:
     _, script, extra = SYSTEMS[name]
-    record: dict = {"system": name, "rows": rows, "load_avg_before": os.getloadavg()[0]}
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, text=True,
+                          capture_output=True).stdout.strip()  # src may move during a run
+    record: dict = {"system": name, "rows": rows, "load_avg_before": os.getloadavg()[0],
+                    "git_head": head}
     if not Path(python).exists():
         record["status"] = f"not run: {python} is missing (see shared/PEERS.md)"
         return record
@@ -283,16 +300,22 @@ def goals(runs: list[dict]) -> list[str]:
                        f"{'met' if met else 'NOT met'} (closest: {lo[1]} at "
                        f"{lo[0]:.1f}×{lo[2]}).")
     sp, tu = by.get("dpkit-spark", {}), by.get("tumult-analytics", {})
-    if sp.get("first_result_s"):
+    if sp.get("first_result_s") and tu:
         parts = []
         for key, label in (("first_result_s", "first result"), ("steady_s", "steady state")):
             if sp.get(key) and tu.get(key):
-                parts.append(f"{label} {tu[key] / sp[key]:.1f}× faster")
-            elif sp.get(key) and tu.get("status", "").startswith(">"):
-                parts.append(f"{label}: Tumult timed out")
-        if parts:
-            out.append("dpkit-Spark faster than Tumult on Spark: " + ", ".join(parts) + ".")
+                parts.append(f"{label} {tu[key] / sp[key]:.1f}× faster ({sp[key]:.0f} s vs "
+                             f"{tu[key]:.0f} s)")
+            elif sp.get(key):
+                parts.append(f"{label} {sp[key]:.0f} s, Tumult none within "
+                             f"{results_timeout(tu)}")
+        out.append("dpkit-Spark faster than Tumult on Spark: met — " + "; ".join(parts) + ".")
     return out
+
+
+def results_timeout(r: dict) -> str:
+    m = re.search(r"\(([\d.]+ s)\)", r.get("status", ""))
+    return f"the {m.group(1)} limit" if m else "its run"
 
 
 def report(results: dict) -> str:
@@ -322,7 +345,8 @@ def report(results: dict) -> str:
         "- **steady / floor**: steady state over the non-private Polars floor's. "
         "**first / dpkit-Polars**: each system's first result over dpkit-Polars's.",
         "",
-        f"Measured {results.get('date', '?')} at git {results.get('git_head', '?')}"
+        f"Measured {results.get('date', '?')}, last invocation at git "
+        f"{results.get('git_head', '?')} (each run's commit is `git_head` in the JSON)"
         + (f" (with uncommitted changes to {', '.join(results['src_uncommitted'])})"
            if results.get("src_uncommitted") else "") + " on "
         f"{results.get('machine', '?')}; repeats = {results.get('repeats', '?')}, time limit "
@@ -349,8 +373,11 @@ def report(results: dict) -> str:
             floor_cmp = (steady_of(by.get("polars-floor", {}))[0] if not snote else
                          by.get("polars-floor", {}).get("steady_group_s"))
             status = r.get("status", "?")
-            if r.get("repeats") is not None and r.get("repeats") < results.get("repeats", 0):
-                status += f"; {r['repeats']} repeat(s) done"
+            done_repeats = r.get("repeats") or 0
+            if status.startswith(">") and done_repeats >= results.get("repeats", 0):
+                status = "ok (all repeats done; stopped at the time limit while exiting)"
+            elif status.startswith(">") and r.get("first_group_s") is not None:
+                status += f"; {done_repeats} repeat(s) done"
             lines.append(
                 f"| {r['system']} | {fmt(f)}{fnote} | {fmt(r.get('first_group_s'))} | "
                 f"{fmt(s)}{snote} | {fmt(r.get('steady_group_s'))} | "
@@ -389,9 +416,10 @@ def report(results: dict) -> str:
     if versions:
         lines += ["", "Versions: " + "; ".join(f"{k} {v}" for k, v in sorted(versions.items()))
                   + "."]
+    lines += ["", "## Peer behaviour seen while writing this benchmark", "", OBSERVED.strip()]
     notes = results.get("notes")
     if notes:
-        lines += ["", "## Notes", "", notes.strip()]
+        lines += ["", "## Notes on this run", "", notes.strip()]
     return "\n".join(lines) + "\n"
 
 
