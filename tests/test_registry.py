@@ -107,25 +107,13 @@ def test_chain_detects_edits_deletions_and_truncation(tmp_path):
     assert any("missing" in p or "truncated" in p or "saved head" in p for p in problems)
 
 
-def _spend(path: str, n: int, out: mp.Queue) -> None:
-    reg = Ledger(path)
-    accepted = 0
-    for _ in range(n):
-        try:
-            reg.debit("d", dp.PureDP(Fraction(1, 100)), "q")
-            accepted += 1
-        except BudgetExceededError:
-            pass
-    out.put(accepted)
-
-
 @pytest.mark.slow
 def test_concurrent_processes_never_overrun_the_cap(tmp_path):
     path = str(tmp_path / "l.sqlite")
     Ledger(path).register("d", dp.PureDP(1))
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_spend, args=(path, 40, out)) for _ in range(8)]
+    procs = [ctx.Process(target=_spend_on, args=(path, "d", 40, out)) for _ in range(8)]
     for p in procs:
         p.start()
     for p in procs:

@@ -34,7 +34,8 @@ from dpkit.core.numbers import (
 )
 from dpkit.errors import DomainError, MeasureError
 
-__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "convert", "zcdp_to_epsilon"]
+__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "convert", "zcdp_to_epsilon",
+           "largest_rho"]
 
 
 def _frac(x: Number | Fraction, name: str) -> Fraction:
@@ -261,6 +262,26 @@ def zcdp_to_epsilon(rho: Fraction, delta: Fraction) -> Fraction:
         log_inv_delta + (alpha_q - 1) * log_up(1 - 1 / alpha_q) - log_down(alpha_q)
     ) / (alpha_q - 1)
     return max(Fraction(0), min(bun_steinke, cks))
+
+
+def largest_rho(epsilon: Fraction, delta: Fraction) -> Fraction:
+    """The largest ρ (to 2^-40 relative) with ``zcdp_to_epsilon(ρ, δ) ≤ ε``, by bisection.
+
+    Raises
+    ------
+    DomainError
+        If no positive ρ meets (ε, δ).
+    """
+    lo, hi = Fraction(0), epsilon  # ρ ≤ ε always suffices as an upper end: ε(ρ) ≥ ρ
+    for _ in range(48):
+        mid = Fraction((lo + hi) / 2).limit_denominator(1 << 48)
+        if zcdp_to_epsilon(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    if lo == 0:
+        raise DomainError(f"no zCDP budget meets (ε = {float(epsilon):g}, δ = {float(delta):g})")
+    return lo
 
 
 def _best_alpha(rho: float, log_inv_delta: float) -> float:

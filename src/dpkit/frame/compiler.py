@@ -30,7 +30,7 @@ import numpy as np
 from dpkit.core import stability
 from dpkit.core.component import Measurement
 from dpkit.core.compose import calibrate_scale
-from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP, zcdp_to_epsilon
+from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP, largest_rho
 from dpkit.core.metrics import L1Distance, L2Distance
 from dpkit.core.numbers import Number, fraction_down, log_up, sqrt_down
 from dpkit.core.stability import Contribution
@@ -101,21 +101,7 @@ def resolve_target(measure: type, epsilon: Number | None, rho: Number | None,
         return Target("laplace", epsilon=eps or Fraction(0))
     if dlt >= 1:
         raise DomainError("delta must be below 1")
-    return Target("gaussian", delta=dlt, rho=_largest_rho(eps or Fraction(0), dlt))
-
-
-def _largest_rho(epsilon: Fraction, delta: Fraction) -> Fraction:
-    """The largest ρ (to 2^-40 relative) with zcdp_to_epsilon(ρ, δ) ≤ ε, by bisection."""
-    lo, hi = Fraction(0), epsilon  # ρ ≤ ε always suffices as an upper end: ε(ρ) ≥ ρ
-    for _ in range(48):
-        mid = Fraction((lo + hi) / 2).limit_denominator(1 << 48)
-        if zcdp_to_epsilon(mid, delta) <= epsilon:
-            lo = mid
-        else:
-            hi = mid
-    if lo == 0:
-        raise DomainError(f"no zCDP budget meets (ε = {float(epsilon):g}, δ = {float(delta):g})")
-    return lo
+    return Target("gaussian", delta=dlt, rho=largest_rho(eps or Fraction(0), dlt))
 
 
 @dataclass

@@ -339,6 +339,7 @@ class Query:
             return all(p.accuracy(beta) * float(p.unit) <= target_alpha
                        for p in planner(target))
 
+        extra = {"delta": fraction_down(delta)} if delta is not None else {}
         hi = Fraction(1)
         while not meets(hi):
             hi *= 4
@@ -347,15 +348,12 @@ class Query:
         lo = hi / 4
         while meets(lo):  # meets(hi) holds and meets(lo) fails after this loop
             if lo < Fraction(1, 1 << 40):
-                return {name: lo} | ({"delta": fraction_down(delta)} if delta else {})
+                return {name: lo, **extra}
             hi, lo = lo, lo / 4
         while hi - lo > hi / (1 << 20):
             mid = (lo + hi) / 2
             hi, lo = (mid, lo) if meets(mid) else (hi, mid)
-        out = {name: hi}
-        if delta is not None:
-            out["delta"] = fraction_down(delta)
-        return out
+        return {name: hi, **extra}
 
     def _with_declared_bounds(self) -> tuple[aggregates.Aggregation, ...]:
         """Aggregations without ``bounds=`` take those declared by :meth:`clamp` (safe even

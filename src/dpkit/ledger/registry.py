@@ -35,7 +35,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, func, select
 
-from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
 from dpkit.errors import BudgetExceededError, IdempotentReplay, LedgerError
 from dpkit.ledger import chain
 from dpkit.ledger.schema import (
@@ -316,7 +316,6 @@ class Ledger:
             row = self._dataset(conn, dataset)
             measure = row["measure"]
             if type(loss).__name__ != measure:
-                from dpkit.core.measures import convert
                 loss = convert(loss, _MEASURES[measure])
             if idempotency_key is not None:
                 self._check_key(conn, dataset, analyst, idempotency_key, now)

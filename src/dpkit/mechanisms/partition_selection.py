@@ -39,7 +39,7 @@ import numpy as np
 
 from dpkit.core import rng, samplers
 from dpkit.core.component import Measurement
-from dpkit.core.measures import ApproxDP, zcdp_to_epsilon
+from dpkit.core.measures import ApproxDP, largest_rho
 from dpkit.core.metrics import AddRemoveDistance
 from dpkit.core.numbers import Number, exp_down, exp_up, fraction_down, positive, sqrt_up
 from dpkit.errors import DomainError
@@ -123,16 +123,8 @@ def _gaussian_parameters(epsilon: Fraction, delta: Fraction, groups: int
     """(σ, T) for Gaussian thresholding (module docstring); σ is rounded up first and T is
     computed for that σ."""
     half = delta / 2
-    lo, hi = Fraction(0), epsilon
-    for _ in range(48):  # the largest ρ with ε(ρ, δ/2) ≤ ε
-        mid = Fraction((lo + hi) / 2).limit_denominator(1 << 48)
-        if zcdp_to_epsilon(mid, half) <= epsilon:
-            lo = mid
-        else:
-            hi = mid
-    if lo == 0:
-        raise DomainError("no Gaussian selection meets this (ε, δ)")
-    sigma = representable_scale(sqrt_up(Fraction(groups) / (2 * lo)))
+    rho = largest_rho(epsilon, half)
+    sigma = representable_scale(sqrt_up(Fraction(groups) / (2 * rho)))
     var = sigma * sigma
     t = 1
     while groups * exp_up(-Fraction(t * t) / (2 * var)) > half:
