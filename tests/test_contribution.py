@@ -96,23 +96,55 @@ def test_sensitivity_follows_the_bounds():
     assert float(planned[0].sensitivity) == pytest.approx(math.sqrt(13))  # 3² + 2²
 
 
+@pytest.mark.parametrize("packed", [True, False])
 @pytest.mark.parametrize("g,r,m", [(2, 3, 5), (5, 2, 10), (1, 4, 4), (3, 1, 2), (2, 1, 2)])
-def test_polars_fast_path_matches_the_window_rule(g, r, m):
-    """The sort-based Polars bounding keeps exactly the rows the window rule keeps."""
+def test_polars_fast_path_matches_the_window_rule(g, r, m, packed):
+    """Both sort-based Polars paths (one packed integer key for integer unit and group
+    columns; multi-column sorts for strings with nulls) keep exactly the rows the window
+    rule keeps, for the same row keys."""
     import numpy as np
 
-    from dpkit.frame.backend import bound_polars
+    from dpkit.frame import backend
 
     rng = np.random.default_rng(g * 100 + r * 10 + m)  # test data and keys only
     n = 5000
-    frame = pl.DataFrame({
-        "u": rng.integers(0, 300, n), "k": rng.choice(["a", "b", "c", "d", "e", None], n),
-        "x": rng.uniform(0, 1, n),
-        "r": rng.permutation(n).astype(np.uint64)})  # unique keys
-    fast = bound_polars(frame, "u", ["k"], g, r, m, "r")
-    ref = frame.with_columns(p=pl.col("r").min().over("u", "k"))
+    keys = rng.integers(0, 5, n) if packed else rng.choice(["a", "b", "c", "d", "e", None], n)
+    rand = rng.integers(0, 256, n).astype(np.uint32)  # 8 bits: ties, broken by the row index
+    frame = pl.DataFrame({"u": rng.integers(-50, 250, n), "k": keys,
+                          "x": rng.uniform(0, 1, n), "r": rand})
+    taken = backend._bound_packed(frame, "u", ["k"], g, r, m, rand)
+    assert (taken is not None) == packed
+    fast = backend.bound_polars(frame, "u", ["k"], g, r, m, rand)
+    ref = frame.with_row_index("i").with_columns(rk=pl.col("r") * n + pl.col("i"))  # ties
+    # a group's key: its smallest row word, ties broken by the group's sort order
+    code = pl.col("k").rank("dense").fill_null(0)
+    ref = ref.with_columns(p=pl.col("r").min().over("u", "k") * (n + 1) + code)
     if g < m:
         ref = ref.filter(pl.col("p").rank("dense").over("u") <= g)
-    ref = ref.filter(pl.col("r").rank("ordinal").over("u", "k") <= r)
-    ref = ref.filter(pl.col("r").rank("ordinal").over("u") <= m).drop("p")
-    assert sorted(fast["r"].to_list()) == sorted(ref["r"].to_list())
+    ref = ref.filter(pl.col("rk").rank("ordinal").over("u", "k") <= r)
+    ref = ref.filter(pl.col("rk").rank("ordinal").over("u") <= m)
+    assert fast.rows() == frame.filter(ref_rows(frame, ref)).rows()
+    single = backend.bound_polars(frame, "u", [], g, r, m, rand)  # one group: min(M, R)
+    ref = frame.with_row_index("i").with_columns(rk=pl.col("r") * n + pl.col("i"))
+    ref = ref.filter(pl.col("rk").rank("ordinal").over("u") <= min(r, m))
+    assert single.rows() == frame.filter(ref_rows(frame, ref)).rows()
+
+
+def ref_rows(frame, ref):
+    """A mask of ``frame``'s rows whose index is in ``ref``'s ``i`` column."""
+    mask = [False] * frame.height
+    for i in ref["i"].to_list():
+        mask[i] = True
+    return pl.Series(mask)
+
+
+def test_packed_bounding_falls_back_when_ids_are_wide():
+    """Unit ids spread over 2^62 leave no room for the row key: the sort path serves."""
+    import numpy as np
+
+    from dpkit.frame import backend
+
+    frame = pl.DataFrame({"u": np.array([0, 2**62, 5, 5, 5], dtype=np.int64), "x": range(5)})
+    assert backend._bound_packed(frame, "u", [], 1, 2, 2, np.arange(5, dtype=np.uint32)) is None
+    assert sorted(backend.bound_polars(frame, "u", [], 1, 2, 2)["u"].to_list()) == [0, 5, 5,
+                                                                                     2**62]

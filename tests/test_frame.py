@@ -259,6 +259,22 @@ def test_quantile_scores_handle_ties():
     assert scores == [-3, -2, 0, -1, -2, -2, -3]
 
 
+@pytest.mark.parametrize("level", [0.3, 0.5, 0.99])
+def test_quantile_scores_match_their_definition(level):
+    """The vectorised scores equal −max(0, #{x<c} − q·n, q·n − #{x≤c}) in exact rationals."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    agg = dp.quantile("x", level, bounds=(0, 10))
+    hist = np.random.default_rng(7).integers(0, 50, size=(3, 22))  # test data only
+    for row, scores in zip(hist, agg.scores(hist), strict=True):
+        cum, target = np.cumsum(row), agg.level() * int(row.sum())
+        want = [-max(Fraction(0), int(lo) - target, target - int(hi))
+                for lo, hi in zip(cum[0::2], cum[1::2], strict=True)]
+        assert scores == want
+
+
 @pytest.mark.parametrize("step", [
     lambda q: q.with_columns(y=pl.col("n") - pl.col("n").mean()),
     lambda q: q.with_columns(y=pl.col("n").shift(1)),

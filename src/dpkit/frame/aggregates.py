@@ -466,13 +466,16 @@ class Quantile(ColumnAggregation):
         """Per group, the exact score of every candidate c: minus the distance from q·n to
         [#{x < c}, #{x ≤ c}] (0 when c is a q-quantile, ties included)."""
         q = self.level()
+        num, den = q.numerator, q.denominator
         out = []
         for row in np.asarray(hist, dtype=np.int64):
             cum = np.cumsum(row)
-            below, upto = cum[0::2], cum[1::2]
-            target = q * int(row.sum())
-            out.append([-builtins.max(Fraction(0), int(lo) - target, target - int(hi))
-                        for lo, hi in zip(below, upto, strict=True)])
+            n = int(cum[-1]) if cum.size else 0
+            if n * builtins.max(num, den) >= 1 << 62:  # exact in Python integers instead
+                cum = cum.astype(object)
+            below, upto = cum[0::2] * den, cum[1::2] * den  # distances scaled by den
+            distance = np.maximum(np.maximum(below - num * n, num * n - upto), 0)
+            out.append([Fraction(-int(d), den) for d in distance])
         return out
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],

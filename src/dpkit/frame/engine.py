@@ -112,12 +112,13 @@ def bound_contributions(lf: nw.LazyFrame, unit: PrivacyUnit, columns: Sequence[s
     if unit.column is None:
         return lf.select(list(dict.fromkeys(columns))) if columns else lf
     keep = list(dict.fromkeys([*columns, *key_columns, unit.column]))
-    frame = backend.with_row_keys(lf.select(keep), _RAND)
     b = unit.bounds if key_columns else unit.bounds.single_group()
-    if frame.implementation is nw.Implementation.POLARS:
-        fast = backend.bound_polars(frame.collect().to_native(), unit.column, list(key_columns),
-                                    b.max_groups, b.max_rows_per_group, b.max_rows, _RAND)
-        return nw.from_native(fast.drop(_RAND).lazy())
+    if lf.implementation is nw.Implementation.POLARS:
+        fast = backend.bound_polars(lf.select(keep).collect().to_native(), unit.column,
+                                    list(key_columns), b.max_groups, b.max_rows_per_group,
+                                    b.max_rows)
+        return nw.from_native(fast.lazy())
+    frame = backend.with_row_keys(lf.select(keep), _RAND)
     pair = [unit.column, *key_columns]
     if key_columns and b.max_groups < b.max_rows:
         # a group's key is its smallest row key; keep the unit's G smallest
