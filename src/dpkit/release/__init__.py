@@ -1,0 +1,34 @@
+"""Non-interactive release: publish a histogram once, answer any range query from it.
+
+- :mod:`~dpkit.release.workload` — range-count workloads (prefix, all ranges, random 1-D
+  ranges and 2-D rectangles) and DPBench's error measures.
+- :mod:`~dpkit.release.measure` — exact Laplace measurement of linear queries, strategy
+  sensitivity, least squares, the matrix mechanism's expected-error formula.
+- :mod:`~dpkit.release.histogram` — :func:`release_histogram`, :func:`make_histogram_release`,
+  the algorithm registry.
+- algorithms: :mod:`~dpkit.release.basic` (identity, uniform),
+  :mod:`~dpkit.release.hierarchical` (H_b, HB), :mod:`~dpkit.release.wavelet` (Privelet).
+"""
+
+from dpkit.release import basic, hierarchical, wavelet  # noqa: F401 - registers algorithms
+from dpkit.release.histogram import (
+    HistogramRelease,
+    make_histogram_release,
+    methods,
+    register,
+    release_histogram,
+)
+from dpkit.release.workload import (
+    RangeWorkload,
+    all_range,
+    identity,
+    prefix,
+    random_ranges,
+    random_rectangles,
+    rmse,
+    scaled_error,
+)
+
+__all__ = ["HistogramRelease", "release_histogram", "make_histogram_release", "methods",
+           "register", "RangeWorkload", "prefix", "all_range", "identity", "random_ranges",
+           "random_rectangles", "rmse", "scaled_error"]

@@ -1,0 +1,31 @@
+"""The two baselines of DPBench (Hay et al. SIGMOD 2016): Identity and Uniform."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from dpkit.release.histogram import register
+from dpkit.release.measure import laplace_integer
+from dpkit.release.workload import RangeWorkload
+
+__all__ = ["identity", "uniform"]
+
+
+@register("identity", dims=(1, 2, 3, 4))
+def identity(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
+             ) -> np.ndarray:
+    """Identity: discrete Laplace noise of scale 1/ε on every cell (Dwork, McSherry, Nissim &
+    Smith 2006). A record changes one cell by 1, so the cells' L1 sensitivity is 1 and the
+    release is ε-DP. Expected squared error 2/ε² per cell; a range of r cells 2r/ε²."""
+    return laplace_integer(x, Fraction(1), epsilon).astype(np.float64)
+
+
+@register("uniform", dims=(1, 2, 3, 4), data_dependent=True)
+def uniform(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
+            ) -> np.ndarray:
+    """Uniform: a noisy total (discrete Laplace, scale 1/ε; sensitivity 1, so ε-DP) spread
+    evenly over the cells (DPBench's baseline for data-independent shape)."""
+    total = int(laplace_integer(np.array([int(x.sum())]), Fraction(1), epsilon)[0])
+    return np.full(x.shape, total / x.size, dtype=np.float64)

@@ -1,0 +1,141 @@
+"""Noisy linear measurements of a histogram, and their least-squares inference.
+
+Every algorithm of :mod:`dpkit.release` measures linear queries ``y = A·x`` of the count vector
+``x`` and post-processes. Neighbouring histograms differ by one record (add/remove): ``x`` and
+``x'`` are at L1 distance 1, so ``A·x`` moves by at most the largest column L1 norm of ``A``,
+Δ_A = max_j Σ_i |A_ij|. Adding Laplace noise of scale Δ_A/ε to each query is ε-DP (Dwork,
+McSherry, Nissim & Smith 2006; Dwork & Roth Thm 3.6); for substitution neighbours (one
+record changes cell) double the distance.
+
+The noise is exact:
+
+- integer queries (``A`` with integer entries on integer counts) get discrete Laplace noise of
+  scale Δ_A/ε (Canonne, Kamath & Steinke 2020) — :func:`laplace_integer`;
+- real queries are released on a grid of width 2^k by :func:`dpkit.mechanisms.make_laplace`,
+  whose privacy map charges the rounding (2^k per query) — :func:`laplace_real`.
+
+Either way the privacy map is checked with exact rationals before the noise is drawn. The
+expected error of the least-squares estimate from a strategy ``A`` for a workload ``W`` is
+2(Δ_A/ε)²‖W A⁺‖_F² summed over queries (Li, Hay, Rastogi, Miklau & McGregor 2010, Prop. 3):
+:func:`expected_rmse`.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from dpkit.core import samplers
+from dpkit.core.numbers import Number, fraction_up, positive
+from dpkit.errors import DomainError, DPError
+
+__all__ = ["l1_sensitivity", "laplace_integer", "laplace_real", "least_squares",
+           "expected_rmse", "check_counts"]
+
+_U = 2.0 ** -53  # unit roundoff of float64
+
+
+def check_counts(x: object, dims: tuple[int, ...] = (1, 2)) -> np.ndarray:
+    """A histogram as an int64 array: non-negative integers, finite, of an accepted rank."""
+    arr = np.asarray(x)
+    if arr.ndim not in dims:
+        raise DomainError(f"histogram must have {' or '.join(map(str, dims))} dimensions; "
+                          f"got shape {arr.shape}")
+    if arr.size == 0:
+        raise DomainError("histogram is empty")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise DomainError("histogram has NaN or infinite counts")
+        if not np.all(arr == np.round(arr)):
+            raise DomainError("histogram counts must be integers")
+    elif arr.dtype.kind not in "iub":
+        raise DomainError(f"histogram counts must be numbers; got dtype {arr.dtype}")
+    if np.any(arr < 0):
+        raise DomainError("histogram counts must be non-negative")
+    return arr.astype(np.int64)
+
+
+def l1_sensitivity(strategy: np.ndarray | sp.spmatrix) -> Fraction:
+    """Δ_A = max_j Σ_i |A_ij| as an exact upper bound (a Fraction).
+
+    Integer matrices are summed exactly; real ones in float64, each column sum inflated by
+    the relative bound (m+1)·u/(1 − (m+1)·u) of m-term summation (Higham 2002, Eq. 4.4)."""
+    a = sp.csc_matrix(strategy) if sp.issparse(strategy) else np.asarray(strategy)
+    data = a.data if sp.issparse(a) else a
+    if data.size == 0:
+        return Fraction(0)
+    if np.all(data == np.round(data)):
+        sums = np.asarray(abs(a).astype(np.int64).sum(axis=0)).ravel()
+        return Fraction(int(sums.max()))
+    sums = np.asarray(abs(a).sum(axis=0)).ravel()
+    m = a.shape[0] + 1
+    gamma = m * _U / (1 - m * _U)
+    return fraction_up(float(sums.max())) * (1 + fraction_up(gamma))
+
+
+def _scale(sensitivity: Fraction, epsilon: Number) -> tuple[Fraction, Fraction]:
+    eps = positive(epsilon, "epsilon")
+    if sensitivity <= 0:
+        raise DomainError("the strategy has no nonzero entry")
+    return eps, sensitivity / eps
+
+
+def laplace_integer(values: np.ndarray, sensitivity: Fraction, epsilon: Number) -> np.ndarray:
+    """``values`` (integers) + discrete Laplace noise of scale Δ/ε: ε-DP when the queries'
+    L1 sensitivity is ``sensitivity`` (Canonne, Kamath & Steinke 2020, Thm 1 via the
+    geometric mechanism of Ghosh, Roughgarden & Sundararajan 2009). Returns int64."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "iub":
+        raise DomainError("laplace_integer needs integer query answers")
+    _, scale = _scale(sensitivity, epsilon)
+    return values.astype(np.int64) + samplers.discrete_laplace(scale, values.size).reshape(
+        values.shape)
+
+
+def laplace_real(values: np.ndarray, sensitivity: Fraction, epsilon: Number) -> np.ndarray:
+    """``values`` (reals) + Laplace noise on a 2^k grid, ε-DP for L1 sensitivity Δ: the scale
+    is (Δ + 2^k·m)/ε for m queries, k = ⌊log₂(Δ/ε)⌋ − 30, so the grid rounding is paid
+    for (see :func:`dpkit.mechanisms.make_laplace`). Returns float64."""
+    from dpkit.mechanisms.laplace import make_laplace
+
+    values = np.asarray(values, dtype=np.float64)
+    eps, scale = _scale(sensitivity, epsilon)
+    k = samplers.grid_exponent(scale)
+    size = max(values.size, 1)
+    m = make_laplace((sensitivity + Fraction(2) ** k * size) / eps, max_size=size, k=k)
+    if m.map(sensitivity).epsilon > eps:  # exact check of the privacy map
+        raise DPError("internal: grid Laplace calibration exceeds epsilon")
+    return np.asarray(m(values.ravel()), dtype=np.float64).reshape(values.shape)
+
+
+def least_squares(strategy: np.ndarray | sp.spmatrix, y: np.ndarray,
+                  weights: np.ndarray | None = None) -> np.ndarray:
+    """argmin_x ‖diag(w)(A x − y)‖₂ (post-processing): dense ``lstsq`` for small strategies,
+    sparse LSQR otherwise. ``weights`` are 1/σ_i for queries with unequal noise."""
+    a = strategy
+    y = np.asarray(y, dtype=np.float64)
+    if weights is not None:
+        a = sp.diags(weights) @ a if sp.issparse(a) else weights[:, None] * a
+        y = weights * y
+    if sp.issparse(a) and a.shape[1] > 2048:
+        return spla.lsqr(a, y, atol=1e-12, btol=1e-12, iter_lim=20 * a.shape[1])[0]
+    dense = a.toarray() if sp.issparse(a) else np.asarray(a, dtype=np.float64)
+    return np.linalg.lstsq(dense, y, rcond=None)[0]
+
+
+def expected_rmse(workload: np.ndarray | sp.spmatrix, strategy: np.ndarray | sp.spmatrix,
+                  epsilon: float, sensitivity: float | None = None) -> float:
+    """Root mean squared error per query of least squares from ``strategy`` with Laplace
+    noise of scale Δ_A/ε: √(2(Δ_A/ε)² ‖W A⁺‖_F² / |W|) (Li et al. 2010, Prop. 3). Dense
+    linear algebra: meant for domains up to a few thousand cells."""
+    w = workload.toarray() if sp.issparse(workload) else np.asarray(workload, dtype=float)
+    a = strategy.toarray() if sp.issparse(strategy) else np.asarray(strategy, dtype=float)
+    delta = float(l1_sensitivity(a)) if sensitivity is None else sensitivity
+    gram = a.T @ a
+    solved = np.linalg.solve(gram, w.T)  # (AᵀA)⁻¹Wᵀ; trace(W (AᵀA)⁻¹ Wᵀ) = ‖W A⁺‖_F²
+    total = float(np.einsum("ij,ji->", w, solved))
+    return math.sqrt(2 * (delta / epsilon) ** 2 * total / w.shape[0])

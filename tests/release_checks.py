@@ -1,0 +1,46 @@
+"""Shared checks for :mod:`dpkit.release` algorithms: record every noisy measurement an
+algorithm makes (its query values, declared L1 sensitivity and ε) so tests can assert the
+budget is respected (sequential composition: Σ ε_i ≤ ε) and that each measured query vector
+moves by at most its declared sensitivity between neighbouring histograms."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+import dpkit.release.measure as measure
+
+
+@dataclass
+class Measured:
+    values: np.ndarray
+    sensitivity: Fraction
+    epsilon: Fraction
+
+
+def record(monkeypatch) -> list[Measured]:
+    """Patch both Laplace measurements (in :mod:`dpkit.release.measure` and in every release
+    module that imported them) to log each call, then run the real measurement."""
+    log: list[Measured] = []
+    import sys
+
+    for name in ("laplace_integer", "laplace_real"):
+        real = getattr(measure, name)
+
+        def wrapper(values, sensitivity, epsilon, _real=real):
+            log.append(Measured(np.array(values, copy=True), Fraction(sensitivity),
+                                Fraction(epsilon)))
+            return _real(values, sensitivity, epsilon)
+
+        monkeypatch.setattr(measure, name, wrapper)
+        for mod in list(sys.modules.values()):
+            if getattr(mod, "__name__", "").startswith("dpkit.release.") and getattr(
+                    mod, name, None) is real:
+                monkeypatch.setattr(mod, name, wrapper)
+    return log
+
+
+def total_epsilon(log: list[Measured]) -> Fraction:
+    return sum((m.epsilon for m in log), Fraction(0))
