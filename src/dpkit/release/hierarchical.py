@@ -85,9 +85,9 @@ def hierarchical(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | Non
     if int(branching) != branching or branching < 2:
         raise DomainError(f"branching must be an integer ≥ 2; got {branching!r}")
     levels = tree_counts(x, int(branching))
-    sensitivity = Fraction(len(levels))
-    noisy = [laplace_integer(level, sensitivity, epsilon) for level in levels]
-    return tree_inference(noisy, int(branching))[: x.size]
+    noisy = laplace_integer(np.concatenate(levels), Fraction(len(levels)), epsilon)
+    return tree_inference(np.split(noisy, np.cumsum([lv.size for lv in levels])[:-1]),
+                          int(branching))[: x.size]
 
 
 def hb_branching(n: int) -> int:

@@ -127,15 +127,23 @@ def least_squares(strategy: np.ndarray | sp.spmatrix, y: np.ndarray,
     return np.linalg.lstsq(dense, y, rcond=None)[0]
 
 
-def expected_rmse(workload: np.ndarray | sp.spmatrix, strategy: np.ndarray | sp.spmatrix,
-                  epsilon: float, sensitivity: float | None = None) -> float:
+def expected_rmse(workload: np.ndarray | sp.spmatrix | None, strategy: np.ndarray | sp.spmatrix,
+                  epsilon: float, sensitivity: float | None = None, *,
+                  gram: np.ndarray | None = None, queries: int | None = None) -> float:
     """Root mean squared error per query of least squares from ``strategy`` with Laplace
-    noise of scale Δ_A/ε: √(2(Δ_A/ε)² ‖W A⁺‖_F² / |W|) (Li et al. 2010, Prop. 3). Dense
-    linear algebra: meant for domains up to a few thousand cells."""
-    w = workload.toarray() if sp.issparse(workload) else np.asarray(workload, dtype=float)
+    noise of scale Δ_A/ε: √(2(Δ_A/ε)² ‖W A⁺‖_F² / |W|) (Li et al. 2010, Prop. 3), using
+    ‖W A⁺‖_F² = trace((AᵀA)⁻¹ WᵀW). Pass the workload matrix W, or its Gram matrix WᵀW as
+    ``gram`` with the number of ``queries`` (for workloads too large to write out, e.g.
+    :func:`~dpkit.release.workload.all_range_gram`). Dense linear algebra: meant for
+    domains up to a few thousand cells."""
     a = strategy.toarray() if sp.issparse(strategy) else np.asarray(strategy, dtype=float)
+    if gram is None:
+        if workload is None:
+            raise DomainError("pass a workload matrix or its gram= and queries=")
+        w = workload.toarray() if sp.issparse(workload) else np.asarray(workload, dtype=float)
+        gram, queries = w.T @ w, w.shape[0]
+    if not queries:
+        raise DomainError("queries must be a positive count")
     delta = float(l1_sensitivity(a)) if sensitivity is None else sensitivity
-    gram = a.T @ a
-    solved = np.linalg.solve(gram, w.T)  # (AᵀA)⁻¹Wᵀ; trace(W (AᵀA)⁻¹ Wᵀ) = ‖W A⁺‖_F²
-    total = float(np.einsum("ij,ji->", w, solved))
-    return math.sqrt(2 * (delta / epsilon) ** 2 * total / w.shape[0])
+    total = float(np.trace(np.linalg.solve(a.T @ a, gram)))
+    return math.sqrt(2 * (delta / epsilon) ** 2 * total / queries)

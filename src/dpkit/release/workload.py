@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from dpkit.errors import DomainError
 
-__all__ = ["RangeWorkload", "prefix", "all_range", "identity", "random_ranges",
+__all__ = ["RangeWorkload", "prefix", "all_range", "all_range_gram", "identity", "random_ranges",
            "random_rectangles", "scaled_error", "rmse"]
 
 
@@ -101,6 +101,13 @@ def all_range(n: int) -> RangeWorkload:
     """All n(n+1)/2 ranges [a, b), 0 ≤ a < b ≤ n."""
     a, b = np.triu_indices(n + 1, k=1)
     return _one_d(a, b, n, "AllRange1D")
+
+
+def all_range_gram(n: int) -> np.ndarray:
+    """WᵀW of the all-range workload without writing W out: entry (i, j) counts the ranges
+    holding both cells, (min(i, j) + 1)·(n − max(i, j))."""
+    i = np.arange(n)
+    return ((np.minimum.outer(i, i) + 1) * (n - np.maximum.outer(i, i))).astype(np.float64)
 
 
 def identity(shape: tuple[int, ...] | int) -> RangeWorkload:

@@ -1,0 +1,173 @@
+"""dpkit.release: workloads, exact measurement, the registry, and the data-independent
+algorithms (identity, uniform, hierarchical / HB, Privelet)."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import dpkit.release as rel
+from dpkit.errors import DomainError
+from dpkit.release import measure
+from dpkit.release.hierarchical import (
+    hb_branching,
+    tree_counts,
+    tree_inference,
+    tree_strategy,
+)
+from dpkit.release.wavelet import haar_forward, haar_inverse
+from dpkit.release.workload import all_range_gram
+from release_checks import record, total_epsilon
+from stats import FALSE_POSITIVE_RATE, chi2_pvalue, discrete_laplace_pmf
+
+
+def test_workload_answers_match_the_query_matrix():
+    data = np.random.default_rng(1)  # test data and workloads only
+    x1 = data.integers(0, 9, 37)
+    for w in (rel.prefix(37), rel.all_range(37), rel.random_ranges(37, 50, data)):
+        assert np.array_equal(w.answer(x1), w.matrix() @ x1)
+    x2 = data.integers(0, 9, (6, 11))
+    for w in (rel.identity((6, 11)), rel.random_rectangles((6, 11), 40, data)):
+        assert np.array_equal(w.answer(x2), w.matrix() @ x2.ravel())
+    gram = rel.all_range(9).matrix().toarray()
+    assert np.array_equal(gram.T @ gram, all_range_gram(9))
+
+
+def test_bad_input_is_rejected_before_any_noise(monkeypatch):
+    log = record(monkeypatch)
+    for bad in ([], [1, -1], [1.5, 2], [np.nan], [[[[[1]]]]], ["a"]):
+        with pytest.raises(DomainError):
+            rel.release_histogram(bad, 1)
+    with pytest.raises(DomainError, match="unknown histogram method"):
+        rel.release_histogram([1, 2], 1, "nope")
+    with pytest.raises(DomainError, match="dimensions"):
+        rel.release_histogram([[1, 2]], 1, "hierarchical")
+    with pytest.raises(DomainError):
+        rel.release_histogram([1, 2], 0)
+    with pytest.raises(DomainError, match="workload shape"):
+        rel.release_histogram([1, 2], 1, workload=rel.prefix(3))
+    with pytest.raises(DomainError, match="branching"):
+        rel.release_histogram([1, 2], 1, "hierarchical", branching=1)
+    assert log == []
+
+
+@pytest.mark.parametrize("b,n", [(2, 16), (3, 20), (4, 64), (16, 300)])
+def test_tree_inference_is_least_squares(b, n):
+    """Hay et al.'s two passes equal dense least squares on the padded tree."""
+    y_levels = [np.random.default_rng(b).normal(size=lv.size) for lv in tree_counts(
+        np.zeros(n, dtype=np.int64), b)]  # arbitrary measurements
+    leaves = y_levels[0].size
+    a = tree_strategy(leaves, b)
+    dense = measure.least_squares(a, np.concatenate(y_levels))
+    assert np.allclose(tree_inference(y_levels, b), dense, atol=1e-9)
+
+
+def test_haar_transform_inverts_and_has_sensitivity_one_plus_levels():
+    x = np.random.default_rng(3).integers(0, 100, (16, 8))
+    coef = haar_forward(haar_forward(x, 0), 1)
+    assert np.allclose(haar_inverse(haar_inverse(coef, 0), 1), x)
+    basis = haar_forward(np.eye(16, dtype=np.int64), axis=0)
+    assert measure.l1_sensitivity(basis) == 1 + 4
+
+
+def test_strategy_sensitivity_is_an_exact_upper_bound():
+    assert measure.l1_sensitivity(tree_strategy(100, 2)) == 8  # ⌈log₂ 100⌉ + 1 levels
+    real = np.array([[0.1, 0.2], [0.3, 0.4]])
+    bound = measure.l1_sensitivity(real)
+    assert bound >= Fraction(0.2) + Fraction(0.4) and bound < Fraction(6, 10) * (1 + Fraction(
+        1, 10**12))
+
+
+@pytest.mark.parametrize("method,levels", [("identity", 1), ("hierarchical", 7),
+                                           ("hb", None), ("privelet", 7)])
+def test_spends_epsilon_once_with_the_declared_sensitivity(monkeypatch, method, levels):
+    """Σε ≤ ε, and each measured vector moves by at most its declared sensitivity between
+    neighbouring histograms (one record added to any cell)."""
+    log = record(monkeypatch)
+    x = np.random.default_rng(5).integers(0, 20, 40)
+    rel.release_histogram(x, Fraction(1, 2), method)
+    base = list(log)
+    assert total_epsilon(base) <= Fraction(1, 2)
+    if levels is not None:
+        assert all(m.sensitivity == levels for m in base)
+    for cell in range(x.size):
+        log.clear()
+        neighbour = x.copy()
+        neighbour[cell] += 1
+        rel.release_histogram(neighbour, Fraction(1, 2), method)
+        moved = sum(np.abs(a.values.astype(np.int64) - b.values.astype(np.int64)).sum()
+                    for a, b in zip(base, log, strict=True))
+        assert moved <= max(m.sensitivity for m in base)
+
+
+@pytest.mark.parametrize("n", [64, 100])
+def test_exact_formula_small(n):
+    """Identity's prefix RMSE is √(n+1)/ε exactly (variance 2/ε² per cell)."""
+    w = rel.prefix(n).matrix()
+    assert measure.expected_rmse(w, np.eye(n), 1.0) == pytest.approx(np.sqrt(n + 1))
+    assert hb_branching(n) >= 2
+
+
+@pytest.mark.slow
+def test_exact_formula_checks_at_4096():
+    """The issue's anchors at ε = 1, n = 4,096, least squares (prefix; all ranges):
+    Identity 64.01; binary tree 21.77 (27.90); Haar 21.67 (26.18); HB 15.66 (19.76), ±3%."""
+    n = 4096
+    prefix_gram = np.minimum.outer(n - np.arange(n), n - np.arange(n)).astype(float)
+    ranges_gram = all_range_gram(n)
+    strategies = {"identity": np.eye(n), "tree": tree_strategy(n, 2),
+                  "haar": haar_forward(np.eye(n, dtype=np.int64), axis=0),
+                  "hb": tree_strategy(n, hb_branching(n))}
+    want = {"identity": (64.01, None), "tree": (21.77, 27.90), "haar": (21.67, 26.18),
+            "hb": (15.66, 19.76)}
+    for name, a in strategies.items():
+        got = measure.expected_rmse(None, a, 1.0, gram=prefix_gram, queries=n)
+        assert got == pytest.approx(want[name][0], rel=0.03), name
+        if want[name][1] is not None:
+            got = measure.expected_rmse(None, a, 1.0, gram=ranges_gram,
+                                        queries=n * (n + 1) // 2)
+            assert got == pytest.approx(want[name][1], rel=0.03), name
+
+
+@pytest.mark.parametrize("method,broken", [("privelet", False), ("privelet", True),
+                                           ("identity", False), ("identity", True)])
+def test_total_error_has_the_laplace_law(monkeypatch, method, broken):
+    """The released total's error is exactly discrete Laplace: of scale (1 + log₂ m)/ε for
+    Privelet (the noisy T), and the sum of n independent ones for identity (checked on one
+    cell instead). χ² at false-positive rate 1e-6; the broken variant charges one level too
+    few (Privelet) or uses ε·1.5 (identity), and must be caught."""
+    n, eps, reps = 16, Fraction(1), 4000
+    x = np.arange(n, dtype=np.int64)
+    if broken:
+        real = measure.laplace_integer
+        if method == "privelet":
+            def fewer(values, sensitivity, epsilon):
+                return real(values, sensitivity - 1, epsilon)
+        else:
+            def fewer(values, sensitivity, epsilon):
+                return real(values, sensitivity, epsilon * Fraction(3, 2))
+        monkeypatch.setattr("dpkit.release.wavelet.laplace_integer", fewer)
+        monkeypatch.setattr("dpkit.release.basic.laplace_integer", fewer)
+    errors = []
+    for _ in range(reps):
+        est = rel.release_histogram(x, eps, method).counts
+        errors.append(est.sum() - x.sum() if method == "privelet" else est[3] - x[3])
+    errors = np.rint(np.array(errors)).astype(np.int64)
+    scale = 5.0 if method == "privelet" else 1.0
+    support = np.arange(-60, 61)
+    p = chi2_pvalue(errors, support, discrete_laplace_pmf(support, scale))
+    assert (p < FALSE_POSITIVE_RATE) == broken
+
+
+def test_measurement_wrapper_composes():
+    m = rel.make_histogram_release(Fraction(1, 4), "hb")
+    assert m.map(2).epsilon == Fraction(1, 2)
+    out = m(np.ones(50, dtype=np.int64))
+    assert out.shape == (50,)
+
+
+def test_postprocessing_options():
+    r = rel.release_histogram(np.zeros(30, dtype=np.int64), 0.1, "identity",
+                              non_negative=True, integer=True)
+    assert np.all(r.counts >= 0) and np.all(r.counts == np.rint(r.counts))
+    assert set(r.error(rel.prefix(30), np.zeros(30))) == {"rmse", "scaled_error"}
