@@ -171,3 +171,25 @@ def test_postprocessing_options():
                               non_negative=True, integer=True)
     assert np.all(r.counts >= 0) and np.all(r.counts == np.rint(r.counts))
     assert set(r.error(rel.prefix(30), np.zeros(30))) == {"rmse", "scaled_error"}
+
+
+def test_session_column_release_charges_the_session_once(monkeypatch):
+    """A user-level session (max_rows = 3) runs the algorithm at ε/3 — a unit moves the count
+    vector by at most 3 — and is charged ε; bad requests spend nothing."""
+    import polars as pl
+
+    import dpkit as dp
+
+    log = record(monkeypatch)
+    df = pl.DataFrame({"u": [1, 1, 1, 1, 2, 3], "x": [0.5, 1.5, 2.5, 3.5, 1.0, 9.0]})
+    s = dp.Session(df, dp.PrivacyUnit.by("u", max_rows=3), dp.PureDP(2))
+    with pytest.raises(DomainError):
+        s.query().group_by("u", keys=[1, 2]).release_histogram("x", [0, 1, 2], epsilon=1)
+    with pytest.raises(DomainError, match="unknown histogram method"):
+        s.query().release_histogram("x", [0, 1, 2], "nope", epsilon=1)
+    assert s.spent == dp.PureDP(0) and log == []
+    out = s.query().release_histogram("x", [0, 2, 4, 10], "identity", epsilon=Fraction(3, 4))
+    assert out.labels == ("[0, 2)", "[2, 4)", "[4, 10]") and out.counts.shape == (3,)
+    assert out.epsilon == Fraction(3, 4) and s.spent == dp.PureDP(Fraction(3, 4))
+    assert [m.epsilon for m in log] == [Fraction(1, 4)]
+    assert sum(int(v) for v in log[0].values) == 5  # unit 1 bounded to 3 of its 4 rows

@@ -443,6 +443,18 @@ class Query:
         lf, planned = self.plan(epsilon, rho=rho, delta=delta, split=split)
         return self.session._release(self, lf, planned, 1 - confidence, idempotency_key)
 
+    def release_histogram(self, column: str, bins: Sequence[Number], method: str = "hb", *,
+                          epsilon: Number, **options: Any) -> Any:
+        """Release the histogram of ``column`` over the bin edges ``bins`` once, with a
+        non-interactive algorithm of :mod:`dpkit.release` (``method``: "identity", "hb",
+        "privelet", …), so that any range query can be answered from it for free. Spends
+        ``epsilon``; see :func:`dpkit.release.session.release_query_histogram` for the
+        privacy argument, ``options`` and the returned
+        :class:`~dpkit.release.histogram.HistogramRelease`."""
+        from dpkit.release.session import release_query_histogram  # release sits below frame
+
+        return release_query_histogram(self, column, bins, method, epsilon=epsilon, **options)
+
     def columns(self) -> list[str]:
         """Columns the aggregations and group keys read (the privacy unit's aside)."""
         return [c for a in self.aggs for c in a.columns()] + list(self.group_columns)

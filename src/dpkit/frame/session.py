@@ -183,6 +183,24 @@ class Session:
         self._filter.spend(loss)
         return None
 
+    def run_debited(self, loss: PrivacyLoss, description: str, compute: Any,
+                    digest: Any) -> Any:
+        """Debit ``loss`` (atomically, before anything is computed), then run ``compute()``
+        and record its outcome in the ledger: ``digest(result)`` (a string) when released,
+        "failed" (no refund) if it raises. For release paths outside the query compiler,
+        e.g. :func:`dpkit.release.session.release_query_histogram`."""
+        rng.require_secure()
+        release_id = self._debit(loss, description)
+        try:
+            result = compute()
+        except BaseException:
+            if self.ledger is not None and release_id is not None:
+                self.ledger.mark(release_id, "failed", None)
+            raise
+        if self.ledger is not None and release_id is not None:
+            self.ledger.mark(release_id, "released", digest(result))
+        return result
+
     # -- release -----------------------------------------------------------------------
     def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float,
                  idempotency_key: str | None = None) -> pl.DataFrame:

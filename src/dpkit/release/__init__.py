@@ -6,6 +6,7 @@
   sensitivity, least squares, the matrix mechanism's expected-error formula.
 - :mod:`~dpkit.release.histogram` — :func:`release_histogram`, :func:`make_histogram_release`,
   the algorithm registry.
+- :mod:`~dpkit.release.session` — ``Session.query().release_histogram(column, bins, method)``.
 - algorithms: :mod:`~dpkit.release.basic` (identity, uniform),
   :mod:`~dpkit.release.hierarchical` (H_b, HB), :mod:`~dpkit.release.wavelet` (Privelet).
 """

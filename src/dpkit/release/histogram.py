@@ -87,12 +87,15 @@ class HistogramRelease:
         ε spent (pure DP, add/remove-one-record neighbours).
     method : str
         The algorithm's registered name; ``options`` its settings.
+    labels : tuple of str, optional
+        Bin labels when released from a session column.
     """
 
     counts: np.ndarray
     epsilon: Fraction
     method: str
     options: dict[str, Any] = field(default_factory=dict)
+    labels: tuple[str, ...] | None = None
 
     def answer(self, workload: RangeWorkload) -> np.ndarray:
         """Answers to ``workload`` from the released counts (post-processing, free)."""
