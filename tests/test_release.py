@@ -193,3 +193,29 @@ def test_session_column_release_charges_the_session_once(monkeypatch):
     assert out.epsilon == Fraction(3, 4) and s.spent == dp.PureDP(Fraction(3, 4))
     assert [m.epsilon for m in log] == [Fraction(1, 4)]
     assert sum(int(v) for v in log[0].values) == 5  # unit 1 bounded to 3 of its 4 rows
+
+
+def test_dpbench_harness_writes_csv_and_plot(tmp_path):
+    """`dpkit bench histograms` on one DPBench shape, two scales, one trial."""
+    from typer.testing import CliRunner
+
+    from dpkit.cli.main import app
+    from dpkit.release import bench
+
+    data_dir = bench.default_data_dir()
+    shape = bench.load_datasets(data_dir, 1, ["ADULTFRANK.n4096"])["ADULTFRANK.n4096"]
+    sample = bench.resample(shape, 1000, np.random.default_rng(0))
+    assert sample.sum() == 1000 and sample.shape == (4096,)
+    out = tmp_path / "h"
+    result = CliRunner().invoke(app, [
+        "bench", "histograms", "--datasets", "ADULTFRANK.n4096", "--methods",
+        "identity,hb,privelet", "--scales", "1000,100000", "--epsilons", "1", "--trials", "1",
+        "--data-dir", str(data_dir), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = (tmp_path / "h.csv").read_text().splitlines()
+    assert rows[0].startswith("method,dataset") and len(rows) == 1 + 3 * 2 * 2
+    assert (tmp_path / "h.png").stat().st_size > 1000
+    runs = bench.evaluate({"a": shape}, ["identity", "hb"], [1000], [1.0], 1, progress=False)
+    summary = bench.summary(runs)
+    assert {r["method"] for r in summary} == {"identity", "hb"}
+    assert all(r["vs_identity"] == 1 for r in summary if r["method"] == "identity")

@@ -14,6 +14,38 @@ from dpkit.cli.ledger import ledger_app
 app = typer.Typer(help="dpkit — differential privacy, exact by construction.",
                   no_args_is_help=True, add_completion=False)
 app.add_typer(ledger_app, name="ledger")
+bench_app = typer.Typer(help="Evaluation harnesses.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("histograms")
+def bench_histograms(
+    dims: int = typer.Option(1, help="1 (4,096 bins) or 2 (256×256) DPBench datasets."),
+    methods: str = typer.Option("", help="Comma-separated algorithms (default: all for dims)."),
+    datasets: str = typer.Option("", help="Comma-separated dataset names (default: all)."),
+    scales: str = typer.Option("1000,100000,10000000", help="Comma-separated record counts."),
+    epsilons: str = typer.Option("0.01,0.1,1", help="Comma-separated ε values."),
+    trials: int = typer.Option(3, help="Trials per setting."),
+    data_dir: Path = typer.Option(None, help="DPBench data (default: ../shared/data/dpbench)."),
+    out: Path = typer.Option(Path("histograms"), help="Prefix of the .csv, .md and .png."),
+    seed: int = typer.Option(0, help="Seed of the resampling and workloads (not noise)."),
+) -> None:
+    """DPBench's protocol (Hay et al. 2016) on the registered histogram algorithms."""
+    from dpkit.release import bench
+
+    names = [m for m in methods.split(",") if m] or bench.available(dims)
+    data = bench.load_datasets(data_dir or bench.default_data_dir(), dims,
+                               [d for d in datasets.split(",") if d] or None)
+    runs = bench.evaluate(data, names, [int(float(s)) for s in scales.split(",")],
+                          [float(e) for e in epsilons.split(",")], trials, seed)
+    bench.write_csv(runs, out.with_suffix(".csv"))
+    bench.plot(runs, out.with_suffix(".png"))
+    table = Table("workload", "ε", "scale", "method", "scaled error", "÷ identity")
+    for row in bench.summary(runs):
+        table.add_row(str(row["workload"]), f"{row['epsilon']:g}", f"{row['scale']:,}",
+                      str(row["method"]), f"{row['error']:.3g}", f"{row['vs_identity']:.2f}")
+    Console().print(table)
+    Console().print(f"wrote {out.with_suffix('.csv')} and {out.with_suffix('.png')}")
 
 
 def default_ledger_path() -> Path:
