@@ -25,6 +25,7 @@ from dpkit.core.composition import parallel_composition
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
 from dpkit.errors import DomainError, IdempotentReplay
 from dpkit.frame import aggregates, engine
+from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import Query
@@ -83,6 +84,10 @@ class Session:
         if not tables or not all(isinstance(k, str) for k in tables):
             raise DomainError("data must be a table or a non-empty {name: table} mapping")
         self._tables = {name: engine.to_lazy(t) for name, t in tables.items()}
+        # in-memory Polars tables cannot change under the session: their bounded tables
+        # can be reused across releases (see dpkit.frame.bounded_cache)
+        self._in_memory = {name for name, t in tables.items() if isinstance(t, pl.DataFrame)}
+        self._bounded = BoundedCache()
         self.default_table = next(iter(self._tables))
         schemas = {name: t.collect_schema() for name, t in self._tables.items()}
         if self.privacy_unit.column is not None:
@@ -183,6 +188,20 @@ class Session:
         self._filter.spend(loss)
         return None
 
+    def bounded(self, query: Query, lf: Any, key_columns: Sequence[str]) -> Any:
+        """``lf`` (the query's rows) bounded to the privacy unit for a release grouped by
+        ``key_columns``; reused from an earlier release of this session with the same
+        table, steps, columns and grouping when the table is an in-memory Polars frame and
+        the query has no private join (:mod:`dpkit.frame.bounded_cache`)."""
+        def compute() -> Any:
+            return engine.bound_contributions(lf, self.privacy_unit, query.columns(),
+                                              key_columns)
+        table = query.table or self.default_table
+        if table not in self._in_memory or query.has_private_join():
+            return compute()
+        key, refs = BoundedCache.key(table, query.steps, query.columns(), key_columns)
+        return self._bounded.get_or_compute(key, refs, compute)
+
     def run_debited(self, loss: PrivacyLoss, description: str, compute: Any,
                     digest: Any) -> Any:
         """Debit ``loss`` (atomically, before anything is computed), then run ``compute()``
@@ -224,8 +243,7 @@ class Session:
             if query.has_private_join():
                 lf = query.lazy(bound_joins=True)  # now, after the debit
             key_columns = list(query.group_columns)
-            bounded = engine.bound_contributions(lf, self.privacy_unit, query.columns(),
-                                                 key_columns)
+            bounded = self.bounded(query, lf, key_columns)
             keys = query.keys
             if query.selection is not None:
                 keys = self._select_partitions(bounded, query.selection, key_columns)

@@ -77,7 +77,7 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     _method(method, 1)
 
     def compute() -> HistogramRelease:
-        bounded = engine.bound_contributions(lf, session.privacy_unit, q.columns(), [])
+        bounded = session.bounded(q, lf, [])
         raw = engine.compute(bounded, None, [stat.stat], session.privacy_unit.column)
         counts = raw[stat.stat.key][0]
         out = release_histogram(counts, eps / delta_l1, method, **options)
