@@ -219,3 +219,18 @@ def test_dpbench_harness_writes_csv_and_plot(tmp_path):
     summary = bench.summary(runs)
     assert {r["method"] for r in summary} == {"identity", "hb"}
     assert all(r["vs_identity"] == 1 for r in summary if r["method"] == "identity")
+
+
+def test_hilbert_curve_visits_every_cell_by_unit_steps():
+    from dpkit.release.hilbert import hilbert_order, on_hilbert_curve
+
+    for side in (1, 2, 8, 64):
+        order = hilbert_order(side)
+        assert sorted(order) == list(range(side * side))
+        rows, cols = np.divmod(order, side)
+        assert np.all(np.abs(np.diff(rows)) + np.abs(np.diff(cols)) == 1)
+    with pytest.raises(DomainError):
+        hilbert_order(6)
+    x = np.arange(64, dtype=np.int64).reshape(8, 8)
+    est = on_hilbert_curve("identity", x, Fraction(10**6))  # tiny noise, exact layout
+    assert np.abs(est - x).max() < 50

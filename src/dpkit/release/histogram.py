@@ -46,33 +46,38 @@ class _Method:
     summary: str
 
 
-_METHODS: dict[str, _Method] = {}
+_METHODS: dict[str, list[_Method]] = {}
 
 
 def register(name: str, *, dims: tuple[int, ...] = (1,), data_dependent: bool = False
              ) -> Callable[[Algorithm], Algorithm]:
-    """Register a histogram algorithm under ``name`` for histograms of rank ``dims``."""
+    """Register a histogram algorithm under ``name`` for histograms of rank ``dims`` (one
+    name may have different functions for different ranks, e.g. DAWA on the Hilbert curve
+    in 2-D)."""
     def deco(fn: Algorithm) -> Algorithm:
         doc = (fn.__doc__ or name).strip().splitlines()[0]
-        _METHODS[name] = _Method(fn, dims, data_dependent, doc)
+        entries = [m for m in _METHODS.get(name, []) if not set(m.dims) & set(dims)]
+        _METHODS[name] = [*entries, _Method(fn, dims, data_dependent, doc)]
         return fn
     return deco
 
 
 def methods(dims: int | None = None) -> dict[str, str]:
     """Registered algorithm names (for histograms of rank ``dims``) with one-line summaries."""
-    return {k: m.summary for k, m in sorted(_METHODS.items()) if dims is None or dims in m.dims}
+    return {k: m.summary for k, ms in sorted(_METHODS.items()) for m in ms
+            if dims is None or dims in m.dims}
 
 
 def _method(name: str, ndim: int) -> _Method:
     if name not in _METHODS:
         raise DomainError(f"unknown histogram method {name!r}; choose from "
                           f"{', '.join(sorted(_METHODS))}")
-    m = _METHODS[name]
-    if ndim not in m.dims:
-        raise DomainError(f"method {name!r} handles {m.dims}-dimensional histograms; this one "
-                          f"has {ndim} dimensions")
-    return m
+    for m in _METHODS[name]:
+        if ndim in m.dims:
+            return m
+    ranks = sorted(d for m in _METHODS[name] for d in m.dims)
+    raise DomainError(f"method {name!r} handles {ranks}-dimensional histograms; this one "
+                      f"has {ndim} dimensions")
 
 
 @dataclass(frozen=True)
