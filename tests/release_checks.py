@@ -18,6 +18,7 @@ class Measured:
     values: np.ndarray
     sensitivity: Fraction
     epsilon: Fraction
+    weights: np.ndarray | None = None  # per-value noise weights (weighted sensitivity)
 
 
 def record(monkeypatch) -> list[Measured]:
@@ -29,10 +30,12 @@ def record(monkeypatch) -> list[Measured]:
     for name in ("laplace_integer", "laplace_real"):
         real = getattr(measure, name)
 
-        def wrapper(values, sensitivity, epsilon, _real=real):
+        def wrapper(values, sensitivity, epsilon, _real=real, **kw):
+            weights = kw.get("weights")
             log.append(Measured(np.array(values, copy=True), Fraction(sensitivity),
-                                Fraction(epsilon)))
-            return _real(values, sensitivity, epsilon)
+                                Fraction(epsilon), None if weights is None else
+                                np.array(weights, dtype=object)))
+            return _real(values, sensitivity, epsilon, **kw)
 
         monkeypatch.setattr(measure, name, wrapper)
         for mod in list(sys.modules.values()):

@@ -234,3 +234,43 @@ def test_hilbert_curve_visits_every_cell_by_unit_steps():
     x = np.arange(64, dtype=np.int64).reshape(8, 8)
     est = on_hilbert_curve("identity", x, Fraction(10**6))  # tiny noise, exact layout
     assert np.abs(est - x).max() < 50
+
+
+def test_nominal_wavelet_inverts_and_its_weighted_sensitivity_is_exact():
+    from dpkit.release.wavelet import (
+        _hierarchy,
+        nominal_forward,
+        nominal_inverse,
+        nominal_sensitivity,
+    )
+
+    levels = _hierarchy([[0, 0, 1, 1, 1, 2, 3, 3], [0, 0, 1, 1]], 8)  # 8 → 4 → 2 → root
+    x = np.random.default_rng(2).integers(0, 50, (8, 3))
+    coef, weights = nominal_forward(x, 0, levels)
+    assert np.allclose(nominal_inverse(coef, 0, levels), x)
+    worst = max(sum(abs(Fraction(int(v), int(w))) for v, w in zip(
+        nominal_forward(np.eye(8, dtype=np.int64)[k], 0, levels)[0], weights, strict=True))
+        for k in range(8))
+    assert worst == nominal_sensitivity(levels) == 4  # root + three levels with fanout ≥ 2
+    with pytest.raises(DomainError):
+        _hierarchy([[0, 2]], 2)  # parent 1 has no children
+
+
+def test_privelet_nominal_axis_spends_its_weighted_sensitivity(monkeypatch):
+    log = record(monkeypatch)
+    x = np.random.default_rng(4).integers(0, 9, (6, 8))
+    hierarchy = {0: [[0, 0, 0, 1, 1, 2]]}
+    rel.release_histogram(x, 1, "privelet", nominal=hierarchy)
+    (base,) = log
+    assert base.sensitivity == 3 * 4 and base.weights is not None  # ρ_nominal · (1 + 3)
+    most = Fraction(0)
+    for cell in [(0, 0), (5, 7), (3, 2)]:
+        log.clear()
+        y = x.copy()
+        y[cell] += 1
+        rel.release_histogram(y, 1, "privelet", nominal=hierarchy)
+        moved = sum(Fraction(abs(int(a) - int(b)), int(w)) for a, b, w in zip(
+            base.values.ravel(), log[0].values.ravel(), base.weights.ravel(), strict=True))
+        assert moved <= base.sensitivity
+        most = max(most, moved)
+    assert most == base.sensitivity  # value 0 is under a fanout-3 group: tight

@@ -84,16 +84,31 @@ def _scale(sensitivity: Fraction, epsilon: Number) -> tuple[Fraction, Fraction]:
     return eps, sensitivity / eps
 
 
-def laplace_integer(values: np.ndarray, sensitivity: Fraction, epsilon: Number) -> np.ndarray:
+def laplace_integer(values: np.ndarray, sensitivity: Fraction, epsilon: Number, *,
+                    weights: np.ndarray | None = None) -> np.ndarray:
     """``values`` (integers) + discrete Laplace noise of scale Δ/ε: ε-DP when the queries'
     L1 sensitivity is ``sensitivity`` (Canonne, Kamath & Steinke 2020, Thm 1 via the
-    geometric mechanism of Ghosh, Roughgarden & Sundararajan 2009). Returns int64."""
+    geometric mechanism of Ghosh, Roughgarden & Sundararajan 2009). Returns int64.
+
+    With ``weights`` (positive rationals, one per value): value i gets scale w_i·Δ/ε, and
+    ``sensitivity`` must bound the *weighted* L1 sensitivity max Σ_i |v_i − v′_i|/w_i; the
+    privacy loss is Σ_i |v_i − v′_i|/(w_i Δ/ε) ≤ ε (Privelet's generalized sensitivity,
+    Xiao, Wang & Gehrke 2010, Lemma 2)."""
     values = np.asarray(values)
     if values.dtype.kind not in "iub":
         raise DomainError("laplace_integer needs integer query answers")
     _, scale = _scale(sensitivity, epsilon)
-    return values.astype(np.int64) + samplers.discrete_laplace(scale, values.size).reshape(
-        values.shape)
+    if weights is None:
+        return values.astype(np.int64) + samplers.discrete_laplace(
+            scale, values.size).reshape(values.shape)
+    w = np.asarray(weights, dtype=object).reshape(-1)
+    if w.size != values.size or any(Fraction(v) <= 0 for v in set(w.tolist())):
+        raise DomainError("weights must be positive, one per value")
+    out = values.astype(np.int64).reshape(-1).copy()
+    for weight in set(w.tolist()):  # one batch per distinct scale
+        idx = np.flatnonzero(w == weight)
+        out[idx] += samplers.discrete_laplace(scale * Fraction(weight), idx.size)
+    return out.reshape(values.shape)
 
 
 def laplace_real(values: np.ndarray, sensitivity: Fraction, epsilon: Number) -> np.ndarray:

@@ -11,9 +11,20 @@ one scale λ = (1 + l)/ε to T and to every S_left − S_right, integers whose v
 sensitivity exactly 1 + l (a record is in the total and in one node per level, with sign ±1).
 The cells are recovered by the inverse transform (S_left, S_right) = ((S + d)/2, (S − d)/2).
 
-Multi-D (ordinal attributes, their §V): the 1-D transform along every axis in turn; a record
-changes one coefficient per combination of per-axis levels, so the L1 sensitivity is
-Π_j (1 + l_j) and one scale Π_j (1 + l_j)/ε serves all coefficients.
+Nominal attributes (their §IV-B): a hierarchy H over the values (leaves; default flat: a
+root over all values). The coefficients are the total and, for every non-root node v whose
+parent u has f children, c_v = S(v) − S(u)/f, with weight W = f/(2f − 2). In integer form
+t_v = f·c_v = f·S(v) − S(u) gets noise of scale λ·(2f − 2). Adding a record to a leaf
+changes the total by 1 and, on each level, t of its ancestor by f − 1 and t of each of the
+f − 1 siblings by 1: weighted, 2(f − 1)/(2f − 2) = 1 per level with f ≥ 2. So the weighted
+sensitivity is ρ = 1 + (levels on the leaf's path with f ≥ 2), maximised over leaves, and
+λ = ρ/ε. Reconstruction subtracts the siblings' mean from their t (which sum to zero
+exactly) and applies S(v) = (t_v + S(u))/f top-down.
+
+Multi-D (their §V): the per-axis transforms in turn. A record's coefficients are the outer
+product of its per-axis ones, so the weighted sensitivity is Π_j ρ_j and coefficient
+(i₁, …, i_d) gets scale λ·Π_j w_j(i_j), λ = Π_j ρ_j/ε (ordinal axes: ρ_j = 1 + l_j, all
+weights 1).
 """
 
 from __future__ import annotations
@@ -22,11 +33,13 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpkit.errors import DomainError
 from dpkit.release.histogram import register
 from dpkit.release.measure import laplace_integer
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["privelet", "haar_forward", "haar_inverse"]
+__all__ = ["privelet", "haar_forward", "haar_inverse", "nominal_forward", "nominal_inverse",
+           "nominal_sensitivity"]
 
 
 def _levels(n: int) -> int:
@@ -59,19 +72,102 @@ def haar_inverse(c: np.ndarray, axis: int = 0) -> np.ndarray:
     return np.moveaxis(s, 0, axis)
 
 
+def _hierarchy(parents: object, m: int) -> list[np.ndarray]:
+    """Validated parent arrays, leaves first: ``parents[0][v]`` is the group of value v,
+    ``parents[1][g]`` the group of group g, …, the last level maps to one root. None (or an
+    empty list) is the flat hierarchy root → values."""
+    levels = [np.asarray(p, dtype=np.int64) for p in (parents or [])]
+    size = m
+    for p in levels:
+        if p.ndim != 1 or p.size != size or p.min(initial=0) < 0:
+            raise DomainError(f"a hierarchy level must map {size} nodes to parents 0 … k−1")
+        if np.bincount(p).min(initial=1) == 0:
+            raise DomainError("a hierarchy level has a parent without children")
+        size = int(p.max()) + 1
+    if size != 1:
+        levels.append(np.zeros(size, dtype=np.int64))
+    return levels
+
+
+def nominal_sensitivity(parents: list[np.ndarray]) -> Fraction:
+    """ρ = 1 + the most levels with fanout ≥ 2 on any leaf's path to the root."""
+    depth = np.zeros(parents[0].size, dtype=np.int64)
+    node = np.arange(parents[0].size)
+    for p in parents:
+        fan = np.bincount(p)
+        depth += fan[p[node]] >= 2
+        node = p[node]
+    return Fraction(1 + int(depth.max()))
+
+
+def nominal_forward(x: np.ndarray, axis: int, parents: list[np.ndarray]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Integer nominal wavelet coefficients along ``axis`` — [S(root), t of the level under
+    the root, …, t of the leaves], t_v = f·S(v) − S(u) — and each one's noise weight
+    (1 for the root, 2f − 2 for t_v; 1 where f = 1, as t_v ≡ 0 there)."""
+    s = np.moveaxis(x, axis, 0)
+    coefs, weights = [], []
+    for p in parents:
+        fan = np.bincount(p)
+        up = np.zeros((fan.size, *s.shape[1:]), dtype=s.dtype)
+        np.add.at(up, p, s)
+        shape = (-1,) + (1,) * (s.ndim - 1)
+        coefs.append(fan[p].reshape(shape) * s - up[p])
+        weights.append(np.where(fan[p] >= 2, 2 * fan[p] - 2, 1))
+        s = up
+    out = np.concatenate([s, *reversed(coefs)], axis=0)
+    return np.moveaxis(out, 0, axis), np.concatenate([[1], *reversed(weights)])
+
+
+def nominal_inverse(c: np.ndarray, axis: int, parents: list[np.ndarray]) -> np.ndarray:
+    """Inverse of :func:`nominal_forward` (floats), with Privelet's mean subtraction: the t
+    of a node's children sum to zero exactly, so their noisy mean is removed first."""
+    a = np.moveaxis(np.asarray(c, dtype=np.float64), axis, 0)
+    sizes = [p.size for p in parents]  # leaves first
+    s, pos = a[:1], 1
+    for p, size in zip(reversed(parents), reversed(sizes), strict=True):
+        t = a[pos: pos + size]
+        pos += size
+        fan = np.bincount(p).astype(np.float64)
+        shape = (-1,) + (1,) * (a.ndim - 1)
+        sums = np.zeros((fan.size, *a.shape[1:]))
+        np.add.at(sums, p, t)
+        t = t - (sums / fan.reshape(shape))[p]
+        s = (t + s[p]) / fan[p].reshape(shape)
+    return np.moveaxis(s, 0, axis)
+
+
 @register("privelet", dims=(1, 2, 3, 4))
-def privelet(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
-             ) -> np.ndarray:
-    """Privelet (Haar wavelet): discrete Laplace of scale Π_j(1 + log₂ m_j)/ε on the integer
-    Haar coefficients, then the inverse transform (Xiao, Wang & Gehrke ICDE 2010). ε-DP."""
-    padded_shape = tuple(1 << _levels(n) for n in x.shape)
-    padded = np.zeros(padded_shape, dtype=np.int64)
-    padded[tuple(slice(0, n) for n in x.shape)] = x
-    coef = padded
+def privelet(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
+             nominal: dict[int, object] | None = None) -> np.ndarray:
+    """Privelet (wavelets): discrete Laplace on the integer Haar (ordinal axes) or nominal
+    (axes in ``nominal``: {axis: hierarchy parent arrays, or None for flat}) coefficients,
+    scale Π_j ρ_j/ε times each coefficient's weight, then the inverse transforms (Xiao,
+    Wang & Gehrke ICDE 2010, §IV–V). ε-DP."""
+    nominal = dict(nominal or {})
+    if any(not 0 <= a < x.ndim for a in nominal):
+        raise DomainError(f"nominal axes must be in 0 … {x.ndim - 1}")
+    hierarchies = {a: _hierarchy(h, x.shape[a]) for a, h in nominal.items()}
+    padded_shape = tuple(n if a in hierarchies else 1 << _levels(n)
+                         for a, n in enumerate(x.shape))
+    coef = np.zeros(padded_shape, dtype=np.int64)
+    coef[tuple(slice(0, n) for n in x.shape)] = x
+    weights = np.ones((), dtype=np.int64)
+    sensitivity = Fraction(1)
     for axis in range(x.ndim):
-        coef = haar_forward(coef, axis)
-    sensitivity = Fraction(int(np.prod([1 + _levels(n) for n in x.shape])))
-    noisy = laplace_integer(coef, sensitivity, epsilon).astype(np.float64)
+        if axis in hierarchies:
+            coef, w = nominal_forward(coef, axis, hierarchies[axis])
+            sensitivity *= nominal_sensitivity(hierarchies[axis])
+        else:
+            coef, w = haar_forward(coef, axis), np.ones(padded_shape[axis], dtype=np.int64)
+            sensitivity *= 1 + _levels(x.shape[axis])
+        weights = np.multiply.outer(weights, w)
+    if weights.max() == 1:
+        noisy = laplace_integer(coef, sensitivity, epsilon).astype(np.float64)
+    else:
+        noisy = laplace_integer(coef, sensitivity, epsilon, weights=weights).astype(
+            np.float64)
     for axis in range(x.ndim):
-        noisy = haar_inverse(noisy, axis)
+        noisy = (nominal_inverse(noisy, axis, hierarchies[axis]) if axis in hierarchies
+                 else haar_inverse(noisy, axis))
     return noisy[tuple(slice(0, n) for n in x.shape)]
