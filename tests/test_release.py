@@ -78,14 +78,16 @@ def test_strategy_sensitivity_is_an_exact_upper_bound():
         1, 10**12))
 
 
-@pytest.mark.parametrize("method,levels", [("identity", 1), ("hierarchical", 7),
-                                           ("hb", None), ("privelet", 7)])
-def test_spends_epsilon_once_with_the_declared_sensitivity(monkeypatch, method, levels):
+@pytest.mark.parametrize("method,levels,options", [
+    ("identity", 1, {}), ("hierarchical", 7, {}), ("hb", None, {}),
+    ("privelet", 7, {"transform": "haar"}), ("privelet", 1, {})])  # auto: cells at n = 40
+def test_spends_epsilon_once_with_the_declared_sensitivity(monkeypatch, method, levels,
+                                                           options):
     """Σε ≤ ε, and each measured vector moves by at most its declared sensitivity between
     neighbouring histograms (one record added to any cell)."""
     log = record(monkeypatch)
     x = np.random.default_rng(5).integers(0, 20, 40)
-    rel.release_histogram(x, Fraction(1, 2), method)
+    rel.release_histogram(x, Fraction(1, 2), method, **options)
     base = list(log)
     assert total_epsilon(base) <= Fraction(1, 2)
     if levels is not None:
@@ -94,7 +96,7 @@ def test_spends_epsilon_once_with_the_declared_sensitivity(monkeypatch, method, 
         log.clear()
         neighbour = x.copy()
         neighbour[cell] += 1
-        rel.release_histogram(neighbour, Fraction(1, 2), method)
+        rel.release_histogram(neighbour, Fraction(1, 2), method, **options)
         moved = sum(np.abs(a.values.astype(np.int64) - b.values.astype(np.int64)).sum()
                     for a, b in zip(base, log, strict=True))
         assert moved <= max(m.sensitivity for m in base)
@@ -150,7 +152,8 @@ def test_total_error_has_the_laplace_law(monkeypatch, method, broken):
         monkeypatch.setattr("dpkit.release.basic.laplace_integer", fewer)
     errors = []
     for _ in range(reps):
-        est = rel.release_histogram(x, eps, method).counts
+        options = {"transform": "haar"} if method == "privelet" else {}
+        est = rel.release_histogram(x, eps, method, **options).counts
         errors.append(est.sum() - x.sum() if method == "privelet" else est[3] - x[3])
     errors = np.rint(np.array(errors)).astype(np.int64)
     scale = 5.0 if method == "privelet" else 1.0
@@ -260,7 +263,7 @@ def test_privelet_nominal_axis_spends_its_weighted_sensitivity(monkeypatch):
     log = record(monkeypatch)
     x = np.random.default_rng(4).integers(0, 9, (6, 8))
     hierarchy = {0: [[0, 0, 0, 1, 1, 2]]}
-    rel.release_histogram(x, 1, "privelet", nominal=hierarchy)
+    rel.release_histogram(x, 1, "privelet", nominal=hierarchy, transform="haar")
     (base,) = log
     assert base.sensitivity == 3 * 4 and base.weights is not None  # ρ_nominal · (1 + 3)
     most = Fraction(0)
@@ -268,9 +271,26 @@ def test_privelet_nominal_axis_spends_its_weighted_sensitivity(monkeypatch):
         log.clear()
         y = x.copy()
         y[cell] += 1
-        rel.release_histogram(y, 1, "privelet", nominal=hierarchy)
+        rel.release_histogram(y, 1, "privelet", nominal=hierarchy, transform="haar")
         moved = sum(Fraction(abs(int(a) - int(b)), int(w)) for a, b, w in zip(
             base.values.ravel(), log[0].values.ravel(), base.weights.ravel(), strict=True))
         assert moved <= base.sensitivity
         most = max(most, moved)
     assert most == base.sensitivity  # value 0 is under a fanout-3 group: tight
+
+
+def test_privelet_transforms_an_axis_only_where_haar_pays():
+    """The exact all-range criterion: Haar loses to cells at 256 (variance ratio 1.29) and
+    wins at 1,024 (0.60) — and, computed exactly, at 2,048 and 4,096 as assumed above 1,024."""
+    from dpkit.release import wavelet
+
+    assert not wavelet.haar_pays(256) and wavelet.haar_pays(1024)
+    for n in (2048, 4096):
+        inverse = wavelet.haar_inverse(np.eye(n), 0)
+        haar = (1 + int(np.log2(n))) ** 2 * np.sum(inverse * wavelet._gram_times(inverse))
+        assert haar < np.sum((np.arange(n) + 1.0) * (n - np.arange(n)))
+    small = all_range_gram(16)
+    inverse = wavelet.haar_inverse(np.eye(16), 0)
+    assert np.allclose(wavelet._gram_times(inverse), small @ inverse)
+    with pytest.raises(DomainError, match="transform"):
+        rel.release_histogram([1, 2], 1, "privelet", transform="nope")
