@@ -1,0 +1,604 @@
+"""Data-dependent partitioning of 1-D histograms: DAWA, NoiseFirst, StructureFirst, P-HP.
+
+Each algorithm groups the n cells into contiguous buckets, measures the bucket totals with
+noise and spreads each bucket's estimate uniformly over its cells (:func:`spread`). Where the
+buckets come from the data, the choice is itself private: noisy costs (DAWA), the
+exponential mechanism (StructureFirst, P-HP) or post-processing of noisy cells (NoiseFirst).
+
+Privacy (pure ε-DP, add/remove-one-record neighbours: histograms x, x ± e_j). Every
+algorithm spends ε₁ on its structure and ε₂ = ε − ε₁ on the bucket totals; sequential
+(adaptive) composition gives ε₁ + ε₂ = ε (Dwork & Roth Thm 3.16). Sensitivities are exact
+Fractions; all Laplace noise comes from :mod:`dpkit.release.measure` and every selection from
+:func:`_exponential`, an exact sampler of the exponential mechanism (McSherry & Talwar 2007).
+
+Exact scores. The exponential mechanism needs its scores exactly. Scores here are sums of
+per-bucket costs that are rationals with different denominators (a bucket's mean), so each
+cost c is replaced by ⌊G·c⌋ (G = :data:`SCORE_GRID`), computed in integer arithmetic. If a
+record moves c by at most Δ < D for an integer bound D·G, then ⌊G·c⌋ moves by at most
+⌈G·Δ⌉ ≤ D·G (|⌊u⌋ − ⌊v⌋| < |u − v| + 1, and both sides are integers), so the integer scores
+have sensitivity D·G, exactly the real bound scaled — nothing is lost to rounding.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from numbers import Real
+
+import numpy as np
+
+from dpkit.core import rng, samplers
+from dpkit.errors import DomainError
+from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.release.hierarchical import tree_counts, tree_inference, tree_strategy
+from dpkit.release.histogram import register
+from dpkit.release.measure import expected_rmse, laplace_integer
+from dpkit.release.workload import RangeWorkload
+
+__all__ = ["dawa", "noise_first", "structure_first", "phpartition", "spread",
+           "bucket_totals", "dyadic_deviations", "dyadic_partition", "penalized_partition",
+           "sse_scores", "sse_tables", "sae_prefix", "SCORE_GRID"]
+
+SCORE_GRID = 1024  # G: integer scores are ⌊G·cost⌋
+_INT_LIMIT = 1 << 62  # integer arithmetic must stay below this (int64 headroom)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _ratio(ratio: object, name: str = "ratio") -> Fraction:
+    if isinstance(ratio, bool) or not isinstance(ratio, (Real, Fraction)):
+        raise DomainError(f"{name} must be a number in (0, 1); got {ratio!r}")
+    if isinstance(ratio, float) and not math.isfinite(ratio):
+        raise DomainError(f"{name} must be a number in (0, 1); got {ratio!r}")
+    r = ratio if isinstance(ratio, Fraction) else Fraction(
+        ratio if isinstance(ratio, int) else float(ratio))
+    if not 0 < r < 1:
+        raise DomainError(f"{name} must be in (0, 1) (the share of ε spent on the "
+                          f"partition); got {ratio!r}")
+    return r
+
+
+def _positive_int(value: object, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise DomainError(f"{name} must be an integer ≥ {minimum}; got {value!r}")
+    return int(value)
+
+
+def _check_magnitude(x: np.ndarray, factor: int, what: str) -> None:
+    """Refuse counts whose integer cost arithmetic could overflow int64."""
+    if int(x.sum()) * factor >= _INT_LIMIT:
+        raise DomainError(f"{what}: counts too large for exact integer costs (total "
+                          f"{int(x.sum())} with n = {x.size}); rescale the histogram")
+
+
+def bucket_totals(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Σ x over each bucket [edges[b], edges[b+1]) (edges start at 0, end at n)."""
+    csum = np.concatenate([[0], np.cumsum(x, dtype=np.int64 if x.dtype.kind in "iub"
+                                          else np.float64)])
+    return csum[edges[1:]] - csum[edges[:-1]]
+
+
+def spread(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Spread each bucket's total uniformly over its cells (cell i of bucket b gets
+    values[b]/|b|); the totals are preserved exactly up to float rounding."""
+    edges = np.asarray(edges, dtype=np.int64)
+    sizes = np.diff(edges)
+    if np.any(sizes <= 0) or edges[0] != 0:
+        raise DomainError("bucket edges must start at 0 and strictly increase")
+    return np.repeat(np.asarray(values, dtype=np.float64) / sizes, sizes)
+
+
+def _integer_gaps(scores: np.ndarray, scale: Fraction) -> tuple[np.ndarray, int]:
+    """γᵢ = (max u − uᵢ)/scale as uint64 numerators over the denominator p (scale = p/q):
+    numerator (max u − uᵢ)·q. The caller checks that they fit in 63 bits."""
+    s = np.asarray(scores, dtype=np.int64)
+    return (s.max() - s).astype(np.uint64) * np.uint64(scale.denominator), scale.numerator
+
+
+def _exponential_many(scores: list[np.ndarray], sensitivity: Fraction, epsilon: Fraction
+                      ) -> list[int]:
+    """One draw of the exponential mechanism per score vector: index i of vector v with
+    probability ∝ exp(ε·u_{v,i}/(2Δ)), for integer scores of L∞ sensitivity Δ. ε-DP for each
+    vector (McSherry & Talwar 2007; dpkit's convention scale s = 2Δ/ε); vectors computed on
+    disjoint parts of the data cost ε together (parallel composition).
+
+    Exact sampling as in :func:`dpkit.mechanisms.exponential.sample_exponential`: propose i
+    uniformly, accept with probability exp(−γᵢ), γᵢ = (max u − uᵢ)/s, by the exact
+    Bernoulli(exp(−γ)) of :func:`dpkit.core.samplers.bernoulli_exp`; the first accepted
+    proposal has the exponential mechanism's law. Here the gaps are machine integers,
+    γᵢ = (max u − uᵢ)·q/p for s = p/q, and all vectors are sampled together (vectorised).
+    Falls back to ``sample_exponential`` itself when the integers need more than 63 bits."""
+    if sensitivity <= 0 or epsilon <= 0:
+        raise DomainError("internal: the exponential mechanism needs Δ > 0 and ε > 0")
+    scale = 2 * sensitivity / epsilon
+    p, q = scale.numerator, scale.denominator
+    vecs = [np.asarray(s, dtype=np.int64) for s in scores]
+    if not vecs:
+        return []
+    gaps = [v.max() - v for v in vecs]
+    if p >= 1 << 63 or max(int(g.max()) for g in gaps) * q >= 1 << 63:
+        return [int(sample_exponential(v, scale)) for v in vecs]
+    sizes = np.array([v.size for v in vecs], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    numer = np.concatenate([_integer_gaps(v, scale)[0] for v in vecs])
+    acceptance = np.array([max(1e-6, float(np.mean(np.exp(-g.astype(np.float64) * (q / p)))))
+                           for g in gaps])
+    result = np.full(len(vecs), -1, dtype=np.int64)
+    pending = np.arange(len(vecs))
+    while pending.size:
+        batch = np.minimum((1.2 / acceptance[pending]).astype(np.int64) + 16, 1 << 16)
+        node = np.repeat(pending, batch)
+        local = rng.uniform_below(sizes[node].astype(np.uint64)).astype(np.int64)
+        ok = samplers.bernoulli_exp(numer[offsets[node] + local], p)
+        won, first = np.unique(node[ok], return_index=True)  # first acceptance per vector
+        result[won] = local[ok][first]
+        pending = pending[result[pending] < 0]
+    return [int(i) for i in result]
+
+
+def _exponential(scores: np.ndarray, sensitivity: Fraction, epsilon: Fraction) -> int:
+    """The exponential mechanism on one integer score vector (see :func:`_exponential_many`)."""
+    return _exponential_many([scores], sensitivity, epsilon)[0]
+
+
+def _discrete_laplace_variance(scale: Fraction) -> float:
+    """Var of the discrete Laplace law of scale s: 2e^{−1/s}/(1 − e^{−1/s})²."""
+    a = math.exp(-1 / float(scale))
+    return 2 * a / (1 - a) ** 2
+
+
+# ----------------------------------------------------------------------------- DAWA
+
+def dyadic_deviations(x: np.ndarray) -> list[np.ndarray]:
+    """m·dev(B) for every aligned dyadic interval B = [j·m, (j+1)·m) ⊆ [0, n), m = 2^k,
+    k = 1 … ⌊log₂ n⌋, where dev(B) = Σ_{i∈B} |x_i − x̄_B| is the bucket's L1 deviation from
+    its mean. Returns one int64 array per level (k = 1 first): m·dev = Σ |m·x_i − S_B| is an
+    integer."""
+    out = []
+    m = 2
+    while m <= x.size:
+        blocks = x[: (x.size // m) * m].reshape(-1, m)
+        totals = blocks.sum(axis=1)
+        out.append(np.abs(m * blocks - totals[:, None]).sum(axis=1))
+        m *= 2
+    return out
+
+
+def dyadic_partition(deviations: list[np.ndarray], n: int, bucket_cost: float) -> np.ndarray:
+    """The partition of [0, n) into aligned dyadic intervals minimising
+    Σ_buckets (dev(B) + bucket_cost), given dev for every interval of length ≥ 2
+    (``deviations[k−1][j]`` for [j·2^k, (j+1)·2^k); singletons have dev 0).
+
+    Bottom-up over the dyadic tree: best(B) = min(dev(B) + cost, best(left) + best(right)),
+    intervals not inside [0, n) must split, empty ones cost 0. Ties keep the larger bucket.
+    Returns the bucket edges (0 = e₀ < … < e_k = n)."""
+    levels = max((n - 1).bit_length(), 0)
+    width = 1 << levels
+    best = np.where(np.arange(width) < n, bucket_cost, 0.0)
+    whole = [np.arange(width) < n]  # whole[k][j]: node j of level k is a bucket
+    for k in range(1, levels + 1):
+        m = 1 << k
+        nodes = width // m
+        children = best.reshape(nodes, 2).sum(axis=1)
+        single = np.full(nodes, np.inf)
+        dev = deviations[k - 1] if k - 1 < len(deviations) else np.zeros(0)
+        single[: dev.size] = np.asarray(dev, dtype=np.float64) + bucket_cost
+        take = single <= children
+        whole.append(take)
+        best = np.where(take, single, children)
+    # top-down: a node is a bucket if it is chosen and no ancestor is
+    covered = np.zeros(1, dtype=bool)
+    starts = []
+    for k in range(levels, -1, -1):
+        m = 1 << k
+        nodes = width // m
+        cov = np.repeat(covered, 2)[:nodes] if k < levels else covered
+        chosen = whole[k] & ~cov & (np.arange(nodes) * m < n)
+        starts.append(np.flatnonzero(chosen) * m)
+        covered = cov | chosen
+    edges = np.sort(np.concatenate(starts + [np.array([n])]))
+    return edges.astype(np.int64)
+
+
+def _bucket_workload(workload: RangeWorkload, edges: np.ndarray, limit: int = 2048
+                     ) -> np.ndarray:
+    """The workload on bucket totals for uniformly spread estimates: query q puts weight
+    |q ∩ B|/|B| on bucket B (dense, at most ``limit`` queries taken at a fixed stride)."""
+    stride = max(1, -(-len(workload) // limit))
+    lo, hi = workload.lo[::stride, 0], workload.hi[::stride, 0]
+    start, stop = edges[:-1], edges[1:]
+    overlap = np.clip(np.minimum(hi[:, None], stop[None, :]) - np.maximum(lo[:, None],
+                      start[None, :]), 0, None)
+    return overlap / (stop - start)[None, :]
+
+
+def _stage_two(totals: np.ndarray, edges: np.ndarray, epsilon: Fraction,
+               workload: RangeWorkload | None, max_choose: int = 512) -> tuple[np.ndarray,
+                                                                              str]:
+    """Measure the k bucket totals at ε and return least-squares estimates.
+
+    A simplified GreedyH: the strategy is either Identity on the buckets (sensitivity 1) or
+    the binary tree over the buckets (Hay et al. 2010; sensitivity = its number of levels,
+    consistent estimates by :func:`~dpkit.release.hierarchical.tree_inference`). With a
+    workload and k ≤ ``max_choose`` the one with the smaller expected error on the
+    bucket-level workload is used (a data-independent choice given the partition);
+    otherwise the tree (range workloads, e.g. all ranges or prefixes)."""
+    k = totals.size
+    use_tree = k > 2
+    if use_tree and workload is not None and k <= max_choose:
+        wb = _bucket_workload(workload, edges)
+        eps = float(epsilon)
+        height = len(tree_counts(np.zeros(k, dtype=np.int64), 2))
+        err_id = expected_rmse(wb, np.eye(k), eps, 1.0)
+        err_tree = expected_rmse(wb, tree_strategy(k, 2), eps, float(height))
+        use_tree = err_tree < err_id
+    if not use_tree:
+        return laplace_integer(totals, Fraction(1), epsilon).astype(np.float64), "identity"
+    levels = tree_counts(totals, 2)
+    noisy = laplace_integer(np.concatenate(levels), Fraction(len(levels)), epsilon)
+    parts = np.split(noisy, np.cumsum([lv.size for lv in levels])[:-1])
+    return tree_inference(parts, 2)[:k], "tree"
+
+
+@register("dawa", dims=(1,), data_dependent=True)
+def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
+         ratio: Fraction | float = Fraction(1, 4)) -> np.ndarray:
+    """DAWA: private L1 partition on dyadic intervals, then bucket totals by a simplified
+    GreedyH (Li, Hay, Miklau & Wang, PVLDB 2014, Algorithms 1–2 and §4). ε-DP.
+
+    Parameters
+    ----------
+    x : ndarray of int64, shape (n,)
+    epsilon : Fraction
+        Total ε; ε₁ = ratio·ε for the partition, ε₂ = ε − ε₁ for the totals.
+    workload : RangeWorkload, optional
+        Stage 2 picks Identity or a binary tree over the buckets by expected error on it;
+        without one, the tree (good for all-range / prefix workloads).
+    ratio : number in (0, 1)
+        Share of ε for the partition (default 1/4, the paper's choice).
+
+    Notes
+    -----
+    Stage 1 (partition, Alg. 1/2 restricted to aligned dyadic intervals, the paper's
+    O(n log n) variant uses power-of-two lengths). A bucket B costs dev(B) + 1/ε₂, with
+    dev(B) = Σ_{i∈B}|x_i − x̄_B|; the minimum-cost partition into dyadic intervals is found by
+    :func:`dyadic_partition` on noisy deviations. Sensitivity: adding one record to cell j
+    moves x̄_B by 1/|B| and so dev(B) by at most (|B| − 1)/|B| from the other cells plus
+    1 − 1/|B| from cell j: |Δdev(B)| ≤ 2(1 − 1/|B|), tight. A cell lies in exactly one
+    dyadic interval per level, so level k (m = 2^k) is measured as the integers m·dev(B),
+    L1 sensitivity Δ_k = 2(m − 1), with ε₁,k = ε₁·(1 − 2^{−k})/Z, Z = Σ_k (1 − 2^{−k}) over
+    the L = ⌊log₂ n⌋ levels: Σ_k ε₁,k = ε₁, and every dev gets noise of scale 2Z/ε₁ (the
+    whole cost vector has L1 sensitivity 2Z = 2L − 2 + 2^{1−L}). Unlike the paper we charge
+    this full sensitivity (standard Laplace composition) rather than a per-interval 2.
+
+    Stage 2: the bucket totals (sensitivity 1 per strategy row; tree: h + 1 levels) at ε₂,
+    least squares, uniform spread. Total ε₁ + ε₂ = ε by sequential composition.
+    """
+    r = _ratio(ratio)
+    n = x.size
+    eps1 = r * epsilon
+    eps2 = epsilon - eps1
+    _check_magnitude(x, 4 * n, "dawa")
+    devs = dyadic_deviations(x)
+    if not devs:  # n = 1: nothing to partition, all of ε measures the one cell
+        eps2 = epsilon
+    z = sum((1 - Fraction(1, 1 << k) for k in range(1, len(devs) + 1)), Fraction(0))
+    noisy = []
+    for k, dev in enumerate(devs, start=1):
+        m = 1 << k
+        eps_k = eps1 * (1 - Fraction(1, m)) / z
+        noisy.append(laplace_integer(dev, Fraction(2 * (m - 1)), eps_k) / m)
+    edges = dyadic_partition(noisy, n, 1 / float(eps2))
+    est, _ = _stage_two(bucket_totals(x, edges), edges, eps2, workload)
+    return spread(est, edges)
+
+
+# ----------------------------------------------------------------------------- NoiseFirst
+
+def penalized_partition(values: np.ndarray, penalty: float) -> np.ndarray:
+    """Edges of the partition of ``values`` into contiguous buckets minimising
+    Σ_buckets (SSE(B) + penalty), SSE(B) = Σ_{i∈B}(v_i − v̄_B)², exactly by dynamic
+    programming with PELT pruning (Killick, Fearnhead & Eckley 2012; SSE needs no
+    constant, adding a cut never raises SSE). Equals min over k of the optimal
+    k-bucket (v-optimal) SSE + k·penalty."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v - v.mean()  # SSE is shift invariant; centring reduces cancellation
+    n = v.size
+    s1 = np.concatenate([[0.0], np.cumsum(v)])
+    s2 = np.concatenate([[0.0], np.cumsum(v * v)])
+    f = np.empty(n + 1)
+    f[0] = 0.0
+    last = np.zeros(n + 1, dtype=np.int64)
+    cand = np.array([0], dtype=np.int64)
+    for t in range(1, n + 1):
+        seg = s1[t] - s1[cand]
+        cost = np.maximum(s2[t] - s2[cand] - seg * seg / (t - cand), 0.0)
+        total = f[cand] + cost
+        b = int(np.argmin(total))
+        f[t] = total[b] + penalty
+        last[t] = cand[b]
+        cand = np.append(cand[total <= f[t]], t)
+    edges = [n]
+    while edges[-1] > 0:
+        edges.append(int(last[edges[-1]]))
+    return np.array(edges[::-1], dtype=np.int64)
+
+
+@register("noise_first", dims=(1,), data_dependent=True)
+def noise_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
+                ) -> np.ndarray:
+    """NoiseFirst: Laplace on every cell, then the v-optimal merge of the noisy cells with
+    the number of buckets chosen by estimated error (Xu, Zhang, Xiao, Yang, Yu & Winslett,
+    ICDE 2012 / VLDBJ 2013, §4 NoiseFirst). ε-DP.
+
+    Notes
+    -----
+    Privacy: the cells (L1 sensitivity 1) get discrete Laplace noise of scale 1/ε, ε-DP;
+    everything after is post-processing of the noisy cells.
+
+    Merging: a bucket B estimated by the mean of its noisy cells has expected squared error
+    SSE_true(B) + σ², while E[SSE_noisy(B)] = SSE_true(B) + (|B| − 1)σ² (σ² the noise
+    variance, 2e^{−ε}/(1 − e^{−ε})² for discrete Laplace). Xu et al. pick k minimising the
+    estimated error Σ_B [SSE_noisy(B) − (|B| − 2)σ²] = SSE_k − nσ² + 2kσ² over the optimal
+    k-bucket histograms; minimising over k and the partition jointly is the penalised problem
+    with penalty 2σ² per bucket, solved exactly by :func:`penalized_partition` (O(n²) worst
+    case, near-linear with pruning). The output is each bucket's noisy mean.
+    """
+    noisy = laplace_integer(x, Fraction(1), epsilon).astype(np.float64)
+    sigma2 = _discrete_laplace_variance(1 / epsilon)
+    edges = penalized_partition(noisy, 2 * sigma2)
+    return spread(bucket_totals(noisy, edges), edges)
+
+
+# ----------------------------------------------------------------------------- StructureFirst
+
+def sse_scores(x: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """Integer bucket costs ⌊G·SSE([cuts[a], cuts[b]))⌋ for all a < b (G = SCORE_GRID),
+    as an int64 matrix (entries with a ≥ b are 0). SSE·m = m·Σx² − (Σx)² exactly."""
+    c1 = np.concatenate([[0], np.cumsum(x, dtype=np.int64)])[cuts]
+    c2 = np.concatenate([[0], np.cumsum(x * x, dtype=np.int64)])[cuts]
+    m = cuts[None, :] - cuts[:, None]
+    s = c1[None, :] - c1[:, None]
+    q = c2[None, :] - c2[:, None]
+    upper = m > 0
+    num = np.where(upper, m * q - s * s, 0)
+    return np.where(upper, (SCORE_GRID * num) // np.where(upper, m, 1), 0)
+
+
+def sse_tables(x: np.ndarray, cuts: np.ndarray, levels: int
+               ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The integer costs C = :func:`sse_scores` and E_t(b) = min over partitions of
+    [cuts[0], cuts[b]) into t buckets (at the cut positions) of Σ C, for t = 1 … levels
+    (E_t(b) = 2^62 when b < t). Exact dynamic programming in int64, O(levels·|cuts|²)."""
+    cost = sse_scores(x, cuts)
+    size = cuts.size
+    big = np.int64(_INT_LIMIT)
+    order = np.arange(size)
+    table = [np.where(order > 0, cost[0], big)]  # E_1(b) = C(0, b)
+    for _ in range(2, levels + 1):
+        prev = table[-1]
+        valid = (order[:, None] < order[None, :]) & (prev[:, None] < big)
+        table.append(np.where(valid, prev[:, None] + cost, big).min(axis=0))
+    return cost, table
+
+
+@register("structure_first", dims=(1,), data_dependent=True)
+def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
+                    buckets: int = 32, bound: int = 100, ratio: Fraction | float =
+                    Fraction(1, 2), grid: int = 512) -> np.ndarray:
+    """StructureFirst: k bucket boundaries drawn one by one by the exponential mechanism on
+    the optimal SSE, then noisy bucket totals (Xu, Zhang, Xiao, Yang, Yu & Winslett,
+    ICDE 2012 / VLDBJ 2013, §5 StructureFirst). ε-DP.
+
+    Parameters
+    ----------
+    buckets : int
+        k, the number of buckets (default 32; capped by the candidate cut positions).
+    bound : int
+        F ≥ 1: for the structure scores only, counts are clamped to [0, F] (the paper's
+        bound on counts); the totals measured in stage 2 are not clamped. Default 100.
+    ratio : number in (0, 1)
+        ε₁ = ratio·ε for the k − 1 boundaries, ε₂ = ε − ε₁ for the totals (default 1/2).
+    grid : int
+        Cuts are placed at multiples of ⌈n/grid⌉ (default 512); for n ≤ grid every
+        position is a candidate, as in the paper. This keeps the O(k·grid²) dynamic program
+        fast at large n.
+
+    Notes
+    -----
+    Privacy. With x̃ = min(x, F), a record changes one clamped cell by 1 within [0, F]
+    (x̃_j → x̃_j + 1 ≤ F), and SSE(B) = Σx̃² − S²/m by 2(x̃_j − S/m) + 1 − 1/m, of absolute
+    value ≤ (2F − 1)(1 − 1/m) < 2F − 1. The score of cut a given the next cut j is
+    −(E_{t−1}(a) + SSE(a, j)), E_t(a) the least total SSE of t buckets on [0, a): every
+    partition puts the record's cell in one bucket, so each partition's sum and hence the
+    minimum moves by < 2F − 1; with integer costs ⌊G·SSE⌋ (module notes) the scores have
+    sensitivity Δ = G(2F − 1). The cuts are drawn right to left, each by the exponential
+    mechanism at ε₁/(k − 1) (scale 2Δ(k − 1)/ε₁); the k totals (sensitivity 1, discrete
+    Laplace 1/ε₂) follow. Adaptive sequential composition: ε₁ + ε₂ = ε.
+    """
+    k = _positive_int(buckets, "buckets")
+    f = _positive_int(bound, "bound")
+    g = _positive_int(grid, "grid", 2)
+    r = _ratio(ratio)
+    n = x.size
+    step = -(-n // g)
+    cuts = np.unique(np.concatenate([np.arange(0, n, step), [n]])).astype(np.int64)
+    positions = cuts.size - 1  # number of elementary segments
+    k = min(k, positions)
+    clamped = np.minimum(x, f)
+    if SCORE_GRID * n * n * f * f >= _INT_LIMIT:  # bounds G·m·SSE·m and every DP sum
+        raise DomainError("structure_first: n²·bound² too large for exact integer scores; "
+                          "lower bound")
+    eps1 = r * epsilon
+    eps2 = epsilon - eps1
+    chosen = [positions]
+    if k > 1:
+        cost, table = sse_tables(clamped, cuts, k - 1)
+        sensitivity = Fraction(SCORE_GRID * (2 * f - 1))
+        eps_step = eps1 / (k - 1)
+        j = positions
+        for t in range(k, 1, -1):  # choose the cut before the t-th bucket
+            cand = np.arange(t - 1, j)  # t − 1 buckets must fit on [0, a)
+            scores = -(table[t - 2][cand] + cost[cand, j])
+            j = int(cand[_exponential(scores, sensitivity, eps_step)])
+            chosen.append(j)
+    chosen.append(0)
+    edges = cuts[np.array(sorted(set(chosen)), dtype=np.int64)]
+    noisy = laplace_integer(bucket_totals(x, edges), Fraction(1), eps2).astype(np.float64)
+    return spread(noisy, edges)
+
+
+# ----------------------------------------------------------------------------- P-HP
+
+def sae_prefix(rows: np.ndarray, lengths: np.ndarray, chunk: int = 1 << 21) -> np.ndarray:
+    """N[v, c] = Σ_{i<c} |c·x_{v,i} − S_{v,c}| = c·SAE(first c cells of row v), S the prefix
+    sum, for c = 1 … lengths[v] (int64; N[v, 0] = 0, entries past the length 0). ``rows`` is
+    (g, P) zero-padded. O(g·P²) work, in chunks."""
+    return _sae_at(rows, np.arange(rows.shape[1] + 1), lengths, chunk)
+
+
+def _sae_at(rows: np.ndarray, cs: np.ndarray, lengths: np.ndarray, chunk: int = 1 << 21
+            ) -> np.ndarray:
+    """N[v, t] = Σ_{i<c} |c·x_{v,i} − S_{v,c}| for c = cs[t] (0 where c > lengths[v])."""
+    g, p = rows.shape
+    csum = np.concatenate([np.zeros((g, 1), dtype=np.int64), np.cumsum(rows, axis=1)], axis=1)
+    out = np.zeros((g, cs.size), dtype=np.int64)
+    step = max(1, chunk // max(1, g * p))
+    idx = np.arange(p)
+    for t0 in range(0, cs.size, step):
+        c = cs[t0: t0 + step]
+        dev = np.abs(c[None, :, None] * rows[:, None, :] - csum[:, c, None])
+        out[:, t0: t0 + step] = np.where(idx[None, None, :] < c[None, :, None], dev, 0
+                                         ).sum(axis=2)
+    out[cs[None, :] > lengths[:, None]] = 0
+    return out
+
+
+def _floor_cost(numer: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """⌊G·numer/m⌋ (0 where m = 0)."""
+    return np.where(m > 0, (SCORE_GRID * numer) // np.maximum(m, 1), 0)
+
+
+def _cut_candidates(length: int, max_cuts: int) -> np.ndarray:
+    """The cut offsets considered in an interval of this length: every c in 1 … L − 1 when
+    L − 1 ≤ max_cuts, else the multiples of ⌈(L − 1)/max_cuts⌉ (data-independent)."""
+    step = max(1, -(-(length - 1) // max_cuts))
+    return np.arange(step, length, step, dtype=np.int64)
+
+
+def _split_scores(x: np.ndarray, intervals: list[tuple[int, int]], penalty: int,
+                  max_cuts: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each interval [lo, hi): (scores, cuts). Score 0 is "keep as one bucket",
+    −(⌊G·SAE(B)⌋ + penalty); score t ≥ 1 the cut at lo + cuts[t − 1] into L, R,
+    −(⌊G·SAE(L)⌋ + ⌊G·SAE(R)⌋ + 2·penalty). Intervals of the same padded length are
+    computed together."""
+    out: list[tuple[np.ndarray, np.ndarray]] = [None] * len(intervals)  # type: ignore
+    groups: dict[int, list[int]] = {}
+    for i, (lo, hi) in enumerate(intervals):
+        length = hi - lo
+        pad = 1 << max(0, (length - 1).bit_length()) if length <= 64 else length
+        groups.setdefault(pad, []).append(i)
+    for pad, members in groups.items():
+        lengths = np.array([intervals[i][1] - intervals[i][0] for i in members])
+        rows = np.zeros((2 * len(members), pad), dtype=np.int64)
+        for r, i in enumerate(members):
+            lo, hi = intervals[i]
+            rows[r, : hi - lo] = x[lo:hi]
+            rows[len(members) + r, : hi - lo] = x[lo:hi][::-1]
+        both = np.concatenate([lengths, lengths])
+        # prefix lengths needed: the cuts c, the suffix lengths L − c, and L itself
+        if pad <= 64:
+            cs = np.arange(pad + 1)
+            n_at = _sae_at(rows, cs, both)
+            table = _floor_cost(n_at, cs[None, :])
+            for r, i in enumerate(members):
+                length = int(lengths[r])
+                cuts = _cut_candidates(length, max_cuts)
+                scores = np.concatenate([[-(table[r, length] + penalty)],
+                                         -(table[r, cuts] + table[len(members) + r,
+                                                                  length - cuts] + 2 * penalty)])
+                out[i] = (scores.astype(np.int64), cuts)
+        else:
+            for r, i in enumerate(members):
+                length = int(lengths[r])
+                cuts = _cut_candidates(length, max_cuts)
+                cs = np.unique(np.concatenate([cuts, length - cuts, [length]]))
+                pos = {int(c): t for t, c in enumerate(cs)}
+                pair = rows[[r, len(members) + r]]
+                n_at = _sae_at(pair, cs, np.array([length, length]))
+                table = _floor_cost(n_at, cs[None, :])
+                left = table[0, [pos[int(c)] for c in cuts]]
+                right = table[1, [pos[int(length - c)] for c in cuts]]
+                scores = np.concatenate([[-(table[0, pos[length]] + penalty)],
+                                         -(left + right + 2 * penalty)])
+                out[i] = (scores.astype(np.int64), cuts)
+    return out
+
+
+@register("phpartition", dims=(1,), data_dependent=True)
+def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
+                ratio: Fraction | float = Fraction(1, 2), depth: int | None = None,
+                max_cuts: int = 128) -> np.ndarray:
+    """P-HPartition: recursive binary splits chosen by the exponential mechanism on the
+    partition's absolute error, then noisy partition counts (Ács, Castelluccia & Chen,
+    ICDM 2012, §V "P-HPartition"). ε-DP.
+
+    Parameters
+    ----------
+    ratio : number in (0, 1)
+        ε₁ = ratio·ε for the splits, ε₂ = ε − ε₁ for the counts (default 1/2).
+    depth : int, optional
+        Maximum recursion depth D (default ⌈log₂ n⌉).
+    max_cuts : int
+        Cut candidates per interval (default 128): every position in intervals of up to
+        max_cuts + 1 cells, evenly spaced ones (stride ⌈(L − 1)/max_cuts⌉) in longer
+        ones — a data-independent restriction for speed.
+
+    Notes
+    -----
+    Quality. An interval B is either kept (score −(SAE(B) + 1/ε₂)) or cut at c into L, R
+    (score −(SAE(L) + SAE(R) + 2/ε₂)), SAE(B) = Σ_{i∈B}|x_i − x̄_B| the error of spreading B's
+    total uniformly and 1/ε₂ the expected absolute Laplace error of one more count. One
+    exponential-mechanism draw per interval at each depth picks among keep and the cuts;
+    kept intervals and single cells stop.
+
+    Privacy. A record changes one cell and so one of L, R (or B), whose SAE moves by
+    ≤ 2(1 − 1/m) < 2 (see :func:`dawa`); with integer costs ⌊G·SAE⌋ and the penalty an
+    integer constant ⌈G/ε₂⌉, every score moves by at most Δ = 2G. The intervals at one
+    depth are disjoint, so their draws at ε₁/D each cost ε₁/D in total (parallel
+    composition); D depths cost ε₁. The final buckets' totals (sensitivity 1) get discrete
+    Laplace noise of scale 1/ε₂. Adaptive sequential composition: ε₁ + ε₂ = ε.
+
+    This follows the paper's recursive-bisection outline; the explicit "keep" candidate
+    and the 1/ε₂ penalty (as in DAWA's cost) are this implementation's stopping rule.
+    """
+    r = _ratio(ratio)
+    n = x.size
+    d = max(1, (n - 1).bit_length()) if depth is None else _positive_int(depth, "depth")
+    k = _positive_int(max_cuts, "max_cuts")
+    _check_magnitude(x, 4 * SCORE_GRID * n, "phpartition")
+    eps1 = r * epsilon
+    eps2 = epsilon - eps1
+    eps_level = eps1 / d
+    penalty = math.ceil(SCORE_GRID / eps2)
+    sensitivity = Fraction(2 * SCORE_GRID)
+    active = [(0, n)] if n > 1 else []
+    final = [] if n > 1 else [(0, n)]
+    for _ in range(d):
+        if not active:
+            break
+        scored = _split_scores(x, active, penalty, k)
+        picks = _exponential_many([sc for sc, _ in scored], sensitivity, eps_level)
+        nxt: list[tuple[int, int]] = []
+        for (lo, hi), (_, cuts), t in zip(active, scored, picks, strict=True):
+            if t == 0:
+                final.append((lo, hi))
+                continue
+            c = lo + int(cuts[t - 1])
+            for part in ((lo, c), (c, hi)):
+                (nxt if part[1] - part[0] > 1 else final).append(part)
+        active = nxt
+    final.extend(active)
+    edges = np.array(sorted({0, n, *(lo for lo, _ in final)}), dtype=np.int64)
+    noisy = laplace_integer(bucket_totals(x, edges), Fraction(1), eps2).astype(np.float64)
+    return spread(noisy, edges)
