@@ -5,18 +5,22 @@ noise and spreads each bucket's estimate uniformly over its cells (:func:`spread
 buckets come from the data, the choice is itself private: noisy costs (DAWA), the
 exponential mechanism (StructureFirst, P-HP) or post-processing of noisy cells (NoiseFirst).
 
-Privacy (pure ε-DP, add/remove-one-record neighbours: histograms x, x ± e_j). Every
-algorithm spends ε₁ on its structure and ε₂ = ε − ε₁ on the bucket totals; sequential
-(adaptive) composition gives ε₁ + ε₂ = ε (Dwork & Roth Thm 3.16). Sensitivities are exact
+Privacy (pure ε-DP, add/remove-one-record neighbours: histograms x, x ± e_j). DAWA,
+StructureFirst and P-HP spend ε₁ on the structure and ε₂ = ε − ε₁ on the bucket totals;
+sequential (adaptive) composition gives ε₁ + ε₂ = ε (Dwork & Roth Thm 3.16). NoiseFirst
+spends all of ε on the cells and derives the structure by post-processing. Sensitivities are exact
 Fractions; all Laplace noise comes from :mod:`dpkit.release.measure` and every selection from
-:func:`_exponential`, an exact sampler of the exponential mechanism (McSherry & Talwar 2007).
+:func:`_exponential_many`, an exact sampler of the exponential mechanism (McSherry & Talwar
+2007) that draws for several disjoint intervals at once.
 
 Exact scores. The exponential mechanism needs its scores exactly. Scores here are sums of
 per-bucket costs that are rationals with different denominators (a bucket's mean), so each
 cost c is replaced by ⌊G·c⌋ (G = :data:`SCORE_GRID`), computed in integer arithmetic. If a
-record moves c by at most Δ < D for an integer bound D·G, then ⌊G·c⌋ moves by at most
-⌈G·Δ⌉ ≤ D·G (|⌊u⌋ − ⌊v⌋| < |u − v| + 1, and both sides are integers), so the integer scores
-have sensitivity D·G, exactly the real bound scaled — nothing is lost to rounding.
+record moves c by strictly less than D (with D·G an integer), then ⌊G·c⌋ moves by at most
+D·G (|⌊u⌋ − ⌊v⌋| < |u − v| + 1 < D·G + 1 and the left side is an integer), so the integer
+scores have sensitivity D·G, the real bound scaled — nothing is lost to rounding. The
+bounds used are strict: SAE moves by ≤ 2(1 − 1/m) < 2, clamped SSE by
+≤ (2F − 1)(1 − 1/m) < 2F − 1.
 """
 
 from __future__ import annotations
@@ -268,8 +272,10 @@ def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     dyadic interval per level, so level k (m = 2^k) is measured as the integers m·dev(B),
     L1 sensitivity Δ_k = 2(m − 1), with ε₁,k = ε₁·(1 − 2^{−k})/Z, Z = Σ_k (1 − 2^{−k}) over
     the L = ⌊log₂ n⌋ levels: Σ_k ε₁,k = ε₁, and every dev gets noise of scale 2Z/ε₁ (the
-    whole cost vector has L1 sensitivity 2Z = 2L − 2 + 2^{1−L}). Unlike the paper we charge
-    this full sensitivity (standard Laplace composition) rather than a per-interval 2.
+    whole cost vector has L1 sensitivity 2Z = 2L − 2 + 2^{1−L}). We charge this full
+    sensitivity of the cost vector (plain Laplace mechanism and composition), not the
+    per-interval bound 2; this makes the partition noisier than the paper's, never less
+    private. Counts n = 1: no partition, ε₂ = ε.
 
     Stage 2: the bucket totals (sensitivity 1 per strategy row; tree: h + 1 levels) at ε₂,
     least squares, uniform spread. Total ε₁ + ε₂ = ε by sequential composition.
@@ -467,8 +473,9 @@ def _sae_at(rows: np.ndarray, cs: np.ndarray, lengths: np.ndarray, chunk: int = 
     idx = np.arange(p)
     for t0 in range(0, cs.size, step):
         c = cs[t0: t0 + step]
-        dev = np.abs(c[None, :, None] * rows[:, None, :] - csum[:, c, None])
-        out[:, t0: t0 + step] = np.where(idx[None, None, :] < c[None, :, None], dev, 0
+        w = int(c.max())  # only the first max(c) cells can count
+        dev = np.abs(c[None, :, None] * rows[:, None, :w] - csum[:, c, None])
+        out[:, t0: t0 + step] = np.where(idx[None, None, :w] < c[None, :, None], dev, 0
                                          ).sum(axis=2)
     out[cs[None, :] > lengths[:, None]] = 0
     return out
@@ -523,13 +530,12 @@ def _split_scores(x: np.ndarray, intervals: list[tuple[int, int]], penalty: int,
                 length = int(lengths[r])
                 cuts = _cut_candidates(length, max_cuts)
                 cs = np.unique(np.concatenate([cuts, length - cuts, [length]]))
-                pos = {int(c): t for t, c in enumerate(cs)}
                 pair = rows[[r, len(members) + r]]
                 n_at = _sae_at(pair, cs, np.array([length, length]))
                 table = _floor_cost(n_at, cs[None, :])
-                left = table[0, [pos[int(c)] for c in cuts]]
-                right = table[1, [pos[int(length - c)] for c in cuts]]
-                scores = np.concatenate([[-(table[0, pos[length]] + penalty)],
+                left = table[0, np.searchsorted(cs, cuts)]
+                right = table[1, np.searchsorted(cs, length - cuts)]
+                scores = np.concatenate([[-(table[0, -1] + penalty)],
                                          -(left + right + 2 * penalty)])
                 out[i] = (scores.astype(np.int64), cuts)
     return out
