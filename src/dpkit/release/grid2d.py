@@ -40,7 +40,7 @@ from dpkit.release.workload import RangeWorkload
 
 __all__ = ["quadtree", "ug", "ag", "kdtree", "quadtree_levels", "quadtree_budgets",
            "quadtree_inference", "grid_edges", "grid_labels", "group_sums", "spread",
-           "ag_labels", "ag_split_sizes", "ag_inference", "kd_partition",
+           "ag_labels", "ag_split_sizes", "ag_inference", "kd_partition", "kd_inference",
            "discrete_laplace_variance"]
 
 
@@ -363,9 +363,10 @@ def kd_partition(noisy: np.ndarray, var1: float, var2: float, max_depth: int
                  ) -> tuple[np.ndarray, int]:
     """A k-d tree partition of the cells computed from phase-1 noisy counts only.
 
-    A rectangle is split across its longer side at the median of its (clipped ≥ 0) noisy
-    marginal mass (the geometric middle when that mass is 0), DPCube's median k-d split,
-    if the split lowers the estimated squared error of uniform spreading:
+    A rectangle is split at the median of its (clipped ≥ 0) noisy marginal mass along one
+    axis (the geometric middle when that mass is 0) — DPCube's median k-d split, trying
+    both axes and keeping the better — if the split lowers the estimated squared error of
+    uniform spreading:
     B(P) + σ₂²/|P| > B(L) + σ₂²/|L| + B(R) + σ₂²/|R|, where
     B(P) = max(0, Σ_{c∈P}(ŷ_c − ȳ_P)² − (|P| − 1)σ₁²) is the unbiased estimate of P's
     non-uniformity (Σ of squared deviations; the noise adds (|P|−1)σ₁² in expectation) and
@@ -388,35 +389,55 @@ def kd_partition(noisy: np.ndarray, var1: float, var2: float, max_depth: int
         sse = rect(q, r0, r1, c0, c1) - total * total / area
         return max(0.0, sse - (area - 1) * var1) + var2 / area
 
+    def median_split(r0: int, r1: int, c0: int, c1: int, rows: bool
+                     ) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+        if rows:  # the noisy mass of each row (column) of the rectangle, clipped at 0
+            marg = s[r0 + 1: r1 + 1, c1] - s[r0 + 1: r1 + 1, c0] - s[r0: r1, c1] + s[
+                r0: r1, c0]
+        else:
+            marg = s[r1, c0 + 1: c1 + 1] - s[r0, c0 + 1: c1 + 1] - s[r1, c0: c1] + s[
+                r0, c0: c1]
+        cum = np.cumsum(np.maximum(marg, 0.0))
+        length = marg.size
+        cut = int(np.searchsorted(cum, cum[-1] / 2)) + 1 if cum[-1] > 0 else length // 2
+        cut = min(max(cut, 1), length - 1)
+        if rows:
+            return (r0, r0 + cut, c0, c1), (r0 + cut, r1, c0, c1)
+        return (r0, r1, c0, c0 + cut), (r0, r1, c0 + cut, c1)
+
     labels = np.zeros((n1, n2), dtype=np.int64)
     parts = 0
     stack = [(0, n1, 0, n2, 0)]
     while stack:
         r0, r1, c0, c1, depth = stack.pop()
-        h, w = r1 - r0, c1 - c0
-        if h * w > 1 and depth < max_depth:
-            rows = h >= w
-            if rows:  # the noisy mass of each row (column) of the rectangle
-                marg = s[r0 + 1: r1 + 1, c1] - s[r0 + 1: r1 + 1, c0] - s[r0: r1, c1] + s[
-                    r0: r1, c0]
-            else:
-                marg = s[r1, c0 + 1: c1 + 1] - s[r0, c0 + 1: c1 + 1] - s[r1, c0: c1] + s[
-                    r0, c0: c1]
-            cum = np.cumsum(np.maximum(marg, 0.0))
-            length = h if rows else w
-            cut = int(np.searchsorted(cum, cum[-1] / 2)) + 1 if cum[-1] > 0 else length // 2
-            cut = min(max(cut, 1), length - 1)
-            if rows:
-                left, right = (r0, r0 + cut, c0, c1), (r0 + cut, r1, c0, c1)
-            else:
-                left, right = (r0, r1, c0, c0 + cut), (r0, r1, c0 + cut, c1)
-            if cost(r0, r1, c0, c1) > cost(*left) + cost(*right):
-                stack.append((*right, depth + 1))
-                stack.append((*left, depth + 1))
+        if (r1 - r0) * (c1 - c0) > 1 and depth < max_depth:
+            best = None
+            for rows in (True, False):
+                if (r1 - r0 if rows else c1 - c0) > 1:
+                    left, right = median_split(r0, r1, c0, c1, rows)
+                    split_cost = cost(*left) + cost(*right)
+                    if best is None or split_cost < best[0]:
+                        best = (split_cost, left, right)
+            if best is not None and cost(r0, r1, c0, c1) > best[0]:
+                stack.append((*best[2], depth + 1))
+                stack.append((*best[1], depth + 1))
                 continue
         labels[r0:r1, c0:c1] = parts
         parts += 1
     return labels, parts
+
+
+def kd_inference(phase1: np.ndarray, var1: float, noisy2: np.ndarray, var2: float,
+                 labels: np.ndarray) -> np.ndarray:
+    """DPCube's combination of the two phases: each partition P's total is the
+    inverse-variance combination T = (y₂/σ₂² + s₁/(|P|σ₁²)) / (1/σ₂² + 1/(|P|σ₁²)) of its
+    phase-2 count y₂ and the sum s₁ of its phase-1 cell counts (the least-squares estimate of
+    P's total from both phases). Returns the partition totals."""
+    parts = noisy2.size
+    s1 = group_sums(np.asarray(phase1, dtype=np.float64), labels, parts)
+    areas = np.bincount(labels.ravel(), minlength=parts).astype(np.float64)
+    w2, w1 = 1 / var2, 1 / (areas * var1)
+    return (np.asarray(noisy2, dtype=np.float64) * w2 + s1 * w1) / (w1 + w2)
 
 
 @register("kdtree", dims=(2,), data_dependent=True)
@@ -431,9 +452,9 @@ def kdtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = No
     non-uniformity outweighs one more partition's noise; ``max_depth`` defaults to
     ⌈log₂ n1⌉ + ⌈log₂ n2⌉, deep enough to reach single cells). Phase 2: discrete Laplace of
     scale 1/ε₂, ε₂ = ε − ε₁, on the partition totals in one measurement. Inference (DPCube's
-    combination of the two phases): a partition P's total is the inverse-variance
-    combination T = (y₂/σ₂² + s₁/(|P|σ₁²)) / (1/σ₂² + 1/(|P|σ₁²)) of its phase-2 count y₂
-    and the sum s₁ of its phase-1 cells, spread evenly over P.
+    combination of the two phases, :func:`kd_inference`): a partition P's total is the
+    inverse-variance combination T = (y₂/σ₂² + s₁/(|P|σ₁²)) / (1/σ₂² + 1/(|P|σ₁²)) of its
+    phase-2 count y₂ and the sum s₁ of its phase-1 cells, spread evenly over P.
 
     Privacy: the cells are disjoint (sensitivity 1): ε₁-DP; the partition is a function of
     the phase-1 output only (post-processing — free); the partition totals are disjoint
@@ -452,9 +473,5 @@ def kdtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = No
     var1, var2 = discrete_laplace_variance(eps1), discrete_laplace_variance(eps2)
     phase1 = laplace_integer(x, Fraction(1), eps1)
     labels, parts = kd_partition(phase1, var1, var2, depth)
-    noisy2 = laplace_integer(group_sums(x, labels, parts), Fraction(1), eps2).astype(float)
-    s1 = group_sums(phase1.astype(np.float64), labels, parts)
-    areas = np.bincount(labels.ravel(), minlength=parts).astype(np.float64)
-    w2, w1 = 1 / var2, 1 / (areas * var1)
-    totals = (noisy2 * w2 + s1 * w1) / (w1 + w2)
-    return spread(totals, labels)
+    noisy2 = laplace_integer(group_sums(x, labels, parts), Fraction(1), eps2)
+    return spread(kd_inference(phase1, var1, noisy2, var2, labels), labels)
