@@ -14,8 +14,8 @@ inference are post-processing.
 Algorithms (registered for ``dims=(2,)``):
 
 - ``quadtree`` — Cormode, Procopiuc, Srivastava, Shen & Yu, ICDE 2012;
-- ``ug`` — uniform grid, Qardaji, Yang & Li, ICDE 2013, §IV;
-- ``ag`` — adaptive grid, same paper, §V;
+- ``ug`` — uniform grid (UG), Qardaji, Yang & Li, ICDE 2013;
+- ``ag`` — adaptive grid (AG), same paper;
 - ``kdtree`` — DPCube, Xiao, Xiong, Fan & Goryczka (TDP 2014) / Xiao, Xiong & Yuan (SDM 2010).
 
 UG and AG choose their grid from the number of records N. DPBench (Hay et al. SIGMOD 2016)
@@ -159,10 +159,11 @@ def quadtree_levels(x: np.ndarray, height: int) -> tuple[list[np.ndarray], int]:
 
 def quadtree_budgets(epsilon: Fraction, levels: int, budget: str = "geometric"
                      ) -> list[Fraction]:
-    """Per-level ε, leaves first. Geometric (Cormode et al. 2012, §3.2): ε_i ∝ 2^{(h−i)/3}
-    for the level at height i above the leaves (leaves i = 0 get the most), h = levels − 1;
-    uniform: ε/levels each. The ratios 2^{k/3} are rationalised (denominators ≤ 10⁴), the
-    split is exact (Σ = ε) and each part is then rounded down by :func:`_budget`."""
+    """Per-level ε, leaves first. Geometric (Cormode et al. 2012's geometric budget):
+    ε_i ∝ 2^{(h−i)/3} for the level at height i above the leaves (leaves, i = 0, get the
+    most), h = levels − 1; uniform: ε/levels each. The ratios 2^{k/3} are rationalised
+    (denominators ≤ 10⁴), the split is exact (Σ = ε) and each part is then rounded down by
+    :func:`_budget`."""
     if budget == "geometric":
         weights = [Fraction(2 ** ((levels - 1 - i) / 3)).limit_denominator(10_000)
                    for i in range(levels)]
@@ -177,7 +178,8 @@ def quadtree_budgets(epsilon: Fraction, levels: int, budget: str = "geometric"
 def quadtree_inference(noisy: list[np.ndarray], variances: list[float]) -> np.ndarray:
     """Ordinary (generalised) least squares for a quadtree whose level i (leaves first) is
     measured with noise variance ``variances[i]`` — Cormode et al.'s OLS post-processing
-    (§3.3: weighted averaging bottom-up, mean consistency top-down), i.e. Hay et al. 2010
+    (weighted averaging bottom-up, mean consistency top-down — §3.3 per DPBench's
+    implementation notes), i.e. Hay et al. 2010
     Thm 3 generalised to unequal per-level variances. O(#nodes).
 
     Bottom-up: z = y at the leaves with V_0 = σ_0²; a node at height i combines its own
@@ -214,8 +216,8 @@ def quadtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
     single cells, 9 levels for 256×256 — DPBench's QuadTree, ``height = ⌈log₂ √(n1·n2)⌉``
     for square domains). Level i (height above the leaves, i = 0 … h) is measured with
     discrete Laplace of scale 1/ε_i, ε_i = 2^{(h−i)/3}·ε·(2^{1/3} − 1)/(2^{(h+1)/3} − 1)
-    (geometric budget, Cormode et al. §3.2; ``budget="uniform"`` gives ε/(h+1)), then
-    :func:`quadtree_inference` (their OLS post-processing, §3.3) and each leaf's estimate
+    (Cormode et al.'s geometric budget; ``budget="uniform"`` gives ε/(h+1)), then
+    :func:`quadtree_inference` (their OLS post-processing) and each leaf's estimate
     is spread evenly over its real (unpadded) cells.
 
     Privacy: the nodes of one level are disjoint, so each level's count vector has L1
@@ -246,9 +248,9 @@ def ug(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
        c: float = 10, scale: int | None = None, scale_fraction: Number = Fraction(1, 20)
        ) -> np.ndarray:
     """Uniform grid (UG; Qardaji, Yang & Li, "Differentially private grids for geospatial
-    data", ICDE 2013, §IV, guideline 1): an m × m grid, m = ⌈√(N·ε'/c)⌉, c = 10, discrete
-    Laplace of scale 1/ε' on every grid cell's count, spread evenly inside the grid cell.
-    ε-DP.
+    data", ICDE 2013, with their grid-size guideline m = √(Nε/c)): an m × m grid,
+    m = ⌈√(N·ε'/c)⌉, c = 10, discrete Laplace of scale 1/ε' on every grid cell's count,
+    spread evenly inside the grid cell. ε-DP.
 
     The grid splits each axis into m contiguous pieces of ⌊n/m⌋ or ⌈n/m⌉ cells (an uneven
     split, :func:`grid_edges`; m is capped at the axis length), so every piece is a union of
@@ -273,7 +275,7 @@ def ug(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
 
 def ag_split_sizes(noisy1: np.ndarray, epsilon2: Fraction, c2: float) -> np.ndarray:
     """AG's second-level grid size per first-level cell, m2 = ⌈√(max(N', 0)·ε₂/c₂)⌉ ≥ 1
-    (Qardaji et al. 2013, §V) — a function of the noisy counts N' only."""
+    (Qardaji et al. 2013, AG) — a function of the noisy counts N' only."""
     n = np.maximum(np.asarray(noisy1, dtype=np.float64), 0.0)
     return np.maximum(np.ceil(np.sqrt(n * float(epsilon2) / c2)), 1).astype(np.int64)
 
@@ -305,7 +307,7 @@ def ag_labels(shape: tuple[int, int], row_edges: np.ndarray, col_edges: np.ndarr
 
 def ag_inference(noisy1: np.ndarray, var1: float, noisy2: np.ndarray, var2: float,
                  parent: np.ndarray) -> np.ndarray:
-    """AG's constrained inference (Qardaji et al. 2013, §V): for a first-level cell with
+    """AG's constrained inference (Qardaji et al. 2013): for a first-level cell with
     noisy count v (variance σ₁²) and k children whose noisy sum s has variance k·σ₂², the
     inverse-variance combination v' = (v/σ₁² + s/(kσ₂²)) / (1/σ₁² + 1/(kσ₂²)) (for Laplace
     this is their α²m₂²/((1−α)² + α²m₂²) weight), then each child gets u + (v' − s)/k.
@@ -322,7 +324,7 @@ def ag_inference(noisy1: np.ndarray, var1: float, noisy2: np.ndarray, var2: floa
 def ag(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
        c: float = 10, alpha: Number = Fraction(1, 2), scale: int | None = None,
        scale_fraction: Number = Fraction(1, 20)) -> np.ndarray:
-    """Adaptive grid (AG; Qardaji, Yang & Li, ICDE 2013, §V). ε-DP.
+    """Adaptive grid (AG; Qardaji, Yang & Li, ICDE 2013). ε-DP.
 
     Level 1: an m1 × m1 grid, m1 = max(10, ⌈⌈√(N·ε'/c)⌉/4⌉) (c = 10; capped at the axis
     lengths), discrete Laplace of scale 1/ε₁, ε₁ = α·ε' (α = 1/2). Level 2: each first-level
@@ -368,10 +370,13 @@ def kd_partition(noisy: np.ndarray, var1: float, var2: float, max_depth: int
     both axes and keeping the better — if the split lowers the estimated squared error of
     uniform spreading:
     B(P) + σ₂²/|P| > B(L) + σ₂²/|L| + B(R) + σ₂²/|R|, where
-    B(P) = max(0, Σ_{c∈P}(ŷ_c − ȳ_P)² − (|P| − 1)σ₁²) is the unbiased estimate of P's
-    non-uniformity (Σ of squared deviations; the noise adds (|P|−1)σ₁² in expectation) and
-    σ₂²/|P| the per-partition noise spread over its cells. Stops at single cells or depth
-    ``max_depth``. Returns (labels, number of partitions). Post-processing of ``noisy``."""
+    B(P) = Σ_{c∈P}(ŷ_c − ȳ_P)² − (|P| − 1)σ₁² is the unbiased estimate of P's
+    non-uniformity (Σ of squared deviations; the noise adds (|P|−1)σ₁² in expectation; not
+    clipped at 0, which would bias the comparison against splitting) and σ₂²/|P| the
+    per-partition noise spread over its cells. Equivalently: split iff the halves'
+    between-group sum of squares |L||R|/|P|·(ȳ_L − ȳ_R)² exceeds its noise expectation σ₁²
+    by more than σ₂²(1/|L| + 1/|R| − 1/|P|). Stops at single cells or depth ``max_depth``.
+    Returns (labels, number of partitions). Post-processing of ``noisy``."""
     y = np.asarray(noisy, dtype=np.float64)
     n1, n2 = y.shape
     s = np.zeros((n1 + 1, n2 + 1))
@@ -387,7 +392,7 @@ def kd_partition(noisy: np.ndarray, var1: float, var2: float, max_depth: int
         area = (r1 - r0) * (c1 - c0)
         total = rect(s, r0, r1, c0, c1)
         sse = rect(q, r0, r1, c0, c1) - total * total / area
-        return max(0.0, sse - (area - 1) * var1) + var2 / area
+        return sse - (area - 1) * var1 + var2 / area
 
     def median_split(r0: int, r1: int, c0: int, c1: int, rows: bool
                      ) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
@@ -444,7 +449,7 @@ def kd_inference(phase1: np.ndarray, var1: float, noisy2: np.ndarray, var2: floa
 def kdtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
            rho: Number = Fraction(1, 2), max_depth: int | None = None) -> np.ndarray:
     """k-d tree partitioning, DPCube (Xiao, Xiong, Fan & Goryczka, "DPCube: differentially
-    private histogram release through multidimensional partitioning", TDP 2014, §4; Xiao,
+    private histogram release through multidimensional partitioning", TDP 2014; Xiao,
     Xiong & Yuan, SDM 2010 workshop). ε-DP.
 
     Phase 1: discrete Laplace of scale 1/ε₁ on every cell, ε₁ = ρ·ε (ρ = 1/2). Partitioning:
