@@ -8,10 +8,17 @@
   the algorithm registry.
 - :mod:`~dpkit.release.session` — ``Session.query().release_histogram(column, bins, method)``.
 - algorithms: :mod:`~dpkit.release.basic` (identity, uniform),
-  :mod:`~dpkit.release.hierarchical` (H_b, HB), :mod:`~dpkit.release.wavelet` (Privelet).
+  :mod:`~dpkit.release.hierarchical` (H_b, HB), :mod:`~dpkit.release.wavelet` (Privelet),
+  :mod:`~dpkit.release.partition` (DAWA, NoiseFirst, StructureFirst, P-HPartition; on 2-D
+  data along the Hilbert curve, :mod:`~dpkit.release.hilbert`), :mod:`~dpkit.release.grid2d`
+  (quadtree, UG, AG, k-d tree).
+- query release and synthetic data: :mod:`~dpkit.release.domain` (declared finite
+  domains, codecs), :mod:`~dpkit.release.marginals` (marginal workloads, measurement,
+  consistency), :mod:`~dpkit.release.mwem` (MWEM with a factored hypothesis).
 """
 
-from dpkit.release import basic, hierarchical, wavelet  # noqa: F401 - registers algorithms
+from dpkit.release import basic, grid2d, hierarchical, hilbert, partition, wavelet  # noqa: F401
+# (the imports register the algorithms)
 from dpkit.release.histogram import (
     HistogramRelease,
     make_histogram_release,

@@ -176,7 +176,10 @@ def make_histogram_release(epsilon: Number, method: str = "identity", *,
     Privacy map: d_in ↦ PureDP(d_in · ε) — the algorithm is ε-DP for histograms at L1
     distance 1 and group privacy scales it (Dwork & Roth Thm 2.2)."""
     eps = positive(epsilon, "epsilon", up=False)
-    _method(method, 1 if workload is None else len(workload.shape))
+    if workload is not None:
+        _method(method, len(workload.shape))
+    elif method not in _METHODS:
+        _method(method, 0)  # raises: unknown method
     return Measurement(
         function=lambda x: release_histogram(x, eps, method, workload=workload,
                                              **options).counts,
