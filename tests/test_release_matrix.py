@@ -61,7 +61,7 @@ def test_gram_operators_and_gradient_are_exact():
 
 
 def test_anchor_all_range_1d_and_beats_identity_and_trees():
-    """All ranges, n = 256, ε = √2: RMSE ≤ 5.74 (we get 5.696); the identity gets 9.27 and
+    """All ranges, n = 256, ε = √2: RMSE ≤ 5.74 (we get 5.6958); the identity gets 9.27 and
     the hierarchical trees more than OPT_0 (exact expected errors)."""
     n = 256
     w = all_range(n)
@@ -202,7 +202,7 @@ def test_budget_and_sensitivity_are_respected_with_a_broken_variant(monkeypatch)
     assert measure.l1_sensitivity(broken) > delta  # and so does l1_sensitivity
 
 
-def _squared_error_z(estimator, runs=1500):
+def _squared_error_z(estimator, runs=1000):
     """z-score of the mean total squared workload error over ``runs`` releases against the
     mean 2b²‖WA⁺‖_F² and the variance of a Laplace quadratic form, Var(ηᵀMη) =
     12b⁴ Σ M_ii² + 8b⁴ tr(M²) for M = (WA⁺)ᵀ(WA⁺), η ~ Lap(b) i.i.d. (the noise is discrete
@@ -224,7 +224,7 @@ def _squared_error_z(estimator, runs=1500):
 
 @pytest.mark.parametrize("broken", [False, True])
 def test_error_has_the_matrix_mechanism_law(monkeypatch, broken):
-    """Mean squared error over 1500 releases matches 2b²‖WA⁺‖_F² (two-sided z-test at
+    """Mean squared error over 1000 releases matches 2b²‖WA⁺‖_F² (two-sided z-test at
     false-positive rate 1e-6 by the CLT). Broken variant: inference from the identity
     rows only (x̂ = s∘y₁ — unbiased but not least squares), whose error is far larger."""
     if broken:
