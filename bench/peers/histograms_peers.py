@@ -8,7 +8,7 @@ opendp: dp.m.make_laplace(vector_domain(atom_domain(T="i64")), l1_distance, scal
 discrete Laplace per cell. diffprivlib: mechanisms.Geometric(ε, sensitivity=1).randomise per cell.
 diffprivlib-hist: tools.histogram/histogramdd on np.repeat records (clamps noisy counts at 0).
 JSON rows {system, dataset, dims, scale, epsilon, workload, trial, scaled_error, rmse, seconds}.
-Over the projected --budget-seconds: fewer trials (inputs still drawn), then no diffprivlib-hist.
+Budget: blocks (trial × dims × peer) that would overrun --budget-seconds are skipped and logged.
 """
 from __future__ import annotations
 
@@ -132,49 +132,13 @@ def run_system(system: str, x: np.ndarray, eps: float) -> tuple[np.ndarray, floa
 
 # --- driver --------------------------------------------------------------------------------
 
-def calibrate(data: dict[int, dict[str, np.ndarray]], systems: list[str], scale: int
-              ) -> dict[tuple[int, str], float]:
-    """Seconds per release (plus scoring) for each dims × system, on one throwaway input."""
-    rng = np.random.default_rng(12345)  # not the benchmark generator
-    cost = {}
-    for dims, sets in data.items():
-        x = resample(next(iter(sets.values())), scale, rng)
-        loads = workloads(x.shape, rng)
-        for system in systems:
-            t0 = time.perf_counter()
-            est, _ = run_system(system, x, 1.0)
-            for _, lo, hi in loads:
-                errors(x, est, lo, hi)
-            cost[dims, system] = time.perf_counter() - t0
-    return cost
-
-
-def plan_trials(data, systems, scales, epsilons, trials, budget, cost
-                ) -> dict[int, tuple[int, list[str]]]:
-    """Per dims, (trials to release, systems) so the projected time fits the budget: first
-    fewer trials (≥ 1), then drop diffprivlib-hist (the slowest peer) where it costs most."""
-    plan = {d: [trials, list(systems)] for d in data}
-
-    def per_trial(d: int) -> float:
-        return len(data[d]) * len(scales) * len(epsilons) * sum(cost[d, s] for s in plan[d][1])
-
-    def total() -> float:
-        return sum(per_trial(d) * plan[d][0] for d in data)
-
-    while budget and total() > budget:
-        if any(plan[d][0] > 1 for d in data):
-            d = max((d for d in data if plan[d][0] > 1), key=lambda d: per_trial(d) * plan[d][0])
-            plan[d][0] -= 1
-            continue
-        costly = [d for d in data if "diffprivlib-hist" in plan[d][1] and len(plan[d][1]) > 1]
-        if not costly:
-            break
-        plan[max(costly, key=lambda d: cost[d, "diffprivlib-hist"])][1].remove("diffprivlib-hist")
-        plan = {d: [trials, plan[d][1]] for d in data}  # with fewer systems, retry more trials
-    return {d: (t, s) for d, (t, s) in plan.items()}
+def probe(system: str, x: np.ndarray) -> float:
+    """Seconds for one throwaway release (ε = 1) of ``x``: the cost estimate of a block."""
+    return run_system(system, x, 1.0)[1]
 
 
 def main() -> None:
+    t_start = time.perf_counter()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path, default=Path("/work/shared/data/dpbench"))
     ap.add_argument("--scales", default="1000,100000,10000000")
@@ -185,7 +149,7 @@ def main() -> None:
     ap.add_argument("--datasets", default="", help="comma-separated stems (default: all)")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--budget-seconds", type=float, default=480.0,
-                    help="release fewer trials if the projected time exceeds this (0: never)")
+                    help="skip blocks (trial × dims × system) that would not fit (0: no limit)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     scales = [int(float(s)) for s in args.scales.split(",")]
@@ -200,42 +164,65 @@ def main() -> None:
     log(f"opendp {version('opendp')}, diffprivlib {version('diffprivlib')}, "
         f"numpy {np.__version__}")
 
-    cost = calibrate(data, systems, max(scales))
-    plan = plan_trials(data, systems, scales, epsilons, args.trials, args.budget_seconds, cost)
-    for d in data:
-        log(f"{d}-D: {len(data[d])} datasets; seconds per release+scoring at scale "
-            f"{max(scales):,}: " + ", ".join(f"{s} {cost[d, s]:.2f}" for s in systems)
-            + f"; releasing {plan[d][0]} of {args.trials} trials with {', '.join(plan[d][1])}")
-
-    rows = []
-    t_start = time.perf_counter()
+    # Every input first, in dpkit's order: a fresh Generator(seed) per dims (as
+    # bench/histograms.py calls evaluate once per dims), then datasets × scales × ε × trials,
+    # each drawing the resample and then its workloads.
+    inputs: dict[tuple[int, int], list[tuple]] = {}
     for dims, sets in data.items():
-        generator = np.random.default_rng(args.seed)  # fresh per dims, as bench/histograms.py
+        generator = np.random.default_rng(args.seed)
         for name, scale, eps, trial in itertools.product(sets, scales, epsilons,
                                                          range(args.trials)):
             x = resample(sets[name], scale, generator)
-            loads = workloads(x.shape, generator)
-            if trial >= plan[dims][0]:
-                continue  # inputs drawn anyway so later settings match dpkit's sequence
-            for system in plan[dims][1]:
-                est, seconds = run_system(system, x, eps)
-                for wname, lo, hi in loads:
-                    err, rmse = errors(x, est, lo, hi)
-                    rows.append({"system": system, "dataset": name, "dims": dims,
-                                 "scale": scale, "epsilon": eps, "workload": wname,
-                                 "trial": trial, "scaled_error": err, "rmse": rmse,
-                                 "seconds": seconds})
-        log(f"{dims}-D done at {time.perf_counter() - t_start:.0f} s")
+            inputs.setdefault((dims, trial), []).append(
+                (name, scale, eps, x, workloads(x.shape, generator)))
 
+    # Blocks by priority: trial 0 of the exact peers, trial 0 of diffprivlib-hist, then later
+    # trials. A block runs only if its estimate (that system's measured block time on this
+    # dims, else a probe × block size) fits in what is left of the budget.
+    core = [s for s in systems if s != "diffprivlib-hist"]
+    extra = [s for s in systems if s == "diffprivlib-hist"]
+    order = [(t, d, s) for t in range(args.trials) for group in (core, extra)
+             for d in data for s in group]
+    measured: dict[tuple[int, str], float] = {}
+    rows, skipped = [], []
+    for trial, dims, system in order:
+        block = inputs[dims, trial]
+        left = args.budget_seconds - (time.perf_counter() - t_start)
+        if args.budget_seconds and (trial > 0 or system in extra):
+            if (dims, system) not in measured:
+                largest = max(block, key=lambda b: b[1])[3]
+                measured[dims, system] = probe(system, largest) * len(block) * 1.1
+                left = args.budget_seconds - (time.perf_counter() - t_start)
+            if measured[dims, system] > left:
+                skipped.append(f"{dims}-D {system} trial {trial} "
+                               f"(~{measured[dims, system]:.0f} s, {max(left, 0):.0f} s left)")
+                continue
+        t0 = time.perf_counter()
+        for name, scale, eps, x, loads in block:
+            est, seconds = run_system(system, x, eps)
+            for wname, lo, hi in loads:
+                err, rmse = errors(x, est, lo, hi)
+                rows.append({"system": system, "dataset": name, "dims": dims, "scale": scale,
+                             "epsilon": eps, "workload": wname, "trial": trial,
+                             "scaled_error": err, "rmse": rmse, "seconds": seconds})
+        measured[dims, system] = time.perf_counter() - t0
+        log(f"{dims}-D {system} trial {trial}: {len(block)} releases in "
+            f"{measured[dims, system]:.0f} s (total {time.perf_counter() - t_start:.0f} s)")
+    for line in skipped:
+        log(f"skipped for --budget-seconds {args.budget_seconds:g}: {line}")
+
+    rows.sort(key=lambda r: (r["dims"], r["dataset"], r["scale"], r["epsilon"], r["trial"],
+                             r["system"]))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=1) + "\n")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["workload"], r["epsilon"], r["scale"], r["system"]), []).append(r)
-    log("workload  eps  scale  system  mean_scaled_error  mean_seconds")
-    for (w, e, s, m), rs in sorted(groups.items()):
-        log(f"{w} {e:g} {s} {m} {np.mean([r['scaled_error'] for r in rs]):.4g} "
-            f"{np.mean([r['seconds'] for r in rs]):.3f}")
+    log("workload  eps  scale  system  mean_scaled_error  mean_seconds  runs")
+    for (w, e, sc, m), rs in sorted(groups.items()):
+        log(f"{w} {e:g} {sc} {m} {np.mean([r['scaled_error'] for r in rs]):.4g} "
+            f"{np.mean([r['seconds'] for r in rs]):.3f} {len(rs)}")
+    log(f"wrote {len(rows)} rows to {args.out} in {time.perf_counter() - t_start:.0f} s")
 
 
 if __name__ == "__main__":
