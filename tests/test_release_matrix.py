@@ -61,7 +61,7 @@ def test_gram_operators_and_gradient_are_exact():
 
 
 def test_anchor_all_range_1d_and_beats_identity_and_trees():
-    """All ranges, n = 256, ε = √2: RMSE ≤ 5.74 (we get 5.6958); the identity gets 9.27 and
+    """All ranges, n = 256, ε = √2: RMSE ≤ 5.74 (we get 5.6960); the identity gets 9.27 and
     the hierarchical trees more than OPT_0 (exact expected errors)."""
     n = 256
     w = all_range(n)
@@ -95,7 +95,7 @@ def test_anchor_all_range_2d_factorised():
 
 def test_prefix_against_the_svd_bound():
     """The SVD bound (Σσ)²/n bounds Δ_A²‖WA⁺‖_F² from below; it is exact for the identity
-    workload. Prefix n = 256: OPT_0 is 4.41× the bound in squared error (2.10× in RMSE) —
+    workload. Prefix n = 256: OPT_0 is 4.43× the bound in squared error (2.10× in RMSE) —
     the bound uses L2 column norms (Li & Miklau 2012) and is loose under Laplace/L1; the
     1.1× target is NOT met (see the module report)."""
     assert mm.svd_lower_bound(identity(64)) == pytest.approx(64)

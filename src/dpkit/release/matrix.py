@@ -50,15 +50,17 @@ Error convention. :func:`expected_rmse` here (like :func:`dpkit.release.measure.
 expected_rmse`) is the per-query RMSE √(2(Δ_A/ε)²‖WA⁺‖_F²/|W|) of Laplace noise with
 variance 2b². HDMM's ``rootmse`` reports the same quantity at its default ε = √2, where
 2/ε² = 1, i.e. √(Δ_A²‖WA⁺‖_F²/|W|). Anchors (ε = √2, seeded optimiser, default
-options): all ranges n = 256 (p = 16): 5.6958; AllRange ⊗ AllRange over 256 × 256: 32.442
-(= 5.6958², the factorised formula). Prefix n = 256: OPT_0's Δ²‖WA⁺‖_F² is 4.41× the SVD
+options): all ranges n = 256 (p = 16): 5.6960; AllRange ⊗ AllRange over 256 × 256: 32.444
+(= 5.6960², the factorised formula). Prefix n = 256: OPT_0's Δ²‖WA⁺‖_F² is 4.43× the SVD
 bound (2.10× in RMSE) — that bound is built on L2 column norms (Li & Miklau 2012) and is
 loose under Laplace/L1; p-Identity with p ∈ {4, 16, 64, 128} stays at 4.4–4.9×.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -259,6 +261,22 @@ class PIdentity:
         return _loss(self.theta, _as_gram(gram))
 
 
+_SMALL_PRODUCT = 2**18  # OpenBLAS runs GEMMs up to 4·65536 multiply-adds on one thread
+
+
+def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for a short-and-wide b, in column blocks of at most 2^18 multiply-adds each:
+    same result, but OpenBLAS keeps every block on one thread — threaded small GEMMs stall
+    for milliseconds on a busy host (measured 3× slower for (16×16)·(16×4096), 5× for
+    p = 64)."""
+    m, k = a.shape
+    n = b.shape[1]
+    if m * k * n <= _SMALL_PRODUCT:
+        return a @ b
+    c = max(1, _SMALL_PRODUCT // (m * k))
+    return np.hstack([a @ b[:, i:i + c] for i in range(0, n, c)])
+
+
 def _loss(theta: np.ndarray, gram: _Gram) -> float:
     return _loss_and_grad(theta.ravel(), theta.shape[0], theta.shape[1], gram, 1.0,
                           grad=False)[0]
@@ -270,22 +288,41 @@ def _loss_and_grad(flat: np.ndarray, p: int, n: int, gram: _Gram, scale: float,
     s = 1.0 + theta.sum(axis=0)
     q = gram.rmul(theta * s) * s  # ΘC, C = diag(s) WᵀW diag(s)
     r = sla.cho_solve(sla.cho_factor(np.eye(p) + theta @ theta.T), np.eye(p))  # R
-    pm = r @ q  # P = RΘC
+    pm = _mm(r, q)  # P = RΘC
     cdiag = s * s * gram.diag
     tp = (theta * pm).sum(axis=0)  # diag(ΘᵀP)
     value = (cdiag.sum() - tp.sum()) / scale
     if not grad:
         return value, flat
     rhr = r @ (q @ theta.T) @ r  # R (ΘCΘᵀ) R
-    g = 2.0 * (rhr @ theta - pm)
+    g = 2.0 * (_mm(rhr, theta) - pm)
     g += (2.0 * (cdiag - tp) / s)[None, :]
     return value, g.ravel() / scale
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
+    """BLAS limited to one thread while optimising, if threadpoolctl is installed (it is
+    not a dpkit dependency): the optimiser's BLAS calls are small, and threaded OpenBLAS
+    stalls on busy hosts (measured 3–6× slower end to end on 2 shared cores; set
+    OPENBLAS_NUM_THREADS=1 for the same effect without threadpoolctl)."""
+    try:
+        limits = importlib.import_module("threadpoolctl").threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return limits(limits=1, user_api="blas")
 
 
 def _optimize_theta(gram: _Gram, p: int, restarts: int, generator: np.random.Generator,
                     maxiter: int, init: np.ndarray | None = None) -> np.ndarray:
     """OPT_0: the best Θ over ``restarts`` L-BFGS-B runs from U[0, 1) starts (plus ``init``
     if given), never worse than Θ = 0 (the identity strategy)."""
+    with _one_blas_thread():
+        return _optimize_theta_inner(gram, p, restarts, generator, maxiter, init)
+
+
+def _optimize_theta_inner(gram: _Gram, p: int, restarts: int,
+                          generator: np.random.Generator, maxiter: int,
+                          init: np.ndarray | None) -> np.ndarray:
     n = gram.n
     scale = max(float(gram.diag.sum()), 1e-300)
     best, best_f = np.zeros((p, n)), float(gram.diag.sum())  # Θ = 0: identity, f = tr WᵀW
@@ -496,10 +533,10 @@ def default_p(n: int) -> int:
 
 
 def default_restarts(n: int, p: int) -> int:
-    """4 random starts when p·n ≤ 2^12, 2 up to 2^14 (n ≤ 1024 at the default p), else 1:
-    restarts move the all-range n = 256 optimum by < 0.1% (RMSE 5.6990, 5.6960, 5.6958
+    """4 random starts when p·n < 2^12, 2 up to 2^14 (n = 256 … 1024 at the default p), else
+    1: restarts move the all-range n = 256 optimum by < 0.1% (RMSE 5.6990, 5.6960, 5.6958
     for 1, 2, 4 starts), but each costs a full optimisation."""
-    return 4 if p * n <= 2 ** 12 else 2 if p * n <= 2 ** 14 else 1
+    return 4 if p * n < 2 ** 12 else 2 if p * n <= 2 ** 14 else 1
 
 
 def _cached(key: tuple, compute) -> tuple[np.ndarray, ...]:
