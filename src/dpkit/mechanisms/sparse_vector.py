@@ -44,6 +44,9 @@ class SparseVector:
     numeric_epsilon : number, optional
         ε₃: if given, a positive answer returns the query's value plus Lap(cΔ/ε₃) noise
         instead of ``True``.
+    integer : bool
+        Integer answers, threshold and Δ: noise on ℤ with no grid rounding (answers that
+        are not integers raise).
 
     Attributes
     ----------
@@ -57,7 +60,8 @@ class SparseVector:
     """
 
     def __init__(self, threshold: Number, epsilon: Number, sensitivity: Number = 1,
-                 max_positives: int = 1, numeric_epsilon: Number | None = None) -> None:
+                 max_positives: int = 1, numeric_epsilon: Number | None = None, *,
+                 integer: bool = False) -> None:
         rng.require_secure()
         if isinstance(max_positives, bool) or not isinstance(max_positives, int) or (
                 max_positives < 1):
@@ -65,9 +69,15 @@ class SparseVector:
         eps = positive(epsilon, "epsilon", up=False)
         delta = positive(sensitivity, "sensitivity")
         self.c = max_positives
-        self.k = samplers.grid_exponent(delta)
-        grid = Fraction(2) ** self.k
-        steps = math.ceil(delta / grid) + 1  # Δ in grid steps, plus the rounding
+        self.integer = integer
+        if integer:  # integer answers and Δ: the grid is ℤ and nothing is rounded
+            if delta.denominator != 1 or Fraction(threshold).denominator != 1:
+                raise DomainError("integer=True needs an integer sensitivity and threshold")
+            self.k, steps = 0, int(delta)
+        else:
+            self.k = samplers.grid_exponent(delta)
+            grid = Fraction(2) ** self.k
+            steps = math.ceil(delta / grid) + 1  # Δ in grid steps, plus the rounding
         self._threshold = int(samplers.to_grid(np.array([float(threshold)]), self.k)[0])
         eps1 = eps2 = eps / 2
         self._query_scale = representable_scale(2 * self.c * steps / eps2)
@@ -99,7 +109,10 @@ class SparseVector:
         value = float(answer)
         if math.isnan(value):
             raise DomainError("a query answer is NaN")
-        z = int(samplers.to_grid(np.array([value]), self.k)[0])
+        if self.integer and value != int(value):
+            raise DomainError("integer=True: query answers must be integers")
+        z = int(value) if self.integer else int(samplers.to_grid(np.array([value]),
+                                                                 self.k)[0])
         noisy = z + int(samplers.discrete_laplace(self._query_scale, 1)[0])
         if noisy < self._noisy_threshold:
             return False

@@ -14,7 +14,8 @@
   (quadtree, UG, AG, k-d tree).
 - query release and synthetic data: :mod:`~dpkit.release.domain` (declared finite
   domains, codecs), :mod:`~dpkit.release.marginals` (marginal workloads, measurement,
-  consistency), :mod:`~dpkit.release.mwem` (MWEM with a factored hypothesis).
+  consistency), :mod:`~dpkit.release.mwem` (MWEM with a factored hypothesis),
+  :mod:`~dpkit.release.pmw` (private multiplicative weights, online).
 """
 
 from dpkit.release import basic, grid2d, hierarchical, hilbert, partition, wavelet  # noqa: F401

@@ -1,0 +1,73 @@
+"""Private multiplicative weights over sparse vector (dpkit.release.pmw)."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dpkit.errors import BudgetExceededError, DomainError
+from dpkit.mechanisms.sparse_vector import SparseVector
+from dpkit.release.domain import Domain, marginal_counts
+from dpkit.release.pmw import PrivateMultiplicativeWeights
+
+
+def _data():
+    rng = np.random.default_rng(5)  # test data only: far from uniform (a ≤ 1 mostly)
+    a = np.minimum(rng.geometric(0.7, 20000) - 1, 7)
+    b = (a + rng.integers(0, 2, 20000)) % 8
+    return Domain.from_dict({"a": 8, "b": 8}), np.stack([a, b], 1)
+
+
+def _queries(count):
+    rng = np.random.default_rng(9)  # test queries only
+    for _ in range(count):
+        lo, hi = sorted(rng.integers(0, 64, 2))
+        q = np.zeros(64)
+        q[lo: hi + 1] = 1
+        yield q
+
+
+def test_integer_sparse_vector_uses_the_integers_as_its_grid():
+    sv = SparseVector(10, Fraction(1), 2, max_positives=3, integer=True)
+    assert sv._threshold_scale == 2 / Fraction(1, 2) and sv._query_scale == 2 * 3 * 2 * 2
+    with pytest.raises(DomainError):
+        sv.ask(1.5)
+    with pytest.raises(DomainError):
+        SparseVector(10.5, 1, 1, integer=True)
+
+
+def test_budget_adds_up_and_the_interaction_halts():
+    d, codes = _data()
+    p = PrivateMultiplicativeWeights(codes, d, Fraction(1), 400, max_updates=3)
+    assert Fraction(1, 20) + p._svt.loss.epsilon + p._eps_measure == 1
+    with pytest.raises(DomainError):
+        p.answer(np.full(64, 0.5))
+    with pytest.raises(DomainError):
+        p.answer(np.ones(10))
+    measured = 0
+    with pytest.raises(BudgetExceededError):
+        for q in _queries(10_000):
+            measured += p.answer(q).measured
+    assert measured == 3
+    with pytest.raises(DomainError, match="dense"):
+        PrivateMultiplicativeWeights(codes, d, 1, 400, max_cells=10)
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_every_answer_is_within_its_reported_bound(monkeypatch, broken):
+    """β = 1e-9 per answer, 150 answers: all within their bounds except with probability
+    ≤ 1.5e-7 (union bound). The broken variant answers every query from the hypothesis
+    without the sparse vector's check, and misses (the data are far from uniform)."""
+    d, codes = _data()
+    x = marginal_counts(codes, d, d.attributes).ravel()
+    p = PrivateMultiplicativeWeights(codes, d, 2, 300, max_updates=40, beta=1e-9)
+    if broken:
+        monkeypatch.setattr(p._svt, "ask", lambda answer: False)
+    within = []
+    for q in _queries(150):
+        try:
+            ans = p.answer(q)
+        except BudgetExceededError:
+            break
+        within.append(abs(ans.value - q @ x) <= ans.error_bound)
+    assert all(within) != broken
