@@ -11,8 +11,10 @@ n = 4,096, ε = 1) and each algorithm's release time on 4,096 bins and 256×256 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +24,53 @@ from dpkit.release.measure import expected_rmse
 from dpkit.release.workload import all_range_gram
 
 RESULTS = Path(__file__).parent / "results"
+PEERS_PYTHON = Path("/work/peers-venv/bin/python")
+
+
+def run_peers(python: Path, scales: list[int], epsilons: list[float], trials: int,
+              datasets: list[str] | None) -> list[dict]:
+    """OpenDP and diffprivlib on the same resampled inputs (bench/peers/histograms_peers.py,
+    in the peers' own virtualenv)."""
+    out = RESULTS / "histograms_peers.json"
+    cmd = [str(python), str(Path(__file__).parent / "peers" / "histograms_peers.py"),
+           "--data-dir", str(bench.default_data_dir()), "--scales", ",".join(map(str, scales)),
+           "--epsilons", ",".join(map(str, epsilons)), "--trials", str(trials), "--seed", "0",
+           "--out", str(out)]
+    if datasets:
+        cmd += ["--datasets", ",".join(datasets)]
+    subprocess.run(cmd, check=True)
+    return json.loads(out.read_text())
+
+
+def peer_table(runs: list[bench.Run], peers: list[dict]) -> list[str]:
+    """Mean scaled error and seconds per release: dpkit's Identity and best algorithm beside
+    each peer (same datasets, trials and workloads)."""
+    err: dict = defaultdict(list)
+    sec: dict = defaultdict(list)
+    for r in runs:
+        err[(r.workload, r.epsilon, r.scale, f"dpkit {r.method}")].append(r.scaled_error)
+        sec[(r.workload, r.epsilon, r.scale, f"dpkit {r.method}")].append(r.seconds)
+    for p in peers:
+        key = (p["workload"], float(p["epsilon"]), int(p["scale"]), p["system"])
+        err[key].append(p["scaled_error"])
+        sec[key].append(p["seconds"])
+    systems = sorted({p["system"] for p in peers})
+    out = ["| workload | ε | scale | dpkit identity | dpkit best | " + " | ".join(systems)
+           + " |", "|---|---:|---:|---:|---|" + "---:|" * len(systems)]
+    for w, e, s in sorted({k[:3] for k in err if k[3].startswith("dpkit")}):
+        mine = {k[3]: float(np.mean(v)) for k, v in err.items() if k[:3] == (w, e, s)
+                and k[3].startswith("dpkit") and k[3] != "dpkit uniform"}
+        best = min(mine, key=mine.get)
+        ident = mine.get("dpkit identity", float("nan"))
+        cells = []
+        for sysname in systems:
+            v = err.get((w, e, s, sysname))
+            t = sec.get((w, e, s, sysname))
+            cells.append("—" if not v else f"{np.mean(v):.3g} ({np.mean(t):.2f} s)")
+        t_ident = np.mean(sec[(w, e, s, "dpkit identity")])
+        out.append(f"| {w} | {e:g} | {s:,} | {ident:.3g} ({t_ident:.3f} s) | "
+                   f"{best[6:]} {mine[best]:.3g} | " + " | ".join(cells) + " |")
+    return out
 
 
 def anchors() -> list[tuple[str, float, float, float | None, float | None]]:
@@ -106,6 +155,8 @@ def main() -> None:
     ap.add_argument("--scales", default="1000,100000,10000000")
     ap.add_argument("--epsilons", default="0.01,0.1,1")
     ap.add_argument("--quick", action="store_true", help="two datasets per dimension")
+    ap.add_argument("--peers-python", type=Path, default=PEERS_PYTHON,
+                    help="python of the peers' virtualenv (skipped if missing)")
     args = ap.parse_args()
     scales = [int(float(s)) for s in args.scales.split(",")]
     epsilons = [float(e) for e in args.epsilons.split(",")]
@@ -137,6 +188,14 @@ def main() -> None:
         lines += [f"## {dims}-D ({', '.join(data)}; {took:.0f} s)", "",
                   f"![error vs scale](histograms_{dims}d.png)", "", *table(runs), ""]
     lines += ["## Goals", "", *goal_lines(all_runs, min(scales), max(scales)), ""]
+    if args.peers_python.exists():
+        names = [n for d in loaded.values() for n in d] if args.quick else None
+        peers = run_peers(args.peers_python, scales, epsilons, args.trials, names)
+        lines += ["## Beside the peers (OpenDP, diffprivlib: per-cell noise only)", "",
+                  "Same resampled histograms and workloads (bench/peers/histograms_peers.py, "
+                  "in the peers' virtualenv; it may run fewer trials to fit its time limit, "
+                  "see histograms_peers.json). Mean scaled error (mean seconds per release).",
+                  "", *peer_table(all_runs, peers), ""]
     lines += ["## Exact-formula anchors (expected RMSE, least squares, ε = 1, n = 4,096)", "",
               "| strategy | prefix | goal | all ranges | goal |", "|---|---:|---:|---:|---:|"]
     for name, p, pg, r, rg in anchors():
