@@ -14,7 +14,7 @@ integer matrix B = round(2^t·A) and B·x gets discrete Laplace noise through
 squared error on ``W`` is ``(2/ε²)·Δ_A²·‖W A⁺‖_F²`` with ``‖W A⁺‖_F² = tr((AᵀA)⁻¹ WᵀW)``
 (Li et al. 2010, Prop. 3).
 
-OPT_0 (HDMM §5.1): p-Identity strategies ``A(Θ) = [I; Θ]·D`` with ``Θ ≥ 0`` of shape
+OPT_0 (HDMM): p-Identity strategies ``A(Θ) = [I; Θ]·D`` with ``Θ ≥ 0`` of shape
 (p, n) and ``D = diag(1/(1 + 1ᵀΘ))``, which scales every column to L1 norm 1 (Δ_A = 1).
 With ``s = 1 + 1ᵀΘ``, ``C = diag(s) WᵀW diag(s)`` and ``X = I + ΘᵀΘ`` the objective is
 
@@ -24,7 +24,7 @@ With ``s = 1 + 1ᵀΘ``, ``C = diag(s) WᵀW diag(s)`` and ``X = I + ΘᵀΘ`` t
 
     ∂f/∂Θ = −2 (P − R(ΘCΘᵀ)R Θ) + 2·1_p (diag(X⁻¹C) / s)ᵀ,   diag(X⁻¹C) = s²∘diag(WᵀW) − 1ᵀ(Θ∘P).
 
-(HDMM §5.1 gives the objective; this gradient is our derivation, checked against finite
+(HDMM gives the objective; this gradient is our derivation, checked against finite
 differences in the tests.) It is minimised by
 L-BFGS-B (scipy) over Θ ≥ 0 from several random starts Θ ~ U[0, 1) drawn from a seeded NumPy
 Generator — the strategy depends only on the workload, never on the data, so this
@@ -34,17 +34,16 @@ through prefix sums (O(q + n) per vector for q distinct ranges; closed form for 
 ranges), which also keeps the products off multi-threaded BLAS (which stalls on busy
 hosts).
 
-OPT_⊗ (HDMM §6): for ``W = W₁ ⊗ W₂`` and ``A = A₁ ⊗ A₂``, ``‖W A⁺‖_F² = ‖W₁A₁⁺‖_F²·‖W₂A₂⁺‖_F²``
+OPT_⊗ (HDMM): for ``W = W₁ ⊗ W₂`` and ``A = A₁ ⊗ A₂``, ``‖W A⁺‖_F² = ‖W₁A₁⁺‖_F²·‖W₂A₂⁺‖_F²``
 and ``Δ_A = Δ_{A₁}·Δ_{A₂}`` (a column of A₁⊗A₂ is a Kronecker product of columns), so each
 factor is optimised separately with OPT_0 on WᵢᵀWᵢ. A 2-D workload of q arbitrary rectangles
 is a *union* of q Kronecker products ``r_k ⊗ c_k`` (row range ⊗ column range); its error is
-``Σ_k (r_kᵀ X₁ r_k)(c_kᵀ X₂ c_k)`` with ``Xᵢ = (AᵢᵀAᵢ)⁻¹``. HDMM optimises this jointly;
-we use block coordinate descent on the same objective (with the other factor fixed, it is
-OPT_0 for the weighted Gram ``Σ_k (c_kᵀX₂c_k) r_k r_kᵀ``), started from OPT_0 on each
-axis's marginal range workload (the rectangles' 1-D projections, unit weights) — a
-simplification of HDMM's joint gradient for unions of products that keeps each step an
-OPT_0 call. Every step minimises the true objective over one factor, so it never gets
-worse than the marginal start.
+``Σ_k (r_kᵀ X₁ r_k)(c_kᵀ X₂ c_k)`` with ``Xᵢ = (AᵢᵀAᵢ)⁻¹``. We minimise it by block
+coordinate descent — a simplification, not HDMM's own procedure for unions of products:
+with the other factor fixed the objective is OPT_0 for the weighted Gram
+``Σ_k (c_kᵀX₂c_k) r_k r_kᵀ``; the start is OPT_0 on each axis's marginal range workload
+(the rectangles' 1-D projections, unit weights), and each step is accepted only if it
+lowers the exact objective, so the result is never worse than the marginal start.
 
 Error convention. :func:`expected_rmse` here (like :func:`dpkit.release.measure.
 expected_rmse`) is the per-query RMSE √(2(Δ_A/ε)²‖WA⁺‖_F²/|W|) of Laplace noise with
@@ -201,7 +200,7 @@ def _as_gram(gram: np.ndarray | _Gram) -> _Gram:
 
 # --------------------------------------------------------------------------- p-Identity
 class PIdentity:
-    """The p-Identity strategy A(Θ) = [I; Θ]·diag(1/s), s = 1 + 1ᵀΘ (HDMM §5.1): every
+    """The p-Identity strategy A(Θ) = [I; Θ]·diag(1/s), s = 1 + 1ᵀΘ (HDMM): every
     column has L1 norm 1 (up to rounding; :func:`l1_sensitivity` bounds it exactly)."""
 
     def __init__(self, theta: np.ndarray, s: np.ndarray | None = None) -> None:
@@ -367,7 +366,7 @@ def _rng(generator: np.random.Generator | int | None) -> np.random.Generator:
 def optimize_pidentity(WtW: np.ndarray, p: int, restarts: int = 4,
                        generator: np.random.Generator | int | None = None, *,
                        maxiter: int = 1000) -> np.ndarray:
-    """OPT_0 of HDMM (§5.1): the p-Identity strategy A = [I; Θ]·diag(1/(1 + 1ᵀΘ)) minimising
+    """OPT_0 of HDMM: the p-Identity strategy A = [I; Θ]·diag(1/(1 + 1ᵀΘ)) minimising
     ‖W A⁺‖_F² = tr((AᵀA)⁻¹ WᵀW) over Θ ≥ 0 of shape (p, n), by L-BFGS-B from ``restarts``
     random starts (``generator``: a NumPy Generator or seed, default seed 0 — strategy
     selection is data-independent, so this is not privacy noise). Returns A, dense
@@ -381,7 +380,7 @@ def optimize_pidentity(WtW: np.ndarray, p: int, restarts: int = 4,
 def optimize_kron(grams: Sequence[np.ndarray], ps: Sequence[int] | int, restarts: int = 4,
                   generator: np.random.Generator | int | None = None, *,
                   maxiter: int = 1000) -> list[np.ndarray]:
-    """OPT_⊗ of HDMM (§6) for one Kronecker product W = W₁ ⊗ … ⊗ W_d given the factors'
+    """OPT_⊗ of HDMM for one Kronecker product W = W₁ ⊗ … ⊗ W_d given the factors'
     Grams WᵢᵀWᵢ: the error factorises, ‖WA⁺‖_F² = Π‖WᵢAᵢ⁺‖_F², and Δ_{⊗Aᵢ} = Π Δ_{Aᵢ}, so
     each factor is OPT_0 on its own. Returns the factors Aᵢ (dense); the strategy is their
     Kronecker product (row-major cells)."""
@@ -462,7 +461,7 @@ def _rectangle_thetas(workload: RangeWorkload, ps: Sequence[int] | int, restarts
 # --------------------------------------------------------------------------- bounds, errors
 def svd_lower_bound(W: np.ndarray | sp.spmatrix | RangeWorkload | None = None, *,
                     gram: np.ndarray | None = None) -> float:
-    """The SVD bound (Li & Miklau, PVLDB 2012, Thm 2 / HDMM §3): for every strategy A,
+    """The SVD bound (Li & Miklau, PVLDB 2012): for every strategy A,
 
         Δ_A²·‖W A⁺‖_F² ≥ (Σᵢ σᵢ(W))² / n,
 
@@ -612,8 +611,10 @@ def _measure(values: np.ndarray, delta: Fraction, epsilon: Fraction) -> np.ndarr
 def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                      p: int | Sequence[int] | None = None, restarts: int | None = None,
                      seed: int = 0, rounds: int = 3) -> np.ndarray:
-    """Matrix mechanism with an HDMM-optimised p-Identity strategy (Li et al. 2010; McKenna
-    et al. 2018): OPT_0 in 1-D, OPT_⊗ in 2-D; Laplace on A·x, least squares. ε-DP.
+    """Matrix mechanism with HDMM's workload-optimised p-Identity strategies. ε-DP.
+
+    Li et al. 2010 with the strategy optimisers of McKenna et al. 2018: OPT_0 in 1-D,
+    OPT_⊗ in 2-D; Laplace noise on the strategy queries, least-squares inference.
 
     The strategy A (1-D: [I; Θ]·diag(1/s); 2-D: A₁ ⊗ A₂) is chosen from the workload only
     (``workload=None``: all ranges in 1-D, AllRange ⊗ AllRange in 2-D; random rectangles:
