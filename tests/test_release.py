@@ -5,6 +5,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from release_checks import record, total_epsilon
+from stats import FALSE_POSITIVE_RATE, chi2_pvalue, discrete_laplace_pmf
 
 import dpkit.release as rel
 from dpkit.errors import DomainError
@@ -17,8 +19,6 @@ from dpkit.release.hierarchical import (
 )
 from dpkit.release.wavelet import haar_forward, haar_inverse
 from dpkit.release.workload import all_range_gram
-from release_checks import record, total_epsilon
-from stats import FALSE_POSITIVE_RATE, chi2_pvalue, discrete_laplace_pmf
 
 
 def test_workload_answers_match_the_query_matrix():
@@ -294,3 +294,26 @@ def test_privelet_transforms_an_axis_only_where_haar_pays():
     assert np.allclose(wavelet._gram_times(inverse), small @ inverse)
     with pytest.raises(DomainError, match="transform"):
         rel.release_histogram([1, 2], 1, "privelet", transform="nope")
+
+
+@pytest.mark.parametrize("method", ["identity", "hierarchical", "privelet", "dawa"])
+def test_float_epsilon_rounds_the_noise_scale_up(monkeypatch, method):
+    """ε = √2 has a 53-bit denominator; the scale Δ/ε is rounded up to one the samplers
+    accept, so the loss Δ/scale never exceeds ε."""
+    import math
+
+    from dpkit.core import samplers
+
+    scales = []
+    real = samplers.discrete_laplace
+
+    def spy(scale, size):
+        scales.append(Fraction(scale))
+        return real(scale, size)
+
+    monkeypatch.setattr(samplers, "discrete_laplace", spy)
+    log = record(monkeypatch)
+    rel.release_histogram(np.arange(64), math.sqrt(2), method)
+    assert scales and total_epsilon(log) <= Fraction(math.sqrt(2))
+    for m, scale in zip(log, scales, strict=False):
+        assert m.sensitivity / scale <= m.epsilon

@@ -24,14 +24,14 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from release_checks import record, total_epsilon
 from scipy import stats
+from stats import FALSE_POSITIVE_RATE
 
 import dpkit.release as rel
 import dpkit.release.grid2d as g2
 from dpkit.errors import DomainError
 from dpkit.release.histogram import _method
-from release_checks import record, total_epsilon
-from stats import FALSE_POSITIVE_RATE
 
 METHODS = ["quadtree", "ug", "ag", "kdtree"]
 

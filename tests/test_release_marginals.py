@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from release_checks import record, total_epsilon
 
 from dpkit.errors import ColumnError, DomainError
 from dpkit.release.domain import Bins, Codec, Domain, marginal_counts, records
@@ -17,7 +18,6 @@ from dpkit.release.marginals import (
     project,
     total_variation,
 )
-from release_checks import record, total_epsilon
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "private_pgm"
 

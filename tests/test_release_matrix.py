@@ -9,6 +9,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from release_checks import record, total_epsilon
+from stats import FALSE_POSITIVE_RATE
 
 import dpkit.release.matrix as mm
 from dpkit.errors import DomainError
@@ -23,8 +25,6 @@ from dpkit.release.workload import (
     random_ranges,
     random_rectangles,
 )
-from release_checks import record, total_epsilon
-from stats import FALSE_POSITIVE_RATE
 
 SQRT2 = math.sqrt(2)
 

@@ -4,12 +4,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from release_checks import record
 
 from dpkit.errors import DomainError
 from dpkit.release.domain import Domain, marginal_counts
 from dpkit.release.marginals import MarginalWorkload, total_variation
 from dpkit.release.mwem import Factored, mwem
-from release_checks import record
 
 
 def _data(n=3000):

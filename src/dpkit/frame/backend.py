@@ -133,11 +133,12 @@ def _bound_packed(frame: pl.DataFrame, unit: str, key_columns: list[str], max_gr
     """A mask of the rows kept by the bounding rule, with (unit, group, random bits, row) packed
     into one uint64 per row; None unless the columns are null-free integers whose ranges
     leave at least ``_MIN_RAND_BITS`` random bits."""
-    codes = [_offsets(frame[c]) for c in (unit, *key_columns)]
-    if any(c is None for c in codes):
+    found = [_offsets(frame[c]) for c in (unit, *key_columns)]
+    codes = [c for c in found if c is not None]
+    if len(codes) != len(found):
         return None
     n = frame.height
-    (pair, unit_bits), *groups = codes  # type: ignore[misc]
+    (pair, unit_bits), *groups = codes
     group_bits = sum(b for _, b in groups)
     rand_bits = min(64 - unit_bits - group_bits - max((n - 1).bit_length(), 1), 32)
     if rand_bits < _MIN_RAND_BITS:

@@ -11,15 +11,24 @@
   :mod:`~dpkit.release.hierarchical` (H_b, HB), :mod:`~dpkit.release.wavelet` (Privelet),
   :mod:`~dpkit.release.partition` (DAWA, NoiseFirst, StructureFirst, P-HPartition; on 2-D
   data along the Hilbert curve, :mod:`~dpkit.release.hilbert`), :mod:`~dpkit.release.grid2d`
-  (quadtree, UG, AG, k-d tree).
+  (quadtree, UG, AG, k-d tree), :mod:`~dpkit.release.matrix` (the matrix mechanism with
+  HDMM's OPT_0 / OPT_⊗ strategies).
 - query release and synthetic data: :mod:`~dpkit.release.domain` (declared finite
   domains, codecs), :mod:`~dpkit.release.marginals` (marginal workloads, measurement,
   consistency), :mod:`~dpkit.release.mwem` (MWEM with a factored hypothesis),
   :mod:`~dpkit.release.pmw` (private multiplicative weights, online).
 """
 
-from dpkit.release import basic, grid2d, hierarchical, hilbert, partition, wavelet  # noqa: F401
-# (the imports register the algorithms)
+# importing the algorithm modules registers them
+from dpkit.release import (  # noqa: F401
+    basic,
+    grid2d,
+    hierarchical,
+    hilbert,
+    matrix,
+    partition,
+    wavelet,
+)
 from dpkit.release.histogram import (
     HistogramRelease,
     make_histogram_release,

@@ -73,14 +73,14 @@ def measure_marginals(codes: np.ndarray, domain: Domain, cliques: Sequence[Seque
     """Every marginal with discrete Laplace noise of scale m/ε (m marginals): ε-DP, since a
     record changes one cell of each (L1 sensitivity m). One measurement of all cells."""
     eps = positive(epsilon, "epsilon", up=False)
-    cliques = [tuple(c) for c in cliques]
-    exact = [marginal_counts(codes, domain, c) for c in cliques]
+    sets: list[tuple[str, ...]] = [tuple(c) for c in cliques]
+    exact = [marginal_counts(codes, domain, c) for c in sets]
     noisy = laplace_integer(np.concatenate([e.ravel() for e in exact]),
-                            Fraction(len(cliques)), eps)
-    scale = float(Fraction(len(cliques)) / eps)
+                            Fraction(len(sets)), eps)
+    scale = float(Fraction(len(sets)) / eps)
     variance = 2 * scale * scale  # discrete Laplace's variance is below 2·scale²
     out, pos = [], 0
-    for c, e in zip(cliques, exact, strict=True):
+    for c, e in zip(sets, exact, strict=True):
         out.append(NoisyMarginal(c, noisy[pos: pos + e.size].reshape(e.shape).astype(
             np.float64), variance))
         pos += e.size

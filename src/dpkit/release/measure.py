@@ -30,7 +30,9 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from dpkit.core import samplers
+from dpkit.core.measures import PureDP
 from dpkit.core.numbers import Number, fraction_up, positive
+from dpkit.mechanisms._common import representable_scale
 from dpkit.errors import DomainError, DPError
 
 __all__ = ["l1_sensitivity", "laplace_integer", "laplace_real", "least_squares",
@@ -65,7 +67,7 @@ def l1_sensitivity(strategy: np.ndarray | sp.spmatrix) -> Fraction:
     Integer matrices are summed exactly; real ones in float64, each column sum inflated by
     the relative bound (m+1)·u/(1 − (m+1)·u) of m-term summation (Higham 2002, Eq. 4.4)."""
     a = sp.csc_matrix(strategy) if sp.issparse(strategy) else np.asarray(strategy)
-    data = a.data if sp.issparse(a) else a
+    data = np.asarray(a.data if sp.issparse(a) else a)
     if data.size == 0:
         return Fraction(0)
     if np.all(data == np.round(data)):
@@ -78,10 +80,12 @@ def l1_sensitivity(strategy: np.ndarray | sp.spmatrix) -> Fraction:
 
 
 def _scale(sensitivity: Fraction, epsilon: Number) -> tuple[Fraction, Fraction]:
-    eps = positive(epsilon, "epsilon")
+    """ε (rounded down) and the noise scale Δ/ε, rounded *up* to one the exact samplers
+    accept (more noise, never less: a float ε such as √2 has a 53-bit denominator)."""
+    eps = positive(epsilon, "epsilon", up=False)
     if sensitivity <= 0:
         raise DomainError("the strategy has no nonzero entry")
-    return eps, sensitivity / eps
+    return eps, representable_scale(sensitivity / eps)
 
 
 def laplace_integer(values: np.ndarray, sensitivity: Fraction, epsilon: Number, *,
@@ -122,7 +126,8 @@ def laplace_real(values: np.ndarray, sensitivity: Fraction, epsilon: Number) -> 
     k = samplers.grid_exponent(scale)
     size = max(values.size, 1)
     m = make_laplace((sensitivity + Fraction(2) ** k * size) / eps, max_size=size, k=k)
-    if m.map(sensitivity).epsilon > eps:  # exact check of the privacy map
+    loss = m.map(sensitivity)
+    if not isinstance(loss, PureDP) or loss.epsilon > eps:  # exact check of the privacy map
         raise DPError("internal: grid Laplace calibration exceeds epsilon")
     return np.asarray(m(values.ravel()), dtype=np.float64).reshape(values.shape)
 
@@ -138,8 +143,14 @@ def least_squares(strategy: np.ndarray | sp.spmatrix, y: np.ndarray,
         y = weights * y
     if sp.issparse(a) and a.shape[1] > 2048:
         return spla.lsqr(a, y, atol=1e-12, btol=1e-12, iter_lim=20 * a.shape[1])[0]
-    dense = a.toarray() if sp.issparse(a) else np.asarray(a, dtype=np.float64)
+    dense = _dense(a)
     return np.linalg.lstsq(dense, y, rcond=None)[0]
+
+
+def _dense(matrix: np.ndarray | sp.spmatrix) -> np.ndarray:
+    if sp.issparse(matrix):
+        return np.asarray(matrix.toarray(), dtype=np.float64)  # type: ignore[union-attr]
+    return np.asarray(matrix, dtype=np.float64)
 
 
 def expected_rmse(workload: np.ndarray | sp.spmatrix | None, strategy: np.ndarray | sp.spmatrix,
@@ -151,11 +162,11 @@ def expected_rmse(workload: np.ndarray | sp.spmatrix | None, strategy: np.ndarra
     ``gram`` with the number of ``queries`` (for workloads too large to write out, e.g.
     :func:`~dpkit.release.workload.all_range_gram`). Dense linear algebra: meant for
     domains up to a few thousand cells."""
-    a = strategy.toarray() if sp.issparse(strategy) else np.asarray(strategy, dtype=float)
+    a = _dense(strategy)
     if gram is None:
         if workload is None:
             raise DomainError("pass a workload matrix or its gram= and queries=")
-        w = workload.toarray() if sp.issparse(workload) else np.asarray(workload, dtype=float)
+        w = _dense(workload)
         gram, queries = w.T @ w, w.shape[0]
     if not queries:
         raise DomainError("queries must be a positive count")

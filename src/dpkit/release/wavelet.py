@@ -38,6 +38,7 @@ weights 1).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from functools import lru_cache
 
@@ -82,7 +83,7 @@ def haar_inverse(c: np.ndarray, axis: int = 0) -> np.ndarray:
     return np.moveaxis(s, 0, axis)
 
 
-def _hierarchy(parents: object, m: int) -> list[np.ndarray]:
+def _hierarchy(parents: Sequence[Sequence[int]] | None, m: int) -> list[np.ndarray]:
     """Validated parent arrays, leaves first: ``parents[0][v]`` is the group of value v,
     ``parents[1][g]`` the group of group g, …, the last level maps to one root. None (or an
     empty list) is the flat hierarchy root → values."""
@@ -175,8 +176,8 @@ def haar_pays(n: int) -> bool:
 
 @register("privelet", dims=(1, 2, 3, 4))
 def privelet(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
-             nominal: dict[int, object] | None = None, transform: str = "auto"
-             ) -> np.ndarray:
+             nominal: dict[int, Sequence[Sequence[int]] | None] | None = None,
+             transform: str = "auto") -> np.ndarray:
     """Privelet (wavelets): discrete Laplace on the integer Haar (ordinal axes) or nominal
     (axes in ``nominal``: {axis: hierarchy parent arrays, or None for flat}) coefficients,
     scale Π_j ρ_j/ε times each coefficient's weight, then the inverse transforms (Xiao,

@@ -65,12 +65,12 @@ class RangeWorkload:
             table = np.cumsum(table, axis=axis)
             table = np.concatenate([np.zeros_like(table.take([0], axis=axis)), table],
                                    axis=axis)
-        total = np.zeros(len(self), dtype=table.dtype)
+        total: np.ndarray = np.zeros(len(self), dtype=table.dtype)
         for corner in itertools.product((0, 1), repeat=x.ndim):  # inclusion–exclusion
             index = tuple(np.where(c, self.hi[:, j], self.lo[:, j])
                           for j, c in enumerate(corner))
             sign = -1 if (x.ndim - sum(corner)) % 2 else 1
-            total += sign * table[index]
+            total = total + sign * table[index]
         return total
 
     def matrix(self) -> sp.csr_matrix:
