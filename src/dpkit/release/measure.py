@@ -32,8 +32,8 @@ import scipy.sparse.linalg as spla
 from dpkit.core import samplers
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import Number, fraction_up, positive
-from dpkit.mechanisms._common import representable_scale
 from dpkit.errors import DomainError, DPError
+from dpkit.mechanisms._common import representable_scale
 
 __all__ = ["l1_sensitivity", "laplace_integer", "laplace_real", "least_squares",
            "expected_rmse", "check_counts"]
