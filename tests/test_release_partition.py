@@ -371,6 +371,41 @@ def test_dawa_beats_identity_and_broken_variant_is_caught(monkeypatch):
     assert broken > identity
 
 
+def _dawa_buckets(monkeypatch, x: np.ndarray, ratio: Fraction) -> int:
+    seen: list[np.ndarray] = []
+    search = P.dyadic_partition
+
+    def spy(devs, n, cost):
+        seen.append(search(devs, n, cost))
+        return seen[-1]
+
+    monkeypatch.setattr(P, "dyadic_partition", spy)
+    P.dawa(x, Fraction(1), None, ratio=ratio)
+    return len(seen[-1]) - 1
+
+
+def test_dawa_clamped_costs_keep_a_flat_histogram_coarse(monkeypatch):
+    """All-zero data, noise on every dev of scale b equal to the bucket cost c = 1/ε₂.
+    Clamped costs are ≥ 0, so every subtree costs ≥ c per bucket and a node splits only if
+    its noise exceeds c: probability p ≤ e^{−c/b}/(1 + e^{−1/s}) (discrete Laplace of scale
+    s = m·b on m·dev), independently per node. The split nodes not under a bucket form a
+    rooted binary subtree; there are ≤ 4^S such subtrees of size S, so P(S ≥ S₀) ≤ (4p)^S₀
+    ≤ 1e-6 and the partition has ≤ S₀ buckets."""
+    n = 4096
+    levels = n.bit_length() - 1
+    z = sum((1 - Fraction(1, 1 << k) for k in range(1, levels + 1)), Fraction(0))
+    ratio = 2 * z / (1 + 2 * z)  # b = 2Z/ε₁ = 1/ε₂ = c at ε = 1
+    b = float(2 * z / ratio)
+    p = math.exp(-1) / (1 + math.exp(-1 / (2 * b)))
+    s0 = math.ceil(math.log(BETA) / math.log(4 * p))
+    x = np.zeros(n, dtype=np.int64)
+    assert _dawa_buckets(monkeypatch, x, ratio) <= s0  # fails with probability ≤ 1e-6
+    # broken: no clamp — the bottom-up minimum collects negative noise over ever finer
+    # splits (measured 514–627 buckets in 20 runs, mean 557)
+    monkeypatch.setattr(P.np, "maximum", lambda a, b: a)
+    assert _dawa_buckets(monkeypatch, x, ratio) > 4 * s0
+
+
 def _em_failure(candidates: int, gap: float, scale: float) -> float:
     return candidates * math.exp(-gap / scale)
 

@@ -217,8 +217,8 @@ def _bucket_workload(workload: RangeWorkload, edges: np.ndarray, limit: int = 20
 
 
 def _stage_two(totals: np.ndarray, edges: np.ndarray, epsilon: Fraction,
-               workload: RangeWorkload | None, max_choose: int = 512) -> tuple[np.ndarray,
-                                                                              str]:
+               workload: RangeWorkload | None, max_choose: int = 512,
+               strategy: str = "auto") -> tuple[np.ndarray, str]:
     """Measure the k bucket totals at ε and return least-squares estimates.
 
     A simplified GreedyH: the strategy is either Identity on the buckets (sensitivity 1) or
@@ -226,10 +226,13 @@ def _stage_two(totals: np.ndarray, edges: np.ndarray, epsilon: Fraction,
     consistent estimates by :func:`~dpkit.release.hierarchical.tree_inference`). With a
     workload and k ≤ ``max_choose`` the one with the smaller expected error on the
     bucket-level workload is used (a data-independent choice given the partition);
-    otherwise the tree (range workloads, e.g. all ranges or prefixes)."""
+    otherwise the tree (range workloads, e.g. all ranges or prefixes). ``strategy``
+    "identity" or "tree" fixes the choice."""
+    if strategy not in ("auto", "identity", "tree"):
+        raise DomainError(f"strategy must be 'auto', 'identity' or 'tree'; got {strategy!r}")
     k = totals.size
-    use_tree = k > 2
-    if use_tree and workload is not None and k <= max_choose:
+    use_tree = k > 2 and strategy != "identity"
+    if use_tree and strategy == "auto" and workload is not None and k <= max_choose:
         wb = _bucket_workload(workload, edges)
         eps = float(epsilon)
         height = len(tree_counts(np.zeros(k, dtype=np.int64), 2))
@@ -246,7 +249,7 @@ def _stage_two(totals: np.ndarray, edges: np.ndarray, epsilon: Fraction,
 
 @register("dawa", dims=(1,), data_dependent=True)
 def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
-         ratio: Fraction | float = Fraction(1, 4)) -> np.ndarray:
+         ratio: Fraction | float = Fraction(1, 4), strategy: str = "auto") -> np.ndarray:
     """DAWA: private L1 partition on dyadic intervals, then bucket totals by a simplified
     GreedyH (Li, Hay, Miklau & Wang, PVLDB 2014, Algorithms 1–2 and §4). ε-DP.
 
@@ -260,6 +263,13 @@ def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
         without one, the tree (good for all-range / prefix workloads).
     ratio : number in (0, 1)
         Share of ε for the partition (default 1/4, the paper's choice).
+    strategy : {"auto", "identity", "tree"}
+        Stage 2's strategy over the buckets; "auto" chooses as described above.
+
+    Raises
+    ------
+    DomainError
+        A bad ``ratio`` or ``strategy``, or counts too large for exact scores.
 
     Notes
     -----
@@ -275,7 +285,10 @@ def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     whole cost vector has L1 sensitivity 2Z = 2L − 2 + 2^{1−L}). We charge this full
     sensitivity of the cost vector (plain Laplace mechanism and composition), not the
     per-interval bound 2; this makes the partition noisier than the paper's, never less
-    private. Counts n = 1: no partition, ε₂ = ε.
+    private. The noisy deviations are clamped at 0 (dev ≥ 0; post-processing): without it
+    the bottom-up minimum sums ever more negative noise over finer splits and the partition
+    degenerates towards singletons (measured: 2,000+ buckets of 4,096 at 1,000 records,
+    against 2–100 with the clamp). Counts n = 1: no partition, ε₂ = ε.
 
     Stage 2: the bucket totals (sensitivity 1 per strategy row; tree: h + 1 levels) at ε₂,
     least squares, uniform spread. Total ε₁ + ε₂ = ε by sequential composition.
@@ -293,9 +306,10 @@ def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     for k, dev in enumerate(devs, start=1):
         m = 1 << k
         eps_k = eps1 * (1 - Fraction(1, m)) / z
-        noisy.append(laplace_integer(dev, Fraction(2 * (m - 1)), eps_k) / m)
+        noisy_dev = laplace_integer(dev, Fraction(2 * (m - 1)), eps_k) / m
+        noisy.append(np.maximum(noisy_dev, 0.0))  # dev ≥ 0: clamping is post-processing
     edges = dyadic_partition(noisy, n, 1 / float(eps2))
-    est, _ = _stage_two(bucket_totals(x, edges), edges, eps2, workload)
+    est, _ = _stage_two(bucket_totals(x, edges), edges, eps2, workload, strategy=strategy)
     return spread(est, edges)
 
 
