@@ -154,7 +154,7 @@ def test_broken_budget_and_sensitivity_are_caught(monkeypatch):
     real = g2.group_sums
     monkeypatch.setattr(g2, "group_sums", lambda v, labels, groups: 2 * real(v, labels, groups))
     total, worst = _replay_check(monkeypatch, "ug", x, Fraction(1), _neighbours(x)[:5],
-                                 scale=1000)
+                                 scale=1000, switch=None)
     assert total <= 1 and worst == 2
 
 
@@ -243,17 +243,17 @@ def test_ug_grid_size_and_exact_recovery(monkeypatch):
     """m = ⌈√(N·ε/c)⌉ = ⌈√(10⁴·1/10)⌉ = 32 per side; without noise, data constant on the
     grid's cells come back exactly."""
     log = record(monkeypatch)
-    g2.ug(np.zeros((256, 256), dtype=np.int64), Fraction(1), scale=10_000)
+    g2.ug(np.zeros((256, 256), dtype=np.int64), Fraction(1), scale=10_000, switch=None)
     assert len(log) == 1 and log[0].values.size == 32 * 32
     _zero_noise(monkeypatch)
     labels = g2.grid_labels((40, 30), g2.grid_edges(40, 7), g2.grid_edges(30, 7))
     x = 3 + labels % 5
-    assert np.allclose(g2.ug(x, Fraction(1), scale=490), x)  # m = √(490/10) = 7
+    assert np.allclose(g2.ug(x, Fraction(1), scale=490, switch=None), x)  # m = √(490/10) = 7
 
 
 def test_ug_noisy_total_uses_a_fraction_of_epsilon(monkeypatch):
     log = record(monkeypatch)
-    g2.ug(_data((10, 10)), Fraction(1))
+    g2.ug(_data((10, 10)), Fraction(1), switch=None)
     assert [m.epsilon for m in log][0] == Fraction(1, 20) and len(log) == 2
     assert total_epsilon(log) <= 1
 
@@ -320,10 +320,10 @@ def test_kdtree_without_noise(monkeypatch):
     _zero_noise(monkeypatch)
     x = np.zeros((16, 16), dtype=np.int64)
     x[:, 10:] = 100
-    est = g2.kdtree(x, Fraction(1))
+    est = g2.kdtree(x, Fraction(1), switch=None)
     assert np.allclose(est, x)
     y = _data((13, 7), seed=8)
-    assert g2.kdtree(y, Fraction(1)).sum() == pytest.approx(y.sum())
+    assert g2.kdtree(y, Fraction(1), switch=None).sum() == pytest.approx(y.sum())
 
 
 # ------------------------------------------------------------------------------------ accuracy
@@ -423,12 +423,12 @@ def test_ug_accuracy(monkeypatch, broken):
     c = np.bincount(labels.ravel(), weights=query.ravel()) / areas
     u = _chernoff_threshold(c, np.full(c.size, float(eps)))
     log = record(monkeypatch)
-    rel.release_histogram(x, eps, "ug", scale=300)
+    rel.release_histogram(x, eps, "ug", scale=300, switch=None)
     assert [(m.values.size, m.epsilon) for m in log] == [(36, eps)]
     if broken:
         monkeypatch.setattr(g2, "spread", lambda values, labels: np.asarray(
             values, dtype=float)[labels])
-    caught = _exceedances("ug", x, eps, query, u, scale=300) >= _exceedance_limit()
+    caught = _exceedances("ug", x, eps, query, u, scale=300, switch=None) >= _exceedance_limit()
     assert caught == broken
 
 
@@ -485,13 +485,13 @@ def test_kdtree_accuracy(monkeypatch, broken):
                           q_cells)
     u = _chernoff_threshold(c, np.full(259, 0.5))
     log = record(monkeypatch)
-    rel.release_histogram(x, eps, "kdtree")
+    rel.release_histogram(x, eps, "kdtree", switch=None)
     assert [(m.values.size, m.epsilon) for m in log] == [(256, Fraction(1, 2)), (3, Fraction(
         1, 2))]
     if broken:
         monkeypatch.setattr(g2, "kd_inference", lambda phase1, var1, noisy2, var2, labels:
                             g2.group_sums(phase1.astype(float), labels, noisy2.size))
-    caught = _exceedances("kdtree", x, eps, query, u) >= _exceedance_limit()
+    caught = _exceedances("kdtree", x, eps, query, u, switch=None) >= _exceedance_limit()
     assert caught == broken
 
 

@@ -148,7 +148,7 @@ def test_structure_first_budget(monkeypatch, n, k):
     eps = Fraction(3, 4)
     log = record(monkeypatch)
     sel = _log_selections(monkeypatch)
-    P.structure_first(x, eps, None, buckets=k, bound=50, grid=64)
+    P.structure_first(x, eps, None, buckets=k, bound=50, grid=64, switch=None)
     spent = total_epsilon(log) + sum(e for _, _, e in sel)
     assert spent == eps if min(k, n) > 1 else spent <= eps
     assert all(s == G * (2 * 50 - 1) and c == 1 for c, s, _ in sel)
@@ -182,7 +182,7 @@ def test_phpartition_budget(monkeypatch, n):
     eps = Fraction(2)
     log = record(monkeypatch)
     sel = _log_selections(monkeypatch)
-    P.phpartition(x, eps, None)
+    P.phpartition(x, eps, None, switch=None)
     depth = max(1, (n - 1).bit_length())
     assert len(sel) <= depth  # one parallel round per depth
     assert all(e == eps / 2 / depth and s == 2 * G for _, s, e in sel)
@@ -421,11 +421,11 @@ def test_structure_first_beats_identity_and_broken_variant_is_caught(monkeypatch
     assert fail <= BETA / 2
     bound, identity = 4 * t2 ** 2 / n, _identity_expected(n, eps)
     assert bound < identity
-    err = float(((P.structure_first(x, eps, None, buckets=2, bound=f) - x) ** 2).sum())
+    err = float(((P.structure_first(x, eps, None, buckets=2, bound=f, switch=None) - x) ** 2).sum())
     assert err <= bound  # fails with probability ≤ 1e-6
     # broken: a selection that ignores the scores (always the first cut, at 1)
     monkeypatch.setattr(P, "_exponential_many", lambda s, d, e: [0] * len(s))
-    broken = P.structure_first(x, eps, None, buckets=2, bound=f)
+    broken = P.structure_first(x, eps, None, buckets=2, bound=f, switch=None)
     # bucket [1, n) mixes the blocks: its n/2 − 1 zeros get (n/2·F + η)/(n − 1) each
     assert float(((broken - x) ** 2).sum()) > identity  # fails only if |η| > nF/4: < 1e-6
 
@@ -443,10 +443,10 @@ def test_phpartition_beats_identity_and_broken_variant_is_caught(monkeypatch):
     assert fail <= BETA / 2
     bound, identity = 4 * t2 ** 2 / n, _identity_expected(n, eps)
     assert bound < identity
-    err = float(((P.phpartition(x, eps, None, depth=1) - x) ** 2).sum())
+    err = float(((P.phpartition(x, eps, None, depth=1, switch=None) - x) ** 2).sum())
     assert err <= bound  # fails with probability ≤ 1e-6
     monkeypatch.setattr(P, "_exponential_many", lambda s, d, e: [0] * len(s))  # always keep
-    broken = P.phpartition(x, eps, None, depth=1)
+    broken = P.phpartition(x, eps, None, depth=1, switch=None)
     assert float(((broken - x) ** 2).sum()) > identity  # one bucket: bias M/2 per cell
 
 

@@ -33,9 +33,9 @@ import numpy as np
 
 from dpkit.core.numbers import Number, fraction_down
 from dpkit.errors import DomainError
-from dpkit.mechanisms._common import representable_scale
 from dpkit.release.histogram import register
 from dpkit.release.measure import check_counts, laplace_integer
+from dpkit.release.switch import exact_budget, noisy_scale, scale_switched, use_identity
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["quadtree", "ug", "ag", "kdtree", "quadtree_levels", "quadtree_budgets",
@@ -44,12 +44,13 @@ __all__ = ["quadtree", "ug", "ag", "kdtree", "quadtree_levels", "quadtree_budget
            "discrete_laplace_variance"]
 
 
+# Signal thresholds N̂·ε/cells above which Identity runs instead (dpkit.release.switch),
+# chosen on DPBench's 2-D data (bench/results/histograms.md): UG's and the k-d tree's
+# fixed-rule structures lose to Identity from signal ≈ 0.15 on; AG keeps winning up to ≈ 15.
+SWITCH = {"ug": 0.1, "kdtree": 0.1, "ag": 50.0}
+
+
 # ----------------------------------------------------------------------------- shared pieces
-
-def _budget(epsilon: Fraction) -> Fraction:
-    """The largest ε' ≤ ε whose discrete Laplace scale 1/ε' the exact sampler takes."""
-    return 1 / representable_scale(1 / epsilon)
-
 
 def discrete_laplace_variance(epsilon: Number) -> float:
     """Variance 2p/(1 − p)², p = e^{−ε}, of discrete Laplace noise of scale 1/ε
@@ -124,18 +125,6 @@ def spread(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return per_cell[labels]
 
 
-def _scale_estimate(x: np.ndarray, epsilon: Fraction, scale: object,
-                    scale_fraction: Number) -> tuple[float, Fraction]:
-    """(N used for the grid size, ε left). A declared public ``scale`` spends nothing;
-    otherwise N̂ = max(0, N + discrete Laplace(1/ε₀)), ε₀ = ``scale_fraction``·ε."""
-    if scale is not None:
-        return float(_int_option(scale, "scale", 0)), epsilon
-    frac = _fraction(scale_fraction, "scale_fraction", Fraction(0), Fraction(1))
-    eps0 = _budget(epsilon * frac)
-    noisy = laplace_integer(np.array([int(x.sum())], dtype=np.int64), Fraction(1), eps0)
-    return float(max(int(noisy[0]), 0)), _budget(epsilon - eps0)
-
-
 # ----------------------------------------------------------------------------------- quadtree
 
 def quadtree_levels(x: np.ndarray, height: int) -> tuple[list[np.ndarray], int]:
@@ -172,7 +161,7 @@ def quadtree_budgets(epsilon: Fraction, levels: int, budget: str = "geometric"
     else:
         raise DomainError(f"budget must be 'geometric' or 'uniform'; got {budget!r}")
     total = sum(weights, Fraction(0))
-    return [_budget(epsilon * w / total) for w in weights]
+    return [exact_budget(epsilon * w / total) for w in weights]
 
 
 def quadtree_inference(noisy: list[np.ndarray], variances: list[float]) -> np.ndarray:
@@ -245,8 +234,8 @@ def quadtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
 
 @register("ug", dims=(2,), data_dependent=True)
 def ug(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
-       c: float = 10, scale: int | None = None, scale_fraction: Number = Fraction(1, 20)
-       ) -> np.ndarray:
+       c: float = 10, scale: int | None = None, scale_fraction: Number = Fraction(1, 20),
+       switch: Number | None = SWITCH["ug"]) -> np.ndarray:
     """Uniform grid (UG; Qardaji, Yang & Li, "Differentially private grids for geospatial
     data", ICDE 2013, with their grid-size guideline m = √(Nε/c)): an m × m grid,
     m = ⌈√(N·ε'/c)⌉, c = 10, discrete Laplace of scale 1/ε' on every grid cell's count,
@@ -259,11 +248,15 @@ def ug(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
 
     Privacy: ε₀ for the noisy total (sensitivity 1), then ε' for the grid counts (disjoint
     cells: sensitivity 1) chosen from N̂ only; sequential composition ε₀ + ε' ≤ ε. The
-    spreading is post-processing.
+    spreading is post-processing. With N̂·ε'/cells ≥ ``switch`` the cells are released by
+    Identity at ε' instead (:mod:`dpkit.release.switch`; None: never).
     """
     x = _check(x)
     c = _positive_float(c, "c")
-    n_hat, eps = _scale_estimate(x, epsilon, scale, scale_fraction)
+    use_identity(0.0, epsilon, 1, switch)  # validate before spending
+    n_hat, eps = noisy_scale(x, epsilon, scale, scale_fraction)
+    if use_identity(n_hat, eps, x.size, switch):
+        return laplace_integer(x, Fraction(1), eps).astype(np.float64)
     m = max(1, math.ceil(math.sqrt(n_hat * float(eps) / c)))
     labels = grid_labels(x.shape, grid_edges(x.shape[0], m), grid_edges(x.shape[1], m))
     groups = int(labels.max()) + 1
@@ -323,7 +316,8 @@ def ag_inference(noisy1: np.ndarray, var1: float, noisy2: np.ndarray, var2: floa
 @register("ag", dims=(2,), data_dependent=True)
 def ag(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
        c: float = 10, alpha: Number = Fraction(1, 2), scale: int | None = None,
-       scale_fraction: Number = Fraction(1, 20)) -> np.ndarray:
+       scale_fraction: Number = Fraction(1, 20), switch: Number | None = SWITCH["ag"]
+       ) -> np.ndarray:
     """Adaptive grid (AG; Qardaji, Yang & Li, ICDE 2013). ε-DP.
 
     Level 1: an m1 × m1 grid, m1 = max(10, ⌈⌈√(N·ε'/c)⌉/4⌉) (c = 10; capped at the axis
@@ -339,14 +333,19 @@ def ag(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
     Privacy: ε₀ (total) + ε₁ (disjoint first-level cells, sensitivity 1) + ε₂ (disjoint
     second-level pieces, sensitivity 1; the pieces depend only on the level-1 noisy output)
     ≤ ε by adaptive sequential composition. Inference and spreading are post-processing.
+    With N̂·ε'/cells ≥ ``switch`` the cells are released by Identity at ε' instead
+    (:mod:`dpkit.release.switch`; None: never).
     """
     x = _check(x)
     c = _positive_float(c, "c")
     a = _fraction(alpha, "alpha", Fraction(0), Fraction(1))
-    n_hat, eps = _scale_estimate(x, epsilon, scale, scale_fraction)
+    use_identity(0.0, epsilon, 1, switch)  # validate before spending
+    n_hat, eps = noisy_scale(x, epsilon, scale, scale_fraction)
+    if use_identity(n_hat, eps, x.size, switch):
+        return laplace_integer(x, Fraction(1), eps).astype(np.float64)
     m1 = max(10, math.ceil(math.ceil(math.sqrt(n_hat * float(eps) / c)) / 4))
-    eps1 = _budget(eps * a)
-    eps2 = _budget(eps - eps1)
+    eps1 = exact_budget(eps * a)
+    eps2 = exact_budget(eps - eps1)
     rows, cols = grid_edges(x.shape[0], m1), grid_edges(x.shape[1], m1)
     labels1 = grid_labels(x.shape, rows, cols)
     groups1 = (len(rows) - 1) * (len(cols) - 1)
@@ -445,7 +444,14 @@ def kd_inference(phase1: np.ndarray, var1: float, noisy2: np.ndarray, var2: floa
     return (np.asarray(noisy2, dtype=np.float64) * w2 + s1 * w1) / (w1 + w2)
 
 
+def _kdtree_options(rho: Number = Fraction(1, 2), max_depth: int | None = None
+                    ) -> tuple[Fraction, int | None]:
+    return (_fraction(rho, "rho", Fraction(0), Fraction(1)),
+            None if max_depth is None else _int_option(max_depth, "max_depth", 0))
+
+
 @register("kdtree", dims=(2,), data_dependent=True)
+@scale_switched(SWITCH["kdtree"], _kdtree_options, dims=(2,))
 def kdtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
            rho: Number = Fraction(1, 2), max_depth: int | None = None) -> np.ndarray:
     """k-d tree partitioning, DPCube (Xiao, Xiong, Fan & Goryczka, "DPCube: differentially
@@ -468,13 +474,16 @@ def kdtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = No
     Simplification: the stopping rule is the cost comparison above (DPCube's criterion is a
     uniformity threshold; DPBench's DPCube picks the best split position on a UG phase 1
     instead of the median), and the phase-1 cells are not themselves kept in the output.
+
+    Scale switch (default on, :mod:`dpkit.release.switch`): options ``switch``, ``scale``,
+    ``scale_fraction``; with N̂·ε'/cells ≥ ``switch`` Identity runs instead.
     """
     x = _check(x)
-    r = _fraction(rho, "rho", Fraction(0), Fraction(1))
+    r, max_depth = _kdtree_options(rho, max_depth)
     default_depth = sum(max((n - 1).bit_length(), 0) for n in x.shape)
-    depth = default_depth if max_depth is None else _int_option(max_depth, "max_depth", 0)
-    eps1 = _budget(epsilon * r)
-    eps2 = _budget(epsilon - eps1)
+    depth = default_depth if max_depth is None else max_depth
+    eps1 = exact_budget(epsilon * r)
+    eps2 = exact_budget(epsilon - eps1)
     var1, var2 = discrete_laplace_variance(eps1), discrete_laplace_variance(eps2)
     phase1 = laplace_integer(x, Fraction(1), eps1)
     labels, parts = kd_partition(phase1, var1, var2, depth)

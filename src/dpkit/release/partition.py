@@ -37,6 +37,7 @@ from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.hierarchical import tree_counts, tree_inference, tree_strategy
 from dpkit.release.histogram import register
 from dpkit.release.measure import expected_rmse, laplace_integer
+from dpkit.release.switch import scale_switched
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["dawa", "noise_first", "structure_first", "phpartition", "spread",
@@ -48,6 +49,11 @@ _INT_LIMIT = 1 << 62  # integer arithmetic must stay below this (int64 headroom)
 
 
 # ----------------------------------------------------------------------------- helpers
+
+# Signal N̂·ε/n above which StructureFirst and P-HPartition hand over to Identity
+# (dpkit.release.switch); on DPBench's 1-D data both lose to Identity from ≈ 2.4 on.
+SWITCH = 1.0
+
 
 def _ratio(ratio: object, name: str = "ratio") -> Fraction:
     if isinstance(ratio, bool) or not isinstance(ratio, (Real, Fraction)):
@@ -402,7 +408,15 @@ def sse_tables(x: np.ndarray, cuts: np.ndarray, levels: int
     return cost, table
 
 
+def _structure_first_options(buckets: int = 32, bound: int = 100,
+                             ratio: Fraction | float = Fraction(1, 2), grid: int = 512
+                             ) -> tuple[int, int, Fraction, int]:
+    return (_positive_int(buckets, "buckets"), _positive_int(bound, "bound"),
+            _ratio(ratio), _positive_int(grid, "grid", 2))
+
+
 @register("structure_first", dims=(1,), data_dependent=True)
+@scale_switched(SWITCH, _structure_first_options)
 def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                     buckets: int = 32, bound: int = 100, ratio: Fraction | float =
                     Fraction(1, 2), grid: int = 512) -> np.ndarray:
@@ -435,11 +449,12 @@ def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | 
     sensitivity Δ = G(2F − 1). The cuts are drawn right to left, each by the exponential
     mechanism at ε₁/(k − 1) (scale 2Δ(k − 1)/ε₁); the k totals (sensitivity 1, discrete
     Laplace 1/ε₂) follow. Adaptive sequential composition: ε₁ + ε₂ = ε.
+
+    Scale switch (default on, :mod:`dpkit.release.switch`; options ``switch``, ``scale``,
+    ``scale_fraction``): with N̂·ε'/n ≥ ``switch`` (default 1) Identity runs instead — k
+    buckets cannot follow a detailed shape once the noise is small.
     """
-    k = _positive_int(buckets, "buckets")
-    f = _positive_int(bound, "bound")
-    g = _positive_int(grid, "grid", 2)
-    r = _ratio(ratio)
+    k, f, r, g = _structure_first_options(buckets, bound, ratio, grid)
     n = x.size
     step = -(-n // g)
     cuts = np.unique(np.concatenate([np.arange(0, n, step), [n]])).astype(np.int64)
@@ -555,7 +570,14 @@ def _split_scores(x: np.ndarray, intervals: list[tuple[int, int]], penalty: int,
     return out
 
 
+def _phpartition_options(ratio: Fraction | float = Fraction(1, 2), depth: int | None = None,
+                         max_cuts: int = 128) -> tuple[Fraction, int | None, int]:
+    return (_ratio(ratio), None if depth is None else _positive_int(depth, "depth"),
+            _positive_int(max_cuts, "max_cuts"))
+
+
 @register("phpartition", dims=(1,), data_dependent=True)
+@scale_switched(SWITCH, _phpartition_options)
 def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                 ratio: Fraction | float = Fraction(1, 2), depth: int | None = None,
                 max_cuts: int = 128) -> np.ndarray:
@@ -591,11 +613,14 @@ def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
 
     This follows the paper's recursive-bisection outline; the explicit "keep" candidate
     and the 1/ε₂ penalty (as in DAWA's cost) are this implementation's stopping rule.
+
+    Scale switch (default on, :mod:`dpkit.release.switch`; options ``switch``, ``scale``,
+    ``scale_fraction``): with N̂·ε'/n ≥ ``switch`` (default 1) Identity runs instead — D
+    greedy bisections cannot isolate many spikes.
     """
-    r = _ratio(ratio)
+    r, depth, k = _phpartition_options(ratio, depth, max_cuts)
     n = x.size
-    d = max(1, (n - 1).bit_length()) if depth is None else _positive_int(depth, "depth")
-    k = _positive_int(max_cuts, "max_cuts")
+    d = max(1, (n - 1).bit_length()) if depth is None else depth
     _check_magnitude(x, 4 * SCORE_GRID * n, "phpartition")
     eps1 = r * epsilon
     eps2 = epsilon - eps1

@@ -1,0 +1,107 @@
+"""The scale switch: run Identity instead of a data-dependent histogram algorithm when the
+data's signal makes partitioning pointless.
+
+DPBench (Hay et al., SIGMOD 2016, §6, findings on scale) found that data-dependent
+algorithms with a fixed structure budget — a fixed number of buckets, a fixed tree depth, a
+grid sized by a rule of thumb — win at small scale·ε and lose to Identity, often by orders of
+magnitude, at large scale·ε: their bias does not shrink with the noise. What matters is the
+signal N·ε/cells, records per cell in units of the noise scale (the "scale-epsilon
+exchangeability" of DPBench's §4). Pythia (Kotsogiannis, Machanavajjhala, Hay & Miklau,
+SIGMOD 2017) selects an algorithm from such noisy features; the switch is its simplest
+instance, one feature and one threshold: spend ε₀ = ``scale_fraction``·ε on a noisy total
+N̂ (unless the record count is declared public with ``scale``), then run Identity at ε − ε₀
+if N̂·(ε − ε₀)/cells ≥ ``switch``, else the algorithm at ε − ε₀.
+
+Privacy: the noisy total has sensitivity 1 (ε₀-DP); the choice depends on N̂ only; either
+branch is (ε − ε₀)-DP; sequential composition gives ε. ``switch=None`` runs the paper's
+algorithm on all of ε.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+
+from dpkit.core.numbers import Number
+from dpkit.errors import DomainError
+from dpkit.mechanisms._common import representable_scale
+from dpkit.release.histogram import Algorithm
+from dpkit.release.measure import check_counts, laplace_integer
+from dpkit.release.workload import RangeWorkload
+
+__all__ = ["noisy_scale", "use_identity", "scale_switched", "exact_budget"]
+
+
+def exact_budget(epsilon: Fraction) -> Fraction:
+    """The largest ε' ≤ ε whose discrete Laplace scale 1/ε' the exact sampler takes."""
+    return 1 / representable_scale(1 / epsilon)
+
+
+def noisy_scale(x: np.ndarray, epsilon: Fraction, scale: object = None,
+                scale_fraction: Number = Fraction(1, 20)) -> tuple[float, Fraction]:
+    """(N̂, ε left). A declared public ``scale`` spends nothing (N̂ = scale, ε left = ε);
+    otherwise N̂ = max(0, N + discrete Laplace(1/ε₀)) with ε₀ = ``scale_fraction``·ε
+    (sensitivity 1: ε₀-DP) and ε − ε₀ is left.
+
+    Raises
+    ------
+    DomainError
+        ``scale`` not a non-negative integer, or ``scale_fraction`` outside (0, 1)."""
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, int | np.integer) or scale < 0:
+            raise DomainError(f"scale must be a non-negative integer; got {scale!r}")
+        return float(scale), epsilon
+    try:
+        frac = Fraction(scale_fraction)
+    except (TypeError, ValueError) as exc:
+        raise DomainError(f"scale_fraction must be a number in (0, 1); got "
+                          f"{scale_fraction!r}") from exc
+    if not 0 < frac < 1:
+        raise DomainError(f"scale_fraction must be a number in (0, 1); got {scale_fraction!r}")
+    eps0 = exact_budget(epsilon * frac)
+    noisy = laplace_integer(np.array([int(x.sum())], dtype=np.int64), Fraction(1), eps0)
+    return float(max(int(noisy[0]), 0)), exact_budget(epsilon - eps0)
+
+
+def use_identity(n_hat: float, epsilon: Fraction, cells: int, switch: Number | None) -> bool:
+    """Whether the signal N̂·ε/cells reaches the ``switch`` threshold (never for None).
+
+    Raises
+    ------
+    DomainError
+        ``switch`` not a positive finite number."""
+    if switch is None:
+        return False
+    value = float(switch)
+    if not math.isfinite(value) or value <= 0:
+        raise DomainError(f"switch must be a positive number or None; got {switch!r}")
+    return n_hat * float(epsilon) / cells >= value
+
+
+def scale_switched(threshold: float, check: Callable[..., object], dims: tuple[int, ...] = (1,)
+                   ) -> Callable[[Algorithm], Algorithm]:
+    """Decorate a histogram algorithm ``(x, epsilon, workload, **options)`` with the switch
+    (module docstring): it gains the options ``switch`` (default ``threshold``; None turns
+    it off), ``scale`` and ``scale_fraction``. ``check(**options)`` validates the
+    algorithm's own options, and the counts are checked for rank ``dims``, first: bad input
+    raises on either branch and before any noise is drawn."""
+    def deco(fn: Algorithm) -> Algorithm:
+        @functools.wraps(fn)
+        def run(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None, *,
+                switch: Number | None = threshold, scale: int | None = None,
+                scale_fraction: Number = Fraction(1, 20), **options: object) -> np.ndarray:
+            x = check_counts(x, dims)
+            check(**options)
+            if switch is None:
+                return fn(x, epsilon, workload, **options)
+            use_identity(0.0, epsilon, 1, switch)  # validate before spending
+            n_hat, eps = noisy_scale(x, epsilon, scale, scale_fraction)
+            if use_identity(n_hat, eps, x.size, switch):
+                return laplace_integer(x, Fraction(1), eps).astype(np.float64)
+            return fn(x, eps, workload, **options)
+        return run
+    return deco
