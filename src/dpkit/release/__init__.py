@@ -12,7 +12,9 @@
   :mod:`~dpkit.release.partition` (DAWA, NoiseFirst, StructureFirst, P-HPartition; on 2-D
   data along the Hilbert curve, :mod:`~dpkit.release.hilbert`), :mod:`~dpkit.release.grid2d`
   (quadtree, UG, AG, k-d tree), :mod:`~dpkit.release.matrix` (the matrix mechanism with
-  HDMM's OPT_0 / OPT_⊗ strategies).
+  HDMM's OPT_0 / OPT_⊗ strategies; with Gaussian noise under ρ-zCDP and an L2-optimised
+  strategy, :mod:`~dpkit.release.gaussian_mm`). :mod:`~dpkit.release.switch`: the scale
+  switch to Identity for data-dependent algorithms at large N·ε.
 - query release and synthetic data: :mod:`~dpkit.release.domain` (declared finite
   domains, codecs), :mod:`~dpkit.release.marginals` (marginal workloads, measurement,
   consistency), :mod:`~dpkit.release.mwem` (MWEM with a factored hypothesis),
