@@ -94,6 +94,36 @@ def anchors() -> list[tuple[str, float, float, float | None, float | None]]:
     return rows
 
 
+def _git_head() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, cwd=Path(__file__).parent).stdout.strip()
+
+
+def hdmm_anchors() -> list[tuple[str, float, str]]:
+    """HDMM's anchors: (check, ours, goal) — OPT_0 RMSE at ε = √2 on all ranges (1-D n = 256
+    and the 256 × 256 product) and the L2-optimised strategy against the SVD bound on
+    prefix / all ranges n = 256 (squared-error ratio)."""
+    import math
+
+    from dpkit.release import gaussian_mm as gm
+    from dpkit.release import matrix as mm
+    from dpkit.release.workload import all_range, prefix
+
+    n, sqrt2 = 256, math.sqrt(2)
+    (a,) = mm.mm_strategy((n,))
+    one = mm.expected_rmse(all_range(n), a, sqrt2)
+    two = mm.kron_expected_rmse([mm._AllRangeGram(n)] * 2, [len(all_range(n))] * 2,
+                                mm.mm_strategy((n, n)), sqrt2)
+    w = prefix(n).matrix().toarray().astype(float)
+    rows = [("1-D all ranges n = 256, OPT_0 RMSE (Laplace, ε = √2)", one, "≤ 5.74"),
+            ("2-D all ranges 256×256, OPT_⊗ RMSE (Laplace, ε = √2)", two, "≤ 32.7")]
+    for name, gram in (("prefix", w.T @ w), ("all ranges", all_range_gram(n))):
+        ratio = gm.l2_error(gram, gm.optimize_l2(gram)) / mm.svd_lower_bound(gram=gram)
+        rows.append((f"1-D {name} n = 256, L2 strategy ÷ SVD bound (Gaussian, squared)",
+                     ratio, "≤ 1.1"))
+    return rows
+
+
 def timings(datasets_1d: dict, datasets_2d: dict) -> list[tuple[str, float, float | None]]:
     x1 = next(iter(datasets_1d.values()))
     x2 = next(iter(datasets_2d.values()))
@@ -170,8 +200,7 @@ def main() -> None:
              "rectangles (2-D); cells show the mean scaled L2 error per query "
              "‖Wx − Wx̂‖₂/|W|/scale over datasets and trials, and (in parentheses) its ratio "
              "to Identity's.", "",
-             f"Measured {time.strftime('%Y-%m-%d')} at git "
-             f"{subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()} on 2 cores.", ""]
+             f"Measured {time.strftime('%Y-%m-%d')} at git {_git_head()} on 2 cores.", ""]
     all_runs = []
     loaded = {}
     for dims in (1, 2):
@@ -201,6 +230,8 @@ def main() -> None:
     for name, p, pg, r, rg in anchors():
         lines.append(f"| {name} | {p:.2f} | {pg:.2f} | {r:.2f} | "
                      f"{'—' if rg is None else f'{rg:.2f}'} |")
+    lines += ["", "## HDMM anchors", "", "| check | dpkit | goal |", "|---|---:|---|"]
+    lines += [f"| {name} | {value:.4g} | {goal} |" for name, value, goal in hdmm_anchors()]
     lines += ["", "## Release time (one run, ε = 1)", "",
               "| algorithm | 4,096 bins s | 256×256 s |", "|---|---:|---:|"]
     for m, t1, t2 in timings(loaded[1], loaded[2]):
