@@ -28,8 +28,8 @@ public); each round spends ε_round = ε_sel + ε_meas (half each) — the disti
 the data only through scores whose sensitivity is Δ = 1 (adding a record z changes
 q·x − n̂·q(D) by q(z) ∈ {0, 1}), plus a float rounding allowance of 2^-20 (module
 :mod:`dpkit.release.mwem`, same argument, n ≤ 2^28) and 2^-10 for rounding the scores to a
-grid of 2^-10 (so noisy max works with small exact rationals). Sequential composition: ε_n + T·ε_round
-≤ ε (D&R Thm 5.3, pure). With δ > 0 the T rounds compose by the advanced composition
+grid of 2^-10 (so noisy max works with small exact rationals). Sequential composition:
+ε_n + T·ε_round ≤ ε (D&R Thm 5.3, pure). With δ > 0 the T rounds compose by the advanced composition
 theorem (D&R Thm 3.20; :func:`dpkit.core.composition.advanced_composition`, checked
 exactly): ε_round is the largest that gives (ε − ε_n, δ) over T rounds.
 
