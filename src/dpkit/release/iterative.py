@@ -59,6 +59,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import combinations_with_replacement
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -243,7 +244,7 @@ class _Halving:
         return None
 
 
-UPDATERS: dict[str, type] = {"mw": _MW, "additive": _Additive, "halving": _Halving}
+UPDATERS: dict[str, Any] = {"mw": _MW, "additive": _Additive, "halving": _Halving}
 
 
 # --------------------------------------------------------------------------- the result
