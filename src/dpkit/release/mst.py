@@ -1,0 +1,278 @@
+"""MST: synthetic data from noisy 1-way marginals and a maximum spanning tree of noisy 2-way
+marginals (McKenna, Miklau & Sheldon, "Winning the NIST contest: a scalable and general
+approach to differentially private synthetic data", JPC 2021, Algorithm 1). ρ-zCDP.
+
+dpkit does the privacy-relevant work — measurement, selection, accounting — with its own
+exact samplers; the graphical-model inference that turns the noisy marginals into a
+distribution is Private-PGM (the ``mbi`` package, ``pip install dpkit[synth]``), which is
+post-processing.
+
+1. *1-way marginals* (ρ/3): every attribute's counts with discrete Gaussian noise, σ² =
+   d/(2·ρ/3) (d marginals, each of L2 sensitivity 1). Then *compression* (post-processing):
+   cells whose noisy count is below 3σ are merged into one cell per attribute.
+2. *Selection* (ρ/3): Kruskal's algorithm where each of the d − 1 edges is drawn by the
+   exponential mechanism among the attribute pairs that join two components, with score
+   ‖M_ij(x) − M̂_ij‖₁, M̂ the independent model of the noisy 1-way marginals (fixed before
+   the selection). A record changes one cell of M_ij(x): sensitivity 1 (+ 2^-10 for scores
+   rounded to a 2^-10 grid, + 2^-20 float allowance as in :mod:`dpkit.release.mwem`). Each
+   draw is ε-DP with ε²/8 = ρ/(3(d − 1)), hence ε²/8-zCDP (Cesar & Rogers 2021, bounded range).
+3. *2-way marginals* (ρ/3): the d − 1 selected pairs, σ² = (d − 1)/(2·ρ/3).
+4. Private-PGM estimates a graphical model from all measurements; records are sampled
+   from it and decompressed (a merged cell becomes one of its original values, uniformly).
+
+zCDP composes additively: ρ/3 + ρ/3 + ρ/3 = ρ (Bun & Steinke 2016, Lemma 2.3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpkit.core import rng
+from dpkit.core.measures import ZCDP
+from dpkit.core.numbers import Number, fraction_down, fraction_up, positive
+from dpkit.errors import DomainError
+from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.release.domain import Domain, marginal_counts
+from dpkit.release.measure import gaussian_integer, gaussian_sigma
+
+__all__ = ["MSTResult", "mst", "mst_measure", "Measured", "require_mbi", "pair_scores",
+           "decompress"]
+
+SCORE_GRID = 1 << 10
+SCORE_SENSITIVITY = 1 + Fraction(1, SCORE_GRID) + Fraction(1, 1 << 20)
+
+
+def require_mbi() -> Any:
+    """Import Private-PGM (``mbi``) or raise an ImportError that says how to install it."""
+    try:
+        import mbi
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("MST and AIM use Private-PGM for inference: pip install "
+                          "'dpkit[synth]' (mbi==1.1.0)") from exc
+    return mbi
+
+
+@dataclass
+class Measured:
+    """A noisy marginal on the compressed domain: ``values`` (flattened, float) measure
+    ``weights``·(true marginal) with i.i.d. noise of standard deviation ``sigma``."""
+
+    clique: tuple[str, ...]
+    values: np.ndarray
+    sigma: float
+    weights: np.ndarray | None = None
+
+
+@dataclass
+class MSTResult:
+    """Measurements (compressed domain), the compression maps and the selected tree.
+
+    Attributes
+    ----------
+    measurements : list of Measured
+    kept : dict attribute → ndarray of the original codes kept as their own cell (the last
+        compressed cell, if any, stands for every other code)
+    compressed : Domain
+    selected : list of (str, str)
+    rho : Fraction
+    noisy_total : float
+    """
+
+    domain: Domain
+    compressed: Domain
+    kept: dict[str, np.ndarray]
+    measurements: list[Measured]
+    selected: list[tuple[str, str]]
+    rho: Fraction
+    noisy_total: float
+    model: Any = field(default=None, repr=False)
+
+    def fit(self, iters: int = 1000) -> Any:
+        """Estimate the graphical model with Private-PGM's mirror descent (post-processing);
+        cached on the result."""
+        if self.model is None:
+            mbi = require_mbi()
+            import jax.numpy as jnp
+
+            dom = mbi.Domain(self.compressed.attributes, self.compressed.sizes)
+            ms = []
+            for m in self.measurements:
+                if m.weights is None:
+                    ms.append(mbi.LinearMeasurement(jnp.asarray(m.values), m.clique, m.sigma))
+                    continue
+                w = jnp.asarray(m.weights)
+                ms.append(mbi.LinearMeasurement(jnp.asarray(m.values), m.clique, m.sigma,
+                                                lambda f, w=w: f.datavector() * w))
+            self.model = mbi.estimation.mirror_descent(
+                dom, ms, known_total=max(self.noisy_total, 1.0), iters=int(iters))
+        return self.model
+
+    def sample(self, rows: int | None = None, iters: int = 1000) -> np.ndarray:
+        """Synthetic records as original-domain codes, shape (rows, d); rows defaults to the
+        noisy total."""
+        model = self.fit(iters)
+        count = int(round(self.noisy_total)) if rows is None else int(rows)
+        data = model.synthetic_data(max(count, 0)).to_dict()
+        out = np.empty((max(count, 0), len(self.domain.attributes)), dtype=np.int64)
+        for j, a in enumerate(self.domain.attributes):
+            out[:, j] = decompress(np.asarray(data[a], dtype=np.int64), self.kept[a],
+                                   self.domain.sizes[j])
+        return out
+
+
+def decompress(codes: np.ndarray, kept: np.ndarray, size: int) -> np.ndarray:
+    """Compressed codes back to original ones; the merged cell (code len(kept)) becomes one
+    of the merged original codes uniformly at random (CSPRNG; post-processing)."""
+    out = np.empty_like(codes)
+    own = codes < kept.size
+    out[own] = kept[codes[own]]
+    rest = np.setdiff1d(np.arange(size), kept)
+    if (~own).any():
+        if rest.size == 0:
+            raise DomainError("internal: a merged cell without merged codes")
+        pick = rng.words(int((~own).sum())) % np.uint64(rest.size)
+        out[~own] = rest[pick.astype(np.int64)]
+    return out
+
+
+def _compress(noisy: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(kept original codes, compressed noisy values, weights): cells at or above the
+    threshold stay; the rest sum into one cell measured with weight 1/√k (so its noise has
+    the same σ as the others)."""
+    keep = noisy >= threshold
+    if keep.all() or keep.sum() == 0:
+        k = noisy.size
+        return np.arange(k), noisy.astype(np.float64), np.ones(k)
+    kept = np.flatnonzero(keep)
+    k = int((~keep).sum())
+    w = np.concatenate([np.ones(kept.size), [1 / math.sqrt(k)]])
+    values = np.concatenate([noisy[keep], [noisy[~keep].sum()]]) * w
+    return kept, values.astype(np.float64), w
+
+
+def _recode(codes: np.ndarray, kept: np.ndarray, size: int) -> np.ndarray:
+    lookup = np.full(size, kept.size, dtype=np.int64)
+    lookup[kept] = np.arange(kept.size)
+    return lookup[codes]
+
+
+def _epsilon_for_rho(rho: Fraction) -> Fraction:
+    """A rational ε with ε²/8 ≤ ρ (bounded-range exponential mechanism)."""
+    eps = fraction_down(math.sqrt(8 * float(rho)) * (1 - 1e-12))
+    while eps * eps / 8 > rho:
+        eps = fraction_down(float(eps) * (1 - 1e-9))
+    return eps
+
+
+def pair_scores(codes: np.ndarray, domain: Domain, ones: dict[str, np.ndarray], total: float,
+                pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
+    """‖M_ab(x) − total·p_a⊗p_b‖₁ for each pair, p the (public, noisy) one-way
+    distributions: adding or removing a record moves one cell of M_ab(x) by 1, so each
+    score moves by at most 1 (exactly; the float sum adds < 2^-20 for n ≤ 2^28)."""
+    out = {}
+    for a, b in pairs:
+        true = marginal_counts(codes, domain, [a, b]).astype(np.float64)
+        out[(a, b)] = math.fsum(np.abs(true - total * np.outer(ones[a], ones[b])).ravel())
+    return out
+
+
+def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
+    """Steps 1–3 (module docstring): the private part of MST, no inference library needed.
+
+    Parameters
+    ----------
+    codes : ndarray of int, shape (n, d)
+        Records as codes of ``domain`` (:func:`dpkit.release.domain.records`).
+    domain : Domain
+        At least two attributes.
+    rho : number
+        ρ > 0, spent in total (zCDP).
+
+    Raises
+    ------
+    DomainError
+        Bad ρ, fewer than two attributes, codes outside the domain.
+    """
+    r = positive(rho, "rho", up=False)
+    d = len(domain.attributes)
+    if d < 2:
+        raise DomainError("MST needs at least two attributes")
+    codes = np.asarray(codes)
+    if codes.ndim != 2 or codes.shape[1] != d or codes.dtype.kind not in "iu" or (
+            codes < 0).any() or (codes >= np.asarray(domain.sizes)).any():
+        raise DomainError(f"codes must be integers of shape (n, {d}) inside the domain")
+    if codes.shape[0] > 1 << 28:
+        raise DomainError("the score rounding allowance covers up to 2^28 records")
+    rho_part = r / 3
+    # 1. one-way marginals
+    rho_one = rho_part / d
+    sigma_one = float(gaussian_sigma(Fraction(1), rho_one))
+    measurements, kept, recoded = [], {}, np.empty_like(codes)
+    for j, a in enumerate(domain.attributes):
+        noisy = gaussian_integer(marginal_counts(codes, domain, [a]), Fraction(1), rho_one)
+        keep, values, weights = _compress(noisy.astype(np.float64), 3 * sigma_one)
+        kept[a] = keep
+        recoded[:, j] = _recode(codes[:, j], keep, domain.sizes[j])
+        measurements.append(Measured((a,), values, sigma_one,
+                                     None if np.all(weights == 1) else weights))
+    compressed = Domain(domain.attributes, tuple(
+        kept[a].size + (kept[a].size < domain.sizes[j]) for j, a in enumerate(
+            domain.attributes)))
+    noisy_total = float(np.mean([(m.values / (1 if m.weights is None else m.weights)).sum()
+                                 for m in measurements]))
+    # 2. selection: independent model of the noisy one-way marginals
+    ones = {}
+    for m in measurements:
+        v = np.maximum(m.values / (1 if m.weights is None else m.weights), 0)
+        ones[m.clique[0]] = v / v.sum() if v.sum() > 0 else np.full(v.size, 1 / v.size)
+    pairs = [(a, b) for i, a in enumerate(domain.attributes) for b in domain.attributes[i + 1:]]
+    scores = pair_scores(recoded, compressed, ones, max(noisy_total, 1.0), pairs)
+    eps_sel = _epsilon_for_rho(rho_part / (d - 1))
+    scale = fraction_up(float(2 * SCORE_SENSITIVITY / eps_sel) * (1 + 1e-12))
+    component = {a: a for a in domain.attributes}
+
+    def find(a: str) -> str:
+        while component[a] != a:
+            a = component[a]
+        return a
+
+    selected: list[tuple[str, str]] = []
+    for _ in range(d - 1):
+        cands = [p for p in pairs if find(p[0]) != find(p[1])]
+        u = np.rint(np.array([scores[p] for p in cands]) * SCORE_GRID) / SCORE_GRID
+        a, b = cands[sample_exponential(u, scale)]
+        component[find(a)] = find(b)
+        selected.append((a, b))
+    # 3. two-way marginals of the tree
+    rho_two = rho_part / (d - 1)
+    sigma_two = float(gaussian_sigma(Fraction(1), rho_two))
+    for a, b in selected:
+        true = marginal_counts(recoded, compressed, [a, b])
+        noisy = gaussian_integer(true.ravel(), Fraction(1), rho_two)
+        measurements.append(Measured((a, b), noisy.astype(np.float64), sigma_two))
+    return MSTResult(domain, compressed, kept, measurements, selected, r, noisy_total)
+
+
+def mst(codes: np.ndarray, domain: Domain, rho: Number, iters: int = 1000) -> MSTResult:
+    """MST (module docstring): :func:`mst_measure`, then Private-PGM inference
+    (:meth:`MSTResult.fit`). ρ-zCDP; ``result.sample(rows)`` draws synthetic records.
+
+    Raises
+    ------
+    ImportError
+        Without the ``mbi`` package.
+    """
+    require_mbi()
+    result = mst_measure(codes, domain, rho)
+    result.fit(iters)
+    return result
+
+
+def privacy(result: MSTResult) -> ZCDP:
+    """The zCDP loss of an MST run."""
+    return ZCDP(result.rho)

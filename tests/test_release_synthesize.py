@@ -1,0 +1,150 @@
+"""MST (dpkit.release.mst) and synthetic tables (dpkit.release.synthesize): the zCDP budget,
+the selection's sensitivity, a statistical check of the selection with a broken variant,
+decompression, and the table-level API."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import polars as pl
+import pytest
+
+from dpkit.errors import DomainError
+from dpkit.release import mst as M  # noqa: N812
+from dpkit.release.domain import Bins, Domain
+from dpkit.release.synthesize import evaluate, synthesize
+
+pytest.importorskip("mbi")
+
+DOM = Domain.from_dict({"a": 4, "b": 4, "c": 3, "d": 2})
+
+
+def _codes(n=4000, seed=0):
+    """b copies a (a strong pair); c and d independent noise."""
+    rng = np.random.default_rng(seed)  # test input
+    a = rng.integers(0, 4, n)
+    return np.column_stack([a, a, rng.integers(0, 3, n), rng.integers(0, 2, n)]).astype(
+        np.int64)
+
+
+def _spy(monkeypatch):
+    log = {"gauss": [], "scales": []}
+    real_g, real_e = M.gaussian_integer, M.sample_exponential
+
+    def gauss(values, sensitivity, rho):
+        log["gauss"].append((np.asarray(values).size, Fraction(sensitivity), Fraction(rho)))
+        return real_g(values, sensitivity, rho)
+
+    def expo(scores, scale):
+        log["scales"].append((len(scores), Fraction(scale)))
+        return real_e(scores, scale)
+
+    monkeypatch.setattr(M, "gaussian_integer", gauss)
+    monkeypatch.setattr(M, "sample_exponential", expo)
+    return log
+
+
+def test_mst_spends_rho_exactly_in_three_thirds(monkeypatch):
+    log = _spy(monkeypatch)
+    rho = Fraction(1, 2)
+    result = M.mst_measure(_codes(), DOM, rho)
+    d = len(DOM.attributes)
+    assert [g[1] for g in log["gauss"]] == [1] * (2 * d - 1)
+    one_way = sum(g[2] for g in log["gauss"][:d])
+    two_way = sum(g[2] for g in log["gauss"][d:])
+    assert one_way == rho / 3 and two_way == rho / 3
+    eps = [2 * M.SCORE_SENSITIVITY / s for _, s in log["scales"]]
+    assert len(eps) == d - 1 and sum(e * e / 8 for e in eps) <= rho / 3
+    assert len(result.selected) == d - 1 and len(result.measurements) == 2 * d - 1
+
+
+def test_pair_scores_move_by_at_most_one_between_neighbours():
+    codes = _codes(300)
+    ones = {a: np.full(s, 1 / s) for a, s in zip(DOM.attributes, DOM.sizes, strict=True)}
+    pairs = [("a", "b"), ("a", "c"), ("c", "d")]
+    base = M.pair_scores(codes, DOM, ones, 300.0, pairs)
+    rng = np.random.default_rng(1)  # test input
+    for _ in range(30):
+        drop = M.pair_scores(np.delete(codes, rng.integers(300), axis=0), DOM, ones, 300.0,
+                             pairs)
+        extra = np.array([[rng.integers(s) for s in DOM.sizes]])
+        add = M.pair_scores(np.vstack([codes, extra]), DOM, ones, 300.0, pairs)
+        for p in pairs:
+            assert abs(drop[p] - base[p]) <= 1 and abs(add[p] - base[p]) <= 1
+
+
+def test_selection_finds_the_strong_pair_and_broken_variant_is_caught(monkeypatch):
+    """ρ = 2, n = 4,000: the (a, b) score exceeds every other candidate's by > 2,000 (a, b
+    identical: their 2-way marginal is far from independent), and the first draw is among
+    6 pairs at scale s: it misses with probability ≤ 5·e^{−2000/s} < 1e-6 (checked below).
+    Broken: a selection that ignores the scores (always the last candidate)."""
+    log = _spy(monkeypatch)
+    result = M.mst_measure(_codes(), DOM, 2)
+    scale = float(log["scales"][0][1])
+    assert 5 * math.exp(-2000 / scale) < 1e-6
+    assert ("a", "b") in result.selected
+    monkeypatch.setattr(M, "sample_exponential", lambda scores, scale: len(scores) - 1)
+    assert ("a", "b") not in M.mst_measure(_codes(), DOM, 2).selected
+
+
+def test_decompress_maps_merged_cells_to_merged_codes():
+    kept = np.array([0, 3])
+    codes = np.array([0, 1, 2, 2, 2, 1])
+    out = M.decompress(codes, kept, 6)
+    assert list(out[[0, 1, 5]]) == [0, 3, 3]
+    assert set(out[[2, 3, 4]]) <= {1, 2, 4, 5}
+
+
+def _table(n=3000):
+    codes = _codes(n)
+    return pl.DataFrame({
+        "colour": np.array(["red", "green", "blue", "grey"])[codes[:, 0]],
+        "shade": np.array(["r", "g", "b", "k"])[codes[:, 1]],
+        "size": (codes[:, 2] * 10 + 5).astype(np.int32),
+        "flag": codes[:, 3].astype(bool),
+    })
+
+
+SPEC = {"colour": ["red", "green", "blue", "grey"], "shade": ["r", "g", "b", "k"],
+        "size": Bins((0.0, 10.0, 20.0, 30.0)), "flag": [False, True]}
+
+
+@pytest.mark.parametrize("method", ["mst", "mwem", "independent"])
+def test_synthesize_keeps_columns_and_types(method):
+    real = _table()
+    syn = synthesize(real, SPEC, method=method, epsilon=2, rows=500,
+                     **({"iters": 200} if method == "mst" else {}))
+    assert syn.columns == list(SPEC) and syn.height == 500
+    assert syn.schema == real.select(list(SPEC)).schema
+    assert set(syn["size"].unique()) <= {5, 15, 25}
+    scores = evaluate(real, syn, SPEC, workload=[("colour", "shade")])
+    assert all(0 <= v <= 1 for v in scores.values())
+    assert set(scores) == {"tv_1way", "tv_2way", "tv_3way", "workload_tv", "workload_max_tv"}
+
+
+def test_mst_beats_the_independent_baseline_on_the_strong_pair():
+    real = _table(6000)
+    mst = synthesize(real, SPEC, method="mst", epsilon=4, iters=300)
+    ind = synthesize(real, SPEC, method="independent", epsilon=4)
+    pair = [("colour", "shade")]
+    assert evaluate(real, mst, SPEC, workload=pair)["workload_tv"] < 0.1
+    assert evaluate(real, ind, SPEC, workload=pair)["workload_tv"] > 0.5
+
+
+def test_evaluate_of_the_real_table_is_zero():
+    real = _table(500)
+    assert evaluate(real, real, SPEC) == {"tv_1way": 0.0, "tv_2way": 0.0, "tv_3way": 0.0}
+
+
+@pytest.mark.parametrize("kwargs", [{"method": "gan"}, {"epsilon": 0},
+                                    {"method": "mst", "delta": 0}])
+def test_bad_arguments_raise(kwargs):
+    with pytest.raises(DomainError):
+        synthesize(_table(100), SPEC, **kwargs)
+
+
+def test_undeclared_values_raise():
+    with pytest.raises(DomainError):
+        synthesize(_table(100), {**SPEC, "colour": ["red"]}, method="independent")
