@@ -41,7 +41,7 @@ from dpkit.release.domain import Domain, marginal_counts
 from dpkit.release.measure import gaussian_integer, gaussian_sigma
 
 __all__ = ["MSTResult", "mst", "mst_measure", "Measured", "require_mbi", "pair_scores",
-           "decompress"]
+           "decompress", "pgm_estimate"]
 
 SCORE_GRID = 1 << 10
 SCORE_SENSITIVITY = 1 + Fraction(1, SCORE_GRID) + Fraction(1, 1 << 20)
@@ -87,7 +87,7 @@ class MSTResult:
     compressed: Domain
     kept: dict[str, np.ndarray]
     measurements: list[Measured]
-    selected: list[tuple[str, str]]
+    selected: list[tuple[str, ...]]
     rho: Fraction
     noisy_total: float
     model: Any = field(default=None, repr=False)
@@ -96,20 +96,8 @@ class MSTResult:
         """Estimate the graphical model with Private-PGM's mirror descent (post-processing);
         cached on the result."""
         if self.model is None:
-            mbi = require_mbi()
-            import jax.numpy as jnp
-
-            dom = mbi.Domain(self.compressed.attributes, self.compressed.sizes)
-            ms = []
-            for m in self.measurements:
-                if m.weights is None:
-                    ms.append(mbi.LinearMeasurement(jnp.asarray(m.values), m.clique, m.sigma))
-                    continue
-                w = jnp.asarray(m.weights)
-                ms.append(mbi.LinearMeasurement(jnp.asarray(m.values), m.clique, m.sigma,
-                                                lambda f, w=w: f.datavector() * w))
-            self.model = mbi.estimation.mirror_descent(
-                dom, ms, known_total=max(self.noisy_total, 1.0), iters=int(iters))
+            self.model = pgm_estimate(self.compressed, self.measurements, self.noisy_total,
+                                      iters)
         return self.model
 
     def sample(self, rows: int | None = None, iters: int = 1000) -> np.ndarray:
@@ -123,6 +111,27 @@ class MSTResult:
             out[:, j] = decompress(np.asarray(data[a], dtype=np.int64), self.kept[a],
                                    self.domain.sizes[j])
         return out
+
+
+def pgm_estimate(domain: Domain, measurements: list[Measured], total: float, iters: int,
+                 potentials: Any = None) -> Any:
+    """Private-PGM's mirror descent (McKenna, Sheldon & Miklau, ICML 2019, Alg. 1) on the
+    measurements, with the (noisy) total known; ``potentials`` warm-starts it.
+    Post-processing of the measurements."""
+    mbi = require_mbi()
+    import jax.numpy as jnp
+
+    dom = mbi.Domain(domain.attributes, domain.sizes)
+    ms = []
+    for m in measurements:
+        if m.weights is None:
+            ms.append(mbi.LinearMeasurement(jnp.asarray(m.values), m.clique, m.sigma))
+            continue
+        w = jnp.asarray(m.weights)
+        ms.append(mbi.LinearMeasurement(jnp.asarray(m.values), m.clique, m.sigma,
+                                        lambda f, w=w: f.datavector() * w))
+    return mbi.estimation.mirror_descent(dom, ms, known_total=max(total, 1.0),
+                                         potentials=potentials, iters=int(iters))
 
 
 def decompress(codes: np.ndarray, kept: np.ndarray, size: int) -> np.ndarray:
@@ -241,7 +250,7 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
             a = component[a]
         return a
 
-    selected: list[tuple[str, str]] = []
+    selected: list[tuple[str, ...]] = []
     for _ in range(d - 1):
         cands = [p for p in pairs if find(p[0]) != find(p[1])]
         u = np.rint(np.array([scores[p] for p in cands]) * SCORE_GRID) / SCORE_GRID
