@@ -18,7 +18,8 @@ post-processing.
    draw is ε-DP with ε²/8 = ρ/(3(d − 1)), hence ε²/8-zCDP (Cesar & Rogers 2021, bounded range).
 3. *2-way marginals* (ρ/3): the d − 1 selected pairs, σ² = (d − 1)/(2·ρ/3).
 4. Private-PGM estimates a graphical model from all measurements; records are sampled
-   from it and decompressed (a merged cell becomes one of its original values, uniformly).
+   from it (:mod:`dpkit.release.pgm_sample`) and decompressed (a merged cell becomes one
+   of its original values, uniformly).
 
 zCDP composes additively: ρ/3 + ρ/3 + ρ/3 = ρ (Bun & Steinke 2016, Lemma 2.3).
 """
@@ -39,6 +40,7 @@ from dpkit.errors import DomainError
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.domain import Domain, marginal_counts
 from dpkit.release.measure import gaussian_integer, gaussian_sigma
+from dpkit.release.pgm_sample import sample_model
 
 __all__ = ["MSTResult", "mst", "mst_measure", "Measured", "require_mbi", "pair_scores",
            "decompress", "pgm_estimate"]
@@ -105,11 +107,10 @@ class MSTResult:
         noisy total."""
         model = self.fit(iters)
         count = int(round(self.noisy_total)) if rows is None else int(rows)
-        data = model.synthetic_data(max(count, 0)).to_dict()
+        data = sample_model(model, max(count, 0))
         out = np.empty((max(count, 0), len(self.domain.attributes)), dtype=np.int64)
         for j, a in enumerate(self.domain.attributes):
-            out[:, j] = decompress(np.asarray(data[a], dtype=np.int64), self.kept[a],
-                                   self.domain.sizes[j])
+            out[:, j] = decompress(data[a], self.kept[a], self.domain.sizes[j])
         return out
 
 

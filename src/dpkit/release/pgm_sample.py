@@ -1,0 +1,110 @@
+"""Records from a Private-PGM graphical model by forward sampling on its junction tree
+(post-processing of the model, so of the measurements behind it).
+
+Private-PGM's own ``synthetic_data`` (mbi 1.1.0, method "round") stratifies each
+attribute's draws by the records' *index* inside each group of equal parent values, so every
+attribute ends up ordered like the records and hence like every other attribute: on Adult
+with an MST model its records miss the model's own 2-way marginals off the tree by 0.13 in
+mean total variation (up to 0.4). Here the ranks are taken in a fresh random order, each
+attribute is drawn given its earlier neighbours in the *triangulated* graph (the
+junction-tree cliques that hold it; exact for a decomposable model, Koller & Friedman 2009,
+§10.2), and the draws come from dpkit's CSPRNG.
+
+Randomised rounding as in Private-PGM: the first attribute's counts are rounded to the row
+total, and inside each group of records sharing the parents' values the inverse-CDF uniforms
+are stratified ((rank + U) / group size, rank in random order), so each group's counts
+follow the model's conditional up to ±1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpkit.core import rng
+
+__all__ = ["sample_model", "uniforms"]
+
+
+def uniforms(n: int) -> np.ndarray:
+    """``n`` floats uniform on [0, 1) with 53-bit resolution, from the CSPRNG."""
+    return (rng.words(n) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def _round_counts(p: np.ndarray, total: int) -> np.ndarray:
+    """Integer counts summing to ``total`` with E[count] = total·p (randomised rounding)."""
+    want = total * p / p.sum()
+    base = np.floor(want).astype(np.int64)
+    extra = total - int(base.sum())
+    if extra > 0:
+        frac = want - base
+        # systematic sampling of the remainders: unbiased, exactly ``extra`` cells
+        cdf = np.cumsum(frac)
+        cdf *= extra / cdf[-1]
+        ticks = uniforms(1)[0] + np.arange(extra)
+        np.add.at(base, np.minimum(np.searchsorted(cdf, ticks, side="right"), p.size - 1), 1)
+    return base
+
+
+def _rank_order(group: np.ndarray) -> np.ndarray:
+    """Records sorted by group, in a fresh random order inside each group: ranking by record
+    index (Private-PGM's choice) ties every column's stratum to the record's position, i.e.
+    to the earlier columns' draws."""
+    return np.argsort(group + uniforms(group.size))
+
+
+def _conditional_draw(cdf: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """One value per record from ``cdf[group]`` (shape (G, K)), stratified in each group."""
+    n = group.size
+    order = _rank_order(group)
+    counts = np.bincount(group, minlength=cdf.shape[0])
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - starts[group[order]]
+    u = (rank + uniforms(n)) / counts[group]
+    # one search in the groups' CDFs laid end to end, row g shifted by g (values in [0, 1])
+    k = cdf.shape[1]
+    shifted = (cdf + np.arange(cdf.shape[0])[:, None]).ravel()
+    out = np.searchsorted(shifted, group + u, side="right") - group * k
+    return np.minimum(out, k - 1)
+
+
+def sample_model(model: Any, rows: int) -> dict[str, np.ndarray]:
+    """Draw ``rows`` records from a Private-PGM ``MarkovRandomField``.
+
+    Parameters
+    ----------
+    model : mbi.MarkovRandomField
+    rows : int
+        ≥ 0.
+
+    Returns
+    -------
+    dict attribute → ndarray of int64 codes, shape (rows,)
+    """
+    from mbi import junction_tree, marginal_oracles
+
+    domain = model.potentials.domain
+    jtree, elimination = junction_tree.make_junction_tree(domain, [set(c) for c in
+                                                                   model.cliques])
+    marginals = marginal_oracles.message_passing_stable(
+        model.potentials.expand(list(jtree.nodes)))
+    holders = {a: set().union(*[set(c) for c in jtree.nodes if a in c]) for a in domain.attrs}
+    data: dict[str, np.ndarray] = {}
+    for col in elimination[::-1]:
+        parents = tuple(p for p in data if p in holders[col])
+        joint = np.asarray(marginals.project(parents + (col,)).datavector(flatten=False),
+                           dtype=np.float64)
+        joint = np.maximum(joint, 0)
+        if not parents:
+            data[col] = np.repeat(np.arange(joint.size), _round_counts(joint + 1e-300, rows))
+            data[col] = data[col][np.argsort(uniforms(rows))]
+            continue
+        k = joint.shape[-1]
+        flat = joint.reshape(-1, k)
+        mass = flat.sum(axis=1, keepdims=True)
+        cond = np.where(mass > 0, flat / np.where(mass > 0, mass, 1), 1 / k)
+        group = np.ravel_multi_index(tuple(data[p] for p in parents), joint.shape[:-1])
+        data[col] = _conditional_draw(np.cumsum(cond, axis=1), group)
+    return data
