@@ -105,7 +105,8 @@ def main():
         "steady_s": steady_s,
         "polars_floor_steady_s": floor_s,
         "repeats": REPEATS,
-        "sanity_mean_abs_err_count": float((released["len"].cast(pl.Int64) - exact["len"].cast(pl.Int64)).abs().mean()),
+        "sanity_mean_abs_err_count": float(
+            (released["len"].cast(pl.Int64) - exact["len"].cast(pl.Int64)).abs().mean()),
         "sanity_mean_abs_err_sum": float((released["value"] - exact["value"]).abs().mean()),
     }))
 
