@@ -95,6 +95,12 @@ def test_decompress_maps_merged_cells_to_merged_codes():
     out = M.decompress(codes, kept, 6)
     assert list(out[[0, 1, 5]]) == [0, 3, 3]
     assert set(out[[2, 3, 4]]) <= {1, 2, 4, 5}
+    # weights ∝ the merged codes' noisy counts: a zero (or negative) count is never drawn
+    many = np.full(2000, 2)
+    drawn = M.decompress(many, kept, 6, np.array([0.0, 3.0, -5.0, 1.0]))
+    assert set(drawn) <= {2, 5}
+    # P(2) = 3/4 over 2000 draws: ≥ 0.65 fails with probability < 1e-12 (Hoeffding)
+    assert 0.65 * 2000 <= (drawn == 2).sum() <= 0.85 * 2000
 
 
 def _table(n=3000):

@@ -18,8 +18,10 @@ post-processing.
    draw is ε-DP with ε²/8 = ρ/(3(d − 1)), hence ε²/8-zCDP (Cesar & Rogers 2021, bounded range).
 3. *2-way marginals* (ρ/3): the d − 1 selected pairs, σ² = (d − 1)/(2·ρ/3).
 4. Private-PGM estimates a graphical model from all measurements; records are sampled
-   from it (:mod:`dpkit.release.pgm_sample`) and decompressed (a merged cell becomes one
-   of its original values, uniformly).
+   from it (:mod:`dpkit.release.pgm_sample`) and decompressed: a merged cell becomes one
+   of its original values with probability proportional to that value's noisy 1-way count
+   (clamped at 0; uniform if all are 0) — post-processing of step 1's measurement, where
+   the paper's code draws uniformly (which flattens, e.g., Adult's ages at ε = 0.1).
 
 zCDP composes additively: ρ/3 + ρ/3 + ρ/3 = ρ (Bun & Steinke 2016, Lemma 2.3).
 """
@@ -33,14 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.core import rng
 from dpkit.core.measures import ZCDP
 from dpkit.core.numbers import Number, fraction_down, fraction_up, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.domain import Domain, marginal_counts
 from dpkit.release.measure import gaussian_integer, gaussian_sigma
-from dpkit.release.pgm_sample import sample_model
+from dpkit.release.pgm_sample import sample_model, uniforms
 
 __all__ = ["MSTResult", "mst", "mst_measure", "Measured", "require_mbi", "pair_scores",
            "decompress", "pgm_estimate"]
@@ -93,6 +94,7 @@ class MSTResult:
     rho: Fraction
     noisy_total: float
     model: Any = field(default=None, repr=False)
+    merged: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def fit(self, iters: int = 1000) -> Any:
         """Estimate the graphical model with Private-PGM's mirror descent (post-processing);
@@ -110,7 +112,8 @@ class MSTResult:
         data = sample_model(model, max(count, 0))
         out = np.empty((max(count, 0), len(self.domain.attributes)), dtype=np.int64)
         for j, a in enumerate(self.domain.attributes):
-            out[:, j] = decompress(data[a], self.kept[a], self.domain.sizes[j])
+            out[:, j] = decompress(data[a], self.kept[a], self.domain.sizes[j],
+                                   self.merged.get(a))
         return out
 
 
@@ -135,18 +138,28 @@ def pgm_estimate(domain: Domain, measurements: list[Measured], total: float, ite
                                          potentials=potentials, iters=int(iters))
 
 
-def decompress(codes: np.ndarray, kept: np.ndarray, size: int) -> np.ndarray:
+def decompress(codes: np.ndarray, kept: np.ndarray, size: int,
+               weights: np.ndarray | None = None) -> np.ndarray:
     """Compressed codes back to original ones; the merged cell (code len(kept)) becomes one
-    of the merged original codes uniformly at random (CSPRNG; post-processing)."""
+    of the merged original codes (ascending) with probability ∝ ``weights`` (clamped at 0;
+    uniformly without weights or if they are all 0). CSPRNG; post-processing."""
     out = np.empty_like(codes)
     own = codes < kept.size
     out[own] = kept[codes[own]]
     rest = np.setdiff1d(np.arange(size), kept)
-    if (~own).any():
+    many = int((~own).sum())
+    if many:
         if rest.size == 0:
             raise DomainError("internal: a merged cell without merged codes")
-        pick = rng.words(int((~own).sum())) % np.uint64(rest.size)
-        out[~own] = rest[pick.astype(np.int64)]
+        w = np.ones(rest.size) if weights is None else np.maximum(
+            np.asarray(weights, dtype=np.float64), 0)
+        if w.shape != rest.shape:
+            raise DomainError("internal: one weight per merged code")
+        if w.sum() <= 0:
+            w = np.ones(rest.size)
+        cdf = np.cumsum(w) / w.sum()
+        pick = np.searchsorted(cdf, uniforms(many), side="right")
+        out[~own] = rest[np.minimum(pick, rest.size - 1)]
     return out
 
 
@@ -222,11 +235,12 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     # 1. one-way marginals
     rho_one = rho_part / d
     sigma_one = float(gaussian_sigma(Fraction(1), rho_one))
-    measurements, kept, recoded = [], {}, np.empty_like(codes)
+    measurements, kept, merged, recoded = [], {}, {}, np.empty_like(codes)
     for j, a in enumerate(domain.attributes):
         noisy = gaussian_integer(marginal_counts(codes, domain, [a]), Fraction(1), rho_one)
         keep, values, weights = _compress(noisy.astype(np.float64), 3 * sigma_one)
         kept[a] = keep
+        merged[a] = np.delete(noisy, keep).astype(np.float64)
         recoded[:, j] = _recode(codes[:, j], keep, domain.sizes[j])
         measurements.append(Measured((a,), values, sigma_one,
                                      None if np.all(weights == 1) else weights))
@@ -265,7 +279,8 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
         true = marginal_counts(recoded, compressed, [a, b])
         noisy = gaussian_integer(true.ravel(), Fraction(1), rho_two)
         measurements.append(Measured((a, b), noisy.astype(np.float64), sigma_two))
-    return MSTResult(domain, compressed, kept, measurements, selected, r, noisy_total)
+    return MSTResult(domain, compressed, kept, measurements, selected, r, noisy_total,
+                     merged=merged)
 
 
 def mst(codes: np.ndarray, domain: Domain, rho: Number, iters: int = 1000) -> MSTResult:
