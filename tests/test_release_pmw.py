@@ -71,3 +71,47 @@ def test_every_answer_is_within_its_reported_bound(monkeypatch, broken):
             break
         within.append(abs(ans.value - q @ x) <= ans.error_bound)
     assert all(within) != broken
+
+
+def test_pmw_from_a_session_debits_once_and_bounds_units(monkeypatch):
+    """Query.pmw: ε debited once before the rows are read, units bounded to max_rows rows
+    (PMW's sensitivity), counts by declared categories and bins; bad requests spend nothing."""
+    import polars as pl
+
+    import dpkit as dp
+    from dpkit.release import pmw as P  # noqa: N812
+    from dpkit.release.domain import Bins
+
+    seen = {}
+    real = P.PrivateMultiplicativeWeights.__init__
+
+    def spy(self, codes, domain, epsilon, alpha, **kw):
+        seen.update(rows=codes.shape[0], sensitivity=kw["sensitivity"], epsilon=epsilon)
+        real(self, codes, domain, epsilon, alpha, **kw)
+
+    monkeypatch.setattr(P.PrivateMultiplicativeWeights, "__init__", spy)
+    n = 3000
+    df = pl.DataFrame({"u": list(range(n)) + [0] * 5, "sex": (["F", "M"] * n)[:n] + ["F"] * 5,
+                       "age": [float(20 + i % 50) for i in range(n)] + [30.0] * 5})
+    spec = {"sex": ["F", "M"], "age": Bins((0.0, 40.0, 80.0))}
+    s = dp.Session(df, dp.PrivacyUnit.by("u", max_rows=2), dp.PureDP(2))
+    with pytest.raises(DomainError):
+        s.query().group_by("sex", keys=["F", "M"]).pmw(spec, epsilon=1, alpha=50)
+    with pytest.raises(DomainError):
+        s.query().pmw({}, epsilon=1, alpha=50)
+    with pytest.raises(DomainError):
+        s.query().pmw(spec, epsilon=1, alpha=50, max_cells=3)
+    assert s.spent == dp.PureDP(0) and not seen
+    out = s.query().pmw(spec, epsilon=1, alpha=50)
+    assert s.spent == dp.PureDP(1) and out.epsilon == 1
+    assert seen == {"rows": n + 1, "sensitivity": 2, "epsilon": 1}  # unit 0: 6 rows → 2
+    for ask in ({"sex": ["F"]}, {"age": (0, 40)}, {"sex": ["M"], "age": (40, 80)}, {}):
+        a = out.count(**ask)
+        assert a.error_bound > 0 and np.isfinite(a.value)
+    with pytest.raises(DomainError, match="declared category"):
+        out.count(sex=["X"])
+    with pytest.raises(DomainError, match="no whole bin"):
+        out.count(age=(10, 30))
+    with pytest.raises(DomainError, match="unknown column"):
+        out.count(height=[1])
+    assert s.spent == dp.PureDP(1)

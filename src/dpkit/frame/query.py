@@ -455,6 +455,14 @@ class Query:
 
         return release_query_histogram(self, column, bins, method, epsilon=epsilon, **options)
 
+    def pmw(self, spec: Any, *, epsilon: Number, alpha: Number, **options: Any) -> Any:
+        """Private multiplicative weights over this query's rows for interactive counting
+        queries (``result.count(column=[values], …)``), debiting ``epsilon`` once, now; see
+        :func:`dpkit.release.session.pmw_query` for the privacy argument and options."""
+        from dpkit.release.session import pmw_query  # release sits below frame
+
+        return pmw_query(self, spec, epsilon=epsilon, alpha=alpha, **options)
+
     def columns(self) -> list[str]:
         """Columns the aggregations and group keys read (the privacy unit's aside)."""
         return [c for a in self.aggs for c in a.columns()] + list(self.group_columns)

@@ -4,17 +4,19 @@ non-interactive release out)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
+
+import numpy as np
 
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine
 from dpkit.release.histogram import HistogramRelease, release_histogram
 
-__all__ = ["release_query_histogram"]
+__all__ = ["release_query_histogram", "pmw_query", "SessionPMW"]
 
 
 def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
@@ -86,3 +88,136 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     description = f"{q.describe()} released by {method}"
     return session.run_debited(session._total_loss(planned, None), description, compute,
                                lambda r: hashlib.sha256(r.counts.tobytes()).hexdigest())
+
+
+class SessionPMW:
+    """Online private multiplicative weights over a session query's rows
+    (:func:`pmw_query`): ask counting queries one at a time; most are answered from the
+    public hypothesis for free, at most ``max_updates`` spend the budget already debited.
+
+    Attributes
+    ----------
+    pmw : PrivateMultiplicativeWeights
+    codec : Codec
+        The declared encoding of the columns (their categories or bins).
+    epsilon : Fraction
+        ε charged to the session for the whole interaction.
+    """
+
+    def __init__(self, pmw: Any, codec: Any, epsilon: Fraction) -> None:
+        self.pmw, self.codec, self.epsilon = pmw, codec, epsilon
+
+    def answer(self, weights: Any) -> Any:
+        """Answer a counting query given as a 0/1 weight per cell (shape of the domain);
+        returns a :class:`~dpkit.release.pmw.PMWAnswer`."""
+        return self.pmw.answer(weights)
+
+    def count(self, **conditions: Any) -> Any:
+        """Answer "how many rows have column ∈ values for every condition": a categorical
+        column takes a list of its declared categories; a binned column a (lo, hi) pair
+        selecting the bins [eᵢ, eᵢ₊₁) inside [lo, hi]. Columns not named are unrestricted.
+
+        Raises
+        ------
+        DomainError
+            An undeclared column or category, or a range that holds no whole bin.
+        """
+        from dpkit.release.domain import Bins
+
+        masks = []
+        for column, how in self.codec.spec.items():
+            size = len(how.edges) - 1 if isinstance(how, Bins) else len(how)
+            if column not in conditions:
+                masks.append(np.ones(size))
+                continue
+            want = conditions[column]
+            if isinstance(how, Bins):
+                lo, hi = (float(v) for v in want)
+                e = np.asarray(how.edges, dtype=np.float64)
+                mask = (e[:-1] >= lo) & (e[1:] <= hi)
+                if not mask.any():
+                    raise DomainError(f"[{lo:g}, {hi:g}] holds no whole bin of {column!r}")
+            else:
+                cats = list(how)
+                bad = [v for v in want if v not in cats]
+                if bad:
+                    raise DomainError(f"{bad[0]!r} is not a declared category of {column!r}")
+                mask = np.isin(np.arange(size), [cats.index(v) for v in want])
+            masks.append(mask.astype(np.float64))
+        unknown = set(conditions) - set(self.codec.spec)
+        if unknown:
+            raise DomainError(f"unknown column {sorted(unknown)[0]!r}; declared: "
+                              f"{', '.join(self.codec.spec)}")
+        weights = masks[0]
+        for m in masks[1:]:
+            weights = np.multiply.outer(weights, m)
+        return self.pmw.answer(weights)
+
+
+def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Number,
+              **options: Any) -> SessionPMW:
+    """Private multiplicative weights (Hardt & Rothblum 2010) on the rows of a session
+    query, for interactive counting queries (:mod:`dpkit.release.pmw`).
+
+    Privacy: the rows are bounded to the privacy unit first, so one unit changes at most
+    Δ = its row bound (1 for row-level units) records; PMW runs with sensitivity Δ and is
+    ε-DP for the whole interaction, however the queries are chosen. The session is debited
+    ε (pure budgets) before any row is read; answers after that spend nothing more.
+
+    Parameters
+    ----------
+    query : dpkit.frame.Query
+        Ungrouped, without aggregations.
+    spec : mapping column → categories or :class:`~dpkit.release.domain.Bins`
+        The declared domain (never inferred from the data).
+    epsilon : number
+        ε > 0 (nats).
+    alpha : number
+        Target error in records (the sparse vector's threshold is α/2).
+    **options
+        ``max_updates``, ``total_share``, ``beta``, ``max_cells`` of
+        :class:`~dpkit.release.pmw.PrivateMultiplicativeWeights`.
+
+    Raises
+    ------
+    DomainError, ColumnError
+        A grouped query, aggregations, a bad spec or a domain above ``max_cells`` (before any
+        budget is spent); a row outside the declared domain (after the debit: the failure is
+        recorded, nothing is released). BudgetExceededError if ε exceeds what remains.
+    """
+    from dpkit.release.domain import Codec, Domain, records
+    from dpkit.release.pmw import PrivateMultiplicativeWeights
+
+    if query.aggs or query.group_columns:
+        raise DomainError("pmw runs on an ungrouped query without agg()")
+    if not spec:
+        raise DomainError("declare at least one column in spec")
+    eps = positive(epsilon, "epsilon", up=False)
+    positive(alpha, "alpha")
+    sizes = {c: len(v.edges) - 1 if hasattr(v, "edges") else len(v) for c, v in spec.items()}
+    cells = int(np.prod([max(s, 1) for s in sizes.values()], dtype=object))
+    if any(s < 1 for s in sizes.values()):
+        raise DomainError("every declared column needs at least one category or bin")
+    if cells > int(options.get("max_cells", 1 << 22)):
+        raise DomainError(f"PMW keeps a dense hypothesis: {cells} cells exceed max_cells")
+    Domain(tuple(sizes), tuple(sizes.values()))  # validates names
+    q = query.agg(aggregates.count())
+    lf, planned = q.plan(eps)
+    if "laplace" not in planned[0].mechanism.lower():
+        raise DomainError("pmw needs Laplace-calibrated (pure ε) budgets")
+    session = query.session
+    unit = session.privacy_unit
+    delta_rows = unit.bounds.single_group().max_rows if unit.column is not None else 1
+
+    def compute() -> SessionPMW:
+        bounded = engine.bound_contributions(lf, unit, list(spec), [])
+        table = engine._to_polars(bounded.collect())
+        codec = Codec.declare(table, spec)
+        codes = records(codec.encode(table), codec.domain)
+        pmw = PrivateMultiplicativeWeights(codes, codec.domain, eps, alpha,
+                                           sensitivity=delta_rows, **options)
+        return SessionPMW(pmw, codec, eps)
+
+    description = f"{q.describe()} via private multiplicative weights (α={alpha})"
+    return session.run_debited(session._total_loss(planned, None), description, compute,
+                               lambda r: f"pmw over {r.pmw.domain.size()} cells")
