@@ -115,3 +115,46 @@ def test_pmw_from_a_session_debits_once_and_bounds_units(monkeypatch):
     with pytest.raises(DomainError, match="unknown column"):
         out.count(height=[1])
     assert s.spent == dp.PureDP(1)
+
+
+def test_median_mechanism_candidates_and_budget():
+    from math import comb
+
+    from dpkit.release.median import MedianMechanism, candidate_databases
+
+    c = candidate_databases(4, 3)
+    assert c.shape == (comb(6, 3), 4) and (c.sum(axis=1) == 3).all()
+    assert len({tuple(r) for r in c}) == c.shape[0]  # each multiset once
+    with pytest.raises(DomainError, match="candidate"):
+        MedianMechanism(np.zeros((1, 2), dtype=np.int64), Domain.from_dict({"a": 64, "b": 64}),
+                        1, 10, size=8)
+
+
+def test_median_mechanism_answers_within_its_reported_bounds():
+    """Small domain (a: 4 values), data equal to a candidate up to scaling: every answer
+    must fall within its reported 1 − β bound; 40 answers at β = 1e-8 each → the test fails
+    wrongly with probability < 1e-6. Broken variant: pruning that keeps the far candidates
+    (the median never moves) is caught by a hard query being asked repeatedly."""
+    from dpkit.release.median import MedianMechanism
+
+    dom = Domain.from_dict({"a": 4})
+    codes = np.repeat(np.arange(4), [5000, 2500, 2500, 0])[:, None]
+    queries = [np.eye(4)[i] for i in range(4)] + [np.array([1.0, 1, 0, 0])]
+    mm = MedianMechanism(codes, dom, 2, 400, size=4, beta=1e-8)
+    exact = np.bincount(codes[:, 0], minlength=4)
+    for _ in range(8):
+        for q in queries:
+            a = mm.answer(q)
+            assert abs(a.value - q @ exact) <= a.error_bound
+    assert mm.updates <= mm.update_bound
+    assert mm.alive.sum() >= 1
+
+    class Stuck(MedianMechanism):
+        def _update(self, q, value, estimate):  # broken: nothing is pruned
+            pass
+
+    stuck = Stuck(codes, dom, 2, 400, size=4, beta=1e-8)
+    with pytest.raises(BudgetExceededError):
+        for _ in range(8):
+            for q in queries:
+                stuck.answer(q)

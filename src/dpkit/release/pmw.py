@@ -103,18 +103,34 @@ class PrivateMultiplicativeWeights:
                                                eps_total)[0])
         n = max(self.noisy_total, 1)
         cells = self._x.size
-        self.update_bound = math.ceil(4 * math.log(max(cells, 2)) * n * n / self.alpha ** 2)
+        self.update_bound = self._update_bound(n, cells)
         self.max_updates = int(max_updates) if max_updates else min(self.update_bound, 100)
         rest = eps - eps_total
         self._eps_measure = rest / 2
         self.threshold = math.ceil(self.alpha / 2)
         self._svt = SparseVector(self.threshold, rest / 2, self.delta, self.max_updates,
                                  integer=True)
-        self.hypothesis = np.full(cells, n / cells, dtype=np.float64)
-        self.eta = self.alpha / (2 * n)
+        self._start(n, cells)
         self.beta = beta
         self.epsilon = eps
         self.updates = 0
+
+    def _update_bound(self, n: int, cells: int) -> int:
+        """T(α): updates after which no query can be off by more than α."""
+        return math.ceil(4 * math.log(max(cells, 2)) * n * n / self.alpha ** 2)
+
+    def _start(self, n: int, cells: int) -> None:
+        self.hypothesis = np.full(cells, n / cells, dtype=np.float64)
+        self.eta = self.alpha / (2 * n)
+
+    def _estimate(self, q: np.ndarray) -> float:
+        return float(q @ self.hypothesis)
+
+    def _update(self, q: np.ndarray, value: float, estimate: float) -> None:
+        """Multiplicative weights towards the measured answer."""
+        step = self.eta if value > estimate else -self.eta
+        self.hypothesis *= np.exp(step * q)
+        self.hypothesis *= max(self.noisy_total, 1) / self.hypothesis.sum()
 
     def accuracy(self, measured: bool) -> float:
         """Error bound (records) of one answer at confidence 1 − β: a measured answer's
@@ -142,7 +158,7 @@ class PrivateMultiplicativeWeights:
 
         Raises :class:`~dpkit.errors.BudgetExceededError` after c measured answers."""
         q = self._query(query)
-        estimate = float(q @ self.hypothesis)
+        estimate = self._estimate(q)
         exact = int(q @ self._x)
         # the rounded estimate is public, so the compared error is an integer of sensitivity Δ
         if not self._svt.ask(abs(exact - round(estimate))):
@@ -150,8 +166,6 @@ class PrivateMultiplicativeWeights:
         scale_sensitivity = self.delta * self.max_updates  # c measurements share ε_meas
         value = float(laplace_integer(np.array([exact]), scale_sensitivity,
                                       self._eps_measure)[0])
-        step = self.eta if value > estimate else -self.eta
-        self.hypothesis *= np.exp(step * q)
-        self.hypothesis *= max(self.noisy_total, 1) / self.hypothesis.sum()
+        self._update(q, value, estimate)
         self.updates += 1
         return PMWAnswer(value, True, self.accuracy(True))
