@@ -1,0 +1,15 @@
+"""Private data mining, scikit-learn compatible, on exact noise (issue 8; in progress).
+
+Every model takes ``epsilon`` (nats) and an optional ``accountant`` — a
+:class:`~dpkit.core.compose.PrivacyFilter` or a :class:`~dpkit.frame.Session`, debited
+before any statistic is computed — and declared bounds or norms: ``fit`` raises without
+them, never reading them off the data.
+
+- :class:`GaussianNB` (noisy sufficient statistics; Vaidya et al. 2013)
+- :class:`LogisticRegression` (output perturbation; Chaudhuri, Monteleoni & Sarwate 2011)
+"""
+
+from dpkit.learn.logistic import LogisticRegression
+from dpkit.learn.naive_bayes import GaussianNB
+
+__all__ = ["GaussianNB", "LogisticRegression"]

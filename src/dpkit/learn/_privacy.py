@@ -1,0 +1,83 @@
+"""What every dpkit.learn model shares: the budget it spends through, and exact noise on
+float statistics.
+
+Accountants: ``None`` (the model's own ε, nothing else tracked), a
+:class:`~dpkit.core.compose.PrivacyFilter` (debited before any statistic is computed; an
+overrun raises and nothing is fitted), or a :class:`~dpkit.frame.Session` (its budget and
+ledger: ``run_debited``, so a fit is recorded like any release).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from functools import cache
+from typing import Any, TypeVar
+
+import numpy as np
+
+from dpkit.core.compose import PrivacyFilter, calibrate_scale
+from dpkit.core.measures import PureDP, convert
+from dpkit.core.numbers import Number, positive
+from dpkit.errors import DomainError
+from dpkit.mechanisms.laplace import make_laplace
+
+__all__ = ["charge", "laplace_noise", "check_epsilon", "check_bounds", "clip_rows"]
+
+T = TypeVar("T")
+
+
+def check_epsilon(epsilon: Any) -> Fraction:
+    """ε as an exact positive Fraction (rounded down: never spend more than asked)."""
+    return positive(epsilon, "epsilon", up=False)
+
+
+def charge(accountant: Any, loss: PureDP, description: str, compute: Callable[[], T]) -> T:
+    """Debit ``loss`` from ``accountant`` (module docstring), then run ``compute``."""
+    if accountant is None:
+        return compute()
+    if isinstance(accountant, PrivacyFilter):
+        accountant.spend(convert(loss, type(accountant.budget)))
+        return compute()
+    if hasattr(accountant, "run_debited"):
+        return accountant.run_debited(convert(loss, accountant.measure), description, compute,
+                                      lambda _: f"model: {description}")
+    raise DomainError("accountant must be None, a PrivacyFilter or a dpkit Session")
+
+
+@cache
+def _scale(sensitivity: Fraction, epsilon: Fraction, size: int) -> Fraction:
+    return calibrate_scale(lambda s: make_laplace(s, max_size=size), sensitivity,
+                           PureDP(epsilon), start=sensitivity / epsilon)
+
+
+def laplace_noise(values: Any, sensitivity: Number, epsilon: Fraction) -> np.ndarray:
+    """``values`` (float array of L1 sensitivity ``sensitivity``) released by the grid
+    Laplace mechanism (:func:`dpkit.mechanisms.laplace.make_laplace`) at a scale
+    calibrated so that its exact privacy map, rounding included, is ≤ ε."""
+    arr = np.atleast_1d(np.asarray(values, dtype=np.float64))
+    size = 1 << max(arr.size - 1, 0).bit_length()  # a power of two: few distinct scales
+    scale = _scale(Fraction(sensitivity), Fraction(epsilon), size)
+    return np.asarray(make_laplace(scale, max_size=size)(arr), dtype=np.float64).reshape(
+        arr.shape)
+
+
+def check_bounds(bounds: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Declared per-feature bounds as two float arrays of length ``d``: ``(lower, upper)``
+    with scalars broadcast. Raises DomainError when absent or not lower < upper."""
+    if bounds is None:
+        raise DomainError("declare the features' bounds: bounds=(lower, upper); dpkit never "
+                          "reads them off the data")
+    lower, upper = (np.broadcast_to(np.asarray(b, dtype=np.float64), (d,)).copy()
+                    for b in bounds)
+    if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))
+            and np.all(lower < upper)):
+        raise DomainError("bounds must be finite with lower < upper for every feature")
+    return lower, upper
+
+
+def clip_rows(x: np.ndarray, norm: float) -> np.ndarray:
+    """Rows scaled down to L2 norm ≤ ``norm`` (rows already inside are unchanged)."""
+    norms = np.linalg.norm(x, axis=1)
+    factor = np.minimum(1.0, norm / np.maximum(norms, 1e-300))
+    return x * factor[:, None]

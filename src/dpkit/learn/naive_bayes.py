@@ -1,0 +1,139 @@
+"""Gaussian naive Bayes with noisy sufficient statistics (Vaidya, Shafiq, Basu & Hong,
+"Differentially private naive Bayes classification", WI 2013, §4). Pure ε-DP.
+
+Statistics, each released once with the grid Laplace mechanism (exact; :mod:`dpkit.learn.
+_privacy`), x clipped to the declared [l_j, u_j]: the class counts (a record is in one
+class: L1 sensitivity 1); per feature j the per-class sums of x_j − m_j, m_j = (l_j + u_j)/2
+(sensitivity (u_j − l_j)/2; a record adds to one class only, so each feature's per-class
+vector has that L1 sensitivity), giving noisy means μ̂; then the per-class sums of
+(x_j − μ̂_cj)² (sensitivity max_c max((u_j − μ̂_cj)², (μ̂_cj − l_j)²); μ̂ is public by then).
+Centring on the noisy mean avoids the cancellation of E[x²] − E[x]² when a feature sits at
+one end of wide bounds (Adult's capital-gain). Sequential composition: the counts take
+``count_share``·ε, each of the 2d sums an equal part of the rest. Post-processing: means
+clamped into the bounds; each variance floored at the standard deviation of its own noise
+(a public number), so noise cannot make a class look overconfident; prediction.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from dpkit.core.measures import PureDP
+from dpkit.errors import DomainError
+from dpkit.learn._privacy import charge, check_bounds, check_epsilon, laplace_noise
+
+__all__ = ["GaussianNB"]
+
+
+class GaussianNB(ClassifierMixin, BaseEstimator):
+    """ε-DP Gaussian naive Bayes (module docstring).
+
+    Parameters
+    ----------
+    epsilon : float
+        ε > 0 (nats) for the whole fit.
+    bounds : (lower, upper)
+        Declared feature bounds (scalars or arrays of length d); values outside are clipped.
+        Required: ``fit`` raises without them.
+    classes : sequence
+        The declared class labels (the label set is not read off the data); labels outside
+        it raise.
+    accountant : None, PrivacyFilter or Session
+        Where ε is debited before anything is computed.
+    count_share : float
+        Share of ε for the class counts (default 0.05: counts are large, sums are not);
+        the rest is split equally over the d means and d variances.
+    var_smoothing : float
+        Added to every variance, as a share of its feature's declared ((u − l)/2)².
+
+    Attributes
+    ----------
+    class_count_ : ndarray (k,), noisy counts (≥ 1)
+    theta_, var_ : ndarray (k, d), per-class means and variances
+    class_prior_ : ndarray (k,)
+
+    Raises
+    ------
+    DomainError
+        Missing bounds or classes, ε ≤ 0, labels outside ``classes``.
+    """
+
+    def __init__(self, epsilon: float = 1.0, bounds: Any = None, classes: Any = None,
+                 accountant: Any = None, var_smoothing: float = 1e-9,
+                 count_share: float = 0.05) -> None:
+        self.epsilon = epsilon
+        self.bounds = bounds
+        self.classes = classes
+        self.accountant = accountant
+        self.var_smoothing = var_smoothing
+        self.count_share = count_share
+
+    def fit(self, X: Any, y: Any) -> GaussianNB:
+        x = np.asarray(X, dtype=np.float64)
+        if x.ndim != 2:
+            raise DomainError("X must be 2-D (n_samples, n_features)")
+        eps = check_epsilon(self.epsilon)
+        lower, upper = check_bounds(self.bounds, x.shape[1])
+        if self.classes is None:
+            raise DomainError("declare the class labels: classes=[...]")
+        classes = np.asarray(self.classes)
+        labels = np.asarray(y)
+        index = {c: i for i, c in enumerate(classes.tolist())}
+        try:
+            codes = np.fromiter((index[v] for v in labels.tolist()), dtype=np.int64,
+                                count=labels.size)
+        except KeyError as exc:
+            raise DomainError(f"label {exc.args[0]!r} is not among the declared classes"
+                              ) from None
+        d, k = x.shape[1], classes.size
+        count_eps = eps * Fraction(self.count_share).limit_denominator(1 << 20)
+        if not 0 < count_eps < eps:
+            raise DomainError("count_share must be in (0, 1)")
+        part = (eps - count_eps) / (2 * d)
+
+        def compute() -> GaussianNB:
+            mid, half = (lower + upper) / 2, (upper - lower) / 2
+            clipped = np.clip(x, lower, upper)
+            counts = np.bincount(codes, minlength=k).astype(np.float64)
+            n_hat = np.maximum(laplace_noise(counts, 1, count_eps), 1.0)
+            theta, var = np.empty((k, d)), np.empty((k, d))
+            for j in range(d):
+                s1 = np.bincount(codes, clipped[:, j] - mid[j], minlength=k)
+                mean = np.clip(laplace_noise(s1, half[j], part) / n_hat + mid[j], lower[j],
+                               upper[j])
+                spread = float(np.max(np.maximum(upper[j] - mean, mean - lower[j]) ** 2))
+                s2 = np.bincount(codes, (clipped[:, j] - mean[codes]) ** 2, minlength=k)
+                noisy = laplace_noise(s2, spread, part) / n_hat
+                floor = np.sqrt(2) * spread / float(part) / n_hat  # the noise's std
+                theta[:, j] = mean
+                var[:, j] = np.clip(noisy, floor, 4 * half[j] ** 2)
+            self.classes_ = classes
+            self.class_count_ = n_hat
+            self.class_prior_ = n_hat / n_hat.sum()
+            self.theta_ = theta
+            self.var_ = var + self.var_smoothing * half[None, :] ** 2 + 1e-12
+            self.n_features_in_ = d
+            return self
+
+        return charge(self.accountant, PureDP(eps), f"GaussianNB(ε={eps}, d={d}, k={k})",
+                      compute)
+
+    def _joint_log_likelihood(self, X: Any) -> np.ndarray:
+        x = np.asarray(X, dtype=np.float64)
+        out = np.log(self.class_prior_)[None, :] - 0.5 * np.sum(
+            np.log(2 * np.pi * self.var_), axis=1)[None, :]
+        diff = x[:, None, :] - self.theta_[None, :, :]
+        return out - 0.5 * np.sum(diff ** 2 / self.var_[None, :, :], axis=2)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        jll = self._joint_log_likelihood(X)
+        jll -= jll.max(axis=1, keepdims=True)
+        p = np.exp(jll)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self.classes_[np.argmax(self._joint_log_likelihood(X), axis=1)]

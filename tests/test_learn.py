@@ -1,0 +1,99 @@
+"""dpkit.learn: declared bounds and labels, budgets debited before fitting, the noise each
+model adds calibrated to its stated sensitivity and ε, and models that learn."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from dpkit.core.compose import PrivacyFilter  # noqa: E402
+from dpkit.core.measures import PureDP  # noqa: E402
+from dpkit.errors import BudgetExceededError, DomainError  # noqa: E402
+from dpkit.learn import (  # noqa: E402
+    GaussianNB,
+    LogisticRegression,
+    _privacy,  # noqa: E402
+)
+from dpkit.learn import logistic as L  # noqa: E402, N812
+from dpkit.learn import naive_bayes as NB  # noqa: E402, N812
+
+
+def _data(n=4000):
+    rng = np.random.default_rng(3)  # test input
+    y = rng.integers(0, 2, n)
+    x = rng.normal(0, 1, (n, 3)) + 1.5 * y[:, None]
+    return np.clip(x, -4, 6), np.where(y == 1, "yes", "no")
+
+
+def test_declarations_are_required_and_nothing_is_spent():
+    x, y = _data()
+    acct = PrivacyFilter(PureDP(1))
+    for model in (GaussianNB(1, classes=["no", "yes"], accountant=acct),
+                  GaussianNB(1, bounds=(-4, 6), accountant=acct),
+                  LogisticRegression(1, classes=["no", "yes"], accountant=acct),
+                  LogisticRegression(1, data_norm=5, accountant=acct)):
+        with pytest.raises(DomainError):
+            model.fit(x, y)
+    with pytest.raises(DomainError, match="declared classes"):
+        GaussianNB(1, bounds=(-4, 6), classes=["no", "maybe"], accountant=acct).fit(x, y)
+    assert acct.spent == PureDP(0)
+
+
+def test_accountant_is_debited_before_fitting_and_overrun_fits_nothing():
+    x, y = _data()
+    acct = PrivacyFilter(PureDP(1))
+    GaussianNB(Fraction(3, 4), bounds=(-4, 6), classes=["no", "yes"], accountant=acct).fit(x, y)
+    assert acct.spent == PureDP(Fraction(3, 4))
+    late = GaussianNB(Fraction(1, 2), bounds=(-4, 6), classes=["no", "yes"], accountant=acct)
+    with pytest.raises(BudgetExceededError):
+        late.fit(x, y)
+    assert not hasattr(late, "theta_") and acct.spent == PureDP(Fraction(3, 4))
+
+
+def test_naive_bayes_noise_matches_its_sensitivities_and_sums_to_epsilon(monkeypatch):
+    calls = []
+    real = _privacy.laplace_noise
+
+    def spy(values, sensitivity, epsilon):
+        calls.append((np.asarray(values).size, Fraction(sensitivity), Fraction(epsilon)))
+        return real(values, sensitivity, epsilon)
+
+    monkeypatch.setattr(NB, "laplace_noise", spy)
+    x, y = _data()
+    GaussianNB(1, bounds=([-4, -4, -4], [6, 6, 6]), classes=["no", "yes"]).fit(x, y)
+    assert len(calls) == 1 + 2 * 3 and sum(c[2] for c in calls) == 1
+    assert calls[0][1] == 1  # class counts
+    assert all(c[1] == 5 for c in calls[1::2])  # sums around the midpoint: (u − l)/2
+    # squared deviations from a mean inside [−4, 6]: at least 25, at most 100
+    assert all(25 <= c[1] <= 100 for c in calls[2::2])
+
+
+def test_logistic_noise_scale_is_c_times_the_row_bound(monkeypatch):
+    seen = {}
+    real = L.make_vector_laplace
+
+    def spy(scale, dim, **kw):
+        seen["scale"], seen["dim"] = Fraction(scale), dim
+        return real(scale, dim, **kw)
+
+    monkeypatch.setattr(L, "make_vector_laplace", spy)
+    x, y = _data()
+    LogisticRegression(2, data_norm=3, classes=["no", "yes"], C=0.5).fit(x, y)
+    delta = 0.5 * np.sqrt(3 ** 2 + 1)
+    assert seen["dim"] == 4
+    # calibrated: at least Δ₂/ε, at most a hair more (grid rounding)
+    assert delta / 2 <= float(seen["scale"]) <= delta / 2 * (1 + 1e-4)
+
+
+def test_models_learn_at_a_large_epsilon():
+    x, y = _data()
+    nb = GaussianNB(50, bounds=(-4, 6), classes=["no", "yes"]).fit(x, y)
+    lr = LogisticRegression(50, bounds=(-4, 6), classes=["no", "yes"], C=0.05).fit(x, y)
+    for model in (nb, lr):
+        assert (model.predict(x) == y).mean() > 0.85
+        p = model.predict_proba(x[:5])
+        assert p.shape == (5, 2) and np.allclose(p.sum(axis=1), 1)
