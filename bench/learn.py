@@ -1,0 +1,124 @@
+"""dpkit.learn on UCI Adult (issue 8's goals), beside diffprivlib and non-private
+scikit-learn in the same run: same published train/test split, 10 trials each.
+
+    python bench/learn.py [--trials 10]
+
+Features: the 5 numeric columns (age, education-num, capital-gain, capital-loss,
+hours-per-week) with declared bounds (the UCI documentation's ranges, not the data's);
+label income > 50K. Writes bench/results/learn.{md,json}. The peers run in their own
+virtualenv (PEERS.md; /work/peers-venv by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dpkit.datasets import load_adult
+from dpkit.learn import GaussianNB, LogisticRegression
+
+HERE = Path(__file__).parent
+RESULTS = HERE / "results"
+PEERS_PYTHON = Path("/work/peers-venv/bin/python")
+COLUMNS = ["age", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
+LOWER = np.array([17, 1, 0, 0, 1], dtype=float)
+UPPER = np.array([90, 16, 99999, 4356, 99], dtype=float)
+MAJORITY = None
+
+
+def arrays():
+    tr, te = load_adult("train"), load_adult("test")
+    x = tr.select(COLUMNS).to_numpy().astype(float)
+    xt = te.select(COLUMNS).to_numpy().astype(float)
+    y = (tr["income"].to_numpy() == ">50K").astype(int)
+    yt = (te["income"].to_numpy() == ">50K").astype(int)
+    return x, y, xt, yt
+
+
+def run_dpkit(x, y, xt, yt, epsilons, trials):
+    rows = []
+    for trial in range(trials):
+        for eps in epsilons:
+            for name, make in (
+                ("GaussianNB", lambda e: GaussianNB(e, bounds=(LOWER, UPPER), classes=[0, 1])),
+                ("LogisticRegression", lambda e: LogisticRegression(
+                    e, bounds=(LOWER, UPPER), classes=[0, 1], C=0.1)),
+            ):
+                t0 = time.perf_counter()
+                pred = make(eps).fit(x, y).predict(xt)
+                rows.append({"system": "dpkit", "model": name, "epsilon": eps, "trial": trial,
+                             "seconds": time.perf_counter() - t0,
+                             "accuracy": float((pred == yt).mean())})
+    return rows
+
+
+def run_peers(x, y, xt, yt, epsilons, trials):
+    if not PEERS_PYTHON.exists():
+        print(f"peers skipped: {PEERS_PYTHON} not found")
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        data, out = Path(tmp) / "adult.npz", Path(tmp) / "peers.json"
+        np.savez(data, x=x, y=y, xt=xt, yt=yt, lo=LOWER, hi=UPPER)
+        subprocess.run([str(PEERS_PYTHON), str(HERE / "peers" / "learn_peers.py"), "--data",
+                        str(data), "--out", str(out), "--trials", str(trials), "--epsilons",
+                        ",".join(map(str, epsilons))], check=True)
+        return json.loads(out.read_text())
+
+
+def table(rows, majority):
+    keys = sorted({(r["model"], r["epsilon"] if r["epsilon"] is not None else -1)
+                   for r in rows})
+    systems = ["dpkit", "diffprivlib", "scikit-learn"]
+    lines = ["| model | ε | " + " | ".join(systems) + " | dpkit fit time ÷ diffprivlib's |",
+             "|---|---:|" + "---:|" * (len(systems) + 1)]
+    for model, eps in keys:
+        if eps == -1:
+            continue
+        cells, times = [], {}
+        for s in systems:
+            sel = [r for r in rows if r["system"] == s and r["model"] == model and (
+                r["epsilon"] == eps or s == "scikit-learn")]
+            if not sel:
+                cells.append("—")
+                continue
+            acc = [r["accuracy"] for r in sel]
+            times[s] = float(np.median([r["seconds"] for r in sel]))
+            cells.append(f"{np.mean(acc):.2%} (min {np.min(acc):.2%}; {times[s]:.3f} s)")
+        ratio = (f"{times['dpkit'] / times['diffprivlib']:.2f}×"
+                 if "dpkit" in times and "diffprivlib" in times else "—")
+        lines.append(f"| {model} | {eps:g} | " + " | ".join(cells) + f" | {ratio} |")
+    lines.append("")
+    lines.append(f"Majority class on the test split: {majority:.2%}.")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--epsilons", default="0.1,1")
+    args = ap.parse_args()
+    epsilons = [float(e) for e in args.epsilons.split(",")]
+    x, y, xt, yt = arrays()
+    rows = run_dpkit(x, y, xt, yt, epsilons, args.trials)
+    rows += run_peers(x, y, xt, yt, epsilons, args.trials)
+    majority = float(max(yt.mean(), 1 - yt.mean()))
+    (RESULTS / "learn.json").write_text(json.dumps(rows, indent=1))
+    lines = ["# dpkit.learn on UCI Adult", "",
+             "Reproduce: `python bench/learn.py` (peers: bench/peers/learn_peers.py in the "
+             "peers' virtualenv, PEERS.md).", "",
+             f"Measured {time.strftime('%Y-%m-%d')} on 2 cores; {args.trials} trials; 5 "
+             "numeric columns, declared bounds; cells: mean test accuracy (worst trial; "
+             "median fit + predict seconds). scikit-learn is non-private (same in every ε "
+             "row).", "", *table(rows, majority)]
+    (RESULTS / "learn.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
