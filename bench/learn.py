@@ -48,7 +48,7 @@ def run_dpkit(x, y, xt, yt, epsilons, trials):
             for name, make in (
                 ("GaussianNB", lambda e: GaussianNB(e, bounds=(LOWER, UPPER), classes=[0, 1])),
                 ("LogisticRegression", lambda e: LogisticRegression(
-                    e, bounds=(LOWER, UPPER), classes=[0, 1], C=0.1)),
+                    e, bounds=(LOWER, UPPER), classes=[0, 1], C=0.1, intercept_scaling=0.3)),
             ):
                 t0 = time.perf_counter()
                 pred = make(eps).fit(x, y).predict(xt)

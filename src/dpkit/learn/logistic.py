@@ -3,8 +3,9 @@ private empirical risk minimization", JMLR 2011, Alg. 1 / Thm 6, in the add/remo
 Pure ε-DP.
 
 The model minimises J(w) = C·Σᵢ ℓ(yᵢ⟨w, x̃ᵢ⟩) + ½‖w‖² (scikit-learn's parametrisation),
-ℓ the logistic loss, x̃ᵢ = (xᵢ, 1) with xᵢ scaled into the L2 ball of the declared
-``data_norm`` R and the intercept column equal to 1, so ‖x̃ᵢ‖ ≤ R′ = √(R² + 1). J is
+ℓ the logistic loss, x̃ᵢ = (xᵢ, s) with xᵢ scaled into the L2 ball of the declared
+``data_norm`` R and the intercept column equal to s (``intercept_scaling``), so
+‖x̃ᵢ‖ ≤ R′ = √(R² + s²). J is
 1-strongly convex and adding or removing one record adds or removes a term whose gradient
 is at most C·R′ in norm, so the minimiser moves by at most Δ₂ = C·R′ (CMS11 Cor. 8 without
 the factor 2 of replace-one neighbours). The released weights are the exact minimiser
@@ -85,6 +86,10 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     n_hint : int
         A public guess of the number of records for the default C (default 10,000).
     accountant : None, PrivacyFilter or Session
+    intercept_scaling : float
+        s, the value of the constant feature that carries the intercept (scikit-learn's
+        liblinear parameter): R′ = √(R² + s²); a smaller s puts less noise on the decision
+        function's offset and regularises the intercept more.
     bounds : (lower, upper), optional
         Declared per-feature bounds instead of ``data_norm``: features are clipped, centred
         and scaled to [−1, 1], divided by √d (so R = 1); prediction applies the same map.
@@ -101,7 +106,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
 
     def __init__(self, epsilon: float = 1.0, data_norm: float | None = None,
                  classes: Any = None, C: float | None = None, n_hint: int = 10_000,
-                 accountant: Any = None, bounds: Any = None) -> None:
+                 accountant: Any = None, bounds: Any = None,
+                 intercept_scaling: float = 1.0) -> None:
+        self.intercept_scaling = intercept_scaling
         self.epsilon = epsilon
         self.data_norm = data_norm
         self.bounds = bounds
@@ -132,10 +139,13 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             raise DomainError("C must be positive")
         r = float(norm)
         d = x.shape[1] + 1
-        delta = Fraction(c) * Fraction(math.sqrt(r * r + 1)) * (1 + Fraction(1, 1 << 20))
+        b = float(self.intercept_scaling)
+        if not b > 0:
+            raise DomainError("intercept_scaling must be positive")
+        delta = Fraction(c) * Fraction(math.sqrt(r * r + b * b)) * (1 + Fraction(1, 1 << 20))
 
         def compute() -> LogisticRegression:
-            rows = np.column_stack([clip_rows(x, r), np.ones(x.shape[0])])
+            rows = np.column_stack([clip_rows(x, r), np.full(x.shape[0], b)])
             s = np.where(pos, 1.0, -1.0)
             w, grad = _fit_exact(rows, s, c)
             if grad > float(delta) * 2.0 ** -21:
@@ -149,7 +159,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                 noisy = laplace_noise(w, delta * Fraction(math.sqrt(d)) * (
                     1 + Fraction(1, 1 << 20)), eps)
             self.coef_ = noisy[None, :-1]
-            self.intercept_ = noisy[-1:]
+            self.intercept_ = noisy[-1:] * b
             self.classes_ = classes
             self.n_features_in_ = x.shape[1]
             return self
