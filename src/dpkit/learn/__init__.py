@@ -7,9 +7,11 @@ them, never reading them off the data.
 
 - :class:`GaussianNB` (noisy sufficient statistics; Vaidya et al. 2013)
 - :class:`LogisticRegression` (output perturbation; Chaudhuri, Monteleoni & Sarwate 2011)
+- :class:`KMeans` (SuLQ k-means with Dwork 2011's budget schedules)
 """
 
+from dpkit.learn.cluster import KMeans
 from dpkit.learn.logistic import LogisticRegression
 from dpkit.learn.naive_bayes import GaussianNB
 
-__all__ = ["GaussianNB", "LogisticRegression"]
+__all__ = ["GaussianNB", "KMeans", "LogisticRegression"]
