@@ -137,3 +137,28 @@ def test_kmeans_finds_separated_clusters_at_a_large_epsilon():
     best = min(KMeans(3, 100, bounds=(-5, 5), max_iter=8).fit(x).inertia(x)
                for _ in range(20))
     assert best < 1500
+
+
+def test_pca_debits_in_the_accountants_measure_and_finds_the_main_axis():
+    from dpkit.core.measures import ZCDP, ApproxDP
+    from dpkit.errors import MeasureError
+    from dpkit.learn.decomposition import PCA
+
+    rng = np.random.default_rng(6)  # test input: variance 9 along (1, 1)/√2, 0.25 across
+    z = rng.normal(0, 1, (20000, 2)) * [3.0, 0.5]
+    x = np.clip(z @ (np.array([[1, 1], [-1, 1]]) / np.sqrt(2)), -10, 10)
+    with pytest.raises(DomainError):
+        PCA(1, 1).fit(x)
+    pure = PrivacyFilter(PureDP(10))
+    with pytest.raises(MeasureError):
+        PCA(1, 1, bounds=(-10, 10), accountant=pure).fit(x)
+    assert pure.spent == PureDP(0)
+    approx = PrivacyFilter(ApproxDP(5, Fraction(1, 1000)))
+    p = PCA(1, 2, 1e-6, bounds=(-10, 10), accountant=approx).fit(x)
+    assert approx.spent.epsilon == 2 and approx.spent.delta <= Fraction(1, 10 ** 6)
+    zc = PrivacyFilter(ZCDP(1))
+    PCA(2, 2, 1e-6, bounds=(-10, 10), accountant=zc).fit(x)
+    assert Fraction(0) < zc.spent.rho < Fraction(2)
+    # the noise on XᵀX (σ ≈ 200·√(1/(2ρ)) ≪ the gap 20000·(9 − 0.25)) cannot swap the axes
+    assert abs(abs(p.components_[0] @ (np.array([1, 1]) / np.sqrt(2))) - 1) < 1e-3
+    assert p.transform(x[:3]).shape == (3, 1)

@@ -8,10 +8,12 @@ them, never reading them off the data.
 - :class:`GaussianNB` (noisy sufficient statistics; Vaidya et al. 2013)
 - :class:`LogisticRegression` (output perturbation; Chaudhuri, Monteleoni & Sarwate 2011)
 - :class:`KMeans` (SuLQ k-means with Dwork 2011's budget schedules)
+- :class:`PCA` (Analyze Gauss, Dwork, Talwar, Thakurta & Zhang 2014; (ε, δ) via zCDP)
 """
 
 from dpkit.learn.cluster import KMeans
+from dpkit.learn.decomposition import PCA
 from dpkit.learn.logistic import LogisticRegression
 from dpkit.learn.naive_bayes import GaussianNB
 
-__all__ = ["GaussianNB", "KMeans", "LogisticRegression"]
+__all__ = ["GaussianNB", "KMeans", "LogisticRegression", "PCA"]

@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from dpkit.core.compose import PrivacyFilter, calibrate_scale
-from dpkit.core.measures import PureDP, convert
+from dpkit.core.measures import PrivacyLoss, PureDP, convert
 from dpkit.core.numbers import Number, positive
-from dpkit.errors import DomainError
+from dpkit.errors import DomainError, MeasureError
 from dpkit.mechanisms.laplace import make_laplace
 
 __all__ = ["charge", "laplace_noise", "check_epsilon", "check_bounds", "clip_rows"]
@@ -33,17 +33,34 @@ def check_epsilon(epsilon: Any) -> Fraction:
     return positive(epsilon, "epsilon", up=False)
 
 
-def charge(accountant: Any, loss: PureDP, description: str, compute: Callable[[], T]) -> T:
-    """Debit ``loss`` from ``accountant`` (module docstring), then run ``compute``."""
+def charge(accountant: Any, loss: PrivacyLoss, description: str, compute: Callable[[], T],
+           alternatives: tuple[PrivacyLoss, ...] = ()) -> T:
+    """Debit ``loss`` from ``accountant`` (module docstring), then run ``compute``.
+    ``alternatives`` are the same guarantee in other measures (e.g. ρ-zCDP beside the
+    (ε, δ) it implies): the first one the accountant's measure can take is debited."""
     if accountant is None:
         return compute()
     if isinstance(accountant, PrivacyFilter):
-        accountant.spend(convert(loss, type(accountant.budget)))
+        measure = type(accountant.budget)
+    elif hasattr(accountant, "run_debited"):
+        measure = accountant.measure
+    else:
+        raise DomainError("accountant must be None, a PrivacyFilter or a dpkit Session")
+    debit = None
+    for candidate in (loss, *alternatives):
+        try:
+            debit = convert(candidate, measure)
+            break
+        except MeasureError:
+            continue
+    if debit is None:
+        raise MeasureError(f"a {type(loss).__name__} loss cannot be debited from a "
+                           f"{measure.__name__} budget")
+    if isinstance(accountant, PrivacyFilter):
+        accountant.spend(debit)
         return compute()
-    if hasattr(accountant, "run_debited"):
-        return accountant.run_debited(convert(loss, accountant.measure), description, compute,
-                                      lambda _: f"model: {description}")
-    raise DomainError("accountant must be None, a PrivacyFilter or a dpkit Session")
+    return accountant.run_debited(debit, description, compute,
+                                  lambda _: f"model: {description}")
 
 
 @cache
