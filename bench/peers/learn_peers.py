@@ -50,6 +50,15 @@ def main():
                       ).sum())
 
     for trial in range(args.trials):
+        # PCA (3 components, ε = 1) → logistic regression (ε = 2) on the scaled features
+        t0 = time.perf_counter()
+        pca = dpl.PCA(3, epsilon=1.0, data_norm=np.sqrt(z.shape[1]),
+                      bounds=(-np.ones(z.shape[1]), np.ones(z.shape[1]))).fit(z)
+        zt = (np.clip(xt, lo, hi) - (lo + hi) / 2) / ((hi - lo) / 2)
+        m = dpl.LogisticRegression(epsilon=2.0, data_norm=np.sqrt(z.shape[1])).fit(
+            pca.transform(z), y)
+        record("diffprivlib", "PCA → LogisticRegression", 3.0, trial, t0,
+               m.predict(pca.transform(zt)))
         t0 = time.perf_counter()
         m = dpl.KMeans(5, epsilon=1.0, bounds=(-np.ones(z.shape[1]), np.ones(z.shape[1])))
         m.fit(z)
