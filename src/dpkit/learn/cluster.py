@@ -10,8 +10,12 @@ of x_j − m_j, x clipped to the declared [l_j, u_j] and m_j the midpoint (sensi
 centre is the noisy sum over the noisy count (kept where the noisy count is below 1),
 clamped into the bounds — post-processing. The iterations compose sequentially:
 ``schedule="fixed"`` gives each ε/T, ``"halving"`` ε/2, ε/4, … with the last taking the
-rest (early iterations move centres far, later ones refine). The initial centres are drawn
-uniformly inside the bounds from the CSPRNG (data-independent).
+rest (early iterations move centres far, later ones refine). The initial centres are
+data-independent, drawn from the CSPRNG: ``init="sphere_packing"`` (Su, Cao, Li, Bertino &
+Jin, "Differentially private k-means clustering", CODASPY 2016, §4.1) places k centres in
+the box scaled to [−1, 1]^d at distance ≥ 2r from each other and r from the faces, for the
+largest r (shrinking by 10%) at which random placement succeeds; ``"random"`` draws them
+uniformly in the box.
 """
 
 from __future__ import annotations
@@ -27,7 +31,26 @@ from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_bounds, check_epsilon, laplace_noise
 from dpkit.release.pgm_sample import uniforms
 
-__all__ = ["KMeans", "budget_schedule"]
+__all__ = ["KMeans", "budget_schedule", "sphere_packing"]
+
+
+def sphere_packing(k: int, lower: np.ndarray, upper: np.ndarray, tries: int = 5
+                   ) -> np.ndarray:
+    """k centres spread as in Su et al. 2016 §4.1 (module docstring); data-independent."""
+    d = lower.size
+    mid, half = (lower + upper) / 2, (upper - lower) / 2
+    r = 1.0
+    while r > 1e-3:
+        for _ in range(tries):
+            points: list[np.ndarray] = []
+            for _ in range(50 * k):
+                c = (uniforms(d) * 2 - 1) * (1 - r)
+                if all(np.linalg.norm(c - p) >= 2 * r for p in points):
+                    points.append(c)
+                    if len(points) == k:
+                        return mid + np.array(points) * half
+        r *= 0.9
+    return lower + uniforms(k * d).reshape(k, d) * (upper - lower)
 
 
 def budget_schedule(epsilon: Fraction, iterations: int, schedule: str) -> list[Fraction]:
@@ -55,6 +78,7 @@ class KMeans(ClusterMixin, BaseEstimator):
     max_iter : int
         T, the noisy Lloyd iterations (default 5).
     schedule : {"fixed", "halving"}
+    init : {"sphere_packing", "random"}
     accountant : None, PrivacyFilter or Session
 
     Attributes
@@ -71,7 +95,9 @@ class KMeans(ClusterMixin, BaseEstimator):
     """
 
     def __init__(self, n_clusters: int = 8, epsilon: float = 1.0, bounds: Any = None,
-                 max_iter: int = 5, schedule: str = "fixed", accountant: Any = None) -> None:
+                 max_iter: int = 5, schedule: str = "fixed", accountant: Any = None,
+                 init: str = "sphere_packing") -> None:
+        self.init = init
         self.n_clusters = n_clusters
         self.epsilon = epsilon
         self.bounds = bounds
@@ -89,11 +115,14 @@ class KMeans(ClusterMixin, BaseEstimator):
         if k < 1:
             raise DomainError("n_clusters must be positive")
         parts = budget_schedule(eps, int(self.max_iter), self.schedule)
+        if self.init not in ("sphere_packing", "random"):
+            raise DomainError("init must be 'sphere_packing' or 'random'")
 
         def compute() -> KMeans:
             mid, half = (lower + upper) / 2, (upper - lower) / 2
             clipped = np.clip(x, lower, upper)
-            centres = lower + uniforms(k * d).reshape(k, d) * (upper - lower)
+            centres = (sphere_packing(k, lower, upper) if self.init == "sphere_packing"
+                       else lower + uniforms(k * d).reshape(k, d) * (upper - lower))
             for eps_t in parts:
                 share = eps_t / (d + 1)
                 label = self._nearest(clipped, centres)
