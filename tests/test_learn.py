@@ -63,6 +63,7 @@ def test_naive_bayes_noise_matches_its_sensitivities_and_sums_to_epsilon(monkeyp
         return real(values, sensitivity, epsilon)
 
     monkeypatch.setattr(NB, "laplace_noise", spy)
+    monkeypatch.setattr(_privacy, "laplace_noise", spy)
     x, y = _data()
     GaussianNB(1, bounds=([-4, -4, -4], [6, 6, 6]), classes=["no", "yes"]).fit(x, y)
     assert len(calls) == 1 + 2 * 3 and sum(c[2] for c in calls) == 1
@@ -162,3 +163,21 @@ def test_pca_debits_in_the_accountants_measure_and_finds_the_main_axis():
     # the noise on XᵀX (σ ≈ 200·√(1/(2ρ)) ≪ the gap 20000·(9 − 0.25)) cannot swap the axes
     assert abs(abs(p.components_[0] @ (np.array([1, 1]) / np.sqrt(2))) - 1) < 1e-3
     assert p.transform(x[:3]).shape == (3, 1)
+
+
+def test_standard_scaler_spends_epsilon_and_standardises():
+    from dpkit.learn import StandardScaler
+
+    rng = np.random.default_rng(8)  # test input
+    x = np.clip(rng.normal([10.0, -2.0], [3.0, 0.5], (50000, 2)), [-10, -5], [30, 1])
+    acct = PrivacyFilter(PureDP(2))
+    with pytest.raises(DomainError):
+        StandardScaler(1, accountant=acct).fit(x)
+    s = StandardScaler(1, bounds=([-10, -5], [30, 1]), accountant=acct).fit(x)
+    assert acct.spent == PureDP(1)
+    # Laplace scales over 50,000 rows at ε = 0.95/4 per release: means ≤ 0.0017 (0.05 is
+    # 30 scales), variances 0.034 and 0.0008 (10% of the scale is ≥ 56 scales): a miss
+    # has probability far below 1e-6
+    assert np.allclose(s.mean_, [10, -2], atol=0.05)
+    assert np.allclose(s.scale_, [3, 0.5], rtol=0.1)
+    assert abs(s.transform(x).mean()) < 0.05

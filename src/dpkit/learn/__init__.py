@@ -9,11 +9,13 @@ them, never reading them off the data.
 - :class:`LogisticRegression` (output perturbation; Chaudhuri, Monteleoni & Sarwate 2011)
 - :class:`KMeans` (SuLQ k-means with Dwork 2011's budget schedules)
 - :class:`PCA` (Analyze Gauss, Dwork, Talwar, Thakurta & Zhang 2014; (ε, δ) via zCDP)
+- :class:`StandardScaler` (ε-DP means and variances)
 """
 
 from dpkit.learn.cluster import KMeans
 from dpkit.learn.decomposition import PCA
 from dpkit.learn.logistic import LogisticRegression
 from dpkit.learn.naive_bayes import GaussianNB
+from dpkit.learn.preprocessing import StandardScaler
 
-__all__ = ["GaussianNB", "KMeans", "LogisticRegression", "PCA"]
+__all__ = ["GaussianNB", "KMeans", "LogisticRegression", "PCA", "StandardScaler"]

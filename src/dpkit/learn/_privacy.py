@@ -23,7 +23,8 @@ from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError, MeasureError
 from dpkit.mechanisms.laplace import make_laplace
 
-__all__ = ["charge", "laplace_noise", "check_epsilon", "check_bounds", "clip_rows"]
+__all__ = ["charge", "laplace_noise", "check_epsilon", "check_bounds", "clip_rows",
+           "noisy_moments"]
 
 T = TypeVar("T")
 
@@ -106,3 +107,33 @@ def clip_rows(x: np.ndarray, norm: float) -> np.ndarray:
     norms = np.linalg.norm(x, axis=1)
     factor = np.minimum(1.0, norm / np.maximum(norms, 1e-300))
     return x * factor[:, None]
+
+
+def noisy_moments(x: np.ndarray, groups: np.ndarray, n_hat: np.ndarray, lower: np.ndarray,
+                  upper: np.ndarray, epsilon: Fraction) -> tuple[np.ndarray, np.ndarray]:
+    """Per-group means and variances of every feature, (k, d) each, from 2d releases at
+    ``epsilon`` each (the caller composes them; groups are disjoint, so each release is one
+    vector over the groups). ``n_hat`` (k,) are the groups' noisy sizes (≥ 1, released).
+
+    Feature j, x clipped to [l_j, u_j]: the sums of x_j − m_j (m_j the midpoint; L1
+    sensitivity (u_j − l_j)/2) give means μ̂ clamped into the bounds; then the sums of
+    (x_j − μ̂_gj)², sensitivity max_g max(u_j − μ̂_gj, μ̂_gj − l_j)² (μ̂ is public by then),
+    give variances floored at their own noise's standard deviation, so that noise cannot
+    make a group look overconfident. Centring on the noisy mean avoids the cancellation of
+    E[x²] − E[x]² when a feature sits at one end of wide bounds (Adult's capital-gain).
+    """
+    k, d = n_hat.size, x.shape[1]
+    mid, half = (lower + upper) / 2, (upper - lower) / 2
+    clipped = np.clip(x, lower, upper)
+    means, variances = np.empty((k, d)), np.empty((k, d))
+    for j in range(d):
+        s1 = np.bincount(groups, clipped[:, j] - mid[j], minlength=k)
+        mean = np.clip(laplace_noise(s1, half[j], epsilon) / n_hat + mid[j], lower[j],
+                       upper[j])
+        spread = float(np.max(np.maximum(upper[j] - mean, mean - lower[j]) ** 2))
+        s2 = np.bincount(groups, (clipped[:, j] - mean[groups]) ** 2, minlength=k)
+        noisy = laplace_noise(s2, spread, epsilon) / n_hat
+        floor = math.sqrt(2) * spread / float(epsilon) / n_hat  # the noise's std
+        means[:, j] = mean
+        variances[:, j] = np.clip(noisy, floor, 4 * half[j] ** 2)
+    return means, variances

@@ -24,7 +24,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_bounds, check_epsilon, laplace_noise
+from dpkit.learn._privacy import (
+    charge,
+    check_bounds,
+    check_epsilon,
+    laplace_noise,
+    noisy_moments,
+)
 
 __all__ = ["GaussianNB"]
 
@@ -96,26 +102,14 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
         part = (eps - count_eps) / (2 * d)
 
         def compute() -> GaussianNB:
-            mid, half = (lower + upper) / 2, (upper - lower) / 2
-            clipped = np.clip(x, lower, upper)
             counts = np.bincount(codes, minlength=k).astype(np.float64)
             n_hat = np.maximum(laplace_noise(counts, 1, count_eps), 1.0)
-            theta, var = np.empty((k, d)), np.empty((k, d))
-            for j in range(d):
-                s1 = np.bincount(codes, clipped[:, j] - mid[j], minlength=k)
-                mean = np.clip(laplace_noise(s1, half[j], part) / n_hat + mid[j], lower[j],
-                               upper[j])
-                spread = float(np.max(np.maximum(upper[j] - mean, mean - lower[j]) ** 2))
-                s2 = np.bincount(codes, (clipped[:, j] - mean[codes]) ** 2, minlength=k)
-                noisy = laplace_noise(s2, spread, part) / n_hat
-                floor = np.sqrt(2) * spread / float(part) / n_hat  # the noise's std
-                theta[:, j] = mean
-                var[:, j] = np.clip(noisy, floor, 4 * half[j] ** 2)
+            theta, var = noisy_moments(x, codes, n_hat, lower, upper, part)
             self.classes_ = classes
             self.class_count_ = n_hat
             self.class_prior_ = n_hat / n_hat.sum()
             self.theta_ = theta
-            self.var_ = var + self.var_smoothing * half[None, :] ** 2 + 1e-12
+            self.var_ = var + self.var_smoothing * ((upper - lower) / 2)[None, :] ** 2 + 1e-12
             self.n_features_in_ = d
             return self
 
