@@ -181,3 +181,28 @@ def test_standard_scaler_spends_epsilon_and_standardises():
     assert np.allclose(s.mean_, [10, -2], atol=0.05)
     assert np.allclose(s.scale_, [3, 0.5], rtol=0.1)
     assert abs(s.transform(x).mean()) < 0.05
+
+
+def test_categorical_nb_one_release_at_sensitivity_d_plus_one(monkeypatch):
+    from dpkit.learn import CategoricalNB
+
+    calls = []
+    real = _privacy.laplace_noise
+
+    def spy(values, sensitivity, epsilon):
+        calls.append((np.asarray(values).size, Fraction(sensitivity), Fraction(epsilon)))
+        return real(values, sensitivity, epsilon)
+
+    monkeypatch.setattr(NB, "laplace_noise", spy)
+    rng = np.random.default_rng(7)  # test input: feature 0 copies the label 90% of the time
+    y = rng.integers(0, 2, 5000)
+    x = np.column_stack([np.where(rng.random(5000) < 0.9, y, 1 - y),
+                         rng.integers(0, 3, 5000)]).astype(object)
+    x[:, 0] = np.where(x[:, 0] == 1, "a", "b")
+    cats = [["a", "b"], [0, 1, 2]]
+    with pytest.raises(DomainError, match="not declared"):
+        CategoricalNB(1, [["a"], [0, 1, 2]], [0, 1]).fit(x, y)
+    model = CategoricalNB(5, cats, [0, 1]).fit(x, y)
+    assert calls == [(2 + 2 * 2 + 2 * 3, Fraction(3), Fraction(5))]
+    assert (model.predict(x) == np.where(x[:, 0] == "a", 1, 0)).mean() > 0.99
+    assert np.allclose(model.predict_proba(x[:4]).sum(axis=1), 1)

@@ -5,7 +5,8 @@ Every model takes ``epsilon`` (nats) and an optional ``accountant`` — a
 before any statistic is computed — and declared bounds or norms: ``fit`` raises without
 them, never reading them off the data.
 
-- :class:`GaussianNB` (noisy sufficient statistics; Vaidya et al. 2013)
+- :class:`GaussianNB`, :class:`CategoricalNB` (noisy sufficient statistics; Vaidya et al.
+  2013)
 - :class:`LogisticRegression` (output perturbation; Chaudhuri, Monteleoni & Sarwate 2011)
 - :class:`KMeans` (SuLQ k-means with Dwork 2011's budget schedules)
 - :class:`PCA` (Analyze Gauss, Dwork, Talwar, Thakurta & Zhang 2014; (ε, δ) via zCDP)
@@ -15,7 +16,8 @@ them, never reading them off the data.
 from dpkit.learn.cluster import KMeans
 from dpkit.learn.decomposition import PCA
 from dpkit.learn.logistic import LogisticRegression
-from dpkit.learn.naive_bayes import GaussianNB
+from dpkit.learn.naive_bayes import CategoricalNB, GaussianNB
 from dpkit.learn.preprocessing import StandardScaler
 
-__all__ = ["GaussianNB", "KMeans", "LogisticRegression", "PCA", "StandardScaler"]
+__all__ = ["CategoricalNB", "GaussianNB", "KMeans", "LogisticRegression", "PCA",
+           "StandardScaler"]
