@@ -40,6 +40,12 @@ def _exact_scores(scores: Any) -> list[Fraction]:
 def exact_gaps(scores: Any, scale: Fraction) -> tuple[np.ndarray, int]:
     """γᵢ = (max u − uᵢ)/scale ≥ 0 for every score, as integer numerators over one
     denominator (object array, int)."""
+    arr = np.asarray(scores)
+    if arr.dtype.kind in "iu" and arr.size and int(np.abs(arr).max()) < 1 << 40:
+        # integer scores: γᵢ = (max − uᵢ)·q/p for scale p/q, exactly, without a Fraction each
+        scale = Fraction(scale)
+        gaps = (int(arr.max()) - arr.astype(np.int64)).astype(object) * scale.denominator
+        return gaps, scale.numerator
     exact = _exact_scores(scores)
     top = max(exact)
     gaps = [(top - u) / scale for u in exact]
