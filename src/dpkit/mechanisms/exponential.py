@@ -43,9 +43,9 @@ def exact_gaps(scores: Any, scale: Fraction) -> tuple[np.ndarray, int]:
     arr = np.asarray(scores)
     if arr.dtype.kind in "iu" and arr.size and int(np.abs(arr).max()) < 1 << 40:
         # integer scores: γᵢ = (max − uᵢ)·q/p for scale p/q, exactly, without a Fraction each
-        scale = Fraction(scale)
-        gaps = (int(arr.max()) - arr.astype(np.int64)).astype(object) * scale.denominator
-        return gaps, scale.numerator
+        q = Fraction(scale)
+        ints = (int(arr.max()) - arr.astype(np.int64)).astype(object) * q.denominator
+        return ints, q.numerator
     exact = _exact_scores(scores)
     top = max(exact)
     gaps = [(top - u) / scale for u in exact]
