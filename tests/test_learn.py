@@ -260,3 +260,29 @@ def test_top_k_itemsets_budget_and_recall(monkeypatch):
         IS.top_k_itemsets(tx, range(12), 5, 1, method="gumbel")
     with pytest.raises(DomainError):
         IS.top_k_itemsets(tx, range(200), 5, 1, max_size=3, max_candidates=1000)
+
+
+def test_linear_regression_sensitivities_and_fit(monkeypatch):
+    from dpkit.learn import linear as LIN  # noqa: N812
+
+    calls = []
+    real = _privacy.laplace_noise
+
+    def spy(values, sensitivity, epsilon):
+        calls.append((np.asarray(values).size, Fraction(sensitivity), Fraction(epsilon)))
+        return real(values, sensitivity, epsilon)
+
+    monkeypatch.setattr(LIN, "laplace_noise", spy)
+    rng = np.random.default_rng(11)  # test input: y = 2·x0 − x1 + 3 + small noise
+    x = rng.uniform(-1, 1, (20000, 2))
+    y = np.clip(2 * x[:, 0] - x[:, 1] + 3 + rng.normal(0, 0.1, 20000), -2, 8)
+    with pytest.raises(DomainError):
+        LIN.LinearRegression(1, bounds=(-1, 1)).fit(x, y)
+    model = LIN.LinearRegression(20, bounds=(-1, 1), y_bounds=(-2, 8), alpha=0.1).fit(x, y)
+    # h = (1, 1, 1) with the constant: Σ_{i≤j} h_i h_j = 6; Σ h_j·h_y = 3·5 = 15
+    assert calls == [(6, Fraction(6), Fraction(10)), (3, Fraction(15), Fraction(10))]
+    # noise on the statistics ≈ 6/10 and 15/10 against sums of ~6,700 (x²) and 20,000:
+    # coefficients within 0.05 except with probability far below 1e-6
+    assert np.allclose(model.coef_, [2, -1], atol=0.05)
+    assert abs(model.intercept_ - 3) < 0.05
+    assert model.score(x, y) > 0.95

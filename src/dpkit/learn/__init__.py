@@ -11,13 +11,16 @@ them, never reading them off the data.
 - :class:`KMeans` (SuLQ k-means with Dwork 2011's budget schedules)
 - :class:`PCA` (Analyze Gauss, Dwork, Talwar, Thakurta & Zhang 2014; (ε, δ) via zCDP)
 - :class:`StandardScaler` (ε-DP means and variances)
+- :class:`LinearRegression` (sufficient statistics / functional mechanism, Zhang et al. 2012)
+- :mod:`dpkit.learn.itemsets` (top-k frequent itemsets, Bhaskar et al. 2010)
 """
 
 from dpkit.learn.cluster import KMeans
 from dpkit.learn.decomposition import PCA
+from dpkit.learn.linear import LinearRegression
 from dpkit.learn.logistic import LogisticRegression
 from dpkit.learn.naive_bayes import CategoricalNB, GaussianNB
 from dpkit.learn.preprocessing import StandardScaler
 
-__all__ = ["CategoricalNB", "GaussianNB", "KMeans", "LogisticRegression", "PCA",
-           "StandardScaler"]
+__all__ = ["CategoricalNB", "GaussianNB", "KMeans", "LinearRegression", "LogisticRegression",
+           "PCA", "StandardScaler"]
