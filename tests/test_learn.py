@@ -286,3 +286,28 @@ def test_linear_regression_sensitivities_and_fit(monkeypatch):
     assert np.allclose(model.coef_, [2, -1], atol=0.05)
     assert abs(model.intercept_ - 3) < 0.05
     assert model.score(x, y) > 0.95
+
+
+def test_random_forest_structure_is_data_free_and_leaves_get_their_share(monkeypatch):
+    from dpkit.learn import tree as TR  # noqa: N812
+
+    calls = []
+    real = _privacy.laplace_noise
+
+    def spy(values, sensitivity, epsilon):
+        calls.append((np.asarray(values).size, Fraction(sensitivity), Fraction(epsilon)))
+        return real(values, sensitivity, epsilon)
+
+    monkeypatch.setattr(TR, "laplace_noise", spy)
+    x, y = _data()
+    acct = PrivacyFilter(PureDP(1))
+    with pytest.raises(DomainError):
+        TR.RandomForestClassifier(5, 3, 1, classes=["no", "yes"], accountant=acct).fit(x, y)
+    assert acct.spent == PureDP(0) and not calls
+    model = TR.RandomForestClassifier(40, 4, 1, bounds=(-4, 6), classes=["no", "yes"],
+                                      accountant=acct).fit(x, y)
+    assert acct.spent == PureDP(1)
+    assert calls == [(2 ** 4 * 2, Fraction(1), Fraction(1, 40))] * 40
+    # 3 informative features shifted by 1.5σ: a forest of random splits separates them
+    assert (model.predict(x) == y).mean() > 0.75
+    assert np.allclose(model.predict_proba(x[:3]).sum(axis=1), 1)

@@ -12,6 +12,7 @@ them, never reading them off the data.
 - :class:`PCA` (Analyze Gauss, Dwork, Talwar, Thakurta & Zhang 2014; (ε, δ) via zCDP)
 - :class:`StandardScaler` (ε-DP means and variances)
 - :class:`LinearRegression` (sufficient statistics / functional mechanism, Zhang et al. 2012)
+- :class:`RandomForestClassifier` (random decision trees, Jagannathan et al. 2009)
 - :mod:`dpkit.learn.itemsets` (top-k frequent itemsets, Bhaskar et al. 2010)
 """
 
@@ -21,6 +22,7 @@ from dpkit.learn.linear import LinearRegression
 from dpkit.learn.logistic import LogisticRegression
 from dpkit.learn.naive_bayes import CategoricalNB, GaussianNB
 from dpkit.learn.preprocessing import StandardScaler
+from dpkit.learn.tree import RandomForestClassifier
 
 __all__ = ["CategoricalNB", "GaussianNB", "KMeans", "LinearRegression", "LogisticRegression",
-           "PCA", "StandardScaler"]
+           "PCA", "RandomForestClassifier", "StandardScaler"]
