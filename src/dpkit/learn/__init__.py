@@ -13,10 +13,12 @@ them, never reading them off the data.
 - :class:`StandardScaler` (ε-DP means and variances)
 - :class:`LinearRegression` (sufficient statistics / functional mechanism, Zhang et al. 2012)
 - :class:`RandomForestClassifier` (random decision trees, Jagannathan et al. 2009)
+- :class:`DecisionTreeClassifier` (DiffP-ID3/C4.5, Friedman & Schuster 2010; SuLQ ID3)
 - :mod:`dpkit.learn.itemsets` (top-k frequent itemsets, Bhaskar et al. 2010)
 """
 
 from dpkit.learn.cluster import KMeans
+from dpkit.learn.decision_tree import DecisionTreeClassifier
 from dpkit.learn.decomposition import PCA
 from dpkit.learn.linear import LinearRegression
 from dpkit.learn.logistic import LogisticRegression
@@ -24,5 +26,6 @@ from dpkit.learn.naive_bayes import CategoricalNB, GaussianNB
 from dpkit.learn.preprocessing import StandardScaler
 from dpkit.learn.tree import RandomForestClassifier
 
-__all__ = ["CategoricalNB", "GaussianNB", "KMeans", "LinearRegression", "LogisticRegression",
-           "PCA", "RandomForestClassifier", "StandardScaler"]
+__all__ = ["CategoricalNB", "DecisionTreeClassifier", "GaussianNB", "KMeans",
+           "LinearRegression", "LogisticRegression", "PCA", "RandomForestClassifier",
+           "StandardScaler"]
