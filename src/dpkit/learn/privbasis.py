@@ -1,0 +1,399 @@
+"""PrivBasis: private top-k frequent itemsets of any size through a basis set (Li, Qardaji,
+Su & Cao, "PrivBasis: Frequent itemset mining with differential privacy", PVLDB 5(11),
+2012, §4). Pure ε-DP (ε in nats), one transaction added or removed.
+
+A θ-basis set B = {B₁, …, B_w} is a family of item sets such that every itemset of support
+≥ θ is a subset of some Bᵢ; counting the 2^|Bᵢ| *bins* of each basis (bin S ⊆ Bᵢ holds the
+transactions t with t ∩ Bᵢ = S) then answers the support of every subset X of Bᵢ as the
+sum of the bins S ⊇ X. Four steps, budget ε = ε₁ + ε₂ + ε₃ + ε₄ (``split`` gives
+α₁, α₂, α₃ with εᵢ = αᵢ·ε; ε₄ is the rest):
+
+1. λ, the number of distinct items in the top-k itemsets, by the exponential mechanism
+   over λ ∈ {1, …, min(k, M)} with score q(λ) = −|f_k − s_(λ)|, where f_k is the k-th
+   largest support among the candidate itemsets (all non-empty ones, or those of at most
+   ``max_size`` items) and s_(λ) the λ-th largest item support (every item of a top-k
+   itemset has support ≥ f_k, so λ ≈ #{items with s ≥ f_k}). Adding or removing a
+   transaction moves every support by 0 or 1 in the same direction, so every order
+   statistic of a fixed family of supports moves by at most 1 and so does q: sensitivity
+   Δ = 1, weight ∝ exp(ε₁·q/(2Δ)), ε₁-DP (McSherry & Talwar 2007; Dwork & Roth 2014,
+   Thm 3.10).
+2. F, the λ most frequent items: λ rounds of the exponential mechanism without
+   replacement on the item supports, each at ε₂/λ, weight ∝ exp((ε₂/λ)·s(i)) (monotone
+   counting scores of sensitivity 1: the ε/Δ form, as in
+   :func:`dpkit.learn.itemsets.top_k_itemsets`).
+3. If λ ≤ ℓ (``max_basis_size``) the basis set is {F} and ε₃ joins ε₄. Otherwise
+   λ₂ = min(k − λ, λ(λ−1)/2) frequent pairs among F are selected the same way (λ₂ rounds
+   at ε₃/λ₂; a top-k itemset of two or more items has all its pairs in the top-k, and
+   the top-k holds ≈ λ singletons, so ≤ k − λ pairs; none when ``max_size=1``), and B is
+   built from the graph (F, P) with no further access to the data: its maximal cliques
+   (Bron & Kerbosch 1973; every itemset whose pairs are all selected lies in one),
+   cliques larger than ℓ split into ℓ-subsets covering their edges, subsumed bases
+   dropped, and bases merged greedily while the merge lowers w²·Σᵢ 2^|Bᵢ| (the summed
+   variance of the bin noise) and the union has ≤ ℓ items. If λ₂ = 0 no pair is
+   selected and ε₃ joins ε₄.
+4. The bin counts of all w bases, a vector of Σᵢ 2^|Bᵢ| counts: a transaction falls in
+   exactly one bin of each basis, so adding or removing one changes w counts by 1 each,
+   L1 sensitivity w. Released with exact discrete Laplace noise of scale w/ε₄, ε₄-DP
+   (Ghosh, Roughgarden & Sundararajan 2009; Canonne, Kamath & Steinke 2020, Thm 1). The
+   support of every non-empty subset X of a basis is the sum of its bins S ⊇ X (a
+   superset-sum transform, post-processing); an itemset under several bases gets the
+   inverse-variance average (the estimate from Bᵢ sums 2^(|Bᵢ|−|X|) noisy bins). The k
+   largest estimates are released with those estimates as their supports.
+
+Privacy map: the output is (ε₁ + ε₂ + ε₃ + ε₄)-DP = ε-DP by sequential composition
+(McSherry 2009, Thm 1; Dwork & Roth 2014, Thm 3.16), each step's budget depending only on
+earlier outputs (λ, then whether pairs are selected). The paper's PrivBasis (its §4,
+Algorithms 1–3, and its privacy theorem for the composed algorithm) is followed in these
+steps; the oversize-clique split and the merge rule are dpkit's (data-independent given
+F and P, so they cost nothing). Defaults α₁ = 0.1, α₂ = 0.4, α₃ = 0.1 (ε₄ = 0.4ε).
+
+Only the item universe declared by ``items`` is used (never inferred); transactions are
+parsed and checked against it before the debit, and no statistic is computed until after.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from itertools import chain
+from typing import Any
+
+import numpy as np
+
+from dpkit.core.measures import PureDP
+from dpkit.errors import DomainError
+from dpkit.learn._privacy import charge, check_epsilon
+from dpkit.learn.itemsets import FrequentItemsets
+from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.release.measure import laplace_integer
+
+__all__ = ["privbasis", "exact_top_k_all", "basis_bin_counts", "basis_set",
+           "DEFAULT_SPLIT"]
+
+DEFAULT_SPLIT = (Fraction(1, 10), Fraction(4, 10), Fraction(1, 10))
+_MAX_THETA = 16  # 2^16 bins per basis
+
+
+def _incidence(transactions: Iterable[Iterable[Any]], universe: Sequence[Any]) -> np.ndarray:
+    """The (n, M) boolean incidence matrix; every item must be in the declared universe."""
+    index = {v: i for i, v in enumerate(universe)}
+    rows = [list(t) for t in transactions]
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    try:
+        cols = np.fromiter(map(index.__getitem__, chain.from_iterable(rows)), dtype=np.int64,
+                           count=int(lengths.sum()))
+    except (KeyError, TypeError):
+        raise DomainError("a transaction holds an item outside the declared universe "
+                          "(items=); declare every item") from None
+    out = np.zeros((len(rows), len(universe)), dtype=bool)
+    out[np.repeat(np.arange(len(rows)), lengths), cols] = True
+    return out
+
+
+def _top_supports(matrix: np.ndarray, k: int, max_size: int | None = None
+                  ) -> list[tuple[int, tuple[int, ...]]]:
+    """The k non-empty itemsets (column-index tuples, at most ``max_size`` items) of largest
+    support, exactly, in the order (support descending, size, indices): best-first search
+    of the set-enumeration tree, whose children never beat their parent, so pops come out
+    in that order. Itemsets of support 0 are not listed (fewer than k may come back)."""
+    m = matrix.shape[1]
+    dense = matrix.astype(np.float32)  # counts < 2^24 are exact
+    first = matrix.sum(axis=0)
+    heap: list[tuple[int, int, tuple[int, ...]]] = [
+        (-int(first[j]), 1, (j,)) for j in range(m) if first[j] > 0]
+    heapq.heapify(heap)
+    out: list[tuple[int, tuple[int, ...]]] = []
+    while heap and len(out) < k:
+        neg, size, items = heapq.heappop(heap)
+        out.append((-neg, items))
+        last = items[-1]
+        if last + 1 < m and (max_size is None or size < max_size):
+            tid = matrix[:, list(items)].all(axis=1).astype(np.float32)
+            sup = np.rint(tid @ dense[:, last + 1:]).astype(np.int64)
+            for j in np.flatnonzero(sup).tolist():
+                heapq.heappush(heap, (-int(sup[j]), size + 1, items + (last + 1 + j,)))
+    return out
+
+
+def exact_top_k_all(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: int,
+                    max_size: int | None = None) -> list[tuple[Any, ...]]:
+    """The true top-k itemsets of any size (or of ≤ ``max_size`` items; ties: smaller
+    first, then by position in ``items``). Not private: for evaluation."""
+    universe = list(items)
+    return [tuple(universe[i] for i in s)
+            for _, s in _top_supports(_incidence(transactions, universe), int(k), max_size)]
+
+
+def _lambda_scores(item_supports: np.ndarray, fk: int, k: int) -> np.ndarray:
+    """q(λ) = −|f_k − s_(λ)| for λ = 1 … min(k, M) (sensitivity 1: module docstring)."""
+    ordered = np.sort(np.asarray(item_supports, dtype=np.int64))[::-1][:k]
+    return -np.abs(fk - ordered)
+
+
+def _select(scores: np.ndarray, count: int, epsilon: Fraction) -> list[int]:
+    """``count`` rounds of the exponential mechanism without replacement, each at
+    ε/count on monotone counting scores of sensitivity 1 (scale count/ε)."""
+    scale = Fraction(count) / epsilon
+    alive = np.ones(scores.size, dtype=bool)
+    chosen = []
+    for _ in range(count):
+        idx = np.flatnonzero(alive)
+        pick = int(idx[sample_exponential(scores[idx], scale)])
+        chosen.append(pick)
+        alive[pick] = False
+    return chosen
+
+
+def _maximal_cliques(n: int, adj: list[int]) -> list[int]:
+    """Maximal cliques (as bitmasks) of the graph on 0 … n−1 with neighbour masks ``adj``:
+    Bron–Kerbosch with pivoting (isolated vertices are cliques of one)."""
+    out: list[int] = []
+    stack = [(0, (1 << n) - 1, 0)]
+    while stack:
+        r, p, x = stack.pop()
+        if not p:
+            if not x:
+                out.append(r)
+            continue
+        pivot = max(_bits(p | x), key=lambda u: (adj[u] & p).bit_count())
+        for v in _bits(p & ~adj[pivot]):
+            bit = 1 << v
+            stack.append((r | bit, p & adj[v], x & adj[v]))
+            p &= ~bit
+            x |= bit
+    return out
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
+
+
+def _split_clique(clique: int, pair_rank: dict[tuple[int, int], int], theta: int
+                  ) -> list[int]:
+    """θ-subsets of an oversize clique covering all its edges: each starts from the
+    best-ranked uncovered edge and grows by the vertex closing most uncovered edges."""
+    verts = _bits(clique)
+    uncovered = {(u, v) for i, u in enumerate(verts) for v in verts[i + 1:]}
+    out = []
+    while uncovered:
+        u, v = min(uncovered, key=lambda e: (pair_rank.get(e, len(pair_rank)), e))
+        basis = [u, v]
+        while len(basis) < theta:
+            rest = [x for x in verts if x not in basis]
+            if not rest:
+                break
+            gains = [sum((min(x, b), max(x, b)) in uncovered for b in basis) for x in rest]
+            basis.append(rest[int(np.argmax(gains))])
+        for i, a in enumerate(basis):
+            for b in basis[i + 1:]:
+                uncovered.discard((min(a, b), max(a, b)))
+        out.append(sum(1 << x for x in basis))
+    return out
+
+
+def _cost(masks: list[int]) -> int:
+    return len(masks) ** 2 * sum(1 << m.bit_count() for m in masks)
+
+
+def basis_set(n_items: int, pairs: Sequence[tuple[int, int]], theta: int) -> list[tuple[int, ...]]:
+    """A basis set over items 0 … n_items−1 from the selected pairs (in selection order),
+    no basis larger than ``theta`` (module docstring, step 3). Every item and every pair is
+    in some basis, and so is every maximal clique of ≤ θ items of the pair graph."""
+    adj = [0] * n_items
+    rank: dict[tuple[int, int], int] = {}
+    for r, (a, b) in enumerate(pairs):
+        a, b = min(a, b), max(a, b)
+        adj[a] |= 1 << b
+        adj[b] |= 1 << a
+        rank.setdefault((a, b), r)
+    masks: list[int] = []
+    for c in _maximal_cliques(n_items, adj):
+        masks += [c] if c.bit_count() <= theta else _split_clique(c, rank, theta)
+    masks = sorted(set(masks), key=lambda m: (-m.bit_count(), m))
+    kept: list[int] = []
+    for m in masks:  # drop bases inside a larger one
+        if not any(m & big == m for big in kept):
+            kept.append(m)
+    while len(kept) > 1:
+        best, pair = _cost(kept), None
+        for i in range(len(kept)):
+            for j in range(i + 1, len(kept)):
+                union = kept[i] | kept[j]
+                if union.bit_count() > theta:
+                    continue
+                merged = [m for t, m in enumerate(kept) if t not in (i, j)] + [union]
+                cost = _cost(merged)
+                if cost < best:
+                    best, pair = cost, (i, j)
+        if pair is None:
+            break
+        union = kept[pair[0]] | kept[pair[1]]
+        kept = [m for t, m in enumerate(kept) if t not in pair and m & union != m] + [union]
+    return [tuple(_bits(m)) for m in kept]
+
+
+def basis_bin_counts(matrix: np.ndarray, bases: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    """Exact bin counts of each basis (column indices of the boolean matrix): entry S of
+    basis B counts the transactions t with t ∩ B = S, S as the bitmask Σ_{j: B_j ∈ S} 2^j.
+    Each transaction is in exactly one bin per basis."""
+    out = []
+    for basis in bases:
+        b = len(basis)
+        codes = matrix[:, list(basis)].astype(np.int64) @ (np.int64(1) << np.arange(b))
+        out.append(np.bincount(codes, minlength=1 << b).astype(np.int64))
+    return out
+
+
+def _bin_sensitivity(bases: Sequence[Sequence[int]]) -> Fraction:
+    """L1 sensitivity of the concatenated bin counts: one bin per basis moves by 1."""
+    return Fraction(len(bases))
+
+
+def _noisy_bins(matrix: np.ndarray, bases: Sequence[Sequence[int]], epsilon: Fraction
+                ) -> list[np.ndarray]:
+    """The bin counts plus discrete Laplace noise of scale w/ε (module docstring, step 4)."""
+    counts = basis_bin_counts(matrix, bases)
+    noisy = laplace_integer(np.concatenate(counts), _bin_sensitivity(bases), epsilon)
+    return np.split(noisy, np.cumsum([c.size for c in counts])[:-1])
+
+
+def _reconstruct(bins: Sequence[np.ndarray], bases: Sequence[Sequence[int]], m: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Every non-empty subset of a basis as a boolean row over the M items, and its support
+    estimate: superset sums of the bins, inverse-variance averaged across bases."""
+    members, estimates, weights = [], [], []
+    for counts, basis in zip(bins, bases, strict=True):
+        b = len(basis)
+        f = np.array(counts, dtype=np.int64)
+        for j in range(b):  # f[S] ← Σ_{T ⊇ S} bins[T], one bit at a time
+            view = f.reshape(-1, 2, 1 << j)
+            view[:, 0, :] += view[:, 1, :]
+        masks = np.arange(1, 1 << b)
+        bits = ((masks[:, None] >> np.arange(b)) & 1).astype(bool)
+        member = np.zeros((masks.size, m), dtype=bool)
+        member[:, list(basis)] = bits
+        members.append(member)
+        estimates.append(f[1:].astype(np.float64))
+        weights.append(np.exp2(bits.sum(axis=1) - b))  # 1 / (number of bins summed)
+    member = np.concatenate(members)
+    packed = np.packbits(member, axis=1)
+    _, first, inverse = np.unique(packed, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    w = np.concatenate(weights)
+    est = (np.bincount(inverse, w * np.concatenate(estimates), minlength=first.size)
+           / np.bincount(inverse, w, minlength=first.size))
+    return member[first], est
+
+
+def privbasis(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: int,
+              epsilon: Any, *, accountant: Any = None, max_size: int | None = None,
+              max_basis_size: int = 12, split: Sequence[Any] = DEFAULT_SPLIT
+              ) -> FrequentItemsets:
+    """The k most frequent itemsets of any size by PrivBasis, ε-DP (module docstring).
+
+    Parameters
+    ----------
+    transactions : iterable of iterables
+        One per privacy unit; every item must be in ``items``.
+    items : sequence
+        The declared item universe (public, distinct).
+    k : int
+        Number of itemsets, 1 ≤ k ≤ the number of candidates (2^M − 1, or Σ_{s ≤ max_size}
+        C(M, s)).
+    epsilon : number
+        ε > 0 (nats). Privacy map: one transaction added or removed ↦ PureDP(ε), ε = ε₁ +
+        ε₂ + ε₃ + ε₄ by sequential composition (Li et al. 2012, Algorithm 1 and its privacy
+        theorem; McSherry 2009, Thm 1).
+    accountant : None, PrivacyFilter or Session
+        Debited ε (PureDP) before any statistic is computed.
+    max_size : int, optional
+        Only itemsets of at most this many items (f_k in step 1 is then the k-th largest
+        support among them: still an order statistic of a fixed family of counts,
+        sensitivity 1); None (default) for any size.
+    max_basis_size : int
+        θ_max, the largest basis (2^θ_max bins each), 1 … 16.
+    split : (α₁, α₂, α₃)
+        Budget shares of steps 1–3 (each > 0, sum < 1); step 4 gets the rest, and any
+        share of a skipped step 3.
+
+    Returns
+    -------
+    FrequentItemsets
+        Itemsets (label tuples in ``items`` order) by estimated support, descending, and
+        their estimates rounded to int64 (noisy counts). Fewer than k when the basis set
+        has fewer non-empty subsets.
+
+    Raises
+    ------
+    DomainError
+        Bad k, ε, split or max_basis_size, repeated items, or an item outside ``items``
+        (raised before the debit).
+    """
+    eps = check_epsilon(epsilon)
+    universe = list(items)
+    m = len(universe)
+    if m == 0 or len(set(universe)) != m:
+        raise DomainError("items must be a non-empty sequence of distinct items")
+    if max_size is not None and (isinstance(max_size, bool)
+                                 or not isinstance(max_size, int | np.integer)
+                                 or max_size < 1):
+        raise DomainError("max_size must be a positive integer or None")
+    size_cap = m if max_size is None else min(int(max_size), m)
+    total = sum(math.comb(m, s) for s in range(1, size_cap + 1))
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= total:
+        raise DomainError(f"k must be an integer in 1 … {total} (the candidate itemsets)")
+    k = int(k)
+    if isinstance(max_basis_size, bool) or not 1 <= int(max_basis_size) <= _MAX_THETA:
+        raise DomainError(f"max_basis_size must be in 1 … {_MAX_THETA}")
+    theta = int(max_basis_size)
+    try:
+        a1, a2, a3 = (Fraction(a) for a in split)
+    except (TypeError, ValueError):
+        raise DomainError("split must be three positive numbers (α₁, α₂, α₃)") from None
+    if min(a1, a2, a3) <= 0 or a1 + a2 + a3 >= 1:
+        raise DomainError("split must be three positive shares summing to less than 1")
+    matrix = _incidence(transactions, universe)  # parsing only: no statistic yet
+
+    def compute() -> FrequentItemsets:
+        eps1, eps2, eps3 = a1 * eps, a2 * eps, a3 * eps
+        item_sup = matrix.sum(axis=0).astype(np.int64)
+        top = _top_supports(matrix, k, size_cap)
+        fk = top[k - 1][0] if len(top) >= k else 0
+        # step 1: λ by the exponential mechanism, sensitivity 1, not monotone: scale 2/ε₁
+        lam = 1 + int(sample_exponential(_lambda_scores(item_sup, fk, k), 2 / eps1))
+        # step 2: the λ most frequent items
+        chosen = _select(item_sup, lam, eps2)
+        spent = eps1 + eps2
+        if lam <= theta:
+            bases = [tuple(sorted(chosen))]
+        else:
+            n_pairs = 0 if size_cap == 1 else min(k - lam, lam * (lam - 1) // 2)
+            pairs: list[tuple[int, int]] = []
+            if n_pairs > 0:
+                sub = matrix[:, chosen].astype(np.float32)
+                counts = np.rint(sub.T @ sub).astype(np.int64)
+                iu = np.triu_indices(lam, 1)
+                picks = _select(counts[iu], n_pairs, eps3)
+                pairs = [(int(iu[0][p]), int(iu[1][p])) for p in picks]
+                spent += eps3
+            bases = [tuple(sorted(chosen[i] for i in b))
+                     for b in basis_set(lam, pairs, theta)]
+        # step 4: bin counts at the rest of the budget, then supports of every subset
+        bins = _noisy_bins(matrix, bases, eps - spent)
+        member, est = _reconstruct(bins, bases, m)
+        sizes = member.sum(axis=1)
+        keep = sizes <= size_cap
+        member, est, sizes = member[keep], est[keep], sizes[keep]
+        order = np.lexsort((sizes, -est))[:k]
+        return FrequentItemsets(
+            [tuple(universe[i] for i in np.flatnonzero(member[c])) for c in order],
+            np.rint(est[order]).astype(np.int64), eps)
+
+    return charge(accountant, PureDP(eps), f"privbasis(k={k}, ε={eps})", compute)
