@@ -264,6 +264,16 @@ def _noisy_bins(matrix: np.ndarray, bases: Sequence[Sequence[int]], epsilon: Fra
     return np.split(noisy, np.cumsum([c.size for c in counts])[:-1])
 
 
+def _superset_sums(counts: np.ndarray, b: int) -> np.ndarray:
+    """f[S] = Σ_{T ⊇ S} counts[T] over the 2^b bitmasks (one bit at a time, in place on a
+    copy: b vectorised passes)."""
+    f = np.array(counts, dtype=np.int64)
+    for j in range(b):
+        view = f.reshape(-1, 2, 1 << j)  # axis 1 is bit j
+        view[:, 0, :] += view[:, 1, :]
+    return f
+
+
 def _reconstruct(bins: Sequence[np.ndarray], bases: Sequence[Sequence[int]], m: int
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Every non-empty subset of a basis as a boolean row over the M items, and its support
@@ -271,10 +281,7 @@ def _reconstruct(bins: Sequence[np.ndarray], bases: Sequence[Sequence[int]], m: 
     members, estimates, weights = [], [], []
     for counts, basis in zip(bins, bases, strict=True):
         b = len(basis)
-        f = np.array(counts, dtype=np.int64)
-        for j in range(b):  # f[S] ← Σ_{T ⊇ S} bins[T], one bit at a time
-            view = f.reshape(-1, 2, 1 << j)
-            view[:, 0, :] += view[:, 1, :]
+        f = _superset_sums(counts, b)
         masks = np.arange(1, 1 << b)
         bits = ((masks[:, None] >> np.arange(b)) & 1).astype(bool)
         member = np.zeros((masks.size, m), dtype=bool)
