@@ -106,7 +106,8 @@ class Node:
     ``children[0]`` and the rest to ``children[1]``; a categorical split sends code v to
     ``children[v]``. ``counts`` are a leaf's noisy class counts (float, unclamped) and
     ``noise_std`` their noise's standard deviation; ``lower``/``upper`` the public interval
-    of every continuous feature at this node."""
+    of every continuous feature at this node; ``spent`` the ε of this node's own releases (they
+add up to the model's ε along every root-to-leaf path)."""
 
     depth: int
     lower: np.ndarray
@@ -118,6 +119,7 @@ class Node:
     counts: np.ndarray | None = None
     noise_std: float = 0.0
     size: float = math.nan
+    spent: Fraction = Fraction(0)
 
 
 def grid(a: float, b: float, cells: int) -> np.ndarray:
@@ -291,7 +293,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
                 self.epsilon_level_ = eps / (depth + 1)
             else:
                 self.epsilon_level_ = eps / (2 * (depth + 1))
-            self.nodes_ = self._grow(codes, label, classes.size, eps)
+            self.nodes_ = self._grow(codes, label, classes.size)
             return self
 
         return charge(self.accountant, PureDP(eps), f"DecisionTreeClassifier(ε={eps}, "
@@ -339,11 +341,10 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         return [(Node(node.depth + 1, node.lower, left_upper, node.used), rows[go_left]),
                 (Node(node.depth + 1, right_lower, node.upper, node.used), rows[~go_left])]
 
-    def _grow(self, x: np.ndarray, y: np.ndarray, k: int, eps: Fraction) -> list[Node]:
+    def _grow(self, x: np.ndarray, y: np.ndarray, k: int) -> list[Node]:
         """Level by level (the nodes of a level are disjoint: parallel composition); a
         node's children get the next ids, so parents come before children."""
         depth, sulq = self.depth_, self.method == "sulq_id3"
-        level = self.epsilon_level_
         nodes = [Node(0, self.lower_.copy(), self.upper_.copy(), frozenset())]
         frontier: list[tuple[int, np.ndarray]] = [(0, np.arange(x.shape[0]))]
         while frontier:
@@ -353,7 +354,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
                 d = node.depth
                 candidates = self._candidates(node) if d < depth else []
                 if not candidates:  # a leaf by construction: its whole remaining budget
-                    self._leaf(node, y[rows], k, eps - (d if sulq else 2 * d) * level)
+                    self._leaf(node, y[rows], k, self._remaining(d, 0))
                     continue
                 choice = (self._sulq_node(node, x[rows], y[rows], k, candidates) if sulq
                           else self._diffp_node(node, x[rows], y[rows], k, candidates))
@@ -371,6 +372,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         """Release the class counts of a leaf at ``budget`` (sensitivity 1)."""
         noisy = laplace_integer(np.bincount(y, minlength=k), Fraction(1), budget)
         node.counts = noisy.astype(np.float64)
+        node.spent += budget
         node.noise_std = math.sqrt(2) / float(budget)
 
     def _diffp_node(self, node: Node, x: np.ndarray, y: np.ndarray, k: int,
@@ -379,23 +381,33 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         """Friedman & Schuster at one internal-depth node: noisy size, stop or split."""
         level = self.epsilon_level_
         node.size = float(laplace_integer(np.array([y.size]), Fraction(1), level)[0])
+        node.spent += level
         t = max(2 if edges is not None else self.arities_[j] for j, edges in candidates)
         if node.size / (t * k) < math.sqrt(2) / float(level):
             self._leaf(node, y, k, self._remaining(node.depth, 1))
             return None
-        tables = self._tables(x, y, k, candidates)
-        scores = [max_scores(table, edges is not None)
-                  for table, (_, edges) in zip(tables, candidates, strict=True)]
+        scores = self._scores(x, y, k, candidates)
         pick = sample_exponential(np.concatenate(scores), selection_scale(level))
+        node.spent += level
         for (j, edges), score in zip(candidates, scores, strict=True):
             if pick < score.size:
                 return j, None if edges is None else float(edges[pick])
             pick -= score.size
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _remaining(self, d: int, levels_spent: int) -> Fraction:
-        """Budget left to a leaf at depth d after ``levels_spent`` ε′ at its own level."""
-        return check_epsilon(self.epsilon) - (2 * d + levels_spent) * self.epsilon_level_
+    def _scores(self, x: np.ndarray, y: np.ndarray, k: int,
+                candidates: list[tuple[int, np.ndarray | None]]) -> list[np.ndarray]:
+        """Max-operator scores of every candidate split of a node's rows: one array per
+        candidate feature (a score per threshold, or one for a multiway split)."""
+        return [max_scores(table, edges is not None) for table, (_, edges)
+                in zip(self._tables(x, y, k, candidates), candidates, strict=True)]
+
+    def _remaining(self, d: int, own: int) -> Fraction:
+        """Budget left to a leaf at depth d that has already spent ``own`` per-level units
+        (ε′ or ε_l) at its own level: ε − (2d + own)·ε′ (``diffp_*``) or ε − (d + own)·ε_l
+        (``sulq_id3``)."""
+        above = d if self.method == "sulq_id3" else 2 * d
+        return check_epsilon(self.epsilon) - (above + own) * self.epsilon_level_
 
     def _sulq_node(self, node: Node, x: np.ndarray, y: np.ndarray, k: int,
                    candidates: list[tuple[int, np.ndarray | None]]
@@ -406,6 +418,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         tables = self._tables(x, y, k, candidates)
         flat = np.concatenate([t.ravel() for t in tables])
         noisy = laplace_integer(flat, Fraction(a), level).astype(np.float64)
+        node.spent += level
         parts, start = [], 0
         for table in tables:
             parts.append(noisy[start:start + table.size].reshape(table.shape))
@@ -413,8 +426,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         node.size = float(np.mean([p.sum() for p in parts]))
         t = max(2 if edges is not None else self.arities_[j] for j, edges in candidates)
         if node.size / (t * k) < math.sqrt(2) * a / float(level):
-            budget = check_epsilon(self.epsilon) - (node.depth + 1) * level
-            self._leaf(node, y, k, budget)
+            self._leaf(node, y, k, self._remaining(node.depth, 1))
             return None
         best, choice = math.inf, None
         for (j, edges), part in zip(candidates, parts, strict=True):
