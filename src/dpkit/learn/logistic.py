@@ -17,6 +17,43 @@ Trade-off: the noise grows with C while the regularisation bias shrinks with it;
 default C = 1/√n̂ is not data-derived when n̂ is declared (``n_hint``). The solver's
 tolerance adds an error ‖ŵ − w*‖ ≤ ‖∇J(ŵ)‖ (strong convexity) that is checked against
 2^-20·Δ₂ and then counted in the sensitivity.
+
+``method="functional"``: the functional mechanism (Zhang, Zhang, Xiao, Yang & Winslett,
+"Functional mechanism: regression analysis under differential privacy", PVLDB 2012, §5 for
+the logistic loss, §6 for the regularisation/spectral trimming). Pure ε-DP, add/remove
+neighbours. Each row becomes φ = (numeric part, one-hot part, 1): a numeric column is
+clipped to its declared [l, u] and mapped to [−1, 1], rounded to the grid 2^-10; a declared
+one-hot group keeps its 0/1 columns (at most one 1; all zeros is a missing category); the
+constant 1 carries the intercept. The second-order Taylor expansion of the logistic loss
+at 0, log(1 + e^z) − y·z ≈ log 2 − (y − ½)·z + z²/8 with z = ⟨w, φ⟩, makes the objective
+
+    Σᵢ [⅛ wᵀφᵢφᵢᵀw − (yᵢ − ½)⟨w, φᵢ⟩] = ⅛ wᵀGw − ⟨w, u⟩,   G = Σ φφᵀ,  u = Σ (y − ½)φ,
+
+a polynomial whose coefficients are released with the grid Laplace mechanism:
+
+- G at ε/2, on the pairs P = {(i, j): i ≤ j} minus the pairs that are identically zero or
+  repeated under the declared structure (two columns of one group; the diagonal (j, j) of a
+  one-hot column equals (j, 1) since φ_j² = φ_j). One row touches at most
+  a = k + m + 1 non-zero coordinates (k groups, m numeric columns, the constant), each of
+  magnitude ≤ 1, so it adds at most Δ_G = a(a + 1)/2 − k to the L1 norm of G|_P
+  (97 for Adult's 8 groups and 5 numeric columns).
+- u at ε/2: one row adds (y − ½)φ, so Δ_u = a/2 in L1; its constant coordinate is the
+  noisy class balance Σ(y − ½), which sets the intercept.
+
+Both sums are exact (multiples of 2^-20 below 2^33 in magnitude are exact in float64 in any
+summation order; n < 2^32 is checked), so the L1 bounds are those of the released values,
+and :func:`~dpkit.learn._privacy.laplace_noise` folds its grid rounding into the
+calibration: the pair of releases is (ε/2 + ε/2)-DP by basic composition, everything after
+is post-processing. The noisy G̃ is symmetrised, its negative eigenvalues are set to zero
+(§6's spectral trimming: the noisy objective must be bounded below) and a ridge λ is added
+on every coordinate but the intercept's (§6's regularisation); the weights solve
+(G̃₊ + λ·I′)·w = 4ũ, the minimiser of ⅛ wᵀG̃₊w − ⟨w, ũ⟩ + (λ/8)‖w′‖². Default λ =
+½·b_G·√(d + 1) with b_G = Δ_G/(ε/2) the Laplace scale on G: the noise matrix's spectral norm
+is of order 2√2·b_G·√(d + 1), so λ sits below it by a data-free constant (chosen on Adult,
+a public benchmark); ``C`` overrides it as λ = 4/C (scikit-learn's C·Σℓ + ½‖w‖² on the
+Taylor objective). Noise on G is O(a²/ε) and on u O(a/ε) whatever d is, unlike output
+perturbation's, which grows with √d; the price is the Taylor bias (the fit is the
+least-squares classifier, not the logistic one).
 """
 
 from __future__ import annotations
@@ -45,6 +82,9 @@ from dpkit.mechanisms.vector import make_vector_laplace
 __all__ = ["LogisticRegression"]
 
 MAX_VECTOR_DIM = 40
+METHODS = ("output", "functional")
+GRID_BITS = 10  # numeric features are rounded to multiples of 2^-10 (exact Gram sums)
+RIDGE_FACTOR = 0.5  # default λ = RIDGE_FACTOR · b_G · √(d + 1)
 
 
 def _fit_exact(x: np.ndarray, s: np.ndarray, c: float) -> tuple[np.ndarray, float]:
@@ -70,8 +110,51 @@ def _fit_exact(x: np.ndarray, s: np.ndarray, c: float) -> tuple[np.ndarray, floa
     return w, float(np.linalg.norm(objective(w)[1]))
 
 
+def functional_sensitivities(k: int, m: int) -> tuple[int, Fraction]:
+    """L1 sensitivities (Δ_G, Δ_u) of the functional mechanism's two releases for ``k``
+    one-hot groups and ``m`` numeric columns (module docstring): a = k + m + 1 non-zero
+    coordinates of magnitude ≤ 1 per row, a(a + 1)/2 pairs among them of which the k
+    one-hot diagonals are not released; Δ_u = a/2 since |y − ½| = ½."""
+    a = k + m + 1
+    return a * (a + 1) // 2 - k, Fraction(a, 2)
+
+
+def _layout(d: int, one_hot: Any) -> tuple[list[np.ndarray], np.ndarray]:
+    """The declared one-hot groups (index arrays) and the remaining, numeric, columns."""
+    groups: list[np.ndarray] = []
+    seen: set[int] = set()
+    for g, group in enumerate(one_hot or ()):
+        idx = np.asarray(list(group), dtype=np.int64)
+        if idx.ndim != 1 or idx.size == 0 or np.any(idx < 0) or np.any(idx >= d):
+            raise DomainError(f"one_hot group {g}: column indices must lie in [0, {d})")
+        if seen & set(idx.tolist()) or len(set(idx.tolist())) != idx.size:
+            raise DomainError(f"one_hot group {g}: a column appears in two groups or twice")
+        seen |= set(idx.tolist())
+        groups.append(idx)
+    numeric = np.array([j for j in range(d) if j not in seen], dtype=np.int64)
+    return groups, numeric
+
+
+def _released_pairs(d: int, groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs P of the augmented (d + 1)² matrix G that are released (module
+    docstring): i ≤ j, not two columns of one group, not a one-hot diagonal."""
+    label = np.full(d + 1, -1)
+    for g, idx in enumerate(groups):
+        label[idx] = g
+    i, j = np.triu_indices(d + 1)
+    same_group = (label[i] >= 0) & (label[i] == label[j])
+    return i[~same_group], j[~same_group]
+
+
+def _functional_statistics(phi: np.ndarray, t: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """The exact, pre-noise statistics: G = Σ φφᵀ on ``pairs`` and u = Σ (y − ½)φ."""
+    return (phi.T @ phi)[pairs], phi.T @ (t - 0.5)
+
+
 class LogisticRegression(ClassifierMixin, BaseEstimator):
-    """ε-DP binary logistic regression by output perturbation (module docstring).
+    """ε-DP binary logistic regression (module docstring): output perturbation
+    (``method="output"``, the default) or the functional mechanism (``"functional"``).
 
     Parameters
     ----------
@@ -93,22 +176,41 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     bounds : (lower, upper), optional
         Declared per-feature bounds instead of ``data_norm``: features are clipped, centred
         and scaled to [−1, 1], divided by √d (so R = 1); prediction applies the same map.
+        Required by ``method="functional"`` (there without the √d; one-hot columns must
+        be declared (0, 1)).
+    method : {"output", "functional"}
+        Output perturbation (CMS11) or the functional mechanism (Zhang et al. 2012), both
+        pure ε-DP. The functional mechanism needs ``bounds`` and ignores ``data_norm``,
+        ``n_hint`` and ``intercept_scaling``; its ``C`` sets the ridge λ = 4/C (default
+        λ = ½·b_G·√(d + 1), module docstring).
+    one_hot : sequence of sequences of int, optional
+        ``method="functional"`` only: declared one-hot groups, each the column indices of
+        one categorical feature's indicators (0/1, at most one 1 per row; all zeros for a
+        missing value). Other columns are numeric.
 
     Attributes
     ----------
     coef_ : ndarray (1, d), intercept_ : ndarray (1,), classes_ : ndarray (2,)
+        With ``bounds`` the coefficients apply to the mapped features (as
+        ``decision_function`` computes them), not to the raw columns.
 
     Raises
     ------
     DomainError
-        Missing data_norm or classes, ε ≤ 0, labels outside ``classes``.
+        Missing data_norm or classes, ε ≤ 0, labels outside ``classes``; for
+        ``"functional"``: missing bounds, malformed ``one_hot``, one-hot columns not
+        declared (0, 1) or not 0/1 with at most one 1 per row (the group is named),
+        non-finite X; all before anything is spent.
     """
 
     def __init__(self, epsilon: float = 1.0, data_norm: float | None = None,
                  classes: Any = None, C: float | None = None, n_hint: int = 10_000,
                  accountant: Any = None, bounds: Any = None,
-                 intercept_scaling: float = 1.0) -> None:
+                 intercept_scaling: float = 1.0, method: str = "output",
+                 one_hot: Any = None) -> None:
         self.intercept_scaling = intercept_scaling
+        self.method = method
+        self.one_hot = one_hot
         self.epsilon = epsilon
         self.data_norm = data_norm
         self.bounds = bounds
@@ -122,6 +224,12 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         if x.ndim != 2:
             raise DomainError("X must be 2-D (n_samples, n_features)")
         eps = check_epsilon(self.epsilon)
+        if self.method not in METHODS:
+            raise DomainError(f"method must be one of {METHODS}, not {self.method!r}")
+        if self.method == "functional":
+            return self._fit_functional(x, y, eps)
+        if self.one_hot is not None:
+            raise DomainError("one_hot applies to method='functional' only")
         x = self._standardise(x)
         norm = self._norm()
         if norm is None or not norm > 0:
@@ -167,6 +275,90 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         return charge(self.accountant, PureDP(eps),
                       f"LogisticRegression(ε={eps}, d={d - 1}, C={c:g})", compute)
 
+    def _labels(self, y: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The declared classes and the rows' 0/1 targets (1 = the second class)."""
+        if self.classes is None or len(self.classes) != 2:
+            raise DomainError("declare the two class labels: classes=[negative, positive]")
+        classes = np.asarray(self.classes)
+        labels = np.asarray(y).ravel()
+        if labels.shape[0] != n:
+            raise DomainError("y must have one label per row of X")
+        neg, pos = labels == classes[0], labels == classes[1]
+        if not np.all(neg | pos):
+            raise DomainError("a label is not among the declared classes")
+        return classes, pos.astype(np.float64)
+
+    def _features(self, x: np.ndarray, strict: bool) -> np.ndarray:
+        """φ(x) of the functional mechanism (module docstring), with the constant last.
+        ``strict`` (fitting): one-hot columns must be 0/1 with at most one 1 per group and
+        X finite, else DomainError; otherwise (prediction) they are clipped to [0, 1]."""
+        d = x.shape[1]
+        groups, numeric = _layout(d, self.one_hot)
+        lower, upper = check_bounds(self.bounds, d)
+        for g, idx in enumerate(groups):
+            if np.any(lower[idx] != 0) or np.any(upper[idx] != 1):
+                raise DomainError(f"one_hot group {g}: declare its columns' bounds as (0, 1)")
+        if strict and not np.all(np.isfinite(x)):
+            bad = int(np.flatnonzero(~np.all(np.isfinite(x), axis=0))[0])
+            raise DomainError(f"X column {bad}: NaN or infinity (declare a value for "
+                              f"missing entries before fitting)")
+        phi = np.empty((x.shape[0], d + 1))
+        lo, hi = lower[numeric], upper[numeric]
+        scaled = 2 * (np.clip(x[:, numeric], lo, hi) - lo) / (hi - lo) - 1
+        phi[:, numeric] = np.clip(np.round(scaled * 2.0**GRID_BITS) / 2.0**GRID_BITS, -1, 1)
+        for g, idx in enumerate(groups):
+            block = x[:, idx]
+            if strict and (np.any((block != 0) & (block != 1)) or np.any(block.sum(1) > 1)):
+                raise DomainError(f"one_hot group {g} (columns {idx.tolist()}): every entry "
+                                  f"must be 0 or 1 with at most one 1 per row")
+            phi[:, idx] = np.clip(block, 0, 1)
+        phi[:, d] = 1.0
+        return phi
+
+    def _fit_functional(self, x: np.ndarray, y: Any, eps: Fraction) -> LogisticRegression:
+        """The functional mechanism (module docstring): (ε/2 + ε/2)-DP."""
+        if self.bounds is None:
+            raise DomainError("method='functional' needs declared bounds=(lower, upper): "
+                              "dpkit never reads them off the data")
+        classes, t = self._labels(y, x.shape[0])
+        phi = self._features(x, strict=True)
+        if x.shape[0] >= 1 << 32:
+            raise DomainError("method='functional' sums at most 2^32 rows exactly")
+        d = x.shape[1]
+        groups, numeric = _layout(d, self.one_hot)
+        pairs = _released_pairs(d, groups)
+        sens_g, sens_u = functional_sensitivities(len(groups), numeric.size)
+        eps_g = eps / 2
+        if self.C is not None:
+            if not float(self.C) > 0:
+                raise DomainError("C must be positive")
+            ridge = 4 / float(self.C)
+        else:
+            ridge = RIDGE_FACTOR * float(sens_g / eps_g) * math.sqrt(d + 1)
+
+        def compute() -> LogisticRegression:
+            gram, lin = _functional_statistics(phi, t, pairs)
+            noisy = np.zeros((d + 1, d + 1))
+            noisy[pairs] = laplace_noise(gram, sens_g, eps_g)
+            u = laplace_noise(lin, sens_u, eps - eps_g)
+            for idx in groups:  # φ_j² = φ_j: the diagonal is the (j, constant) entry
+                noisy[idx, idx] = noisy[idx, d]
+            noisy = np.triu(noisy) + np.triu(noisy, 1).T
+            values, vectors = np.linalg.eigh(noisy)
+            penalty = np.full(d + 1, ridge)
+            penalty[d] = 0.0  # the intercept is not shrunk
+            h = (vectors * np.maximum(values, 0.0)) @ vectors.T + np.diag(penalty)
+            w = np.linalg.lstsq(h, 4 * u, rcond=None)[0]
+            self.coef_ = w[None, :d]
+            self.intercept_ = w[d:]
+            self.classes_ = classes
+            self.n_features_in_ = d
+            return self
+
+        return charge(self.accountant, PureDP(eps),
+                      f"LogisticRegression(functional, ε={eps}, d={d}, "
+                      f"groups={len(groups)})", compute)
+
     def _norm(self) -> float | None:
         if self.bounds is not None:
             return 1.0
@@ -180,6 +372,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         return (np.clip(x, lower, upper) - mid) / half / math.sqrt(x.shape[1])
 
     def decision_function(self, X: Any) -> np.ndarray:
+        if self.method == "functional":
+            phi = self._features(np.asarray(X, dtype=np.float64), strict=False)
+            return phi[:, :-1] @ self.coef_[0] + self.intercept_[0]
         x = self._standardise(np.asarray(X, dtype=np.float64))
         x = clip_rows(x, float(self._norm()))  # type: ignore[arg-type]
         return x @ self.coef_[0] + self.intercept_[0]
