@@ -253,6 +253,49 @@ def test_leaf_counts_at_depth_d_get_the_whole_level(monkeypatch):
     assert stats.binomtest(hits, noise.size, p).pvalue < FALSE_POSITIVE_RATE
 
 
+def _sulq_root_noise(fits: int) -> np.ndarray:
+    """The noise SuLQ added to the root's count tables (ε = 2, D = 1: ε_l = 1)."""
+    x, y = _mixed(300)
+    noise = []
+    real = DT.laplace_integer
+
+    def spy(values, sensitivity, epsilon):
+        out = real(values, sensitivity, epsilon)
+        if values.size > 2:  # the tables, not a leaf's class counts
+            noise.append(out - values)
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(DT, "laplace_integer", spy)
+        for _ in range(fits):
+            _model("sulq_id3", 2, 1).fit(x, y)
+    return np.concatenate(noise)
+
+
+def test_sulq_tables_have_sensitivity_a_and_matching_noise(monkeypatch):
+    # structure: one record adds 1 to one cell of each of the a = 4 tables
+    x, y = _mixed(50)
+    model = _model("sulq_id3", 2, 1).fit(x, y)
+    candidates = model._candidates(DT.Node(0, model.lower_, model.upper_, frozenset()))
+    codes = model._codes(x)
+    flat = [np.concatenate([t.ravel() for t in model._tables(c, v, 2, candidates)])
+            for c, v in ((codes, (y == "yes").astype(int)),
+                         (codes[1:], (y[1:] == "yes").astype(int)))]
+    assert len(candidates) == 4 and np.abs(flat[0] - flat[1]).sum() == 4
+    # distribution: discrete Laplace of scale a/ε_l = 4 on every cell:
+    # P(|Z| ≤ 4) = 1 − 2e^{−5/4}/(1 + e^{−1/4}) = 0.678; scale 1 (Δ forgotten) gives 0.990.
+    t = 4.0
+    p = 1 - 2 * np.exp(-5 / t) / (1 + np.exp(-1 / t))
+    noise = _sulq_root_noise(6)
+    hits = int((np.abs(noise) <= 4).sum())
+    assert stats.binomtest(hits, noise.size, p).pvalue >= FALSE_POSITIVE_RATE
+    real = DT.laplace_integer
+    monkeypatch.setattr(DT, "laplace_integer", lambda v, s, e: real(v, Fraction(1), e))
+    noise = _sulq_root_noise(6)
+    hits = int((np.abs(noise) <= 4).sum())
+    assert stats.binomtest(hits, noise.size, p).pvalue < FALSE_POSITIVE_RATE
+
+
 # ---------------------------------------------------------------- learning
 @pytest.mark.parametrize("method", METHODS)
 def test_tree_finds_the_feature_that_determines_the_label(method):

@@ -3,14 +3,15 @@
 Sources
 -------
 - ``"diffp_id3"``, ``"diffp_c45"``: Friedman & Schuster, "Data mining with differential
-  privacy", KDD 2010 — the DiffP-ID3 listing (§5) and its C4.5 extension to continuous
-  attributes (§5.3): a per-level budget ε′ = ε/(2(D+1)), a Laplace count of every node,
+  privacy", KDD 2010 — the DiffP-ID3 algorithm and its C4.5 extension to continuous
+  attributes: a per-level budget ε′ = ε/(2(D+1)), a Laplace count of every node,
   the split attribute chosen by the exponential mechanism (McSherry & Talwar 2007) with the
   max operator as quality, and noisy class counts in the leaves.
 - ``"sulq_id3"``: Blum, Dwork, McSherry & Nissim, "Practical privacy: the SuLQ framework",
   PODS 2005 (ID3 from noisy counts, as recalled by Friedman & Schuster §4): every node
   releases its (attribute value × class) count tables with Laplace noise and picks the
-  attribute of highest information gain computed from the noisy counts.
+  attribute of highest information gain computed from the noisy counts (the SuLQ-based ID3
+  that Friedman & Schuster take as their baseline).
 
 Features
 --------
@@ -34,8 +35,8 @@ Privacy (pure ε-DP, neighbours add or remove one record)
 The nodes of one level partition the records that reach that level (the children of a node
 split its records by a function of the record alone), so all mechanisms run on the nodes of
 one level compose in parallel: the level costs the largest per-node ε, not the sum
-(McSherry 2009, Thm 4). Levels compose sequentially, the later ones chosen adaptively from
-the earlier releases. With D = ``max_depth``:
+(parallel composition, McSherry 2009, PINQ). Levels compose sequentially, the later ones
+chosen adaptively from the earlier releases. With D = ``max_depth``:
 
 ``diffp_*``: ε′ = ε / (2(D + 1)). A node at depth d < D releases its size
 n̂ = n + Lap(1/ε′) (ε′; counts have sensitivity 1) and either splits — the candidate s is
@@ -43,17 +44,23 @@ drawn by ``sample_exponential`` with probability ∝ exp(ε′·q(s)), which is 
 max-operator quality q(s) = Σ_children max_c τ_{child,c} (τ: counts of class c in a child)
 moves by at most Δ = 1 between neighbours and every candidate's score moves in the same
 direction (adding a record never lowers a maximum), so the factor 2 of the exponential
-mechanism is not needed (McSherry & Talwar 2007, Thm 6; Dwork & Roth Thm 3.10 with
-monotone quality) — or stops, when n̂ / (t·|C|) < √2/ε′ (t: the largest number of children
-of any candidate split, |C|: the number of classes; the paper's rule: the average count per
-cell is below the noise's standard deviation). A leaf at depth d releases its class counts
+mechanism is not needed (McSherry & Talwar 2007; Dwork & Roth 2014, Thm 3.10, whose factor
+2 pays for the numerator and the normaliser moving in opposite directions; dpkit's
+``make_exponential(monotonic=True)`` has the same map) — or stops, when
+n̂ / (t·|C|) < √2/ε′ (t: the largest number of children of any candidate split, |C|: the
+number of classes; the paper's rule: the average count per cell is below the noise's
+standard deviation). A leaf at depth d releases its class counts
 with Lap(1/ε_leaf), where ε_leaf = ε − (2d + 1)ε′ (and 2ε′ at depth D, where no size is
 released): whatever the records in that leaf would have spent on the levels below is given
 to their leaf. Along every root-to-leaf path the losses add up to exactly
 
     ε = Σ_{levels 0 … d−1} 2ε′ + ε′ + (ε − (2d+1)ε′),
 
-so for every outcome the privacy loss of any one record is at most ε — pure ε-DP.
+(a leaf at d < D with no candidate left releases its counts at ε − 2dε′). The budget of
+every release is a function of the earlier releases only, and the node a record sits in at
+each level is fixed by the record and the released splits, so the likelihood ratio of any
+outcome under neighbouring datasets is a product over the nodes on the differing record's
+path, at most e^ε — pure ε-DP.
 
 ``sulq_id3``: ε_l = ε / (D + 1). A node at depth d < D with a attributes on offer releases
 all its a count tables (code or grid cell × class) at once with discrete Laplace noise of
@@ -61,7 +68,8 @@ scale a/ε_l: one record adds 1 to one cell of each table, L1 sensitivity a, so 
 node's size and class counts are read off the tables (the mean over the a tables:
 post-processing); it stops when n̂ / (t·|C|) < √2·a/ε_l, and a leaf at depth d < D releases
 fresh class counts at the remaining (D − d)·ε_l; the leaves at depth D release class counts
-at ε_l. Again every path spends exactly ε.
+at ε_l (a leaf at d < D with no attribute left, at ε − d·ε_l). Again every path spends
+exactly ε, with the same argument.
 
 Noise: discrete Laplace on the integer counts (Canonne, Kamath & Steinke 2020, via
 :func:`dpkit.release.measure.laplace_integer`), the exponential mechanism sampled exactly
@@ -74,7 +82,8 @@ so that a leaf whose counts are mostly noise defers to its parent.
 Split quality: only the max operator (the paper's recommendation for small budgets: Δ = 1)
 is offered for the exponential mechanism. Information gain would need Δ = log(N + 1) + 1/ln 2
 for a declared upper bound N on the node size and Gini Δ = 2 without monotonicity — a
-factor 2 to 4·log N more noise for the same ε. Pruning (§5.2 of the paper) is not done.
+factor 2 to 4·log N more noise for the same ε. The paper's pruning of DiffP-C4.5 trees is
+not done.
 """
 
 from __future__ import annotations
