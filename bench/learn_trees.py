@@ -12,7 +12,9 @@ here (a benchmark input; UCI publishes them). Label: income > 50K.
 
 Settings, chosen by reasoning, not on the test split: D = 4 (the budget is split over
 D + 1 levels; Adult's strong signals — marital status/relationship, capital gain, education
-— need two or three levels), G = 16 grid cells per numeric feature.
+— need two or three levels), G = 16 grid cells per numeric feature. A check on the last
+8000 rows of the training split (never the test split) put D ∈ {3, 4, 5} within about a
+point of each other for every method.
 """
 
 from __future__ import annotations
@@ -96,5 +98,5 @@ if __name__ == "__main__":
     args = parser.parse_args()
     result = run_trees(args.trials)
     print(summary(result))
-    _, _, _, yt, _, _ = arrays()
+    yt = arrays()[3]
     print(f"\nMajority class on the test split: {max(yt.mean(), 1 - yt.mean()):.2%}.")

@@ -114,9 +114,9 @@ class Node:
     ``feature`` is −1 at a leaf. A continuous split sends x < ``threshold`` to
     ``children[0]`` and the rest to ``children[1]``; a categorical split sends code v to
     ``children[v]``. ``counts`` are a leaf's noisy class counts (float, unclamped) and
-    ``noise_std`` their noise's standard deviation; ``lower``/``upper`` the public interval
-    of every continuous feature at this node; ``spent`` the ε of this node's own releases (they
-add up to the model's ε along every root-to-leaf path)."""
+    ``noise_std`` their noise's standard deviation; ``lower``/``upper`` the public
+    interval of every continuous feature at this node; ``spent`` the ε of this node's own
+    releases (they add up to the model's ε along every root-to-leaf path)."""
 
     depth: int
     lower: np.ndarray
