@@ -76,6 +76,12 @@ def test_reconstruction_is_exact_without_noise():
     assert set(got) == expected  # every non-empty subset of a basis, once
     for s, e in got.items():  # (2, 3) and its subsets are under two bases: averaged
         assert e == _support(tx, s)
+    # noisy bins disagree: {0} from basis (0,) is one bin (weight 1), from (0, 1, 2) the
+    # sum of four (weight 1/4): the inverse-variance average (10·1 + 20·¼)/(1 + ¼) = 12
+    member, est = PB._reconstruct([np.array([0, 10]), np.array([0, 5, 0, 5, 0, 5, 0, 5])],
+                                  [(0,), (0, 1, 2)], 3)
+    row = next(i for i, r in enumerate(member) if r.tolist() == [True, False, False])
+    assert est[row] == 12
 
 
 def test_superset_sums_broken_variant_is_caught():
@@ -161,6 +167,8 @@ def test_bad_inputs_raise_before_any_debit():
         PB.privbasis([[1, 2], [2, 4]], [1, 2, 3], 2, 1, accountant=acct)  # 4 unknown
     with pytest.raises(DomainError):
         PB.privbasis(tx, [1, 2, 2], 2, 1, accountant=acct)  # repeated item
+    with pytest.raises(DomainError):
+        PB.privbasis([1, 2], [1, 2, 3], 2, 1, accountant=acct)  # not transactions
     with pytest.raises(DomainError):
         PB.privbasis(tx, [], 1, 1, accountant=acct)
     assert acct.spent == PureDP(0)

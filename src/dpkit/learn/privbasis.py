@@ -79,7 +79,10 @@ _MAX_THETA = 16  # 2^16 bins per basis
 def _incidence(transactions: Iterable[Iterable[Any]], universe: Sequence[Any]) -> np.ndarray:
     """The (n, M) boolean incidence matrix; every item must be in the declared universe."""
     index = {v: i for i, v in enumerate(universe)}
-    rows = [list(t) for t in transactions]
+    try:
+        rows = [list(t) for t in transactions]
+    except TypeError:
+        raise DomainError("transactions must be an iterable of iterables of items") from None
     lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
     try:
         cols = np.fromiter(map(index.__getitem__, chain.from_iterable(rows)), dtype=np.int64,
