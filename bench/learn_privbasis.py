@@ -58,8 +58,10 @@ def run_privbasis(trials: int) -> list[dict]:
     rows = []
     for name, (tx, items) in sources().items():
         truth_all, truth_3 = truths(tx, items)
-        for model, kw, truth in ((f"itemsets {name} privbasis", {}, truth_all),
-                                 (f"itemsets {name} privbasis max3", {"max_size": 3}, truth_3)):
+        runs: list[tuple[str, dict[str, Any], list[tuple]]] = [
+            (f"itemsets {name} privbasis", {}, truth_all),
+            (f"itemsets {name} privbasis max3", {"max_size": 3}, truth_3)]
+        for model, kw, truth in runs:
             for trial in range(trials):
                 t0 = time.perf_counter()
                 out = privbasis(tx, items, K, EPSILON, **kw)

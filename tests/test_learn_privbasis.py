@@ -167,8 +167,8 @@ def test_bad_inputs_raise_before_any_debit():
         PB.privbasis([[1, 2], [2, 4]], [1, 2, 3], 2, 1, accountant=acct)  # 4 unknown
     with pytest.raises(DomainError):
         PB.privbasis(tx, [1, 2, 2], 2, 1, accountant=acct)  # repeated item
-    with pytest.raises(DomainError):
-        PB.privbasis([1, 2], [1, 2, 3], 2, 1, accountant=acct)  # not transactions
+    with pytest.raises(DomainError):  # not transactions
+        PB.privbasis([1, 2], [1, 2, 3], 2, 1, accountant=acct)  # type: ignore[list-item]
     with pytest.raises(DomainError):
         PB.privbasis(tx, [], 1, 1, accountant=acct)
     assert acct.spent == PureDP(0)
