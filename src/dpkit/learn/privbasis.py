@@ -328,7 +328,7 @@ def privbasis(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: in
         support among them: still an order statistic of a fixed family of counts,
         sensitivity 1); None (default) for any size.
     max_basis_size : int
-        θ_max, the largest basis (2^θ_max bins each), 1 … 16.
+        ℓ, the largest basis (2^ℓ bins each), 1 … 16.
     split : (α₁, α₂, α₃)
         Budget shares of steps 1–3 (each > 0, sum < 1); step 4 gets the rest, and any
         share of a skipped step 3.
