@@ -117,31 +117,30 @@ def _timed(system, model, eps, trial, fit, predict, yt):
 
 
 def run_dpkit(trials: int) -> list[dict]:
+    """dpkit's rows; each configuration's trials run back to back (interleaving them with
+    output perturbation's multithreaded L-BFGS fits slowed the short fits down several-fold
+    on a shared machine)."""
     x, y, xt, yt, groups, lower, upper = onehot_arrays(category_lists())
     nx, ny, nxt, nyt = numeric_arrays()
+    configs = {
+        "one-hot, functional": (x, y, xt, yt, dict(bounds=(lower, upper), method="functional",
+                                                   one_hot=groups)),
+        "one-hot, output": (x, y, xt, yt, dict(bounds=(lower, upper), C=0.1,
+                                               intercept_scaling=0.3)),
+        "5 numeric, functional": (nx, ny, nxt, nyt, dict(bounds=(LOWER, UPPER),
+                                                         method="functional")),
+        "5 numeric, output": (nx, ny, nxt, nyt, dict(bounds=(LOWER, UPPER), C=0.1,
+                                                     intercept_scaling=0.3)),
+    }
     rows = []
-    for trial in range(trials):
+    for name, (a, b, at, bt, kw) in configs.items():
         for eps in EPSILONS:
-            rows.append(_timed(
-                "dpkit", "LogisticRegression (one-hot, functional)", eps, trial,
-                lambda e=eps: LogisticRegression(e, bounds=(lower, upper), classes=[0, 1],
-                                                 method="functional", one_hot=groups).fit(x, y),
-                lambda m: m.predict(xt), yt))
-            rows.append(_timed(
-                "dpkit", "LogisticRegression (one-hot, output)", eps, trial,
-                lambda e=eps: LogisticRegression(e, bounds=(lower, upper), classes=[0, 1],
-                                                 C=0.1, intercept_scaling=0.3).fit(x, y),
-                lambda m: m.predict(xt), yt))
-            rows.append(_timed(
-                "dpkit", "LogisticRegression (5 numeric, functional)", eps, trial,
-                lambda e=eps: LogisticRegression(e, bounds=(LOWER, UPPER), classes=[0, 1],
-                                                 method="functional").fit(nx, ny),
-                lambda m: m.predict(nxt), nyt))
-            rows.append(_timed(
-                "dpkit", "LogisticRegression (5 numeric, output)", eps, trial,
-                lambda e=eps: LogisticRegression(e, bounds=(LOWER, UPPER), classes=[0, 1],
-                                                 C=0.1, intercept_scaling=0.3).fit(nx, ny),
-                lambda m: m.predict(nxt), nyt))
+            for trial in range(trials):
+                rows.append(_timed(
+                    "dpkit", f"LogisticRegression ({name})", eps, trial,
+                    lambda e=eps, a=a, b=b, kw=kw: LogisticRegression(
+                        e, classes=[0, 1], **kw).fit(a, b),
+                    lambda m, at=at: m.predict(at), bt))
     return rows
 
 
