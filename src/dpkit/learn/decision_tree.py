@@ -99,6 +99,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_bounds, check_epsilon
+from dpkit.learn._validation import fit_labelled, predict_features
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.measure import laplace_integer
 
@@ -258,11 +259,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         DomainError
             See the class docstring; raised before the accountant is debited.
         """
-        x = np.asarray(X, dtype=np.float64)
-        if x.ndim != 2:
-            raise DomainError("X must be 2-D (n_samples, n_features)")
-        if np.isnan(x).any():
-            raise DomainError("X contains NaN; impute or drop those rows first")
+        x, classes, label = fit_labelled(X, y, self.classes)
         eps = check_epsilon(self.epsilon)
         if self.method not in METHODS:
             raise DomainError(f"method must be one of {METHODS}, got {self.method!r}")
@@ -273,19 +270,6 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         if bins < 2:
             raise DomainError("n_bins must be ≥ 2")
         lower, upper = check_bounds(self.bounds, x.shape[1])
-        if self.classes is None:
-            raise DomainError("declare the class labels: classes=[...]")
-        classes = np.asarray(self.classes)
-        if classes.ndim != 1 or classes.size == 0 or np.unique(classes).size != classes.size:
-            raise DomainError("classes must be a non-empty list of distinct labels")
-        index = {c: i for i, c in enumerate(classes.tolist())}
-        try:
-            label = np.fromiter((index[v] for v in np.asarray(y).tolist()), dtype=np.int64)
-        except KeyError as exc:
-            raise DomainError(f"label {exc.args[0]!r} is not among the declared classes"
-                              ) from None
-        if label.size != x.shape[0]:
-            raise DomainError("X and y must have the same number of rows")
         declared = self._arities(x.shape[1])
         arities = dict(declared)
         if self.method == "diffp_id3":  # continuous features become grid codes
@@ -475,12 +459,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
 
     def _reach(self, X: Any) -> np.ndarray:
         """The leaf each row of X reaches."""
-        x = np.asarray(X, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.n_features_in_:
-            raise DomainError(f"X must be 2-D with {self.n_features_in_} features")
-        if np.isnan(x).any():
-            raise DomainError("X contains NaN")
-        x = self._codes(x)
+        x = self._codes(predict_features(self, X))
         at = np.zeros(x.shape[0], dtype=np.int64)
         for i, node in enumerate(self.nodes_):
             if node.feature < 0:

@@ -20,8 +20,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from dpkit.core.measures import PureDP
-from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_bounds, check_epsilon, laplace_noise
+from dpkit.learn._validation import fit_regression, predict_features
 
 __all__ = ["LinearRegression"]
 
@@ -60,10 +60,7 @@ class LinearRegression(RegressorMixin, BaseEstimator):
         self.accountant = accountant
 
     def fit(self, X: Any, y: Any) -> LinearRegression:
-        x = np.asarray(X, dtype=np.float64)
-        t = np.asarray(y, dtype=np.float64).ravel()
-        if x.ndim != 2 or t.shape[0] != x.shape[0]:
-            raise DomainError("X must be 2-D (n_samples, n_features) and y one per row")
+        x, t = fit_regression(X, y)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
         y_lower, y_upper = check_bounds(self.y_bounds, 1)
@@ -95,4 +92,4 @@ class LinearRegression(RegressorMixin, BaseEstimator):
                       compute)
 
     def predict(self, X: Any) -> np.ndarray:
-        return np.asarray(X, dtype=np.float64) @ self.coef_ + self.intercept_
+        return predict_features(self, X) @ self.coef_ + self.intercept_

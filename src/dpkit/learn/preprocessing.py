@@ -24,6 +24,7 @@ from dpkit.learn._privacy import (
     laplace_noise,
     noisy_moments,
 )
+from dpkit.learn._validation import fit_features, predict_features
 
 __all__ = ["StandardScaler"]
 
@@ -60,9 +61,7 @@ class StandardScaler(TransformerMixin, BaseEstimator):
         self.accountant = accountant
 
     def fit(self, X: Any, y: Any = None) -> StandardScaler:
-        x = np.asarray(X, dtype=np.float64)
-        if x.ndim != 2:
-            raise DomainError("X must be 2-D (n_samples, n_features)")
+        x = fit_features(X)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
         count_eps = eps * Fraction(self.count_share).limit_denominator(1 << 20)
@@ -84,4 +83,4 @@ class StandardScaler(TransformerMixin, BaseEstimator):
                       compute)
 
     def transform(self, X: Any) -> np.ndarray:
-        return (np.asarray(X, dtype=np.float64) - self.mean_) / self.scale_
+        return (predict_features(self, X) - self.mean_) / self.scale_

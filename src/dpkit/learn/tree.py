@@ -21,6 +21,7 @@ from dpkit.core import rng
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_bounds, check_epsilon, laplace_noise
+from dpkit.learn._validation import fit_labelled, predict_features
 from dpkit.release.pgm_sample import uniforms
 
 __all__ = ["RandomForestClassifier"]
@@ -71,20 +72,9 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
         self.accountant = accountant
 
     def fit(self, X: Any, y: Any) -> RandomForestClassifier:
-        x = np.asarray(X, dtype=np.float64)
-        if x.ndim != 2:
-            raise DomainError("X must be 2-D (n_samples, n_features)")
+        x, classes, label = fit_labelled(X, y, self.classes)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
-        if self.classes is None:
-            raise DomainError("declare the class labels: classes=[...]")
-        classes = np.asarray(self.classes)
-        index = {c: i for i, c in enumerate(classes.tolist())}
-        try:
-            label = np.fromiter((index[v] for v in np.asarray(y).tolist()), dtype=np.int64)
-        except KeyError as exc:
-            raise DomainError(f"label {exc.args[0]!r} is not among the declared classes"
-                              ) from None
         t = int(self.n_estimators)
         if t < 1:
             raise DomainError("n_estimators must be positive")
@@ -111,7 +101,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
                       f"T={t}, D={depth})", compute)
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        x = np.asarray(X, dtype=np.float64)
+        x = predict_features(self, X)
         total = np.zeros((x.shape[0], self.classes_.size))
         for features, thresholds, counts in self.trees_:
             reached = counts[_leaves(x, features, thresholds, self.depth_)] + 1.0  # smoothing

@@ -1,0 +1,101 @@
+"""Input checks shared by every dpkit.learn model, through scikit-learn's validators so that
+the models pass its conformance battery wherever differential privacy allows
+(tests/test_learn_sklearn.py lists the checks they fail on purpose, and why).
+
+Rules: features are a dense 2-D float array with at least one column (an empty dataset is
+a valid input: refusing it would disclose n = 0); NaN and ±inf are refused in fit and in
+predict (a NaN would pass ``np.clip`` and turn a released
+sum into NaN — a disclosure — so it is an error, raised before any budget is spent);
+labels must be a classification target and among the *declared* classes (a label read off
+the data would disclose it); a model predicts only after a successful fit, on as many
+features as it was fitted with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
+
+from dpkit.errors import DomainError
+
+__all__ = ["fit_features", "fit_labelled", "fit_regression", "predict_features",
+           "declared_labels"]
+
+T = TypeVar("T")
+
+
+def _typed(check: Callable[[], T]) -> T:
+    """scikit-learn's ValueError re-raised as dpkit's DomainError (a ValueError too), with
+    scikit-learn's message."""
+    try:
+        return check()
+    except DomainError:
+        raise
+    except ValueError as exc:
+        raise DomainError(str(exc)) from exc
+
+
+def fit_features(X: Any) -> np.ndarray:
+    """X for an unsupervised fit: (n_samples, n_features) float64, finite, non-empty."""
+    return np.array(_typed(lambda: check_array(X, dtype=np.float64, ensure_min_samples=0)),
+                    dtype=np.float64)
+
+
+def fit_regression(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """X and a numeric y (one value per row; a column vector is flattened with a warning)."""
+    x, t = _typed(lambda: check_X_y(X, y, dtype=np.float64, y_numeric=True,
+                                    ensure_min_samples=0))
+    return np.array(x, dtype=np.float64), np.asarray(t, dtype=np.float64)
+
+
+def fit_labelled(X: Any, y: Any, classes: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """X, the declared classes as an array, and each row's label as an index into them.
+
+    Raises
+    ------
+    DomainError
+        No declared classes, repeated classes, or a label outside them.
+        Bad X, a missing or continuous y (scikit-learn's messages; DomainError is a
+        ValueError).
+    """
+    x, labels = _typed(lambda: check_X_y(X, y, dtype=np.float64, ensure_min_samples=0))
+    _typed(lambda: check_classification_targets(labels))
+    declared, index = declared_labels(classes, labels)
+    return np.array(x, dtype=np.float64), declared, index
+
+
+def declared_labels(classes: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The declared classes (array) and ``labels`` as indices into them (int64)."""
+    if classes is None:
+        raise DomainError("declare the class labels: classes=[...]; dpkit never reads them "
+                          "off the data")
+    declared = np.asarray(classes)
+    if declared.ndim != 1 or declared.size == 0 or len(set(declared.tolist())) != declared.size:
+        raise DomainError("classes must be a non-empty list of distinct labels")
+    index = {c: i for i, c in enumerate(declared.tolist())}
+    try:
+        out = np.fromiter((index[v] for v in np.asarray(labels).ravel().tolist()),
+                          dtype=np.int64)
+    except (KeyError, TypeError) as exc:
+        raise DomainError(f"label {exc.args[0]!r} is not among the declared classes"
+                          ) from None
+    return declared, out
+
+
+def predict_features(model: Any, X: Any) -> np.ndarray:
+    """X for predict/transform: the model is fitted and X has its number of features.
+
+    Raises
+    ------
+    sklearn.exceptions.NotFittedError
+        Before a successful fit.
+    DomainError
+        Bad X or another number of features (scikit-learn's message).
+    """
+    check_is_fitted(model, "n_features_in_")  # set only by a fit that completed
+    return np.array(_typed(lambda: validate_data(model, X, dtype=np.float64, reset=False,
+                                                 ensure_min_samples=0)), dtype=np.float64)
