@@ -8,11 +8,13 @@ integer coding and domain). Workloads: all 91 2-way marginals (W2) and 15 fixed 
 marginals (W3: every 24th triple in itertools order, first 15). Error: mean total-variation
 distance between the real and the released marginals over the workload. Methods (dpkit):
 ``laplace`` (every workload marginal measured directly, discrete Laplace, ε split evenly),
-``independent`` (1-way marginals only), ``mwem`` (factored MWEM on the workload's cliques),
-``mst`` (one run serves both workloads), ``aim`` (run per workload). (ε, δ = 1e-9) for MST
-and AIM via zCDP, pure ε for the others. Also: the iterative construction's reported
-accuracy bound against its measured max error on a 6-attribute projection of Adult (20,160
-cells, all 2-way marginals). Writes bench/results/synthetic.{md,json}.
+``independent`` (1-way marginals only, pure ε), ``independent_rho`` (the same at MST's
+and AIM's ρ: the like-for-like baseline of the goal), ``mwem`` (factored MWEM on the
+workload's cliques), ``mst`` (one run serves both workloads), ``aim`` (run per
+workload). (ε, δ = 1e-9) for MST and AIM via zCDP, pure ε for the others. Also: the
+iterative construction's reported accuracy bound against its measured max error on a
+6-attribute projection of Adult (20,160 cells, all 2-way marginals). Writes
+bench/results/synthetic.{md,json}.
 """
 
 from __future__ import annotations
@@ -81,6 +83,12 @@ def run_dpkit(codes, domain, loads, eps: float, trial: int) -> list[dict]:
     for name, cliques in loads.items():
         record("independent", name, took, mean_tv(codes, domain, cliques,
                                                   from_sample(sample, domain)))
+    t = time.perf_counter()
+    sample = independent_sample(codes, domain, rho=rho)
+    took = time.perf_counter() - t
+    for name, cliques in loads.items():
+        record("independent_rho", name, took, mean_tv(codes, domain, cliques,
+                                                      from_sample(sample, domain)))
     for name, cliques in loads.items():
         t = time.perf_counter()
         result = mwem(codes, MarginalWorkload(domain, tuple(cliques)), e)
@@ -167,10 +175,12 @@ def goals(rows: list[dict], peers: list[dict], ic: list[dict]) -> list[str]:
     for e in sorted({r["epsilon"] for r in rows}):
         for w in ("W2", "W3"):
             m, lap = mean("mwem", w, e), mean("laplace", w, e)
-            a, s, i = mean("aim", w, e), mean("mst", w, e), mean("independent", w, e)
+            a, s, i = mean("aim", w, e), mean("mst", w, e), mean("independent_rho", w, e)
+            pure = mean("independent", w, e)
             lines.append(f"- ε = {e:g}, {w}: MWEM {m:.4f} vs Laplace {lap:.4f} "
                          f"({'beats' if m < lap else 'does NOT beat'}); AIM {a:.4f} < MST "
-                         f"{s:.4f} < 1-way {i:.4f}: {'met' if a < s < i else 'NOT met'}")
+                         f"{s:.4f} < 1-way at the same ρ {i:.4f}: "
+                         f"{'met' if a < s < i else 'NOT met'} (1-way at pure ε: {pure:.4f})")
             key = "tv_2way" if w == "W2" else "tv_3way"
             ref = mean("mst", w, e, "peer", key + "_fixed")
             shipped = mean("mst", w, e, "peer", key)

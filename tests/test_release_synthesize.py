@@ -186,3 +186,27 @@ def test_aim_candidates_and_weights():
 
     w = candidates([("a", "b"), ("b", "c")])
     assert w == {("a",): 1, ("b",): 2, ("c",): 1, ("a", "b"): 3, ("b", "c"): 3}
+
+
+def test_independent_baseline_at_rho_splits_rho_over_the_marginals(monkeypatch):
+    import dpkit.release.synthesize as S  # noqa: N812
+
+    dom = Domain.from_dict({"a": 3, "b": 2, "c": 4})
+    codes = np.zeros((50, 3), dtype=np.int64)
+    calls = []
+    real = S.gaussian_integer
+
+    def spy(values, sensitivity, rho):
+        calls.append((Fraction(sensitivity), Fraction(rho)))
+        return real(values, sensitivity, rho)
+
+    monkeypatch.setattr(S, "gaussian_integer", spy)
+    out = S.independent_sample(codes, dom, rho=Fraction(3, 10))
+    assert out.shape[1] == 3
+    # each 1-way marginal: L2 sensitivity 1 at ρ/d, composing to exactly ρ (a broken split
+    # that gave each marginal the whole ρ would sum to 3ρ)
+    assert calls == [(Fraction(1), Fraction(1, 10))] * 3
+    assert sum(r for _, r in calls) == Fraction(3, 10)
+    for bad in ({}, {"epsilon": 1, "rho": 1}, {"rho": 0}):
+        with pytest.raises(DomainError):
+            S.independent_sample(codes, dom, **bad)

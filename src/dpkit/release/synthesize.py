@@ -30,7 +30,7 @@ from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
 from dpkit.release.domain import Codec, Domain, marginal_counts
 from dpkit.release.marginals import MarginalWorkload, total_variation
-from dpkit.release.measure import laplace_integer
+from dpkit.release.measure import gaussian_integer, laplace_integer
 
 __all__ = ["synthesize", "evaluate", "METHODS", "independent_sample"]
 
@@ -50,15 +50,31 @@ def _sample_cells(weights: np.ndarray, n: int) -> np.ndarray:
     return np.minimum(np.searchsorted(cdf, u, side="right"), cdf.size - 1)
 
 
-def independent_sample(codes: np.ndarray, domain: Domain, epsilon: Number,
-                       rows: int | None = None) -> np.ndarray:
-    """The 1-way baseline: each of the d marginals with discrete Laplace noise of scale d/ε
-    (one record changes one cell of each: L1 sensitivity d, so ε-DP), then independent
-    columns. ``rows`` defaults to the mean of the noisy marginals' totals."""
-    eps = positive(epsilon, "epsilon", up=False)
+def independent_sample(codes: np.ndarray, domain: Domain, epsilon: Number | None = None,
+                       rows: int | None = None, *, rho: Number | None = None) -> np.ndarray:
+    """The 1-way baseline: every 1-way marginal measured, then independent columns.
+
+    With ``epsilon``: each of the d marginals gets discrete Laplace noise of scale d/ε (one
+    record changes one cell of each: L1 sensitivity d, so ε-DP). With ``rho`` (the
+    accounting of MST and AIM, for a like-for-like baseline): each gets discrete Gaussian
+    noise at ρ/d (L2 sensitivity 1 each; zCDP composes to ρ; CKS20). ``rows`` defaults to
+    the mean of the noisy marginals' totals.
+
+    Raises
+    ------
+    DomainError
+        Neither or both of ``epsilon`` and ``rho``, or either ≤ 0.
+    """
+    if (epsilon is None) == (rho is None):
+        raise DomainError("give exactly one of epsilon (pure DP) and rho (zCDP)")
     d = len(domain.attributes)
-    noisy = [laplace_integer(marginal_counts(codes, domain, [a]), Fraction(d), eps)
-             for a in domain.attributes]
+    truth = [marginal_counts(codes, domain, [a]) for a in domain.attributes]
+    if rho is not None:
+        share = positive(rho, "rho", up=False) / d
+        noisy = [gaussian_integer(t, Fraction(1), share) for t in truth]
+    else:
+        eps = positive(epsilon, "epsilon", up=False)
+        noisy = [laplace_integer(t, Fraction(d), eps) for t in truth]
     n = int(round(np.mean([v.sum() for v in noisy]))) if rows is None else int(rows)
     n = max(n, 0)
     return np.column_stack([_sample_cells(v, n) for v in noisy]) if n else np.zeros(
