@@ -10,21 +10,28 @@ ledger: ``run_debited``, so a fit is recorded like any release).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from fractions import Fraction
-from functools import cache
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import numpy as np
 
+from dpkit.core.component import Measurement
 from dpkit.core.compose import PrivacyFilter, calibrate_scale
 from dpkit.core.measures import PrivacyLoss, PureDP, convert
-from dpkit.core.numbers import Number, positive
+from dpkit.core.numbers import Number, positive, sqrt_up
 from dpkit.errors import DomainError, MeasureError
 from dpkit.mechanisms.laplace import make_laplace
+from dpkit.mechanisms.vector import make_vector_laplace
 
 __all__ = ["charge", "laplace_noise", "check_epsilon", "check_bounds", "clip_rows",
-           "noisy_moments"]
+           "noisy_moments", "laplace_mechanism", "vector_laplace_scale", "single_threaded_blas"]
+
+# Calibrations are pure functions of public numbers (sensitivity, ε, size); repeated fits
+# reuse them. Bounded: the variance releases' sensitivities depend on released means.
+CACHE_SIZE = 512
 
 T = TypeVar("T")
 
@@ -64,7 +71,6 @@ def charge(accountant: Any, loss: PrivacyLoss, description: str, compute: Callab
                                   lambda _: f"model: {description}")
 
 
-@cache
 def _scale(sensitivity: Fraction, epsilon: Fraction, size: int) -> Fraction:
     """The Laplace scale whose privacy map at ``sensitivity`` is ≤ ε: the closed form
     (Δ + 2^k·size)/ε with the grid 2^k one step coarser than the mechanism's default, so it
@@ -77,15 +83,57 @@ def _scale(sensitivity: Fraction, epsilon: Fraction, size: int) -> Fraction:
                            PureDP(epsilon), start=sensitivity / epsilon)
 
 
+@lru_cache(maxsize=CACHE_SIZE)
+def laplace_mechanism(sensitivity: Fraction, epsilon: Fraction, size: int) -> Measurement:
+    """The grid Laplace mechanism (:func:`dpkit.mechanisms.laplace.make_laplace`) for
+    vectors of at most ``size`` coordinates, at the scale of :func:`_scale`. Built once per
+    (Δ, ε, size), all public and data-free: a cached mechanism holds no data and no noise,
+    and its privacy map is checked again, PureDP(ε) at Δ, before it is returned."""
+    mechanism = make_laplace(_scale(sensitivity, epsilon, size), max_size=size)
+    if not mechanism.check(sensitivity, PureDP(epsilon)):  # _scale guarantees it
+        raise MeasureError(f"Laplace calibration failed at Δ = {sensitivity}, ε = {epsilon}")
+    return mechanism
+
+
 def laplace_noise(values: Any, sensitivity: Number, epsilon: Fraction) -> np.ndarray:
     """``values`` (float array of L1 sensitivity ``sensitivity``) released by the grid
     Laplace mechanism (:func:`dpkit.mechanisms.laplace.make_laplace`) at a scale
     calibrated so that its exact privacy map, rounding included, is ≤ ε."""
     arr = np.atleast_1d(np.asarray(values, dtype=np.float64))
     size = 1 << max(arr.size - 1, 0).bit_length()  # a power of two: few distinct scales
-    scale = _scale(Fraction(sensitivity), Fraction(epsilon), size)
-    return np.asarray(make_laplace(scale, max_size=size)(arr), dtype=np.float64).reshape(
-        arr.shape)
+    mechanism = laplace_mechanism(Fraction(sensitivity), Fraction(epsilon), size)
+    return np.asarray(mechanism(arr), dtype=np.float64).reshape(arr.shape)
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def vector_laplace_scale(sensitivity: Fraction, epsilon: Fraction, dim: int) -> Fraction:
+    """The vector mechanism's scale (:func:`dpkit.mechanisms.vector.make_vector_laplace`)
+    whose privacy map at L2 sensitivity Δ₂ is ≤ ε: the closed form (Δ₂ + 2^k·√d)/ε (√d
+    rounded up, the grid 2^k one step coarser than the mechanism's default, so the bound
+    holds wherever its rounding puts k), checked against the map, with bisection
+    (:func:`~dpkit.core.compose.calibrate_scale`) as the fallback. Cached per (Δ₂, ε, d)."""
+    target = PureDP(epsilon)
+    k = math.floor(math.log2(sensitivity / epsilon)) - 29
+    guess = (sensitivity + Fraction(2) ** k * sqrt_up(Fraction(dim))) / epsilon
+    if make_vector_laplace(guess, dim).check(sensitivity, target):
+        return guess
+    return calibrate_scale(lambda t: make_vector_laplace(t, dim), sensitivity, target,
+                           start=sensitivity / epsilon)
+
+
+_BLAS: list[Any] = []
+
+
+@contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """BLAS limited to one thread (threadpoolctl): the solvers' products are tall and
+    thin, where threads only add synchronisation, and on a busy machine contention."""
+    if not _BLAS:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS.append(ThreadpoolController())
+    with _BLAS[0].limit(limits=1, user_api="blas"):
+        yield
 
 
 def check_bounds(bounds: Any, d: int) -> tuple[np.ndarray, np.ndarray]:

@@ -35,6 +35,23 @@ from dpkit.learn._privacy import (
 __all__ = ["GaussianNB", "CategoricalNB"]
 
 
+def _class_codes(classes: np.ndarray, y: Any, n: int) -> np.ndarray:
+    """Each label's position in the declared ``classes`` (one vectorised comparison per
+    class; a label listed twice takes its last position). DomainError for a label outside
+    them or a label count other than ``n``."""
+    labels = np.asarray(y).ravel()
+    if labels.size != n:
+        raise DomainError(f"y has {labels.size} labels for {n} rows of X")
+    codes = np.full(n, -1, dtype=np.int64)
+    for i, c in enumerate(classes.tolist()):
+        codes[labels == c] = i
+    if np.any(codes < 0):
+        bad = labels[int(np.flatnonzero(codes < 0)[0])]
+        raise DomainError(f"label {bad.item() if hasattr(bad, 'item') else bad!r} is not "
+                          f"among the declared classes")
+    return codes
+
+
 class GaussianNB(ClassifierMixin, BaseEstimator):
     """ε-DP Gaussian naive Bayes (module docstring).
 
@@ -87,14 +104,7 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
         if self.classes is None:
             raise DomainError("declare the class labels: classes=[...]")
         classes = np.asarray(self.classes)
-        labels = np.asarray(y)
-        index = {c: i for i, c in enumerate(classes.tolist())}
-        try:
-            codes = np.fromiter((index[v] for v in labels.tolist()), dtype=np.int64,
-                                count=labels.size)
-        except KeyError as exc:
-            raise DomainError(f"label {exc.args[0]!r} is not among the declared classes"
-                              ) from None
+        codes = _class_codes(classes, y, x.shape[0])
         d, k = x.shape[1], classes.size
         count_eps = eps * Fraction(self.count_share).limit_denominator(1 << 20)
         if not 0 < count_eps < eps:
