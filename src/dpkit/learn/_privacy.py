@@ -158,10 +158,13 @@ def clip_rows(x: np.ndarray, norm: float) -> np.ndarray:
 
 
 def noisy_moments(x: np.ndarray, groups: np.ndarray, n_hat: np.ndarray, lower: np.ndarray,
-                  upper: np.ndarray, epsilon: Fraction) -> tuple[np.ndarray, np.ndarray]:
-    """Per-group means and variances of every feature, (k, d) each, from 2d releases at
-    ``epsilon`` each (the caller composes them; groups are disjoint, so each release is one
-    vector over the groups). ``n_hat`` (k,) are the groups' noisy sizes (≥ 1, released).
+                  upper: np.ndarray, epsilon: Fraction, var_epsilon: Fraction | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Per-group means and variances of every feature, (k, d) each, from 2d releases: the d
+    sums at ``epsilon`` each, the d squared-deviation sums at ``var_epsilon`` each (default
+    ``epsilon``); the caller composes them (d·ε_μ + d·ε_σ²); groups are disjoint, so each
+    release is one vector over the groups. ``n_hat`` (k,) are the groups' noisy sizes
+    (≥ 1, released).
 
     Feature j, x clipped to [l_j, u_j]: the sums of x_j − m_j (m_j the midpoint; L1
     sensitivity (u_j − l_j)/2) give means μ̂ clamped into the bounds; then the sums of
@@ -170,6 +173,7 @@ def noisy_moments(x: np.ndarray, groups: np.ndarray, n_hat: np.ndarray, lower: n
     make a group look overconfident. Centring on the noisy mean avoids the cancellation of
     E[x²] − E[x]² when a feature sits at one end of wide bounds (Adult's capital-gain).
     """
+    var_eps = epsilon if var_epsilon is None else var_epsilon
     k, d = n_hat.size, x.shape[1]
     mid, half = (lower + upper) / 2, (upper - lower) / 2
     clipped = np.clip(x, lower, upper)
@@ -180,8 +184,8 @@ def noisy_moments(x: np.ndarray, groups: np.ndarray, n_hat: np.ndarray, lower: n
                        upper[j])
         spread = float(np.max(np.maximum(upper[j] - mean, mean - lower[j]) ** 2))
         s2 = np.bincount(groups, (clipped[:, j] - mean[groups]) ** 2, minlength=k)
-        noisy = laplace_noise(s2, spread, epsilon) / n_hat
-        floor = math.sqrt(2) * spread / float(epsilon) / n_hat  # the noise's std
+        noisy = laplace_noise(s2, spread, var_eps) / n_hat
+        floor = math.sqrt(2) * spread / float(var_eps) / n_hat  # the noise's std
         means[:, j] = mean
         variances[:, j] = np.clip(noisy, floor, 4 * half[j] ** 2)
     return means, variances
