@@ -141,7 +141,7 @@ def test_gaussian_nb_split_spends_exactly_epsilon(monkeypatch):
     x, y = _data()
     lower, upper = [-4.0, -4.0, -3.0], [6.0, 6.0, 5.0]
     for eps in (Fraction(1, 10), Fraction(7, 3)):
-        model = GaussianNB(eps, bounds=(lower, upper), classes=["no", "yes"])
+        model = GaussianNB(eps, bounds=(lower, upper), classes=["no", "yes"])  # type: ignore[arg-type]
         calls = _nb_releases(monkeypatch, model, x, y)
         _check_split(calls, model, eps, Fraction(1, 20), Fraction(1, 4), lower, upper)
         # broken variant: the even split (Vaidya et al.'s) is told apart by the checker
