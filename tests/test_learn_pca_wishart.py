@@ -10,7 +10,7 @@ import pytest
 
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import ZCDP, ApproxDP, largest_rho
-from dpkit.errors import DomainError
+from dpkit.errors import BudgetExceededError, DomainError
 from dpkit.learn import decomposition as dec
 from dpkit.mechanisms.covariance import make_analyze_gauss
 
@@ -91,7 +91,7 @@ def test_pca_debits_before_it_computes_and_an_overrun_fits_nothing(monkeypatch):
     pca = dec.PCA(2, 1.0, 1e-6, bounds=(-1, 1), accountant=acct).fit(X)
     assert seen == [ApproxDP(1, Fraction(1e-6))] and pca.components_.shape == (2, 3)
     late = dec.PCA(2, 1.0, 1e-6, bounds=(-1, 1), accountant=acct)
-    with pytest.raises(Exception):  # noqa: B017 - the filter's overrun error
+    with pytest.raises(BudgetExceededError):
         late.fit(X)
     assert len(seen) == 1 and not hasattr(late, "components_")
 
