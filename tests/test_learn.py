@@ -121,7 +121,8 @@ def test_kmeans_budget_schedules_and_noise(monkeypatch):
     with pytest.raises(DomainError):
         KM.KMeans(3, 1, accountant=acct).fit(x)
     assert acct.spent == PureDP(0)
-    KM.KMeans(3, 1, bounds=(-4, 6), max_iter=4, schedule="halving", accountant=acct).fit(x)
+    KM.KMeans(3, 1, bounds=(-4, 6), max_iter=4, schedule="halving", init="sphere_packing",
+              accountant=acct).fit(x)
     assert acct.spent == PureDP(1) and len(calls) == 4 * (3 + 1)
     assert sum(e for _, e in calls) == 1 and {s for s, _ in calls} == {1, 5}
 

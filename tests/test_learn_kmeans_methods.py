@@ -61,7 +61,7 @@ def test_sample_and_aggregate_spends_eps_in_rounds_at_sensitivity_2kd(monkeypatc
     acct = PrivacyFilter(PureDP(3))
     calls = _spy(monkeypatch, acct)
     km.KMeans(3, 1, bounds=(-5, 5), method="sample_and_aggregate", n_blocks=20, max_iter=2,
-              accountant=acct).fit(X)
+              init="sphere_packing", accountant=acct).fit(X)
     assert acct.spent == PureDP(1)
     assert [(s, e, spent, n) for s, e, spent, n in calls] == [
         (12, Fraction(1, 2), PureDP(1), 6)] * 2  # 2·k·d = 12 over k·d = 6 entries

@@ -75,7 +75,7 @@ def test_bad_declarations_and_input_raise_before_anything_is_spent():
         (_model(bounds=bad_bounds, accountant=acct), x, y, "group 0.*bounds"),
         (_model(accountant=acct), two_hot, y, "group 0"),
         (_model(accountant=acct), fractional, y, "group 1"),
-        (_model(accountant=acct), nan, y, "column 1"),
+        (_model(accountant=acct), nan, y, "contains NaN"),
         (_model(accountant=acct), x, np.where(y == "yes", "maybe", y), "declared classes"),
         (_model(accountant=acct), x[:, :3], y, None),  # one-hot indices out of range
         (_model(accountant=acct, method="objective"), x, y, "method"),

@@ -163,16 +163,18 @@ def test_budget_split_is_exact_and_validated():
 
 
 def test_class_codes_match_a_dictionary_lookup_and_reject_unknown_labels():
+    from dpkit.learn._validation import declared_labels
+
     rng = np.random.default_rng(5)  # test input
     classes = np.asarray(["b", "a", "c"])
     labels = rng.choice(classes, 1000)
     index = {c: i for i, c in enumerate(classes.tolist())}
-    assert NB._class_codes(classes, labels, 1000).tolist() == [index[v] for v in labels]
-    assert NB._class_codes(np.asarray([0, 1]), [1.0, 0, 1], 3).tolist() == [1, 0, 1]
+    assert declared_labels(classes, labels)[1].tolist() == [index[v] for v in labels]
+    assert declared_labels([0, 1], [1.0, 0, 1])[1].tolist() == [1, 0, 1]
     with pytest.raises(DomainError, match="'d' is not among"):
-        NB._class_codes(classes, np.append(labels, "d"), 1001)
-    with pytest.raises(DomainError, match="labels for"):
-        NB._class_codes(classes, labels, 999)
+        declared_labels(classes, np.append(labels, "d"))
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        GaussianNB(1, bounds=(0, 1), classes=["a", "b"]).fit(np.zeros((3, 2)), ["a", "b"])
 
 
 def _rows(n=5000, d=5, b=0.3):

@@ -77,13 +77,17 @@ def declared_labels(classes: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
     if declared.ndim != 1 or declared.size == 0 or len(set(declared.tolist())) != declared.size:
         raise DomainError("classes must be a non-empty list of distinct labels")
     index = {c: i for i, c in enumerate(declared.tolist())}
-    try:
-        out = np.fromiter((index[v] for v in np.asarray(labels).ravel().tolist()),
-                          dtype=np.int64)
-    except (KeyError, TypeError) as exc:
-        raise DomainError(f"label {exc.args[0]!r} is not among the declared classes"
-                          ) from None
-    return declared, out
+    flat = np.asarray(labels).ravel()
+    try:  # map the few distinct labels, not every row
+        distinct, inverse = np.unique(flat, return_inverse=True)
+    except TypeError:  # unorderable mixed labels
+        distinct = np.asarray(list(dict.fromkeys(flat.tolist())), dtype=object)
+        inverse = np.fromiter((list(distinct).index(v) for v in flat.tolist()), np.int64)
+    position = np.array([index.get(v, -1) for v in distinct.tolist()], dtype=np.int64)
+    if np.any(position < 0):
+        bad = distinct.tolist()[int(np.flatnonzero(position < 0)[0])]
+        raise DomainError(f"label {bad!r} is not among the declared classes")
+    return declared, position[inverse.ravel()].astype(np.int64)
 
 
 def predict_features(model: Any, X: Any) -> np.ndarray:

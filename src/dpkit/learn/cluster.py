@@ -14,7 +14,9 @@ taking the rest (early iterations move centres far, later ones refine).
 
 Starting centres:
 
-- ``init="sphere_packing"`` (default; Su, Cao, Li, Bertino & Jin, "Differentially private
+- ``init="auto"`` (default) — ``"grid"`` when its b^d cells number at most 65,536, else
+  ``"sphere_packing"`` (a function of d and the declared parameters only);
+- ``init="sphere_packing"`` (Su, Cao, Li, Bertino & Jin, "Differentially private
   k-means clustering", CODASPY 2016, §4.1) — data-independent: k centres in the box scaled to
   [−1, 1]^d at distance ≥ 2r from each other and r from the faces, for the largest r
   (shrinking by 10%) at which random placement (CSPRNG) succeeds;
@@ -68,12 +70,13 @@ from dpkit.core import rng
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_bounds, check_epsilon, laplace_noise
+from dpkit.learn._validation import fit_features, predict_features
 from dpkit.release.pgm_sample import uniforms
 
 __all__ = ["KMeans", "budget_schedule", "grid_start", "sphere_packing"]
 
 METHODS = ("lloyd", "sample_and_aggregate")
-INITS = ("sphere_packing", "random", "grid")
+INITS = ("auto", "sphere_packing", "random", "grid")
 MAX_CELLS = 1 << 16
 BLOCK_ITERATIONS = 20
 
@@ -154,11 +157,11 @@ class KMeans(ClusterMixin, BaseEstimator):
         How the iterations' ε is split over the T iterations (:func:`budget_schedule`).
     accountant : None, PrivacyFilter or Session
         Debited PureDP(ε) before any row is read.
-    init : {"sphere_packing", "random", "grid"}
-        The starting centres (module docstring). ``"grid"`` spends ``init_fraction``·ε.
-        Recommended: ``"grid"`` for d ≤ 10 (on Adult, k = 5, ε = 1 it ends at ≈ 1.07× the
-        non-private WCSS against ≈ 1.15–1.2× from ``"sphere_packing"``); the default stays
-        ``"sphere_packing"`` for compatibility.
+    init : {"auto", "sphere_packing", "random", "grid"}
+        The starting centres (module docstring). ``"grid"`` spends ``init_fraction``·ε; on
+        Adult (k = 5, ε = 1, T = 3) it ends at ≈ 1.07× the non-private WCSS against
+        ≈ 1.15–1.2× from ``"sphere_packing"``. ``"auto"`` (default) takes ``"grid"`` where
+        b^d ≤ 65,536.
     method : {"lloyd", "sample_and_aggregate"}
         Noisy Lloyd iterations (SuLQ) or sample-and-aggregate (NRS07 §4), module docstring.
     init_fraction : float
@@ -186,7 +189,7 @@ class KMeans(ClusterMixin, BaseEstimator):
 
     def __init__(self, n_clusters: int = 8, epsilon: float = 1.0, bounds: Any = None,
                  max_iter: int = 5, schedule: str = "fixed", accountant: Any = None,
-                 init: str = "sphere_packing", method: str = "lloyd",
+                 init: str = "auto", method: str = "lloyd",
                  init_fraction: float = 0.5, grid_bins: int = 3, n_blocks: int = 1000) -> None:
         self.init = init
         self.n_clusters = n_clusters
@@ -201,9 +204,7 @@ class KMeans(ClusterMixin, BaseEstimator):
         self.n_blocks = n_blocks
 
     def fit(self, X: Any, y: Any = None) -> KMeans:
-        x = np.asarray(X, dtype=np.float64)
-        if x.ndim != 2:
-            raise DomainError("X must be 2-D (n_samples, n_features)")
+        x = fit_features(X)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
         k, d = int(self.n_clusters), x.shape[1]
@@ -213,8 +214,9 @@ class KMeans(ClusterMixin, BaseEstimator):
             raise DomainError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.init not in INITS:
             raise DomainError(f"init must be one of {INITS}, got {self.init!r}")
+        init = self._init(d)
         start_eps = Fraction(0)
-        if self.init == "grid":
+        if init == "grid":
             start_eps = self._grid_share(eps, d)
         parts = budget_schedule(eps - start_eps, int(self.max_iter), self.schedule)
         blocks = self._blocks() if self.method == "sample_and_aggregate" else 0
@@ -223,9 +225,9 @@ class KMeans(ClusterMixin, BaseEstimator):
             mid, half = (lower + upper) / 2, (upper - lower) / 2
             clipped = np.clip(x, lower, upper)
             z = (clipped - mid) / half  # in [−1, 1]^d: a public map of each row
-            if self.init == "grid":
+            if init == "grid":
                 start = grid_start(z, k, int(self.grid_bins), start_eps)
-            elif self.init == "sphere_packing":
+            elif init == "sphere_packing":
                 start = sphere_packing(k, -np.ones(d), np.ones(d))
             else:
                 start = uniforms(k * d).reshape(k, d) * 2 - 1
@@ -236,11 +238,21 @@ class KMeans(ClusterMixin, BaseEstimator):
             self.cluster_centers_ = centres
             self.labels_ = self._nearest(clipped, self.cluster_centers_)
             self.n_features_in_ = d
+            self.n_iter_ = len(parts)
             return self
 
         return charge(self.accountant, PureDP(eps),
-                      f"KMeans(ε={eps}, k={k}, T={len(parts)}, {self.method}, {self.init})",
+                      f"KMeans(ε={eps}, k={k}, T={len(parts)}, {self.method}, {init})",
                       compute)
+
+    def _init(self, d: int) -> str:
+        """The start ``init="auto"`` stands for at d features (public inputs only)."""
+        if self.init != "auto":
+            return str(self.init)
+        bins = self.grid_bins
+        fits = isinstance(bins, (int, np.integer)) and not isinstance(bins, bool) and (
+            bins >= 2 and int(bins) ** d <= MAX_CELLS)
+        return "grid" if fits else "sphere_packing"
 
     def _grid_share(self, eps: Fraction, d: int) -> Fraction:
         try:
@@ -316,9 +328,9 @@ class KMeans(ClusterMixin, BaseEstimator):
         return np.argmin(dist, axis=1)
 
     def predict(self, X: Any) -> np.ndarray:
-        return self._nearest(np.asarray(X, dtype=np.float64), self.cluster_centers_)
+        return self._nearest(predict_features(self, X), self.cluster_centers_)
 
     def inertia(self, X: Any) -> float:
         """Within-cluster sum of squares of ``X`` around the centres."""
-        x = np.asarray(X, dtype=np.float64)
+        x = predict_features(self, X)
         return float(((x - self.cluster_centers_[self.predict(x)]) ** 2).sum())

@@ -477,12 +477,13 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities (n_samples, n_classes) from the leaves the rows reach."""
-        dist = np.array(self._distributions())
-        return np.asarray(dist[self._reach(X)])
+        leaves = self._reach(X)  # checks the fit and X first
+        return np.asarray(np.array(self._distributions())[leaves])
 
     def predict(self, X: Any) -> np.ndarray:
         """The most probable declared class of each row."""
-        return np.asarray(self.classes_[np.argmax(self.predict_proba(X), axis=1)])
+        proba = self.predict_proba(X)
+        return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
 
 def selection_scale(level: Fraction) -> Fraction:

@@ -38,6 +38,7 @@ from dpkit.core.measures import ZCDP, ApproxDP, largest_rho
 from dpkit.core.numbers import positive
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_bounds, check_epsilon
+from dpkit.learn._validation import fit_features, predict_features
 from dpkit.mechanisms.covariance import make_analyze_gauss
 
 __all__ = ["PCA"]
@@ -116,9 +117,7 @@ class PCA(TransformerMixin, BaseEstimator):
             raise DomainError(WISHART_REFUSAL)
         if self.method not in METHODS:
             raise DomainError(f"method must be one of {METHODS}, got {self.method!r}")
-        x = np.asarray(X, dtype=np.float64)
-        if x.ndim != 2:
-            raise DomainError("X must be 2-D (n_samples, n_features)")
+        x = fit_features(X)
         eps = check_epsilon(self.epsilon)
         delta = positive(self.delta, "delta", up=False)
         if not delta < 1:
@@ -146,4 +145,4 @@ class PCA(TransformerMixin, BaseEstimator):
                       f"k={k})", compute, alternatives=(ZCDP(rho),))
 
     def transform(self, X: Any) -> np.ndarray:
-        return (np.asarray(X, dtype=np.float64) - self.mean_) @ self.components_.T
+        return (predict_features(self, X) - self.mean_) @ self.components_.T

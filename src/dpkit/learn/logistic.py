@@ -66,6 +66,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import type_of_target
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
@@ -78,6 +79,7 @@ from dpkit.learn._privacy import (
     single_threaded_blas,
     vector_laplace_scale,
 )
+from dpkit.learn._validation import fit_labelled, predict_features
 from dpkit.mechanisms.vector import make_vector_laplace
 
 __all__ = ["LogisticRegression"]
@@ -260,14 +262,18 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.accountant = accountant
 
     def fit(self, X: Any, y: Any) -> LogisticRegression:
-        x = np.asarray(X, dtype=np.float64)
-        if x.ndim != 2:
-            raise DomainError("X must be 2-D (n_samples, n_features)")
+        if self.classes is None or len(self.classes) != 2:
+            raise DomainError("declare the two class labels: classes=[negative, positive]")
+        kind = type_of_target(y, input_name="y") if y is not None else "binary"
+        if kind == "multiclass":
+            raise DomainError(f"Only binary classification is supported. The type of the "
+                              f"target is {kind}.")
+        x, classes, label = fit_labelled(X, y, self.classes)
         eps = check_epsilon(self.epsilon)
         if self.method not in METHODS:
             raise DomainError(f"method must be one of {METHODS}, not {self.method!r}")
         if self.method == "functional":
-            return self._fit_functional(x, y, eps)
+            return self._fit_functional(x, label, eps)
         if self.one_hot is not None:
             raise DomainError("one_hot applies to method='functional' only")
         x = self._standardise(x)
@@ -275,13 +281,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         if norm is None or not norm > 0:
             raise DomainError("declare data_norm (the rows' L2 bound) or bounds: dpkit "
                               "never reads them off the data")
-        if self.classes is None or len(self.classes) != 2:
-            raise DomainError("declare the two class labels: classes=[negative, positive]")
-        classes = np.asarray(self.classes)
-        labels = np.asarray(y)
-        neg, pos = labels == classes[0], labels == classes[1]
-        if not np.all(neg | pos):
-            raise DomainError("a label is not among the declared classes")
+        pos = label == 1
         c = float(self.C) if self.C is not None else 1 / math.sqrt(self.n_hint)
         if not c > 0:
             raise DomainError("C must be positive")
@@ -314,19 +314,6 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         return charge(self.accountant, PureDP(eps),
                       f"LogisticRegression(ε={eps}, d={d - 1}, C={c:g})", compute)
 
-    def _labels(self, y: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """The declared classes and the rows' 0/1 targets (1 = the second class)."""
-        if self.classes is None or len(self.classes) != 2:
-            raise DomainError("declare the two class labels: classes=[negative, positive]")
-        classes = np.asarray(self.classes)
-        labels = np.asarray(y).ravel()
-        if labels.shape[0] != n:
-            raise DomainError("y must have one label per row of X")
-        neg, pos = labels == classes[0], labels == classes[1]
-        if not np.all(neg | pos):
-            raise DomainError("a label is not among the declared classes")
-        return classes, pos.astype(np.float64)
-
     def _features(self, x: np.ndarray, strict: bool) -> np.ndarray:
         """φ(x) of the functional mechanism (module docstring), with the constant last.
         ``strict`` (fitting): one-hot columns must be 0/1 with at most one 1 per group and
@@ -354,12 +341,13 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         phi[:, d] = 1.0
         return phi
 
-    def _fit_functional(self, x: np.ndarray, y: Any, eps: Fraction) -> LogisticRegression:
+    def _fit_functional(self, x: np.ndarray, label: np.ndarray, eps: Fraction
+                        ) -> LogisticRegression:
         """The functional mechanism (module docstring): (ε/2 + ε/2)-DP."""
         if self.bounds is None:
             raise DomainError("method='functional' needs declared bounds=(lower, upper): "
                               "dpkit never reads them off the data")
-        classes, t = self._labels(y, x.shape[0])
+        classes, t = np.asarray(self.classes), label.astype(np.float64)
         phi = self._features(x, strict=True)
         if x.shape[0] >= 1 << 32:
             raise DomainError("method='functional' sums at most 2^32 rows exactly")
@@ -410,11 +398,16 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         mid, half = (lower + upper) / 2, (upper - lower) / 2
         return (np.clip(x, lower, upper) - mid) / half / math.sqrt(x.shape[1])
 
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # two declared classes
+        return tags
+
     def decision_function(self, X: Any) -> np.ndarray:
         if self.method == "functional":
-            phi = self._features(np.asarray(X, dtype=np.float64), strict=False)
+            phi = self._features(predict_features(self, X), strict=False)
             return phi[:, :-1] @ self.coef_[0] + self.intercept_[0]
-        x = self._standardise(np.asarray(X, dtype=np.float64))
+        x = self._standardise(predict_features(self, X))
         x = clip_rows(x, float(self._norm()))  # type: ignore[arg-type]
         return x @ self.coef_[0] + self.intercept_[0]
 
@@ -423,4 +416,5 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         return np.column_stack([1 - p, p])
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        positive = self.decision_function(X) > 0  # checks the fit before classes_ is read
+        return self.classes_[positive.astype(int)]

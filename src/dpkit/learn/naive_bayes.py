@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
@@ -46,6 +47,7 @@ from dpkit.learn._privacy import (
     laplace_noise,
     noisy_moments,
 )
+from dpkit.learn._validation import declared_labels, fit_labelled, predict_features
 
 __all__ = ["GaussianNB", "CategoricalNB"]
 
@@ -60,23 +62,6 @@ def budget_split(eps: Fraction, count_eps: Fraction, mean_share: Any, d: int
     rest = eps - count_eps
     mean_eps = rest * m / d
     return mean_eps, (rest - d * mean_eps) / d
-
-
-def _class_codes(classes: np.ndarray, y: Any, n: int) -> np.ndarray:
-    """Each label's position in the declared ``classes`` (one vectorised comparison per
-    class; a label listed twice takes its last position). DomainError for a label outside
-    them or a label count other than ``n``."""
-    labels = np.asarray(y).ravel()
-    if labels.size != n:
-        raise DomainError(f"y has {labels.size} labels for {n} rows of X")
-    codes = np.full(n, -1, dtype=np.int64)
-    for i, c in enumerate(classes.tolist()):
-        codes[labels == c] = i
-    if np.any(codes < 0):
-        bad = labels[int(np.flatnonzero(codes < 0)[0])]
-        raise DomainError(f"label {bad.item() if hasattr(bad, 'item') else bad!r} is not "
-                          f"among the declared classes")
-    return codes
 
 
 class GaussianNB(ClassifierMixin, BaseEstimator):
@@ -127,15 +112,9 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
         self.mean_share = mean_share
 
     def fit(self, X: Any, y: Any) -> GaussianNB:
-        x = np.asarray(X, dtype=np.float64)
-        if x.ndim != 2:
-            raise DomainError("X must be 2-D (n_samples, n_features)")
+        x, classes, codes = fit_labelled(X, y, self.classes)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
-        if self.classes is None:
-            raise DomainError("declare the class labels: classes=[...]")
-        classes = np.asarray(self.classes)
-        codes = _class_codes(classes, y, x.shape[0])
         d, k = x.shape[1], classes.size
         count_eps = eps * Fraction(self.count_share).limit_denominator(1 << 20)
         if not 0 < count_eps < eps:
@@ -158,7 +137,7 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
                       compute)
 
     def _joint_log_likelihood(self, X: Any) -> np.ndarray:
-        x = np.asarray(X, dtype=np.float64)
+        x = predict_features(self, X)
         out = np.log(self.class_prior_)[None, :] - 0.5 * np.sum(
             np.log(2 * np.pi * self.var_), axis=1)[None, :]
         diff = x[:, None, :] - self.theta_[None, :, :]
@@ -171,7 +150,8 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
         return p / p.sum(axis=1, keepdims=True)
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.classes_[np.argmax(self._joint_log_likelihood(X), axis=1)]
+        jll = self._joint_log_likelihood(X)  # checks the fit before classes_ is read
+        return self.classes_[np.argmax(jll, axis=1)]
 
 
 class CategoricalNB(ClassifierMixin, BaseEstimator):
@@ -231,13 +211,9 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
         if self.categories is None or self.classes is None:
             raise DomainError("declare categories=[[...], ...] and classes=[...]")
         codes = self._codes(X)
-        classes = np.asarray(self.classes)
-        index = {c: i for i, c in enumerate(classes.tolist())}
-        try:
-            label = np.fromiter((index[v] for v in np.asarray(y).tolist()), dtype=np.int64)
-        except KeyError as exc:
-            raise DomainError(f"label {exc.args[0]!r} is not among the declared classes"
-                              ) from None
+        classes, label = declared_labels(self.classes, y)
+        if label.size != codes.shape[0]:
+            raise DomainError(f"y has {label.size} labels for {codes.shape[0]} rows of X")
         k, sizes = classes.size, [len(c) for c in self.categories]
 
         def compute() -> CategoricalNB:
@@ -263,6 +239,7 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
                       f"k={k})", compute)
 
     def _joint_log_likelihood(self, X: Any) -> np.ndarray:
+        check_is_fitted(self, "n_features_in_")
         codes = self._codes(X)
         out = np.tile(self.class_log_prior_, (codes.shape[0], 1))
         for j, logp in enumerate(self.feature_log_prob_):
@@ -276,4 +253,5 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
         return p / p.sum(axis=1, keepdims=True)
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.classes_[np.argmax(self._joint_log_likelihood(X), axis=1)]
+        jll = self._joint_log_likelihood(X)
+        return self.classes_[np.argmax(jll, axis=1)]

@@ -109,6 +109,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
         return total / len(self.trees_)
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)  # checks the fit before classes_ is read
+        return self.classes_[np.argmax(proba, axis=1)]
 
 
