@@ -1,4 +1,4 @@
-"""Private data mining, scikit-learn compatible, on exact noise (issue 8; in progress).
+"""Private data mining, scikit-learn compatible, on exact noise.
 
 Every model takes ``epsilon`` (nats) and an optional ``accountant`` — a
 :class:`~dpkit.core.compose.PrivacyFilter` or a :class:`~dpkit.frame.Session`, debited
@@ -7,14 +7,22 @@ them, never reading them off the data.
 
 - :class:`GaussianNB`, :class:`CategoricalNB` (noisy sufficient statistics; Vaidya et al.
   2013)
-- :class:`LogisticRegression` (output perturbation; Chaudhuri, Monteleoni & Sarwate 2011)
-- :class:`KMeans` (SuLQ k-means with Dwork 2011's budget schedules)
-- :class:`PCA` (Analyze Gauss, Dwork, Talwar, Thakurta & Zhang 2014; (ε, δ) via zCDP)
+- :class:`LogisticRegression` (output perturbation, Chaudhuri, Monteleoni & Sarwate 2011;
+  the functional mechanism, Zhang et al. 2012, with declared one-hot groups)
+- :class:`KMeans` (SuLQ k-means with Dwork 2011's budget schedules, Su et al. 2016's grid
+  start; sample-and-aggregate, Nissim, Raskhodnikova & Smith 2007)
+- :class:`PCA` (Analyze Gauss, Dwork, Talwar, Thakurta & Zhang 2014; (ε, δ) via zCDP; the
+  Wishart mechanism is refused: its pure-DP claim does not hold, see decomposition)
 - :class:`StandardScaler` (ε-DP means and variances)
 - :class:`LinearRegression` (sufficient statistics / functional mechanism, Zhang et al. 2012)
 - :class:`RandomForestClassifier` (random decision trees, Jagannathan et al. 2009)
 - :class:`DecisionTreeClassifier` (DiffP-ID3/C4.5, Friedman & Schuster 2010; SuLQ ID3)
-- :mod:`dpkit.learn.itemsets` (top-k frequent itemsets, Bhaskar et al. 2010)
+- :mod:`dpkit.learn.itemsets` (top-k frequent itemsets, Bhaskar et al. 2010) and
+  :mod:`dpkit.learn.privbasis` (PrivBasis, Li, Qardaji, Su & Cao 2012)
+
+Inputs are checked by scikit-learn's validators (:mod:`dpkit.learn._validation`): finite
+dense features, declared labels; tests/test_learn_sklearn.py runs scikit-learn's
+conformance battery on every model and lists the checks a randomised fit cannot pass.
 """
 
 from dpkit.learn.cluster import KMeans
