@@ -14,6 +14,7 @@ them, never reading them off the data.
 - :class:`PCA` (Analyze Gauss, Dwork, Talwar, Thakurta & Zhang 2014; (ε, δ) via zCDP; the
   Wishart mechanism is refused: its pure-DP claim does not hold, see decomposition)
 - :class:`StandardScaler` (ε-DP means and variances)
+- :func:`private_bounds` (ε-DP per-feature bounds from a log-scale histogram, for ``bounds=``)
 - :class:`LinearRegression` (sufficient statistics / functional mechanism, Zhang et al. 2012)
 - :class:`RandomForestClassifier` (random decision trees, Jagannathan et al. 2009)
 - :class:`DecisionTreeClassifier` (DiffP-ID3/C4.5, Friedman & Schuster 2010; SuLQ ID3)
@@ -25,6 +26,7 @@ dense features, declared labels; tests/test_learn_sklearn.py runs scikit-learn's
 conformance battery on every model and lists the checks a randomised fit cannot pass.
 """
 
+from dpkit.learn.bounds import private_bounds
 from dpkit.learn.cluster import KMeans
 from dpkit.learn.decision_tree import DecisionTreeClassifier
 from dpkit.learn.decomposition import PCA
@@ -36,4 +38,4 @@ from dpkit.learn.tree import RandomForestClassifier
 
 __all__ = ["CategoricalNB", "DecisionTreeClassifier", "GaussianNB", "KMeans",
            "LinearRegression", "LogisticRegression", "PCA", "RandomForestClassifier",
-           "StandardScaler"]
+           "StandardScaler", "private_bounds"]

@@ -140,8 +140,9 @@ def check_bounds(bounds: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
     """Declared per-feature bounds as two float arrays of length ``d``: ``(lower, upper)``
     with scalars broadcast. Raises DomainError when absent or not lower < upper."""
     if bounds is None:
-        raise DomainError("declare the features' bounds: bounds=(lower, upper); dpkit never "
-                          "reads them off the data")
+        raise DomainError("declare the features' bounds: bounds=(lower, upper), or estimate "
+                          "them with dpkit.learn.bounds.private_bounds(X, epsilon) (spends "
+                          "ε); dpkit never reads them off the data")
     lower, upper = (np.broadcast_to(np.asarray(b, dtype=np.float64), (d,)).copy()
                     for b in bounds)
     if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))
