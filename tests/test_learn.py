@@ -312,3 +312,28 @@ def test_random_forest_structure_is_data_free_and_leaves_get_their_share(monkeyp
     # 3 informative features shifted by 1.5σ: a forest of random splits separates them
     assert (model.predict(x) == y).mean() > 0.75
     assert np.allclose(model.predict_proba(x[:3]).sum(axis=1), 1)
+
+
+def test_linear_regression_default_ridge_scales_with_the_noise(monkeypatch):
+    """With the noise switched off (a spy), the fit equals the ridge solve at the documented
+    default λ = ½·(2Δ_XX/ε)·√(d + 1); a fixed λ = 1 (the old default, near-singular under
+    noise at small ε) gives another answer."""
+    import math
+
+    import dpkit.learn.linear as LIN  # noqa: N812
+
+    monkeypatch.setattr(LIN, "laplace_noise", lambda values, sensitivity, epsilon: values)
+    x = np.column_stack([np.linspace(0, 1, 200), np.linspace(0, 1, 200) ** 2])
+    y = 3 * x[:, 0] - x[:, 1] + 0.5
+    eps = 0.1
+    rows = np.column_stack([x - 0.5, np.ones(200)])
+    h = np.array([0.5, 0.5, 1.0])
+    sens_xx = float(np.sum(np.outer(h, h)[np.triu_indices(3)]))
+    ridge = 0.5 * sens_xx / (eps / 2) * math.sqrt(3)
+    w = np.linalg.solve(rows.T @ rows + ridge * np.eye(3), rows.T @ (y - 0.0))
+    model = LIN.LinearRegression(eps, bounds=(0, 1), y_bounds=(-5, 5)).fit(x, y)
+    np.testing.assert_allclose(model.coef_, w[:2], rtol=1e-9)
+    fixed = LIN.LinearRegression(eps, bounds=(0, 1), y_bounds=(-5, 5), alpha=1.0).fit(x, y)
+    assert not np.allclose(fixed.coef_, w[:2], rtol=1e-3)
+    with pytest.raises(DomainError):
+        LIN.LinearRegression(eps, bounds=(0, 1), y_bounds=(-5, 5), alpha=-1).fit(x, y)

@@ -338,6 +338,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         """Level by level (the nodes of a level are disjoint: parallel composition); a
         node's children get the next ids, so parents come before children."""
         depth, sulq = self.depth_, self.method == "sulq_id3"
+        self._pending: list[tuple[Node, np.ndarray, Fraction]] = []
         nodes = [Node(0, self.lower_.copy(), self.upper_.copy(), frozenset())]
         frontier: list[tuple[int, np.ndarray]] = [(0, np.arange(x.shape[0]))]
         while frontier:
@@ -359,14 +360,28 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
                     following.append((len(nodes), child_rows))
                     nodes.append(child)
             frontier = following
+        self._release_leaves(k)
         return nodes
 
     def _leaf(self, node: Node, y: np.ndarray, k: int, budget: Fraction) -> None:
-        """Release the class counts of a leaf at ``budget`` (sensitivity 1)."""
-        noisy = laplace_integer(np.bincount(y, minlength=k), Fraction(1), budget)
-        node.counts = noisy.astype(np.float64)
-        node.spent += budget
-        node.noise_std = math.sqrt(2) / float(budget)
+        """Queue the class counts of a leaf for release at ``budget`` (sensitivity 1)."""
+        self._pending.append((node, np.bincount(y, minlength=k), budget))
+
+    def _release_leaves(self, k: int) -> None:
+        """Every queued leaf's counts, one discrete-Laplace draw per distinct budget (the
+        same noise as a call per leaf: each count gets its own independent draw at its
+        leaf's scale; nothing released depends on another leaf's noise)."""
+        by_budget: dict[Fraction, list[tuple[Node, np.ndarray]]] = {}
+        for node, counts, budget in self._pending:
+            by_budget.setdefault(budget, []).append((node, counts))
+        for budget, items in by_budget.items():
+            noisy = laplace_integer(np.concatenate([c for _, c in items]), Fraction(1),
+                                    budget).reshape(len(items), k)
+            for (node, _), row in zip(items, noisy, strict=True):
+                node.counts = row.astype(np.float64)
+                node.spent += budget
+                node.noise_std = math.sqrt(2) / float(budget)
+        del self._pending
 
     def _diffp_node(self, node: Node, x: np.ndarray, y: np.ndarray, k: int,
                     candidates: list[tuple[int, np.ndarray | None]]

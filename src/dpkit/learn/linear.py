@@ -10,16 +10,23 @@ the constant) and |ỹ| ≤ h_y. One row moves the upper triangle of X̃ᵀX̃ b
 Σ_{i≤j} h_i h_j in L1 and X̃ᵀy by Σ_j h_j h_y: each block is released with the grid Laplace
 mechanism at ε/2. The solve — the noisy matrix projected onto the positive semi-definite
 cone, plus ``alpha``·I (ridge, also Zhang et al.'s §5 regularisation) — is post-processing.
+The default ridge is λ = ½·b·√(d + 1), b = 2Δ_XX/ε the Laplace scale on the Gram entries:
+the noise matrix's spectral norm grows like b·√(d + 1), and a ridge below it leaves the
+projected matrix near-singular (a fixed λ = 1 gave RMSE 7·10⁴ at ε = 0.1 on Adult's
+hours-per-week, against 12.6 with this default and 12.3 non-private). It depends on ε,
+the declared bounds and d only.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from dpkit.core.measures import PureDP
+from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_bounds, check_epsilon, laplace_noise
 from dpkit.learn._validation import fit_regression, predict_features
 
@@ -37,8 +44,9 @@ class LinearRegression(RegressorMixin, BaseEstimator):
         Declared feature bounds; required.
     y_bounds : (lower, upper)
         Declared target bounds; required.
-    alpha : float
-        Ridge added to the noisy X̃ᵀX̃ after the PSD projection (default 1).
+    alpha : float or None
+        Ridge added to the noisy X̃ᵀX̃ after the PSD projection, in the centred rows' units
+        (default None: ½·b·√(d + 1), module docstring).
     accountant : None, PrivacyFilter or Session
 
     Attributes
@@ -52,7 +60,7 @@ class LinearRegression(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, epsilon: float = 1.0, bounds: Any = None, y_bounds: Any = None,
-                 alpha: float = 1.0, accountant: Any = None) -> None:
+                 alpha: float | None = None, accountant: Any = None) -> None:
         self.epsilon = epsilon
         self.bounds = bounds
         self.y_bounds = y_bounds
@@ -71,6 +79,10 @@ class LinearRegression(RegressorMixin, BaseEstimator):
         sens_xx = float(np.sum(np.outer(h, h)[iu]))
         sens_xy = float(h.sum() * h_y)
         mid, y_mid = (lower + upper) / 2, float((y_lower + y_upper)[0] / 2)
+        ridge = (0.5 * sens_xx / float(eps / 2) * math.sqrt(d) if self.alpha is None
+                 else float(self.alpha))
+        if not ridge >= 0:
+            raise DomainError("alpha must be ≥ 0")
 
         def compute() -> LinearRegression:
             rows = np.column_stack([np.clip(x, lower, upper) - mid, np.ones(x.shape[0])])
@@ -81,7 +93,7 @@ class LinearRegression(RegressorMixin, BaseEstimator):
             gram[iu] = xx
             gram = gram + np.triu(gram, 1).T
             values, vectors = np.linalg.eigh(gram)
-            gram = (vectors * np.maximum(values, 0)) @ vectors.T + float(self.alpha) * np.eye(d)
+            gram = (vectors * np.maximum(values, 0)) @ vectors.T + ridge * np.eye(d)
             w = np.linalg.solve(gram, xy)
             self.coef_ = w[:-1]
             self.intercept_ = float(w[-1] + y_mid - mid @ w[:-1])

@@ -72,7 +72,7 @@ def independent_sample(codes: np.ndarray, domain: Domain, epsilon: Number | None
     if rho is not None:
         share = positive(rho, "rho", up=False) / d
         noisy = [gaussian_integer(t, Fraction(1), share) for t in truth]
-    else:
+    elif epsilon is not None:
         eps = positive(epsilon, "epsilon", up=False)
         noisy = [laplace_integer(t, Fraction(d), eps) for t in truth]
     n = int(round(np.mean([v.sum() for v in noisy]))) if rows is None else int(rows)
