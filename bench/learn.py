@@ -49,8 +49,8 @@ def run_dpkit(x, y, xt, yt, epsilons, trials):
         for eps in epsilons:
             for name, make in (
                 ("GaussianNB", lambda e: GaussianNB(e, bounds=(LOWER, UPPER), classes=[0, 1])),
-                ("LogisticRegression", lambda e: LogisticRegression(
-                    e, bounds=(LOWER, UPPER), classes=[0, 1], C=0.1, intercept_scaling=0.3)),
+                ("LogisticRegression", lambda e: LogisticRegression(  # auto: functional
+                    e, bounds=(LOWER, UPPER), classes=[0, 1])),
             ):
                 t0 = time.perf_counter()
                 pred = make(eps).fit(x, y).predict(xt)
@@ -121,7 +121,7 @@ ONEHOT_NAMES = {
     "LogisticRegression (one-hot, objective)": "LogisticRegression, all attributes one-hot",
     "LogisticRegression (one-hot, non-private)": "LogisticRegression, all attributes one-hot",
     "LogisticRegression (one-hot, output)": "LogisticRegression, one-hot, output perturbation",
-    "LogisticRegression (5 numeric, functional)": "LogisticRegression, functional mechanism",
+    "LogisticRegression (5 numeric, output)": "LogisticRegression, output perturbation",
 }
 
 

@@ -125,12 +125,12 @@ def run_dpkit(trials: int) -> list[dict]:
     configs = {
         "one-hot, functional": (x, y, xt, yt, dict(bounds=(lower, upper), method="functional",
                                                    one_hot=groups)),
-        "one-hot, output": (x, y, xt, yt, dict(bounds=(lower, upper), C=0.1,
-                                               intercept_scaling=0.3)),
+        "one-hot, output": (x, y, xt, yt, dict(bounds=(lower, upper), method="output",
+                                               C=0.1, intercept_scaling=0.3)),
         "5 numeric, functional": (nx, ny, nxt, nyt, dict(bounds=(LOWER, UPPER),
                                                          method="functional")),
-        "5 numeric, output": (nx, ny, nxt, nyt, dict(bounds=(LOWER, UPPER), C=0.1,
-                                                     intercept_scaling=0.3)),
+        "5 numeric, output": (nx, ny, nxt, nyt, dict(bounds=(LOWER, UPPER), method="output",
+                                                     C=0.1, intercept_scaling=0.3)),
     }
     rows = []
     for name, (a, b, at, bt, kw) in configs.items():

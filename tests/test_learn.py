@@ -93,8 +93,10 @@ def test_logistic_noise_scale_is_c_times_the_row_bound(monkeypatch):
 def test_models_learn_at_a_large_epsilon():
     x, y = _data()
     nb = GaussianNB(50, bounds=(-4, 6), classes=["no", "yes"]).fit(x, y)
-    lr = LogisticRegression(50, bounds=(-4, 6), classes=["no", "yes"], C=0.05).fit(x, y)
-    for model in (nb, lr):
+    lr = LogisticRegression(50, bounds=(-4, 6), classes=["no", "yes"], C=0.05,
+                            method="output").fit(x, y)
+    auto = LogisticRegression(50, bounds=(-4, 6), classes=["no", "yes"]).fit(x, y)
+    for model in (nb, lr, auto):
         assert (model.predict(x) == y).mean() > 0.85
         p = model.predict_proba(x[:5])
         assert p.shape == (5, 2) and np.allclose(p.sum(axis=1), 1)

@@ -288,7 +288,9 @@ def test_default_ridge_keeps_small_epsilon_at_the_majority_class():
         L._functional_statistics = real
 
 
-def test_output_stays_the_default_and_clone_keeps_the_method():
-    assert LogisticRegression().method == "output"
+def test_auto_is_the_default_and_clone_keeps_the_method():
+    assert LogisticRegression().method == "auto"
+    assert LogisticRegression(bounds=(0, 1))._method() == "functional"
+    assert LogisticRegression(data_norm=1.0)._method() == "output"
     model = clone(_model(0.5))
     assert model.method == "functional" and model.one_hot == GROUPS
