@@ -9,21 +9,16 @@ indicators 0/1), ``data_norm`` = √13 (5 numeric + 8 groups, each coordinate �
 those rows satisfy. 5-numeric setup: bench/learn.py's peers' rows (scaled to [−1, 1] and
 divided by √5), ``data_norm`` = 1. diffprivlib's default C = 1; seconds are fit time only.
 """
-import argparse
 import json
 import time
 import warnings
 
 import numpy as np
+from _learn_common import peer_args
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--trials", type=int, default=10)
-    ap.add_argument("--epsilons", default="0.1,1")
-    args = ap.parse_args()
+    args = peer_args()
     import diffprivlib.models as dpl
     from sklearn.linear_model import LogisticRegression
 

@@ -7,21 +7,16 @@ diffprivlib gets the same declared bounds (GaussianNB ``bounds=``) and data norm
 (LogisticRegression ``data_norm=``, features centred and scaled as dpkit's ``bounds=``
 does, so both see the same rows); its default regularisation (C = 1).
 """
-import argparse
 import json
 import time
 import warnings
 
 import numpy as np
+from _learn_common import peer_args
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--trials", type=int, default=10)
-    ap.add_argument("--epsilons", default="0.1,1")
-    args = ap.parse_args()
+    args = peer_args()
     import diffprivlib.models as dpl
     from sklearn.cluster import KMeans
     from sklearn.linear_model import LogisticRegression

@@ -16,21 +16,16 @@ the arrays bench/learn_tree_peers.py wrote (same rows, same published split, sam
 
 Seconds are fit + predict, as bench/learn.py and bench/learn_trees.py time dpkit.
 """
-import argparse
 import json
 import time
 import warnings
 
 import numpy as np
+from _learn_common import peer_args
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--trials", type=int, default=10)
-    ap.add_argument("--epsilons", default="0.1,1")
-    args = ap.parse_args()
+    args = peer_args()
     import diffprivlib.models as dpl
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.linear_model import LinearRegression
