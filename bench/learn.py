@@ -242,10 +242,13 @@ def main():
     lines = ["# dpkit.learn on UCI Adult", "",
              "Reproduce: `python bench/learn.py` (peers: bench/peers/learn_peers.py in the "
              "peers' virtualenv, PEERS.md).", "",
-             f"Measured {time.strftime('%Y-%m-%d')} on 2 cores; {args.trials} trials; 5 "
-             "numeric columns, declared bounds; cells: mean test accuracy (worst trial; "
-             "median fit + predict seconds). scikit-learn is non-private (same in every ε "
-             "row).", "", *table(rows, majority)]
+             f"Measured {time.strftime('%Y-%m-%d')} on 2 cores; {args.trials} trials; the 5 "
+             "numeric columns with declared bounds unless the row says otherwise (decision "
+             "trees: 13 columns, categorical as codes; random forest: 11; one-hot: all "
+             "attributes); cells: mean test accuracy (worst trial; median fit + predict "
+             "seconds). scikit-learn is non-private (same in every ε row). LogisticRegression "
+             "is dpkit's default (the functional mechanism with declared bounds), beside "
+             "diffprivlib's objective perturbation.", "", *table(rows, majority)]
     (RESULTS / "learn.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

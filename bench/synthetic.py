@@ -226,7 +226,8 @@ def main() -> None:
     lines = ["# Query release and synthetic data on Adult", "",
              "Reproduce: `python bench/synthetic.py` (peers: bench/peers/synth_peers.py in "
              "a smartnoise-synth virtualenv, PEERS.md).", "",
-             f"Measured {time.strftime('%Y-%m-%d')} on 2 cores; {trials} trials; cells: mean "
+             f"Measured {time.strftime('%Y-%m-%d')} on 2 cores; {trials} trials (peers: "
+             f"{len({p.get('trial') for p in peers}) or 0}); cells: mean "
              "TV distance over the workload's marginals (mean seconds per run; MST's one run "
              "serves both workloads).", "", *summary(rows, peers), "", "## Goals", "",
              *goals(rows, peers, ic), "", "## Iterative construction: bound vs measured", "",
