@@ -84,3 +84,9 @@ def test_synthetic_records_follow_the_hypothesis():
     assert fake.shape == (20000, 4) and fake.min() >= 0
     for c in [("a", "b"), ("c", "e")]:
         assert total_variation(marginal_counts(codes, d, c), marginal_counts(fake, d, c)) < 0.05
+
+
+def test_default_rounds_depend_on_epsilon_only():
+    from dpkit.release.mwem import default_rounds
+
+    assert [default_rounds(e) for e in (0.01, 0.1, 0.2, 0.3, 1, 10)] == [10, 10, 20, 30, 30, 30]
