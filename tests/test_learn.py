@@ -3,6 +3,7 @@ model adds calibrated to its stated sensitivity and ε, and models that learn.""
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -339,3 +340,24 @@ def test_linear_regression_default_ridge_scales_with_the_noise(monkeypatch):
     assert not np.allclose(fixed.coef_, w[:2], rtol=1e-3)
     with pytest.raises(DomainError):
         LIN.LinearRegression(eps, bounds=(0, 1), y_bounds=(-5, 5), alpha=-1).fit(x, y)
+
+
+def test_exact_sums_stay_within_the_bound_and_are_exact():
+    """The per-group sums of grid-cut values equal the exact rational sums (so the released
+    sum is a sum of per-record values within the declared bound); a plain float sum of the
+    same values is not exact (the broken variant the helper replaces)."""
+    from dpkit.learn._privacy import exact_sums
+
+    bound = 49999.5
+    values = np.concatenate([np.full(1000, 0.1), [bound, -bound, bound * (1 + 2 ** -52)],
+                             np.linspace(-bound, bound, 997)])
+    groups = np.zeros(values.size, dtype=np.int64)
+    got = exact_sums(groups, values, bound, 1)[0]
+    unit = 2.0 ** (math.ceil(math.log2(bound)) - 20)
+    cut = [Fraction(float(np.trunc(v / unit) * unit)) for v in values]
+    assert all(abs(c) <= Fraction(bound) for c in cut)
+    assert Fraction(got) == sum(cut)
+    assert Fraction(float(np.bincount(groups, values)[0])) != sum(Fraction(v) for v in values)
+    with pytest.raises(DomainError):
+        exact_sums(np.zeros(1, dtype=np.int64), np.broadcast_to(np.float64(0), (1 << 32,)),
+                   1.0, 1)

@@ -27,7 +27,8 @@ from dpkit.mechanisms.laplace import make_laplace
 from dpkit.mechanisms.vector import make_vector_laplace
 
 __all__ = ["charge", "laplace_noise", "check_epsilon", "check_bounds", "clip_rows",
-           "noisy_moments", "laplace_mechanism", "vector_laplace_scale", "single_threaded_blas"]
+           "noisy_moments", "exact_sums", "laplace_mechanism", "vector_laplace_scale",
+           "single_threaded_blas"]
 
 # Calibrations are pure functions of public numbers (sensitivity, ε, size); repeated fits
 # reuse them. Bounded: the variance releases' sensitivities depend on released means.
@@ -158,6 +159,22 @@ def clip_rows(x: np.ndarray, norm: float) -> np.ndarray:
     return x * factor[:, None]
 
 
+SUM_GRID_BITS = 20
+
+
+def exact_sums(groups: np.ndarray, values: np.ndarray, bound: float, k: int) -> np.ndarray:
+    """Per-group sums of ``values`` (each |v| ≤ ``bound``) made exact: every value is cut
+    towards zero to a multiple of the power of two u = 2^(⌈log₂ bound⌉ − 20), so it stays
+    within the bound (a float ulp over it included) and the float64 sums of up to 2^32
+    multiples of u, each at most 2^20·u, are exact — the released sum is the exact sum of
+    per-record values whose sensitivity the caller declared (DESIGN §3.3; Casacuberta et
+    al. 2022 on float sums). The cut moves a value by less than u ≈ 2^-20 of the bound."""
+    if values.size >= 1 << 32:
+        raise DomainError("exact sums cover at most 2^32 rows")
+    unit = 2.0 ** (math.ceil(math.log2(bound)) - SUM_GRID_BITS) if bound > 0 else 1.0
+    return np.bincount(groups, np.trunc(values / unit) * unit, minlength=k)
+
+
 def noisy_moments(x: np.ndarray, groups: np.ndarray, n_hat: np.ndarray, lower: np.ndarray,
                   upper: np.ndarray, epsilon: Fraction, var_epsilon: Fraction | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -173,6 +190,8 @@ def noisy_moments(x: np.ndarray, groups: np.ndarray, n_hat: np.ndarray, lower: n
     give variances floored at their own noise's standard deviation, so that noise cannot
     make a group look overconfident. Centring on the noisy mean avoids the cancellation of
     E[x²] − E[x]² when a feature sits at one end of wide bounds (Adult's capital-gain).
+    Both sums are :func:`exact_sums`, so the float sum never exceeds what the declared
+    sensitivity allows.
     """
     var_eps = epsilon if var_epsilon is None else var_epsilon
     k, d = n_hat.size, x.shape[1]
@@ -180,11 +199,11 @@ def noisy_moments(x: np.ndarray, groups: np.ndarray, n_hat: np.ndarray, lower: n
     clipped = np.clip(x, lower, upper)
     means, variances = np.empty((k, d)), np.empty((k, d))
     for j in range(d):
-        s1 = np.bincount(groups, clipped[:, j] - mid[j], minlength=k)
+        s1 = exact_sums(groups, clipped[:, j] - mid[j], float(half[j]), k)
         mean = np.clip(laplace_noise(s1, half[j], epsilon) / n_hat + mid[j], lower[j],
                        upper[j])
         spread = float(np.max(np.maximum(upper[j] - mean, mean - lower[j]) ** 2))
-        s2 = np.bincount(groups, (clipped[:, j] - mean[groups]) ** 2, minlength=k)
+        s2 = exact_sums(groups, (clipped[:, j] - mean[groups]) ** 2, spread, k)
         noisy = laplace_noise(s2, spread, var_eps) / n_hat
         floor = math.sqrt(2) * spread / float(var_eps) / n_hat  # the noise's std
         means[:, j] = mean
