@@ -81,29 +81,16 @@ def run_dpkit(x, y, xt, yt, epsilons, trials):
 
 def run_forest(epsilons, trials) -> list[dict]:
     """Random decision trees (T = 50, D = 10) on the 5 numeric columns (capital-gain and
-    capital-loss as log(1 + x), a public transform) and 6 categorical columns as codes. The
-    category lists are read off the data here (a benchmark input; UCI publishes them)."""
+    capital-loss as log(1 + x), a public transform) and 6 categorical columns as codes
+    (bench/learn_trees.py's encoding without education and native-country; the category
+    lists are read off the data there: a benchmark input, UCI publishes them)."""
+    from learn_tree_peers import forest_arrays
+    from learn_trees import arrays as tree_arrays
+
     from dpkit.learn import RandomForestClassifier
 
-    cats = ["workclass", "marital-status", "occupation", "relationship", "race", "sex"]
-    full = load_adult("all")
-    levels = {c: sorted(full[c].fill_null("?").unique().to_list()) for c in cats}
-
-    def encode(df):
-        cols = [df[c].to_numpy().astype(float) for c in COLUMNS]
-        cols[2], cols[3] = np.log1p(cols[2]), np.log1p(cols[3])
-        for c in cats:
-            lookup = {v: i for i, v in enumerate(levels[c])}
-            cols.append(np.array([lookup[v] for v in df[c].fill_null("?").to_list()], float))
-        return np.column_stack(cols)
-
-    tr, te = load_adult("train"), load_adult("test")
-    x, xt = encode(tr), encode(te)
-    y, yt = (tr["income"].to_numpy() == ">50K").astype(int), (
-        te["income"].to_numpy() == ">50K").astype(int)
-    lower = np.array([17, 1, 0, 0, 1] + [0] * len(cats), dtype=float)
-    upper = np.array([90, 16, np.log1p(99999), np.log1p(4356), 99]
-                     + [len(levels[c]) - 1 for c in cats], dtype=float)
+    tx, y, txt, yt, _, tree_bounds = tree_arrays()
+    x, xt, (lower, upper) = forest_arrays(tx, txt, tree_bounds)
     rows = []
     for trial in range(trials):
         for eps in epsilons:

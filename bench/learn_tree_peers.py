@@ -60,7 +60,8 @@ RY_BOUNDS = (1.0, 99.0)
 
 
 def forest_arrays(x, xt, bounds):
-    """bench/learn.py's run_forest columns out of bench/learn_trees.py's arrays."""
+    """The random forest's 11 columns (bench/learn.py's run_forest) out of
+    bench/learn_trees.py's arrays."""
     keep = list(range(len(NUMERIC))) + [len(NUMERIC) + CATEGORICAL.index(c)
                                         for c in FOREST_CATEGORICAL]
     return x[:, keep], xt[:, keep], (bounds[0][keep], bounds[1][keep])
