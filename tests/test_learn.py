@@ -215,11 +215,11 @@ def test_categorical_nb_one_release_at_sensitivity_d_plus_one(monkeypatch):
 def test_candidate_supports_match_brute_force():
     import itertools
 
-    from dpkit.learn.itemsets import _matrix, candidate_supports
+    from dpkit.learn.itemsets import candidate_supports, incidence
 
     rng = np.random.default_rng(9)  # test input
     tx = [list(np.flatnonzero(rng.random(7) < 0.4)) for _ in range(300)]
-    sets, counts = candidate_supports(_matrix(tx, list(range(7))), 3)
+    sets, counts = candidate_supports(incidence(tx, list(range(7)), strict=False), 3)
     assert len(sets) == 7 + 21 + 35
     for s, c in zip(sets, counts, strict=True):
         assert c == sum(set(s) <= set(t) for t in tx)

@@ -55,7 +55,7 @@ def test_top_supports_match_brute_force():
                     for s in itertools.combinations(range(7), r)),
                    key=lambda p: (-p[0], len(p[1]), p[1]))
     brute = [p for p in brute if p[0] > 0]
-    matrix = PB._incidence(tx, range(7))
+    matrix = PB.incidence(tx, range(7))
     assert PB._top_supports(matrix, 127) == brute
     assert PB._top_supports(matrix, 20) == brute[:20]
     small = [p for p in brute if len(p[1]) <= 2]
@@ -67,7 +67,7 @@ def test_top_supports_match_brute_force():
 
 def test_reconstruction_is_exact_without_noise():
     tx = _random_tx(2, 400, 9, 0.4)
-    matrix = PB._incidence(tx, range(9))
+    matrix = PB.incidence(tx, range(9))
     bases = [(0, 1, 2, 3), (2, 3, 4), (5, 7, 8), (6,)]
     member, est = PB._reconstruct(PB.basis_bin_counts(matrix, bases), bases, 9)
     expected = {s for b in bases for r in range(1, len(b) + 1)
@@ -101,7 +101,7 @@ def test_bin_count_sensitivity_equals_number_of_bases():
     bases = [(0, 1, 2, 3), (3, 4, 5), (6, 7), (8,), (2, 9)]
 
     def vec(rows: list[list[int]]) -> np.ndarray:
-        return np.concatenate(PB.basis_bin_counts(PB._incidence(rows, range(10)), bases))
+        return np.concatenate(PB.basis_bin_counts(PB.incidence(rows, range(10)), bases))
 
     base = vec(tx)
     extra = _random_tx(4, 30, 10, 0.5) + [[], list(range(10))]
@@ -120,7 +120,7 @@ def test_lambda_score_sensitivity_is_one():
     tx = _random_tx(5, 60, 8, 0.4)
 
     def scores(rows: list[list[int]]) -> np.ndarray:
-        matrix = PB._incidence(rows, range(8))
+        matrix = PB.incidence(rows, range(8))
         top = PB._top_supports(matrix, 12)
         fk = top[11][0] if len(top) >= 12 else 0
         return PB._lambda_scores(matrix.sum(axis=0), fk, 12)
@@ -255,7 +255,7 @@ def test_bin_noise_is_discrete_laplace_of_scale_w_over_epsilon(monkeypatch):
     """The noise on the bin counts is discrete Laplace of scale w/ε₄ (χ², p > 1e-6 for a
     correct sampler); a broken sensitivity of 1 (scale 1/ε₄) gives p < 1e-6."""
     tx = _random_tx(7, 200, 9, 0.4)
-    matrix = PB._incidence(tx, range(9))
+    matrix = PB.incidence(tx, range(9))
     bases = [(0, 1, 2, 3), (4, 5, 6, 7), (1, 8)]  # w = 3, 36 bins
     exact = np.concatenate(PB.basis_bin_counts(matrix, bases))
     eps = Fraction(1)

@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,8 @@ from dpkit.learn._privacy import charge, check_epsilon
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.measure import laplace_integer
 
-__all__ = ["read_fimi", "transactions_from_table", "candidate_supports", "top_k_itemsets",
-           "FrequentItemsets", "exact_top_k", "false_negative_rate"]
+__all__ = ["read_fimi", "transactions_from_table", "incidence", "candidate_supports",
+           "top_k_itemsets", "FrequentItemsets", "exact_top_k", "false_negative_rate"]
 
 
 def read_fimi(path: str | Path) -> list[list[int]]:
@@ -53,13 +54,27 @@ def transactions_from_table(table: Any, columns: Sequence[str]) -> list[list[str
     return [[f"{c}={r[c]}" for c in columns if r[c] is not None] for r in rows]
 
 
-def _matrix(transactions: Iterable[Iterable[Any]], items: Sequence[Any]) -> np.ndarray:
-    index = {v: i for i, v in enumerate(items)}
-    rows = list(transactions)
-    out = np.zeros((len(rows), len(items)), dtype=np.float32)
-    for r, t in enumerate(rows):
-        cols = [index[v] for v in t if v in index]
-        out[r, cols] = 1.0
+def incidence(transactions: Iterable[Iterable[Any]], universe: Sequence[Any],
+              strict: bool = True) -> np.ndarray:
+    """The (n, M) boolean incidence matrix over the declared ``universe``. ``strict``: an
+    item outside it raises DomainError; otherwise such items are dropped."""
+    index = {v: i for i, v in enumerate(universe)}
+    try:
+        rows = [list(t) for t in transactions]
+    except TypeError:
+        raise DomainError("transactions must be an iterable of iterables of items") from None
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    try:
+        cols = np.fromiter((index[v] if strict else index.get(v, -1)
+                            for v in chain.from_iterable(rows)), dtype=np.int64,
+                           count=int(lengths.sum()))
+    except (KeyError, TypeError):
+        raise DomainError("a transaction holds an item outside the declared universe "
+                          "(items=); declare every item") from None
+    out = np.zeros((len(rows), len(universe)), dtype=bool)
+    row = np.repeat(np.arange(len(rows)), lengths)
+    known = cols >= 0
+    out[row[known], cols[known]] = True
     return out
 
 
@@ -68,6 +83,7 @@ def candidate_supports(matrix: np.ndarray, max_size: int
     """Every itemset of 1 … max_size (≤ 3) item indices and its support (int64)."""
     if not 1 <= max_size <= 3:
         raise DomainError("max_size must be 1, 2 or 3")
+    matrix = np.asarray(matrix, dtype=np.float32)  # counts < 2^24 are exact
     m = matrix.shape[1]
     sets: list[tuple[int, ...]] = [(i,) for i in range(m)]
     counts = [matrix.sum(axis=0)]
@@ -141,7 +157,7 @@ def top_k_itemsets(transactions: Iterable[Iterable[Any]], items: Sequence[Any], 
     half = eps / 2
 
     def compute() -> FrequentItemsets:
-        sets, counts = candidate_supports(_matrix(transactions, universe), max_size)
+        sets, counts = candidate_supports(incidence(transactions, universe, strict=False), max_size)
         if method == "exponential":
             # supports are monotone under adding/removing a transaction, so weight
             # exp(ε_round·s/Δ) is ε_round-DP (McSherry & Talwar 2007, §3; Dwork & Roth
@@ -169,7 +185,7 @@ def exact_top_k(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: 
                 max_size: int = 3) -> list[tuple[Any, ...]]:
     """The true top-k (ties broken by enumeration order; not private: for evaluation)."""
     universe = list(items)
-    sets, counts = candidate_supports(_matrix(transactions, universe), max_size)
+    sets, counts = candidate_supports(incidence(transactions, universe, strict=False), max_size)
     order = np.argsort(-counts, kind="stable")[:k]
     return [tuple(universe[i] for i in sets[c]) for c in order]
 

@@ -57,7 +57,6 @@ import heapq
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -65,7 +64,7 @@ import numpy as np
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_epsilon
-from dpkit.learn.itemsets import FrequentItemsets
+from dpkit.learn.itemsets import FrequentItemsets, incidence
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.measure import laplace_integer
 
@@ -74,25 +73,6 @@ __all__ = ["privbasis", "exact_top_k_all", "basis_bin_counts", "basis_set",
 
 DEFAULT_SPLIT = (Fraction(1, 10), Fraction(4, 10), Fraction(1, 10))
 _MAX_THETA = 16  # 2^16 bins per basis
-
-
-def _incidence(transactions: Iterable[Iterable[Any]], universe: Sequence[Any]) -> np.ndarray:
-    """The (n, M) boolean incidence matrix; every item must be in the declared universe."""
-    index = {v: i for i, v in enumerate(universe)}
-    try:
-        rows = [list(t) for t in transactions]
-    except TypeError:
-        raise DomainError("transactions must be an iterable of iterables of items") from None
-    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-    try:
-        cols = np.fromiter(map(index.__getitem__, chain.from_iterable(rows)), dtype=np.int64,
-                           count=int(lengths.sum()))
-    except (KeyError, TypeError):
-        raise DomainError("a transaction holds an item outside the declared universe "
-                          "(items=); declare every item") from None
-    out = np.zeros((len(rows), len(universe)), dtype=bool)
-    out[np.repeat(np.arange(len(rows)), lengths), cols] = True
-    return out
 
 
 def _top_supports(matrix: np.ndarray, k: int, max_size: int | None = None
@@ -126,7 +106,7 @@ def exact_top_k_all(transactions: Iterable[Iterable[Any]], items: Sequence[Any],
     first, then by position in ``items``). Not private: for evaluation."""
     universe = list(items)
     return [tuple(universe[i] for i in s)
-            for _, s in _top_supports(_incidence(transactions, universe), int(k), max_size)]
+            for _, s in _top_supports(incidence(transactions, universe), int(k), max_size)]
 
 
 def _lambda_scores(item_supports: np.ndarray, fk: int, k: int) -> np.ndarray:
@@ -369,7 +349,7 @@ def privbasis(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: in
         raise DomainError("split must be three positive numbers (α₁, α₂, α₃)") from None
     if min(a1, a2, a3) <= 0 or a1 + a2 + a3 >= 1:
         raise DomainError("split must be three positive shares summing to less than 1")
-    matrix = _incidence(transactions, universe)  # parsing only: no statistic yet
+    matrix = incidence(transactions, universe)  # parsing only: no statistic yet
 
     def compute() -> FrequentItemsets:
         eps1, eps2, eps3 = a1 * eps, a2 * eps, a3 * eps
