@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, TypeVar
 
 import numpy as np
@@ -72,16 +72,24 @@ def charge(accountant: Any, loss: PrivacyLoss, description: str, compute: Callab
                                   lambda _: f"model: {description}")
 
 
-def _scale(sensitivity: Fraction, epsilon: Fraction, size: int) -> Fraction:
-    """The Laplace scale whose privacy map at ``sensitivity`` is ≤ ε: the closed form
-    (Δ + 2^k·size)/ε with the grid 2^k one step coarser than the mechanism's default, so it
-    holds wherever the rounding puts k; checked, with bisection as the fallback."""
+def _closed_form_scale(make: Callable[[Fraction], Measurement], sensitivity: Fraction,
+                       epsilon: Fraction, allowance: Fraction) -> Fraction:
+    """The scale t whose mechanism ``make(t)`` has privacy map ≤ ε at ``sensitivity``: the
+    closed form (Δ + 2^k·allowance)/ε, the grid 2^k one step coarser than the mechanisms'
+    default so that it holds wherever their rounding puts k, checked against the map, with
+    bisection (:func:`~dpkit.core.compose.calibrate_scale`) as the fallback."""
+    target = PureDP(epsilon)
     k = math.floor(math.log2(sensitivity / epsilon)) - 29
-    guess = (sensitivity + Fraction(2) ** k * size) / epsilon
-    if make_laplace(guess, max_size=size).check(sensitivity, PureDP(epsilon)):
+    guess = (sensitivity + Fraction(2) ** k * allowance) / epsilon
+    if make(guess).check(sensitivity, target):
         return guess
-    return calibrate_scale(lambda s: make_laplace(s, max_size=size), sensitivity,
-                           PureDP(epsilon), start=sensitivity / epsilon)
+    return calibrate_scale(make, sensitivity, target, start=sensitivity / epsilon)
+
+
+def _scale(sensitivity: Fraction, epsilon: Fraction, size: int) -> Fraction:
+    """The grid Laplace scale for vectors of ``size`` coordinates (allowance: size)."""
+    return _closed_form_scale(lambda s: make_laplace(s, max_size=size), sensitivity, epsilon,
+                              Fraction(size))
 
 
 @lru_cache(maxsize=CACHE_SIZE)
@@ -109,31 +117,24 @@ def laplace_noise(values: Any, sensitivity: Number, epsilon: Fraction) -> np.nda
 @lru_cache(maxsize=CACHE_SIZE)
 def vector_laplace_scale(sensitivity: Fraction, epsilon: Fraction, dim: int) -> Fraction:
     """The vector mechanism's scale (:func:`dpkit.mechanisms.vector.make_vector_laplace`)
-    whose privacy map at L2 sensitivity Δ₂ is ≤ ε: the closed form (Δ₂ + 2^k·√d)/ε (√d
-    rounded up, the grid 2^k one step coarser than the mechanism's default, so the bound
-    holds wherever its rounding puts k), checked against the map, with bisection
-    (:func:`~dpkit.core.compose.calibrate_scale`) as the fallback. Cached per (Δ₂, ε, d)."""
-    target = PureDP(epsilon)
-    k = math.floor(math.log2(sensitivity / epsilon)) - 29
-    guess = (sensitivity + Fraction(2) ** k * sqrt_up(Fraction(dim))) / epsilon
-    if make_vector_laplace(guess, dim).check(sensitivity, target):
-        return guess
-    return calibrate_scale(lambda t: make_vector_laplace(t, dim), sensitivity, target,
-                           start=sensitivity / epsilon)
+    whose privacy map at L2 sensitivity Δ₂ is ≤ ε (:func:`_closed_form_scale`, allowance √d
+    rounded up). Cached per (Δ₂, ε, d)."""
+    return _closed_form_scale(lambda t: make_vector_laplace(t, dim), sensitivity, epsilon,
+                              sqrt_up(Fraction(dim)))
 
 
-_BLAS: list[Any] = []
+@cache
+def _blas_controller() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()  # inspecting the loaded libraries is slow: once
 
 
 @contextmanager
 def single_threaded_blas() -> Iterator[None]:
     """BLAS limited to one thread (threadpoolctl): the solvers' products are tall and
     thin, where threads only add synchronisation, and on a busy machine contention."""
-    if not _BLAS:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS.append(ThreadpoolController())
-    with _BLAS[0].limit(limits=1, user_api="blas"):
+    with _blas_controller().limit(limits=1, user_api="blas"):
         yield
 
 
