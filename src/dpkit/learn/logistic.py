@@ -196,7 +196,8 @@ def _functional_statistics(phi: np.ndarray, t: np.ndarray, pairs: tuple[np.ndarr
 
 class LogisticRegression(ClassifierMixin, BaseEstimator):
     """ε-DP binary logistic regression (module docstring): output perturbation
-    (``method="output"``, the default) or the functional mechanism (``"functional"``).
+    (``method="output"``) or the functional mechanism (``"functional"``; the default
+    ``"auto"`` picks it when bounds are declared).
 
     Parameters
     ----------
@@ -276,7 +277,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         if self.method not in METHODS:
             raise DomainError(f"method must be one of {METHODS}, not {self.method!r}")
         if self._method() == "functional":
-            return self._fit_functional(x, label, eps)
+            return self._fit_functional(x, classes, label, eps)
         if self.one_hot is not None:
             raise DomainError("one_hot applies to method='functional' only")
         x = self._standardise(x)
@@ -318,19 +319,16 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                       f"LogisticRegression(ε={eps}, d={d - 1}, C={c:g})", compute)
 
     def _features(self, x: np.ndarray, strict: bool) -> np.ndarray:
-        """φ(x) of the functional mechanism (module docstring), with the constant last.
-        ``strict`` (fitting): one-hot columns must be 0/1 with at most one 1 per group and
-        X finite, else DomainError; otherwise (prediction) they are clipped to [0, 1]."""
+        """φ(x) of the functional mechanism (module docstring), with the constant last; x is
+        finite (checked by fit_labelled / predict_features). ``strict`` (fitting): one-hot
+        columns must be 0/1 with at most one 1 per group, else DomainError; otherwise
+        (prediction) they are clipped to [0, 1]."""
         d = x.shape[1]
         groups, numeric = _layout(d, self.one_hot)
         lower, upper = check_bounds(self.bounds, d)
         for g, idx in enumerate(groups):
             if np.any(lower[idx] != 0) or np.any(upper[idx] != 1):
                 raise DomainError(f"one_hot group {g}: declare its columns' bounds as (0, 1)")
-        if strict and not np.all(np.isfinite(x)):
-            bad = int(np.flatnonzero(~np.all(np.isfinite(x), axis=0))[0])
-            raise DomainError(f"X column {bad}: NaN or infinity (declare a value for "
-                              f"missing entries before fitting)")
         phi = np.empty((x.shape[0], d + 1))
         lo, hi = lower[numeric], upper[numeric]
         scaled = 2 * (np.clip(x[:, numeric], lo, hi) - lo) / (hi - lo) - 1
@@ -344,13 +342,13 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         phi[:, d] = 1.0
         return phi
 
-    def _fit_functional(self, x: np.ndarray, label: np.ndarray, eps: Fraction
-                        ) -> LogisticRegression:
+    def _fit_functional(self, x: np.ndarray, classes: np.ndarray, label: np.ndarray,
+                        eps: Fraction) -> LogisticRegression:
         """The functional mechanism (module docstring): (ε/2 + ε/2)-DP."""
         if self.bounds is None:
             raise DomainError("method='functional' needs declared bounds=(lower, upper): "
                               "dpkit never reads them off the data")
-        classes, t = np.asarray(self.classes), label.astype(np.float64)
+        t = label.astype(np.float64)
         phi = self._features(x, strict=True)
         if x.shape[0] >= 1 << 32:
             raise DomainError("method='functional' sums at most 2^32 rows exactly")
