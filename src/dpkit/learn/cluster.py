@@ -6,7 +6,8 @@ analysis", CACM 2011). Each iteration assigns the points to their nearest curren
 (the centres are public: earlier outputs) and releases, with the grid Laplace mechanism, the
 per-cluster counts (a point is in one cluster: L1 sensitivity 1) and, for every feature j,
 the per-cluster sums of x_j − m_j, x clipped to the declared [l_j, u_j] and m_j the midpoint
-(sensitivity (u_j − l_j)/2). The iteration's ε_t is split equally over these d + 1
+(sensitivity (u_j − l_j)/2; summed exactly, :func:`~dpkit.learn._privacy.exact_sums`).
+The iteration's ε_t is split equally over these d + 1
 releases; the new centre is the noisy sum over the noisy count (kept where the noisy count
 is below 1), clamped into the bounds — post-processing. The iterations compose
 sequentially: ``schedule="fixed"`` gives each ε/T, ``"halving"`` ε/2, ε/4, … with the last
@@ -69,7 +70,13 @@ from sklearn.cluster import KMeans as _PlainKMeans
 from dpkit.core import rng
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_bounds, check_epsilon, laplace_noise
+from dpkit.learn._privacy import (
+    charge,
+    check_bounds,
+    check_epsilon,
+    exact_sums,
+    laplace_noise,
+)
 from dpkit.learn._validation import fit_features, predict_features
 from dpkit.release.pgm_sample import uniforms
 
@@ -110,6 +117,13 @@ def budget_schedule(epsilon: Fraction, iterations: int, schedule: str) -> list[F
         parts = [epsilon / 2 ** (t + 1) for t in range(iterations - 1)]
         return parts + [epsilon - sum(parts, Fraction(0))]
     raise DomainError("schedule must be 'fixed' or 'halving'")
+
+
+def _integer_at_least(value: Any, name: str, low: int) -> int:
+    """A declared integer parameter ≥ ``low`` (bools refused), else DomainError."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise DomainError(f"{name} must be an integer ≥ {low}")
+    return int(value)
 
 
 def _seed() -> int:
@@ -263,19 +277,14 @@ class KMeans(ClusterMixin, BaseEstimator):
             frac -= Fraction(1, 1 << 20)
         if not 0 < frac < 1:
             raise DomainError("init_fraction must be in (0, 1)")
-        bins = self.grid_bins
-        if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 2:
-            raise DomainError("grid_bins must be an integer ≥ 2")
-        if int(bins) ** d > MAX_CELLS:
-            raise DomainError(f"grid_bins^d = {int(bins)}^{d} cells exceeds {MAX_CELLS}; use "
+        bins = _integer_at_least(self.grid_bins, "grid_bins", 2)
+        if bins ** d > MAX_CELLS:
+            raise DomainError(f"grid_bins^d = {bins}^{d} cells exceeds {MAX_CELLS}; use "
                               "fewer bins or init='sphere_packing'")
         return eps * frac
 
     def _blocks(self) -> int:
-        m = self.n_blocks
-        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 2:
-            raise DomainError("n_blocks must be an integer ≥ 2")
-        return int(m)
+        return _integer_at_least(self.n_blocks, "n_blocks", 2)
 
     @classmethod
     def _lloyd(cls, clipped: np.ndarray, centres: np.ndarray, parts: list[Fraction],
@@ -290,7 +299,7 @@ class KMeans(ClusterMixin, BaseEstimator):
             counts = laplace_noise(np.bincount(label, minlength=k).astype(float), 1, share)
             moved = counts >= 1
             for j in range(d):
-                sums = laplace_noise(np.bincount(label, clipped[:, j] - mid[j], minlength=k),
+                sums = laplace_noise(exact_sums(label, clipped[:, j] - mid[j], half[j], k),
                                      half[j], share)
                 centres[moved, j] = np.clip(sums[moved] / counts[moved] + mid[j], lower[j],
                                             upper[j])
