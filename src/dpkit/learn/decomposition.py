@@ -27,7 +27,7 @@ fn. 4; Amin et al., NeurIPS 2019, §1.2).
 from __future__ import annotations
 
 from fractions import Fraction
-from functools import cache
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,7 @@ from dpkit.core.component import Measurement
 from dpkit.core.measures import ZCDP, ApproxDP, largest_rho
 from dpkit.core.numbers import positive
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_bounds, check_epsilon
+from dpkit.learn._privacy import CACHE_SIZE, charge, check_bounds, check_epsilon
 from dpkit.learn._validation import fit_features, predict_features
 from dpkit.mechanisms.covariance import make_analyze_gauss
 
@@ -51,13 +51,13 @@ WISHART_REFUSAL = (
     "Use method='analyze_gauss'")
 
 
-@cache
+@lru_cache(maxsize=CACHE_SIZE)
 def _rho(epsilon: Fraction, delta: Fraction) -> Fraction:
     """The largest ρ with ρ-zCDP ⇒ (ε, δ)-DP (:func:`largest_rho`), memoised."""
     return largest_rho(epsilon, delta)
 
 
-@cache
+@lru_cache(maxsize=CACHE_SIZE)
 def _calibrated(d: int, bound: Fraction, rho: Fraction) -> Measurement:
     """``make_analyze_gauss(d, B, rho=ρ, clip=True)`` — its σ search — done once per public
     (d, B, ρ). The Measurement holds no state between calls (each call draws fresh noise),

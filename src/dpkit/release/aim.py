@@ -108,7 +108,7 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
     iters, final_iters : int
         Mirror-descent iterations per round (warm-started) and for the final fit. 300 a
         round (Private-PGM's reference runs 1000) against 100: mean TV on Adult's 2-way
-        workload 0.127 → 0.110 at ε = 0.1 and 0.043 → 0.040 at ε = 1, in 82–93 s there.
+        workload 0.127 → 0.110 at ε = 0.1 and 0.043 → 0.040 at ε = 1, in 82–111 s there.
     sample_factor : int
         Model marginals that are not on the model's own cliques are estimated from
         ``sample_factor``·n̂ records drawn from the model (exact variable elimination for

@@ -145,11 +145,11 @@ def mirror_descent(domain: Any, loss: Any, total: float, potentials: Any, iters:
     """Entropic mirror descent on the marginal polytope (McKenna, Sheldon & Miklau, ICML
     2019, Alg. 1) with an Armijo line search (step ×1.01 after a sufficient decrease, ×0.5
     and no move otherwise; first step 2/(L·total)), on Private-PGM's model classes and
-    message passing. One compiled program per model structure evaluates the marginals, the
-    loss and its gradient together; a trial point's evaluation is reused as the next
-    iterate's when it is accepted, so each iteration costs one message-passing pass (mbi
-    1.1.0's own loop compiles and runs two, plus a separate oracle program: 30% of AIM's
-    time on Adult was compiling them). Post-processing."""
+    message passing. One compiled program per call (so one per AIM round) evaluates the
+    marginals, the loss and its gradient together; a trial point's evaluation is reused as
+    the next iterate's when it is accepted, so each iteration costs one message-passing
+    pass (mbi 1.1.0's own loop compiles and runs two, plus a separate oracle program: 30%
+    of AIM's time on Adult was compiling them). Post-processing."""
     import jax
     from mbi import CliqueVector, MarkovRandomField, marginal_oracles
 
