@@ -11,6 +11,8 @@ import pytest
 
 pytest.importorskip("sklearn")
 
+from learn_spies import spy_laplace_noise  # noqa: E402
+
 from dpkit.core.compose import PrivacyFilter  # noqa: E402
 from dpkit.core.measures import PureDP  # noqa: E402
 from dpkit.errors import BudgetExceededError, DomainError  # noqa: E402
@@ -56,15 +58,7 @@ def test_accountant_is_debited_before_fitting_and_overrun_fits_nothing():
 
 
 def test_naive_bayes_noise_matches_its_sensitivities_and_sums_to_epsilon(monkeypatch):
-    calls = []
-    real = _privacy.laplace_noise
-
-    def spy(values, sensitivity, epsilon):
-        calls.append((np.asarray(values).size, Fraction(sensitivity), Fraction(epsilon)))
-        return real(values, sensitivity, epsilon)
-
-    monkeypatch.setattr(NB, "laplace_noise", spy)
-    monkeypatch.setattr(_privacy, "laplace_noise", spy)
+    calls = spy_laplace_noise(monkeypatch, NB, _privacy)
     x, y = _data()
     GaussianNB(1, bounds=([-4, -4, -4], [6, 6, 6]), classes=["no", "yes"]).fit(x, y)
     assert len(calls) == 1 + 2 * 3 and sum(c[2] for c in calls) == 1
@@ -190,14 +184,7 @@ def test_standard_scaler_spends_epsilon_and_standardises():
 def test_categorical_nb_one_release_at_sensitivity_d_plus_one(monkeypatch):
     from dpkit.learn import CategoricalNB
 
-    calls = []
-    real = _privacy.laplace_noise
-
-    def spy(values, sensitivity, epsilon):
-        calls.append((np.asarray(values).size, Fraction(sensitivity), Fraction(epsilon)))
-        return real(values, sensitivity, epsilon)
-
-    monkeypatch.setattr(NB, "laplace_noise", spy)
+    calls = spy_laplace_noise(monkeypatch, NB)
     rng = np.random.default_rng(7)  # test input: feature 0 copies the label 90% of the time
     y = rng.integers(0, 2, 5000)
     x = np.column_stack([np.where(rng.random(5000) < 0.9, y, 1 - y),
@@ -269,14 +256,7 @@ def test_top_k_itemsets_budget_and_recall(monkeypatch):
 def test_linear_regression_sensitivities_and_fit(monkeypatch):
     from dpkit.learn import linear as LIN  # noqa: N812
 
-    calls = []
-    real = _privacy.laplace_noise
-
-    def spy(values, sensitivity, epsilon):
-        calls.append((np.asarray(values).size, Fraction(sensitivity), Fraction(epsilon)))
-        return real(values, sensitivity, epsilon)
-
-    monkeypatch.setattr(LIN, "laplace_noise", spy)
+    calls = spy_laplace_noise(monkeypatch, LIN)
     rng = np.random.default_rng(11)  # test input: y = 2·x0 − x1 + 3 + small noise
     x = rng.uniform(-1, 1, (20000, 2))
     y = np.clip(2 * x[:, 0] - x[:, 1] + 3 + rng.normal(0, 0.1, 20000), -2, 8)
@@ -295,14 +275,7 @@ def test_linear_regression_sensitivities_and_fit(monkeypatch):
 def test_random_forest_structure_is_data_free_and_leaves_get_their_share(monkeypatch):
     from dpkit.learn import tree as TR  # noqa: N812
 
-    calls = []
-    real = _privacy.laplace_noise
-
-    def spy(values, sensitivity, epsilon):
-        calls.append((np.asarray(values).size, Fraction(sensitivity), Fraction(epsilon)))
-        return real(values, sensitivity, epsilon)
-
-    monkeypatch.setattr(TR, "laplace_noise", spy)
+    calls = spy_laplace_noise(monkeypatch, TR)
     x, y = _data()
     acct = PrivacyFilter(PureDP(1))
     with pytest.raises(DomainError):

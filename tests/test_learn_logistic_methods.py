@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("sklearn")
 
+from learn_spies import spy_laplace_noise  # noqa: E402
 from scipy import stats  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 
@@ -221,14 +222,7 @@ def test_noise_test_catches_a_model_that_spends_epsilon_on_each_release(monkeypa
 
 
 def test_the_two_releases_compose_to_epsilon(monkeypatch):
-    calls = []
-    real = L.laplace_noise
-
-    def spy(values, sensitivity, epsilon):
-        calls.append((np.asarray(values).size, Fraction(sensitivity), Fraction(epsilon)))
-        return real(values, sensitivity, epsilon)
-
-    monkeypatch.setattr(L, "laplace_noise", spy)
+    calls = spy_laplace_noise(monkeypatch, L)
     x, y = _data(400)
     _model(Fraction(3, 10)).fit(x, y)
     (n_g, s_g, e_g), (n_u, s_u, e_u) = calls
