@@ -4,8 +4,8 @@ the models pass its conformance battery wherever differential privacy allows
 
 Rules: features are a dense 2-D float array with at least one column (an empty dataset is
 a valid input: refusing it would disclose n = 0); NaN and ±inf are refused in fit and in
-predict (a NaN would pass ``np.clip`` and turn a released
-sum into NaN — a disclosure — so it is an error, raised before any budget is spent);
+predict (a NaN would pass ``np.clip`` and turn a released sum into NaN — a disclosure — so
+it is an error, raised before any budget is spent);
 labels must be a classification target and among the *declared* classes (a label read off
 the data would disclose it); a model predicts only after a successful fit, on as many
 features as it was fitted with.
@@ -40,7 +40,8 @@ def _typed(check: Callable[[], T]) -> T:
 
 
 def fit_features(X: Any) -> np.ndarray:
-    """X for an unsupervised fit: (n_samples, n_features) float64, finite, non-empty."""
+    """X for an unsupervised fit: (n_samples, n_features) float64, finite (no rows is a
+    valid dataset)."""
     return np.array(_typed(lambda: check_array(X, dtype=np.float64, ensure_min_samples=0)),
                     dtype=np.float64)
 
