@@ -314,7 +314,7 @@ def test_failure_after_debit_returns_nothing(server, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("value 'Bachelors' in row 7")  # an error text holding data
 
-    monkeypatch.setattr("dpkit.frame.engine.compute", broken)
+    monkeypatch.setattr("dpkit.frame.session._assemble", broken)  # after the debit
     r = post(server, "alice", "/v1/datasets/adult/release", query())
     assert r.status_code == 500 and "Bachelors" not in r.text and "records" not in r.json()
     assert server["ledger"].spent("adult") == dp.PureDP(Fraction(1, 4))  # no refund

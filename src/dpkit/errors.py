@@ -37,6 +37,20 @@ class InsecureRandomnessError(DPError, RuntimeError):
     """A measurement was invoked while the test-only deterministic generator is active."""
 
 
+class ReleaseFailedError(DPError, RuntimeError):
+    """A release failed after its loss was debited (the loss stands; nothing is released).
+
+    The message names the release and the failure's type only, never a data value: by the
+    time it is raised the data has been read, so its text must not depend on the data.
+    """
+
+    def __init__(self, release_id: int | None, kind: str) -> None:
+        where = f"release {release_id}" if release_id is not None else "the release"
+        super().__init__(f"{where} failed after its loss was debited ({kind}); the loss "
+                         "stands and nothing was released")
+        self.release_id = release_id
+
+
 class LedgerError(DPError, RuntimeError):
     """The ledger is inconsistent with the session (e.g. a different measure or cap)."""
 
@@ -48,3 +62,14 @@ class IdempotentReplay(LedgerError):  # noqa: N818 - a replay, not a failure
         super().__init__(f"release {release_id} already answered this idempotency key")
         self.release_id = release_id
         self.result = result
+
+
+class LedgerIntegrityError(LedgerError):
+    """A ledger row or link was changed outside the ledger (its MAC or hash does not match,
+    or it is not the latest state in the chain); the ledger refuses to act on it. Run
+    ``dpkit ledger verify`` to list every problem."""
+
+
+class IdempotencyConflictError(LedgerError):
+    """An idempotency key was reused with a different request (query, loss, dataset or
+    analyst) than the one it was first bound to; nothing is debited or replayed."""

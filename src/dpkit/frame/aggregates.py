@@ -50,12 +50,20 @@ class Statistic:
     weight: Fraction = Fraction(1)
 
 
+# integer types that widen to Int64 losslessly (UInt64 and 128-bit integers are summed as
+# floats: a strict cast of a value ≥ 2^63 to Int64 would fail on the data)
+_SAFE_INTS = (nw.Int8, nw.Int16, nw.Int32, nw.Int64, nw.UInt8, nw.UInt16, nw.UInt32)
+# integer grid values stay within ±2^31, so a sum over fewer than 2^32 rows fits in Int64
+_GRID_INT_LIMIT = 1 << 31
+_BOUND_LIMIT = 1 << 512  # |bound|: variance squares the half-range, which must stay finite
+
+
 def _dtype_kind(schema: Any, column: str) -> str:
     if column not in schema:
         raise ColumnError(f"unknown column {column!r}; available: {', '.join(schema)}")
     dtype = schema[column]
     if dtype.is_integer():
-        return "int"
+        return "int" if dtype in _SAFE_INTS else "float"
     if dtype.is_float():
         return "float"
     if dtype == nw.Boolean:
@@ -85,6 +93,9 @@ def _bounds(bounds: Any, what: str, column: str) -> tuple[Fraction, Fraction]:
         raise BoundsError(f"bounds for {column!r} must be two finite numbers: {exc}") from None
     if lower > upper:
         raise BoundsError(f"bounds for {column!r}: lower {lo!r} exceeds upper {hi!r}")
+    if builtins.max(abs(lower), abs(upper)) > _BOUND_LIMIT:
+        raise BoundsError(f"bounds for {column!r} must lie within ±2^512 (squares and sums "
+                          "of values must stay finite in floating point)")
     return lower, upper
 
 
@@ -101,9 +112,16 @@ def _clean(column: str, kind: str, fill: Any, lower: Fraction, upper: Fraction) 
     return expr
 
 
+def _small_ints(kind: str, lower: Fraction, upper: Fraction) -> bool:
+    """Integer column, integer bounds within ±2^31: summed exactly as integers."""
+    return kind == "int" and lower.denominator == 1 and upper.denominator == 1 and (
+        builtins.max(abs(lower), abs(upper)) <= _GRID_INT_LIMIT)
+
+
 def _grid(kind: str, lower: Fraction, upper: Fraction) -> int:
-    """Grid exponent for summing: 0 for integers with integer bounds, else ~2^-30 of |bound|."""
-    if kind == "int" and lower.denominator == 1 and upper.denominator == 1:
+    """Grid exponent for summing: 0 for integers with integer bounds within ±2^31, else
+    ~2^-30 of |bound| (so every grid value lies within ±2^31 and sums cannot overflow)."""
+    if _small_ints(kind, lower, upper):
         return 0
     top = builtins.max(abs(lower), abs(upper))
     return 0 if top == 0 else grid_exponent(top)
@@ -119,9 +137,11 @@ def _grid_ints(expr: Any, k: int, lo: float, hi: float) -> tuple[Any, int, int]:
     one grid step 2^k.
     """
     step = float(Fraction(2) ** -k)
-    if k == 0 and lo.is_integer() and hi.is_integer():  # integers stay integers
-        return expr.clip(int(lo), int(hi)).cast(nw.Int64), int(lo), int(hi)
-    scaled = (expr.clip(lo, hi) * step).floor()
+    if k == 0 and lo.is_integer() and hi.is_integer() and builtins.max(
+            abs(lo), abs(hi)) <= _GRID_INT_LIMIT:  # integers stay integers
+        return expr.cast(nw.Int64).clip(int(lo), int(hi)), int(lo), int(hi)
+    # in Float64, clamping first: the cast to Int64 then cannot fail on any value
+    scaled = (expr.cast(nw.Float64).clip(lo, hi) * step).floor()
     return scaled.cast(nw.Int64), math.floor(lo * step), math.floor(hi * step)
 
 
@@ -256,13 +276,13 @@ class Mean(ColumnAggregation):
         kind = _require_numeric(schema, self.column, "mean")
         lower, upper = _bounds(self.bounds, "mean", self.column)
         mid = (lower + upper) / 2
-        if kind == "int" and lower.denominator == 1 and upper.denominator == 1:
+        if _small_ints(kind, lower, upper):
             k = 0 if mid.denominator == 1 else -1  # half-integers are exact at 2^-1
         else:
             k = _grid("float", lower - mid, upper - mid)
         clean = _clean(self.column, kind, self.fill, lower, upper)
         lo_f, hi_f, mid_f = float_down(lower), float_up(upper), float(mid)
-        centred = clean.clip(lo_f, hi_f) - mid_f
+        centred = clean.cast(nw.Float64).clip(lo_f, hi_f) - mid_f
         s, lo, hi = _grid_ints(centred, k, lo_f - mid_f, hi_f - mid_f)
         n = clean.count()
         return [
@@ -316,7 +336,7 @@ class Variance(ColumnAggregation):
         mid, half = (lower + upper) / 2, (upper - lower) / 2
         clean = _clean(self.column, kind, self.fill, lower, upper)
         lo_f, hi_f, mid_f = float_down(lower), float_up(upper), float(mid)
-        centred = clean.clip(lo_f, hi_f) - mid_f
+        centred = clean.cast(nw.Float64).clip(lo_f, hi_f) - mid_f
         k1 = _grid("float", -half, half)
         k2 = _grid("float", Fraction(0), half * half)
         h = float_up(half)
@@ -450,7 +470,7 @@ class Quantile(ColumnAggregation):
         lower, upper = _bounds(self.bounds, "quantile", self.column)
         first, step, m = self.grid(kind)
         clean = _clean(self.column, kind, self.fill, lower, upper)
-        x = clean.clip(float(lower), float(upper))
+        x = clean.cast(nw.Float64).clip(float(lower), float(upper))
         # t = (x − c₀)/step; x = c_j ⇒ bin 2j + 1, c_{j−1} < x < c_j ⇒ bin 2j, so that
         # #{x < c_j} = Σ bins ≤ 2j and #{x ≤ c_j} = Σ bins ≤ 2j + 1
         t = (x - first) / step

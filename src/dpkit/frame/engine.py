@@ -59,19 +59,20 @@ def to_lazy(data: Any) -> nw.LazyFrame:
 
 def apply_steps(lf: nw.LazyFrame, steps: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]],
                 check: bool = True, unit: PrivacyUnit | str | None = None,
-                bound_joins: bool = False) -> nw.LazyFrame:
+                bound_joins: bool = False, empty: bool = False) -> nw.LazyFrame:
     """Apply filter / with_columns / select steps. Polars expressions run natively on the
     Polars backend; narwhals expressions run on any backend. Each step is first checked to be
     row-wise (:mod:`dpkit.frame.rowwise`), since only row-wise steps are 1-stable. A private
     join bounds both sides to ``max_rows`` rows per unit first (see ``Query.join``) when
-    ``bound_joins`` (at release; that reads the data) — planning only needs the schema."""
+    ``bound_joins`` (at release; that reads the data) — planning only needs the schema.
+    ``empty``: a private join's other side is taken on zero rows too (for dry runs)."""
     privacy_unit = unit if isinstance(unit, PrivacyUnit) else None
     unit = unit.column if isinstance(unit, PrivacyUnit) else unit
     for op, args, kwargs in steps:
         if op == "join_private":
             if privacy_unit is None:
                 raise DomainError("a private join needs the session's privacy unit")
-            other = args[0].lazy(bound_joins)
+            other = args[0].lazy(bound_joins, empty=empty)
             if bound_joins:
                 lf = bound_contributions(lf, privacy_unit, lf.collect_schema().names())
                 other = bound_contributions(other, privacy_unit, other.collect_schema().names())
@@ -167,7 +168,7 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
             rows = np.zeros(len(joined), dtype=np.int64)
         for s in scalar:
             arr = np.zeros(groups, dtype=np.int64)
-            arr[rows] = joined[s.key].fill_null(0).to_numpy().astype(np.int64)
+            arr[rows] = _saturated(joined[s.key])
             out[s.key] = arr
     for s in (s for s in stats if s.kind == "bins"):
         binned = lf.with_columns(s.bin_expr.alias(_BIN)).group_by([*key_cols, _BIN]).agg(
@@ -183,6 +184,50 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
         np.add.at(arr, (rows, res[_BIN].to_numpy()), res[_LEN].to_numpy().astype(np.int64))
         out[s.key] = arr
     return out
+
+
+_SATURATE = (1 << 62) - 1  # |exact statistic| beyond this is reported as ±this
+
+
+def _saturated(values: pl.Series) -> np.ndarray:
+    """Exact integer statistics as int64, nulls as 0, anything beyond ±(2^62 − 1) saturated
+    there (a 1-Lipschitz map: it never increases a sensitivity). A backend may return a
+    wider type than Int64 (DuckDB sums to HUGEINT), and converting such a value must not
+    fail on the data after the debit."""
+    if values.dtype == pl.Int64:
+        return values.fill_null(0).clip(-_SATURATE, _SATURATE).to_numpy()
+    v = pl.col("v")
+    wide = v.cast(pl.Int128, strict=False)  # exact for every integer below 2^127
+    sign = v.cast(pl.Float64, strict=False)  # beyond: only the sign matters
+    out = pl.DataFrame({"v": values}).select(
+        pl.when(v.is_null()).then(0)
+        .when(wide.is_not_null()).then(wide.clip(-_SATURATE, _SATURATE))
+        .when(sign > 0).then(_SATURATE).otherwise(-_SATURATE).cast(pl.Int64))
+    return out.to_series().to_numpy()
+
+
+def dry_run(empty: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statistic],
+            unit_column: str | None, key_columns: Sequence[str] = ()) -> None:
+    """Run the data side on ``empty``, the query's steps applied to zero rows of its tables
+    (:meth:`dpkit.frame.Query.lazy` with ``empty=True``; reads no row), so that every
+    failure that does not depend on the data (a type mismatch, a bound the column type
+    cannot hold, a backend's binding error) refuses the release *before* its debit.
+
+    Raises
+    ------
+    DomainError
+        Naming the failure's type and its first line (no data has been read).
+    """
+    try:
+        if keys is None and key_columns:  # keys chosen later by partition selection
+            keys = _to_polars(empty.select(list(key_columns)).collect())
+        compute(empty, keys, stats, unit_column)
+    except DomainError:
+        raise
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise DomainError(f"the query does not run on this table's schema: "
+                          f"{type(exc).__name__}: {first}") from None
 
 
 def partition_counts(lf: nw.LazyFrame, key_columns: Sequence[str], unit_column: str | None

@@ -16,6 +16,7 @@ from dpkit.core.numbers import Number, fraction_down
 from dpkit.errors import ColumnError, DomainError, MeasureError
 from dpkit.frame import aggregates, engine
 from dpkit.frame.compiler import PlannedStatistic, Target, plan_statistics, resolve_target
+from dpkit.frame.keys import canonical_keys
 from dpkit.mechanisms.partition_selection import PartitionSelection
 
 if TYPE_CHECKING:
@@ -67,7 +68,13 @@ class Query:
         """Clamp ``column`` to [lower, upper] and declare those bounds for later aggregations
         of it (``sum``/``mean``/``quantile`` without ``bounds=`` use them). Row-wise."""
         lo, hi = aggregates._bounds((lower, upper), "clamp", column)
-        q = self._step("with_columns", **{column: nw.col(column).clip(float(lo), float(hi))})
+        kind = aggregates._require_numeric(self._schema()[1], column, "clamp")
+        if kind == "int" and lo.denominator == hi.denominator == 1 and max(
+                abs(lo), abs(hi)) < 1 << 63:  # integers stay integers (widened to Int64)
+            clipped = nw.col(column).cast(nw.Int64).clip(int(lo), int(hi))
+        else:  # in Float64, where no bound fails to convert
+            clipped = nw.col(column).cast(nw.Float64).clip(float(lo), float(hi))
+        q = self._step("with_columns", **{column: clipped})
         declared = tuple((c, b) for c, b in self.declared if c != column)
         return replace(q, declared=(*declared, (column, (lower, upper))))
 
@@ -144,6 +151,9 @@ class Query:
         if table.select(keys).is_duplicated().any():
             raise DomainError("join keys are not unique in the public table: a private row "
                               "would be copied, which multiplies its influence")
+        # keys distinct as given may collide in the private column's type: convert first
+        converted = canonical_keys(table.select(keys), self._schema()[1], "join keys")
+        table = table.with_columns(converted)
         return self._step("join", table, on=keys, how=how)
 
     def _join_private(self, other: Query, on: str | Sequence[str]) -> Query:
@@ -178,9 +188,16 @@ class Query:
         """
         if self.aggs:
             raise DomainError("partition must come before agg()")
+        if isinstance(keys, str | bytes) or not isinstance(keys, Sequence | pl.Series):
+            raise DomainError("partition needs a sequence of public keys")
         values = list(keys)
-        if not values or len(set(map(repr, values))) != len(values):
-            raise DomainError("partition needs distinct public keys")
+        schema = self._schema()[1]
+        if column not in schema:
+            raise ColumnError(f"unknown partition column {column!r}")
+        # distinct as given is not enough: they must be distinct in the column's type
+        frame = pl.DataFrame([pl.Series(column, values, strict=False)]) if values else (
+            pl.DataFrame())
+        converted = canonical_keys(frame, schema, "partition keys")[column].to_list()
         unit = self.session.privacy_unit.column
         if unit is not None and column != unit:
             raise DomainError(
@@ -188,8 +205,10 @@ class Query:
                 f"composition does not apply under PrivacyUnit.by({unit!r}); partition on "
                 f"{unit!r}, or use group_by with max_groups")
         ident = self.session._new_partition()
-        return {key: replace(self._step("filter", nw.col(column) == key), part=(ident, key))
-                for key in values}
+        dtype = schema[column]
+        return {key: replace(self._step("filter", nw.col(column) == nw.lit(value, dtype)),
+                             part=(ident, key))
+                for key, value in zip(values, converted, strict=True)}
 
     def group_by(self, *columns: str, keys: Any = None,
                  selection: PartitionSelection | None = None) -> Query:
@@ -224,7 +243,7 @@ class Query:
                 raise DomainError("selection must be dp.PartitionSelection(epsilon, delta)")
             selection.loss()  # validate now
             return replace(self, keys=None, group_columns=tuple(columns), selection=selection)
-        frame = _keyset(list(columns), keys)
+        frame = canonical_keys(_keyset(list(columns), keys), self._schema()[1])
         return replace(self, keys=frame, group_columns=tuple(columns), selection=None)
 
     # -- aggregations ----------------------------------------------------------------
@@ -267,11 +286,17 @@ class Query:
         lf = self.lazy()
         return lf, lf.collect_schema()
 
-    def lazy(self, bound_joins: bool = False) -> Any:
+    def lazy(self, bound_joins: bool = False, *, empty: bool = False) -> Any:
         """The transformed private table as a lazy plan (for the engine). Reads nothing
-        unless ``bound_joins``: a private join then bounds both sides (at release only)."""
-        return engine.apply_steps(self.session.table(self.table), self.steps,
-                                  unit=self.session.privacy_unit, bound_joins=bound_joins)
+        unless ``bound_joins``: a private join then bounds both sides (at release only).
+        ``empty``: the steps applied to zero rows of the tables, for dry runs (the slice
+        comes first, so no optimiser can skip a step)."""
+        table = self.session.table(self.table)
+        if empty:
+            return engine.apply_steps(table.head(0), self.steps, check=False,
+                                      unit=self.session.privacy_unit, empty=True)
+        return engine.apply_steps(table, self.steps, unit=self.session.privacy_unit,
+                                  bound_joins=bound_joins)
 
     def has_private_join(self) -> bool:
         return any(op == "join_private" for op, _, _ in self.steps)
@@ -290,8 +315,8 @@ class Query:
             raise DomainError("nothing to release: add an aggregation with agg()")
         lf, schema = self._schema()
         needed = self.columns()
-        if self.keys is not None:
-            _check_key_types(self.keys, schema)
+        if self.keys is not None:  # the steps may have changed the columns' types since
+            canonical_keys(self.keys, schema)
         if self.selection is not None and self.session.measure is not ApproxDP:
             raise MeasureError("private partition selection spends (ε, δ): use a session "
                                "with an ApproxDP budget, or public keys=")
@@ -538,6 +563,14 @@ class KeySet:
 
 
 def _keyset(columns: list[str], keys: Any) -> pl.DataFrame:
+    try:
+        return _key_frame(columns, keys)
+    except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError) as exc:
+        raise DomainError(f"keys for {columns} must be values of one type per column "
+                          f"({type(exc).__name__})") from None
+
+
+def _key_frame(columns: list[str], keys: Any) -> pl.DataFrame:
     if isinstance(keys, KeySet):
         keys = keys.frame
     if keys is None:
@@ -557,31 +590,11 @@ def _keyset(columns: list[str], keys: Any) -> pl.DataFrame:
         frame = pl.DataFrame(rows, schema=columns, orient="row")
     else:
         values = list(keys)
-        if len(columns) == 1:
-            frame = pl.DataFrame({columns[0]: values})
+        if len(columns) == 1:  # mixed ints and floats become floats, then are checked
+            frame = pl.DataFrame([pl.Series(columns[0], values, strict=False)])
         else:
             if not all(isinstance(v, tuple | list) and len(v) == len(columns) for v in values):
                 raise DomainError(f"keys for {columns} must be tuples of {len(columns)} values")
             frame = pl.DataFrame([tuple(v) for v in values], schema=columns, orient="row")
-    if len(frame) == 0:
-        raise DomainError("keys must not be empty")
-    if frame.null_count().sum_horizontal().item() > 0:
-        raise DomainError("public keys contain nulls; rows with a null key are never matched "
-                          "— fill_null() the column and list the fill value as a key")
-    if frame.is_duplicated().any():
-        raise DomainError("keys must be distinct")
-    return frame
-
-
-def _check_key_types(keys: pl.DataFrame, schema: Any) -> None:
-    for c in keys.columns:
-        if c not in schema:
-            raise ColumnError(f"unknown group-by column {c!r}; available: {', '.join(schema)}")
-        dtype = schema[c]
-        values = keys[c]
-        numeric_col = dtype.is_numeric()
-        numeric_keys = values.dtype.is_numeric() or values.dtype == pl.Null
-        if numeric_col != numeric_keys and not (dtype == nw.Boolean and
-                                                values.dtype == pl.Boolean):
-            raise ColumnError(f"keys for {c!r} have type {values.dtype} but the column is {dtype}")
+    return frame  # checked and converted by canonical_keys
 

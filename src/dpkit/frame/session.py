@@ -23,7 +23,7 @@ from dpkit.core import rng
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.composition import parallel_composition
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
-from dpkit.errors import DomainError, IdempotentReplay
+from dpkit.errors import DomainError, IdempotentReplay, ReleaseFailedError
 from dpkit.frame import aggregates, engine
 from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.compiler import PlannedStatistic
@@ -212,13 +212,22 @@ class Session:
         release_id = self._debit(loss, description)
         try:
             result = compute()
-        except BaseException:
-            if self.ledger is not None and release_id is not None:
-                self.ledger.mark(release_id, "failed", None)
-            raise
+        except BaseException as exc:
+            raise self._failed(release_id, exc) from None
         if self.ledger is not None and release_id is not None:
             self.ledger.mark(release_id, "released", digest(result))
         return result
+
+    def _failed(self, release_id: int | None, exc: BaseException) -> BaseException:
+        """Mark a debited release failed (the loss stands: no refund) and return the error
+        for the caller: an interrupt as it is, anything else as a
+        :class:`~dpkit.errors.ReleaseFailedError` naming only the failure's type, since the
+        original text may quote the data."""
+        if self.ledger is not None and release_id is not None:
+            self.ledger.mark(release_id, "failed", None)
+        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit
+            return exc
+        return ReleaseFailedError(release_id, type(exc).__name__)
 
     # -- release -----------------------------------------------------------------------
     def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float,
@@ -230,6 +239,9 @@ class Session:
             raise DomainError("idempotency keys need a ledger (the recorded answer lives there)")
         noise = json.dumps({p.stat.key: f"{p.mechanism} scale {float(p.scale * p.unit):.9g}"
                             for p in planned})
+        # every failure that does not depend on the data happens here, before the debit
+        engine.dry_run(query.lazy(empty=True), query.keys, [p.stat for p in planned],
+                       self.privacy_unit.column, query.group_columns)
         try:
             if query.part is not None:
                 release_id = self._debit_part(query.part, loss, query.describe())
@@ -252,10 +264,8 @@ class Session:
                                  self.privacy_unit.column)
             noisy = {p.stat.key: p.measurement(raw) for p in planned}
             result = _assemble(query, planned, noisy, beta)
-        except BaseException:
-            if self.ledger is not None and release_id is not None:
-                self.ledger.mark(release_id, "failed", None)  # the debit stands: no refund
-            raise
+        except BaseException as exc:
+            raise self._failed(release_id, exc) from None
         if self.ledger is not None and release_id is not None:
             digest = hashlib.sha256(result.write_csv().encode()).hexdigest()
             stored = result.write_json() if idempotency_key is not None else None

@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
@@ -77,6 +78,7 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     from dpkit.release.histogram import _method  # validate the method before spending
 
     _method(method, 1)
+    engine.dry_run(q.lazy(empty=True), None, [stat.stat], session.privacy_unit.column)
 
     def compute() -> HistogramRelease:
         bounded = session.bounded(q, lf, [])
@@ -154,6 +156,26 @@ class SessionPMW:
         return self.pmw.answer(weights)
 
 
+def in_domain(spec: Mapping[str, Any]) -> Any:
+    """A Polars predicate: the row's declared columns lie in their declared categories (a
+    null only if null is a category) or inside their bins' range (finite values only)."""
+    from dpkit.release.domain import Bins
+
+    terms = []
+    for column, how in spec.items():
+        x = pl.col(column)
+        if isinstance(how, Bins):
+            v = x.cast(pl.Float64, strict=False)
+            terms.append(v.is_finite() & (v >= how.edges[0]) & (v <= how.edges[-1]))
+        else:
+            values = [c for c in how if c is not None]
+            inside = x.is_in(pl.Series(values)) if values else pl.lit(False)
+            if len(values) != len(how):
+                inside = inside | x.is_null()
+            terms.append(inside.fill_null(False))
+    return pl.all_horizontal(terms)
+
+
 def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Number,
               **options: Any) -> SessionPMW:
     """Private multiplicative weights (Hardt & Rothblum 2010) on the rows of a session
@@ -182,8 +204,9 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
     ------
     DomainError, ColumnError
         A grouped query, aggregations, a bad spec or a domain above ``max_cells`` (before any
-        budget is spent); a row outside the declared domain (after the debit: the failure is
-        recorded, nothing is released). BudgetExceededError if ε exceeds what remains.
+        budget is spent). Rows whose declared columns lie outside the declared domain are
+        dropped (like rows outside public group keys). BudgetExceededError if ε exceeds what
+        remains.
     """
     from dpkit.release.domain import Codec, Domain, records
     from dpkit.release.pmw import PrivateMultiplicativeWeights
@@ -209,11 +232,23 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
     unit = session.privacy_unit
     delta_rows = unit.bounds.single_group().max_rows if unit.column is not None else 1
 
+    # everything that can be checked is checked now, before the debit, on zero rows
+    engine.check_columns(lf.collect_schema(), list(spec))
+    empty = engine._to_polars(lf.select(list(spec)).head(0).collect())
+    try:
+        codec = Codec.declare(empty, spec)
+        codec.encode(empty.filter(in_domain(spec)))
+    except DomainError:
+        raise
+    except Exception as exc:  # e.g. categories of another type than the column
+        raise DomainError(f"the spec does not fit the columns' types: "
+                          f"{type(exc).__name__}") from None
+
     def compute() -> SessionPMW:
         bounded = engine.bound_contributions(lf, unit, list(spec), [])
         table = engine._to_polars(bounded.collect())
-        codec = Codec.declare(table, spec)
-        codes = records(codec.encode(table), codec.domain)
+        # rows outside the declared domain are dropped (a filter: 1-stable), never an error
+        codes = records(codec.encode(table.filter(in_domain(spec))), codec.domain)
         pmw = PrivateMultiplicativeWeights(codes, codec.domain, eps, alpha,
                                            sensitivity=delta_rows, **options)
         return SessionPMW(pmw, codec, eps)

@@ -315,9 +315,14 @@ def _apply_step(query: Query, step: Any) -> Query:
     if any(n.startswith("__dpkit") for n in names):
         raise ProtocolError("column names starting with '__dpkit' are reserved")
     if isinstance(step, FilterStep):
-        return query.filter(compile_expr(step.expr))
+        schema = query._schema()[1]
+        if _kind(step.expr, schema) != "boolean":
+            raise ProtocolError("filter: the expression must be a condition (true/false)")
+        return query.filter(compile_expr(step.expr, schema))
     if isinstance(step, WithColumnsStep):
-        return query.with_columns(**{k: compile_expr(v) for k, v in step.columns.items()})
+        schema = query._schema()[1]
+        return query.with_columns(**{k: compile_expr(v, schema)
+                                     for k, v in step.columns.items()})
     if isinstance(step, ClampStep):
         return query.clamp(step.column, _number(step.lower), _number(step.upper))
     if isinstance(step, BinStep):
@@ -330,6 +335,11 @@ def _apply_step(query: Query, step: Any) -> Query:
             raise ProtocolError("map: repeated source values")
         return query.map(step.column, dict(step.mapping), default=step.default, name=step.name)
     if isinstance(step, FillNullStep):
+        schema = query._schema()[1]
+        column = _kind(ColExpr(col=step.column), schema)
+        if _kind(LitExpr(lit=step.value), schema) != column:
+            raise ProtocolError(f"fill_null: {step.column!r} holds {column} values; the fill "
+                                "value must be one too")
         return query.fill_null(step.column, step.value)
     if isinstance(step, DropNullsStep):
         return query.drop_nulls(*step.columns)
@@ -408,13 +418,23 @@ def _number(value: Any) -> Any:
 
 
 # -- expressions -----------------------------------------------------------------------------
-def compile_expr(node: ColExpr | LitExpr | OpExpr | Mapping[str, Any]) -> Any:
+def compile_expr(node: ColExpr | LitExpr | OpExpr | Mapping[str, Any],
+                 schema: Mapping[str, Any] | None = None) -> Any:
     """Compile a whitelisted expression AST to a narwhals expression.
+
+    The compiled expression is total: it cannot fail on any row. Arithmetic (``+ - * /``)
+    runs in Float64 (integer overflow raises in DuckDB and in Spark's ANSI mode; floats
+    overflow to ±inf instead), division by zero gives null, and integer literals must fit
+    in Int64. With a ``schema`` every operator is type-checked first (numbers for
+    arithmetic, booleans for logic, one kind on both sides of a comparison), so that no
+    implicit cast can fail on a value.
 
     Parameters
     ----------
     node : ColExpr, LitExpr, OpExpr or mapping
         ``{"col": name}``, ``{"lit": value}`` or ``{"op": o, "args": [...]}``.
+    schema : mapping of column → dtype, optional
+        The table's schema at this step (the server always passes it).
 
     Returns
     -------
@@ -434,7 +454,56 @@ def compile_expr(node: ColExpr | LitExpr | OpExpr | Mapping[str, Any]) -> Any:
             raise ProtocolError(f"malformed expression: {exc.errors()[0]['msg']}") from None
         node = parsed
     _check_size(node)
+    if schema is not None:
+        _kind(node, schema)
     return _compile(node)
+
+
+_ARITHMETIC = frozenset({"+", "-", "*", "/"})
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _column_kind(dtype: Any) -> str:
+    if dtype == nw.Boolean:
+        return "boolean"
+    if dtype.is_numeric():
+        return "number"
+    if dtype in (nw.String, nw.Categorical) or isinstance(dtype, nw.Enum):
+        return "string"
+    if dtype.is_temporal():
+        return "temporal"
+    return "other"
+
+
+def _kind(node: Any, schema: Mapping[str, Any]) -> str:
+    """The kind of value an expression yields ("number", "string", "boolean", "temporal",
+    "null"), or ProtocolError if an operator gets arguments of the wrong kind."""
+    if isinstance(node, ColExpr):
+        if node.col not in schema:
+            raise ProtocolError(f"unknown column {node.col!r}")
+        return _column_kind(schema[node.col])
+    if isinstance(node, LitExpr):
+        v = node.lit
+        if isinstance(v, bool):
+            return "boolean"
+        if isinstance(v, int | float):
+            return "number"
+        return "string"
+    kinds = [_kind(a, schema) for a in node.args]
+    if node.op == "is_null":
+        return "boolean"
+    if node.op in _ARITHMETIC:
+        if any(k != "number" for k in kinds):
+            raise ProtocolError(f"operator {node.op!r} takes numbers, got {', '.join(kinds)}")
+        return "number"
+    if node.op in _CMP:
+        if len(set(kinds)) != 1 or kinds[0] == "other":
+            raise ProtocolError(f"operator {node.op!r} compares values of one kind, got "
+                                f"{', '.join(kinds)}")
+        return "boolean"
+    if any(k != "boolean" for k in kinds):
+        raise ProtocolError(f"operator {node.op!r} takes conditions, got {', '.join(kinds)}")
+    return "boolean"
 
 
 def _check_size(root: Any) -> None:
@@ -455,11 +524,22 @@ def _compile(node: Any) -> Any:
     if isinstance(node, ColExpr):
         return nw.col(node.col)
     if isinstance(node, LitExpr):
-        return nw.lit(node.lit)
+        v = node.lit
+        if isinstance(v, int) and not isinstance(v, bool) and not _INT64[0] <= v <= _INT64[1]:
+            raise ProtocolError(f"integer literal {v} does not fit in 64 bits")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ProtocolError("literals must be finite")
+        return nw.lit(v)
     args = [_compile(a) for a in node.args]
     if node.op in _UNARY:
         _arity(node.op, args, 1)
         return _UNARY[node.op](args[0])
+    if node.op in _ARITHMETIC:
+        _arity(node.op, args, 2)
+        a, b = (x.cast(nw.Float64) for x in args)
+        if node.op == "/":  # x / 0 is null on every backend (Spark's ANSI mode raises)
+            return nw.when(b != 0).then(a / b)
+        return _CMP[node.op](a, b)
     if node.op in _CMP:
         _arity(node.op, args, 2)
         return _CMP[node.op](args[0], args[1])
