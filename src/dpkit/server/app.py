@@ -50,7 +50,6 @@ from dpkit.errors import (
     LedgerError,
     MeasureError,
 )
-from dpkit.frame import engine
 from dpkit.frame.query import Query
 from dpkit.frame.session import Session
 from dpkit.ledger import IdempotentReplay, Ledger
@@ -467,10 +466,8 @@ def _dry_run(query: Query) -> None:
     """Run the query's steps on zero rows of the table, so that type errors (a string
     compared with a number, ...) refuse the query before its debit rather than failing
     after it. Reads no rows."""
-    empty = query.session.table(query.table).head(0)
     try:
-        engine.apply_steps(empty, query.steps, check=False,
-                           unit=query.session.privacy_unit).collect()
+        query.lazy(empty=True).collect()
     except DPError:
         raise
     except Exception as exc:
