@@ -151,9 +151,9 @@ def test_contribution_bounding_is_uniform():
 def test_contribution_bounding_reproducible_under_test_stream(small):
     unit = PrivacyUnit.by("id", 1)
     lf = engine.to_lazy(small)
-    with rng.deterministic_for_tests(1):
+    with rng.seeded_draws_for_tests(1):
         a = engine.bound_contributions(lf, unit, ["n"]).collect()["n"].to_list()
-    with rng.deterministic_for_tests(1):
+    with rng.seeded_draws_for_tests(1):
         b = engine.bound_contributions(lf, unit, ["n"]).collect()["n"].to_list()
     assert sorted(a) == sorted(b)
 

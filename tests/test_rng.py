@@ -50,17 +50,28 @@ def test_coins_balanced():
     assert chi2_pvalue(c.astype(int), support, np.array([0.5, 0.5])) > FALSE_POSITIVE_RATE
 
 
-def test_deterministic_stream_is_reproducible_and_blocks_measurements():
-    with rng.deterministic_for_tests(7):
+def test_seeded_stream_is_reproducible_and_blocks_measurements():
+    with rng.seeded_draws_for_tests(7):
         a = rng.words(10)
         assert not rng.is_secure()
         with pytest.raises(InsecureRandomnessError):
             make_discrete_laplace(1)(np.zeros(3, dtype=int))
-    with rng.deterministic_for_tests(7):
+    with rng.seeded_draws_for_tests(7):
         b = rng.words(10)
     assert (a == b).all()
     assert rng.is_secure()
     assert not (rng.words(10) == a).all()
+
+
+def test_deterministic_block_refuses_every_draw():
+    with rng.deterministic_for_tests(7):
+        assert not rng.is_secure()
+        for draw in (lambda: rng.words(1), lambda: rng.coins(3), lambda: rng.random_bytes(0),
+                     lambda: rng.uniform_below(1, 4), lambda: rng.uniform_below_int(5),
+                     lambda: rng.bernoulli_rational(1, 3, 2)):
+            with pytest.raises(InsecureRandomnessError):
+                draw()
+    assert rng.words(1).size == 1
 
 
 def test_uniform_below_int_big():

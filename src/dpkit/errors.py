@@ -34,7 +34,8 @@ class MeasureError(DPError, TypeError):
 
 
 class InsecureRandomnessError(DPError, RuntimeError):
-    """A measurement was invoked while the test-only deterministic generator is active."""
+    """Random bits were requested, or a measurement invoked, while a test-only seeded stream
+    is active (see :mod:`dpkit.core.rng`); no release runs under it."""
 
 
 class ReleaseFailedError(DPError, RuntimeError):

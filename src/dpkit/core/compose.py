@@ -18,8 +18,10 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
+from dpkit.core import rng
 from dpkit.core.component import Measurement
 from dpkit.core.measures import PrivacyLoss, convert
+from dpkit.core.numbers import to_fraction
 from dpkit.errors import BudgetExceededError, DomainError, MeasureError
 
 __all__ = [
@@ -93,7 +95,9 @@ class PrivacyFilter:
         self.spent = self.spent + loss
 
     def invoke(self, measurement: Measurement, data: Any, d_in: Any = 1) -> Any:
-        """Check and debit ``measurement``'s loss at ``d_in``, then run it on ``data``."""
+        """Check and debit ``measurement``'s loss at ``d_in``, then run it on ``data``.
+        Refuses the test stream before debiting (:func:`dpkit.core.rng.require_secure`)."""
+        rng.require_secure()
         self.spend(measurement.privacy_map(d_in))
         return measurement(data)
 
@@ -118,7 +122,9 @@ class PrivacyOdometer:
         self.history: list[PrivacyLoss] = []
 
     def invoke(self, measurement: Measurement, data: Any, d_in: Any = 1) -> Any:
-        """Record ``measurement``'s loss at ``d_in`` (before any noise), then run it."""
+        """Record ``measurement``'s loss at ``d_in`` (before any noise), then run it.
+        Refuses the test stream before recording (:func:`dpkit.core.rng.require_secure`)."""
+        rng.require_secure()
         loss = convert(measurement.privacy_map(d_in), self.measure)
         self.spent = self.spent + loss
         self.history.append(loss)
@@ -139,7 +145,7 @@ def calibrate_scale(
     check (the search keeps the passing end of the bracket). If ``start`` passes and a scale
     2^-30 smaller does not, ``start`` itself is returned, so closed-form guesses stay exact.
     """
-    hi = Fraction(start)
+    hi = to_fraction(start)
     if make(hi).check(d_in, d_out) and not make(hi * (1 - Fraction(1, 2**30))).check(d_in, d_out):
         return hi  # the caller's guess is already tight (e.g. a closed form): keep it exact
     while not make(hi).check(d_in, d_out):

@@ -25,7 +25,16 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
-from dpkit.core.numbers import Number, dyadic_up, exp_down, exp_up, fraction_down, log_up, sqrt_up
+from dpkit.core.numbers import (
+    Number,
+    dyadic_up,
+    exp_down,
+    exp_up,
+    fraction_down,
+    integer,
+    log_up,
+    sqrt_up,
+)
 from dpkit.errors import DomainError, MeasureError
 
 __all__ = ["advanced_composition", "optimal_composition", "group_privacy",
@@ -37,8 +46,7 @@ _BITS = 256  # precision kept by intermediate directed roundings
 def _check(epsilon: Fraction, delta: Fraction, k: int) -> None:
     if epsilon < 0 or not 0 <= delta <= 1:
         raise DomainError("need ε ≥ 0 and δ ∈ [0, 1]")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise DomainError("k must be a positive integer")
+    integer(k, "k", minimum=1)
 
 
 def advanced_composition(loss: PureDP | ApproxDP, k: int, delta_slack: Number) -> ApproxDP:
@@ -101,8 +109,7 @@ def optimal_composition(loss: PureDP | ApproxDP, k: int, delta_target: Number) -
 
 def group_privacy(loss: PrivacyLoss, k: int) -> PrivacyLoss:
     """The loss for neighbours k records apart, from the loss at distance 1."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise DomainError("k must be a positive integer")
+    k = integer(k, "k", minimum=1)
     if isinstance(loss, PureDP):
         return PureDP(k * loss.epsilon)
     if isinstance(loss, ZCDP):

@@ -9,6 +9,16 @@ User floats. A float is a dyadic rational; the number a user typed (``0.1``) is 
 decimal that prints as that float. The two differ by less than one unit in the last place;
 :func:`fraction_up` takes the larger of the two and :func:`fraction_down` the smaller, so a
 conversion is conservative whichever the user meant.
+
+Accepted types. Every parameter that takes a number goes through :func:`_candidates`: Python
+``int``, ``float``, :class:`~fractions.Fraction` (any :class:`numbers.Rational`),
+:class:`decimal.Decimal`, and NumPy scalars (``np.int8`` … ``np.uint64``, ``np.float16`` …
+``np.float64``, ``np.longdouble``). A NumPy integer is its Python ``int``; a NumPy float is
+read as the Python float of the same value (exact for float16/32/64), so it converts exactly
+as that float does; a ``longdouble`` with more precision than a float is taken at its exact
+binary value. Booleans (``bool``, ``np.bool_``), strings, NaN and infinities are refused with
+:class:`~dpkit.errors.DomainError`. :func:`to_fraction` is the exact value, for parameters
+whose rounding direction does not matter (shares of a budget, orders, weights).
 """
 
 from __future__ import annotations
@@ -18,6 +28,8 @@ import math
 from fractions import Fraction
 from numbers import Rational
 
+import numpy as np
+
 from dpkit.errors import DomainError
 
 __all__ = [
@@ -25,6 +37,9 @@ __all__ = [
     "fraction_up",
     "fraction_down",
     "exact",
+    "to_fraction",
+    "as_typed",
+    "integer",
     "positive",
     "non_negative",
     "float_up",
@@ -38,19 +53,33 @@ __all__ = [
     "dyadic_up",
 ]
 
-Number = int | float | Fraction | decimal.Decimal
+Number = int | float | Fraction | decimal.Decimal | np.integer | np.floating
 
 _DIGITS = 50
 _SLACK = Fraction(1, 10**45)  # relative margin far above decimal's rounding error at 50 digits
 
 
-def _candidates(x: Number) -> tuple[Fraction, Fraction]:
-    if isinstance(x, bool):
+def _float_candidates(x: float) -> tuple[Fraction, Fraction]:
+    if not math.isfinite(x):
+        raise DomainError(f"expected a finite number, got {x!r}")
+    return Fraction(x), Fraction(repr(x))
+
+
+def _candidates(x: object) -> tuple[Fraction, Fraction]:
+    """The binary value and the decimal the user typed (equal unless ``x`` is a float)."""
+    if isinstance(x, bool | np.bool_):
         raise DomainError("booleans are not numbers here")
+    if isinstance(x, np.floating):  # np.float64 is also a float: read it as one
+        value = float(x)
+        if not math.isfinite(value) or Fraction(value) == Fraction(*x.as_integer_ratio()):
+            return _float_candidates(value)
+        exact_value = Fraction(*x.as_integer_ratio())  # a longdouble finer than a float
+        return exact_value, exact_value
     if isinstance(x, float):
-        if not math.isfinite(x):
-            raise DomainError(f"expected a finite number, got {x!r}")
-        return Fraction(x), Fraction(repr(x))
+        return _float_candidates(x)
+    if isinstance(x, np.integer):
+        f = Fraction(int(x))
+        return f, f
     if isinstance(x, Rational | int):
         f = Fraction(x)
         return f, f
@@ -78,6 +107,42 @@ def exact(x: Number) -> Fraction:
     if lo != hi:
         raise DomainError(f"{x!r} has no exact rational value; pass a Fraction or an int")
     return lo
+
+
+def to_fraction(x: object) -> Fraction:
+    """The exact value of a number (a float's binary value), for parameters whose rounding
+    direction does not matter. Refuses what :func:`fraction_up` refuses."""
+    if type(x) is float and math.isfinite(x):  # the common case, without the decimal reading
+        return Fraction(x)
+    return _candidates(x)[0]
+
+
+def as_typed(x: object) -> Fraction:
+    """The number as the user typed it: a float's shortest decimal (``0.1`` → 1/10), any
+    other number's exact value. For parameters such as a probability or a quantile level,
+    where neither rounding direction is the conservative one."""
+    return _candidates(x)[1]
+
+
+def integer(x: object, name: str, *, minimum: int | None = None,
+            maximum: int | None = None) -> int:
+    """An integer parameter (``int`` or a NumPy integer; not a bool, not a float) as a Python
+    ``int``, checked against ``[minimum, maximum]``.
+
+    Raises
+    ------
+    DomainError
+        For another type or a value out of range (the message names ``name``).
+    """
+    if isinstance(x, bool | np.bool_) or not isinstance(x, int | np.integer):
+        raise DomainError(f"{name} must be an integer, got {x!r}")
+    value = int(x)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        low = "" if minimum is None else f" ≥ {minimum}"
+        high = "" if maximum is None else f" ≤ {maximum}"
+        raise DomainError(f"{name} must be an integer{low}{' and' if low and high else ''}"
+                          f"{high}, got {x!r}")
+    return value
 
 
 def positive(x: Number, name: str, *, up: bool = True) -> Fraction:

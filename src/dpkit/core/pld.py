@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpkit.core.measures import ApproxDP
-from dpkit.core.numbers import Number, fraction_down, fraction_up
+from dpkit.core.numbers import Number, fraction_down, fraction_up, integer
 from dpkit.errors import DomainError
 
 __all__ = ["pld_gaussian", "pld_laplace"]
@@ -31,8 +31,7 @@ def _compose(factory: str, parameter: float, k: int, delta: Number, sensitivity:
              discretization: float) -> ApproxDP:
     if parameter <= 0 or sensitivity <= 0:
         raise DomainError("the noise parameter and the sensitivity must be > 0")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise DomainError("k must be a positive integer")
+    k = integer(k, "k", minimum=1)
     dlt = fraction_down(delta)
     if not 0 < dlt < 1:
         raise DomainError("delta must be in (0, 1)")

@@ -55,10 +55,9 @@ class RenyiDP(PrivacyLoss):
     epsilons: tuple[Fraction, ...]
 
     def __init__(self, epsilons: Any, orders: Any = None) -> None:
-        ords = tuple(DEFAULT_ORDERS if orders is None else (Fraction(o) if not isinstance(
-            o, float) else fraction_down(o) for o in orders))
-        eps = tuple(e if isinstance(e, Fraction) else Fraction(e) if not isinstance(
-            e, float) else fraction_down(e) for e in epsilons)
+        ords = tuple(DEFAULT_ORDERS if orders is None else (
+            o if isinstance(o, Fraction) else fraction_down(o) for o in orders))
+        eps = tuple(e if isinstance(e, Fraction) else fraction_down(e) for e in epsilons)
         if len(ords) != len(eps) or not ords:
             raise DomainError("one ε per order is required")
         if any(a <= 1 for a in ords) or any(e < 0 for e in eps):
@@ -74,13 +73,13 @@ class RenyiDP(PrivacyLoss):
     @classmethod
     def from_zcdp(cls, loss: ZCDP, orders: Any = None) -> RenyiDP:
         """ρ-zCDP ⇒ ε(α) = ρα on every order."""
-        ords = DEFAULT_ORDERS if orders is None else tuple(Fraction(o) for o in orders)
+        ords = DEFAULT_ORDERS if orders is None else tuple(fraction_down(o) for o in orders)
         return cls([loss.rho * a for a in ords], ords)
 
     @classmethod
     def from_pure(cls, loss: PureDP, orders: Any = None) -> RenyiDP:
         """ε-DP ⇒ ε(α) = min(ε, αε²/2)."""
-        ords = DEFAULT_ORDERS if orders is None else tuple(Fraction(o) for o in orders)
+        ords = DEFAULT_ORDERS if orders is None else tuple(fraction_down(o) for o in orders)
         e = loss.epsilon
         return cls([min(e, a * e * e / 2) for a in ords], ords)
 

@@ -6,11 +6,20 @@ system's CSPRNG (``os.urandom``, i.e. ``getrandom(2)``) for every large request 
 64 KiB block that serves small requests (the CTR_DRBG construction of NIST SP 800-90A). A
 forked child discards its parent's unused block, so no two processes share random bytes.
 
-A deterministic stream exists for tests of deterministic code paths only
-(:func:`deterministic_for_tests`). While it is active, :func:`require_secure` raises
-:class:`~dpkit.errors.InsecureRandomnessError`, and every ``Measurement`` calls
-:func:`require_secure` before it draws noise, so a seeded stream can never reach a
-released result.
+Seeded streams (tests only). :func:`random_bytes` is the one entry to the bits: every draw
+of this module, every sampler of :mod:`dpkit.core.samplers` and through them every
+mechanism, release, learner and session reads its bits there, and it is there that a seeded
+stream is refused:
+
+- :func:`deterministic_for_tests` makes a block *deterministic*: any draw inside it raises
+  :class:`~dpkit.errors.InsecureRandomnessError`, and so does :func:`require_secure`. A
+  release, a fit or a mechanism call refuses to run in it (tests of deterministic code paths
+  and of that refusal use it).
+- :func:`seeded_draws_for_tests` is the test-only door: a seeded, reproducible stream that
+  the draws and samplers may read (tests of the samplers and of contribution bounding).
+  :func:`require_secure` still raises inside it, so measurements and sessions refuse it too.
+  No module of ``src/dpkit`` other than this one names it (``tests/test_test_stream.py``
+  checks the source tree).
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ __all__ = [
     "bernoulli_rational",
     "coins",
     "deterministic_for_tests",
+    "seeded_draws_for_tests",
     "is_secure",
     "require_secure",
 ]
@@ -49,13 +59,20 @@ def _ctr_bytes(n: int, key: bytes, nonce: bytes) -> bytes:
 
 
 class _TestStream:
-    """AES-CTR keyed by a hash of a seed: reproducible, for tests only."""
+    """AES-CTR keyed by a hash of a seed: reproducible, for tests only. ``readable`` is True
+    only for the stream of :func:`seeded_draws_for_tests`."""
 
-    def __init__(self, seed: int | str | bytes) -> None:
+    def __init__(self, seed: int | str | bytes, readable: bool) -> None:
         key = hashlib.sha256(repr(seed).encode()).digest()
         self._enc = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
+        self.readable = readable
 
     def read(self, n: int) -> bytes:
+        if not self.readable:
+            raise InsecureRandomnessError(
+                "random bits requested inside dpkit.core.rng.deterministic_for_tests: no "
+                "mechanism, release or fit runs under the test stream (seeded draws for "
+                "tests of the samplers: dpkit.core.rng.seeded_draws_for_tests)")
         return self._enc.update(bytes(n))
 
 
@@ -64,32 +81,60 @@ def _test_stream() -> _TestStream | None:
 
 
 def is_secure() -> bool:
-    """Return ``True`` unless the test-only deterministic stream is active in this thread."""
+    """Return ``True`` unless a test-only seeded stream is active in this thread."""
     return _test_stream() is None
 
 
 def require_secure() -> None:
-    """Raise :class:`InsecureRandomnessError` if the deterministic test stream is active."""
+    """Raise :class:`InsecureRandomnessError` if a test-only seeded stream is active.
+
+    Measurements and sessions call it before they debit or draw anything, so they refuse
+    both :func:`deterministic_for_tests` and :func:`seeded_draws_for_tests`.
+    """
     if not is_secure():
         raise InsecureRandomnessError(
-            "the deterministic test stream is active; no measurement may release a result "
-            "drawn from it (leave dpkit.core.rng.deterministic_for_tests first)"
+            "a test-only seeded stream is active; no measurement or release runs under it "
+            "(leave dpkit.core.rng.deterministic_for_tests / seeded_draws_for_tests first)"
         )
 
 
 @contextlib.contextmanager
-def deterministic_for_tests(seed: int | str | bytes) -> Iterator[None]:
-    """Make random bits reproducible inside the block, for tests of deterministic paths.
-
-    Measurements refuse to run inside this block (see :func:`require_secure`), so seeded bits
-    only ever reach transformations such as contribution bounding.
-    """
+def _stream(stream: _TestStream) -> Iterator[None]:
     previous = _test_stream()
-    _local.stream = _TestStream(seed)
+    _local.stream = stream
     try:
         yield
     finally:
         _local.stream = previous
+
+
+def deterministic_for_tests(seed: int | str | bytes) -> contextlib.AbstractContextManager[None]:
+    """A block in which nothing random may run, for tests of deterministic code paths.
+
+    Any draw inside the block raises :class:`~dpkit.errors.InsecureRandomnessError` (the
+    check sits in :func:`random_bytes`, the one entry to the bits), so no mechanism, release,
+    fit or session result can come out of it, seeded or not. :func:`is_secure` is False and
+    :func:`require_secure` raises inside it. ``seed`` names the (unread) stream; tests that
+    need reproducible draws use :func:`seeded_draws_for_tests`.
+    """
+    return _stream(_TestStream(seed, readable=False))
+
+
+def seeded_draws_for_tests(seed: int | str | bytes) -> contextlib.AbstractContextManager[None]:
+    """Test-only door: draws and samplers read a reproducible stream seeded by ``seed``.
+
+    For tests of the samplers and of contribution bounding that need the same bits twice.
+    :func:`require_secure` still raises inside it (measurements and sessions refuse it).
+    Production code never calls it: ``tests/test_test_stream.py`` fails if any module of
+    ``src/dpkit`` other than this one names it.
+    """
+    return _stream(_TestStream(seed, readable=True))
+
+
+def _refuse_unreadable() -> None:
+    stream = _test_stream()
+    if stream is not None:
+        stream.read(0)
 
 
 def _fresh_block(n: int) -> bytes:
@@ -101,7 +146,11 @@ def _drop_buffer() -> None:
 
 
 def random_bytes(n: int) -> bytes:
-    """Return ``n`` random bytes from the CSPRNG (or the active test stream).
+    """Return ``n`` random bytes from the CSPRNG: the one entry to dpkit's random bits.
+
+    Raises :class:`~dpkit.errors.InsecureRandomnessError` inside
+    :func:`deterministic_for_tests`; reads the seeded stream inside
+    :func:`seeded_draws_for_tests` (tests only).
 
     Small requests are served from a per-thread block of AES-CTR output under a fresh key;
     each byte is handed out once, and a forked child drops its parent's block.
@@ -187,6 +236,7 @@ def uniform_below(bound: int | np.ndarray, size: int | None = None) -> np.ndarra
     if bound < 1 or bound > 1 << 64:
         raise ValueError(f"bound must be in [1, 2**64], got {bound}")
     if bound == 1:
+        _refuse_unreadable()  # no bit is read, but a test stream is refused all the same
         return np.zeros(size, dtype=np.uint8)
     mask = (1 << (bound - 1).bit_length()) - 1
     bits = _word_bits(mask)
@@ -206,6 +256,7 @@ def _uniform_below_array(bounds: np.ndarray) -> np.ndarray:
     out = np.zeros(bounds.shape, dtype=np.uint64)
     todo = np.flatnonzero(bounds > 1)
     if todo.size == 0:
+        _refuse_unreadable()
         return out
     masks = _masks(bounds[todo])
     bits = _word_bits(int(masks.max()))

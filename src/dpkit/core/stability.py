@@ -30,7 +30,7 @@ from typing import Any
 
 from dpkit.core.component import Transformation
 from dpkit.core.metrics import AddRemoveDistance, L1Distance, L2Distance, LInfDistance, Metric
-from dpkit.core.numbers import non_negative, sqrt_up
+from dpkit.core.numbers import integer, non_negative, sqrt_up
 from dpkit.errors import DomainError
 
 __all__ = [
@@ -58,10 +58,10 @@ class Contribution:
     def of(cls, max_rows: int | None = None, max_groups: int | None = None,
            max_rows_per_group: int | None = None) -> Contribution:
         """Resolve the implied bounds; raise DomainError for non-positive or missing ones."""
-        for name, v in (("max_rows", max_rows), ("max_groups", max_groups),
-                        ("max_rows_per_group", max_rows_per_group)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise DomainError(f"{name} must be a positive integer, got {v!r}")
+        max_rows, max_groups, max_rows_per_group = (
+            None if v is None else integer(v, name, minimum=1)
+            for name, v in (("max_rows", max_rows), ("max_groups", max_groups),
+                            ("max_rows_per_group", max_rows_per_group)))
         if max_rows is None:
             if max_groups is None or max_rows_per_group is None:
                 raise DomainError("declare max_rows, or both max_groups and "

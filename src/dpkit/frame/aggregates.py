@@ -21,7 +21,7 @@ from typing import Any
 import narwhals as nw
 import numpy as np
 
-from dpkit.core.numbers import Number, exact, float_down, float_up, fraction_down, fraction_up
+from dpkit.core.numbers import Number, as_typed, float_down, float_up, fraction_down, fraction_up
 from dpkit.core.samplers import grid_exponent
 from dpkit.errors import BoundsError, ColumnError, DomainError
 
@@ -447,7 +447,7 @@ class Quantile(ColumnAggregation):
             f"{self.column}_q{float(self.level()):g}")
 
     def level(self) -> Fraction:
-        q = Fraction(repr(self.q)) if isinstance(self.q, float) else exact(self.q)
+        q = as_typed(self.q)
         if not 0 <= q <= 1:
             raise DomainError(f"quantile level must be in [0, 1], got {self.q!r}")
         return q

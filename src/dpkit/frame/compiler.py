@@ -32,7 +32,7 @@ from dpkit.core.component import Measurement
 from dpkit.core.compose import calibrate_scale
 from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP, largest_rho
 from dpkit.core.metrics import L1Distance, L2Distance
-from dpkit.core.numbers import Number, fraction_down, log_up, sqrt_down
+from dpkit.core.numbers import Number, fraction_down, log_up, non_negative, sqrt_down
 from dpkit.core.stability import Contribution
 from dpkit.errors import DomainError, MeasureError
 from dpkit.frame.aggregates import Aggregation, Quantile, Statistic
@@ -168,7 +168,7 @@ def _tree_quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kin
     tree = make_tree_quantile(cells, agg.level(), target.pure_epsilon(), bounds.l1())
     take = _take(stat.key)
     m = Measurement(lambda raw: values[tree(take(raw)) // 2], L1Distance(), PureDP,
-                    lambda d: tree.privacy_map(bounds.l1() * Fraction(d)),
+                    lambda d: tree.privacy_map(bounds.l1() * non_negative(d, "d_in")),
                     tree.name)
     acc = tree.accuracy
     assert acc is not None

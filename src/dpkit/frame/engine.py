@@ -21,7 +21,7 @@ from dpkit.errors import ColumnError, DomainError
 from dpkit.frame import backend
 from dpkit.frame.aggregates import Statistic
 from dpkit.frame.privacy_unit import PrivacyUnit
-from dpkit.frame.rowwise import check_rowwise, check_unit_column
+from dpkit.frame.rowwise import check_step
 
 __all__ = ["to_lazy", "apply_steps", "bound_contributions", "compute"]
 
@@ -85,8 +85,8 @@ def apply_steps(lf: nw.LazyFrame, steps: Sequence[tuple[str, tuple[Any, ...], di
             lf = lf.drop_nulls()
             continue
         if check:
-            check_unit_column(op, args, kwargs, unit)
-            check_rowwise(op, args, kwargs, lf.collect_schema())
+            check_step(op, args, kwargs, lf.collect_schema(), unit,
+                       integers_wrap=lf.implementation is nw.Implementation.POLARS)
         native = any(isinstance(a, pl.Expr) for a in (*args, *kwargs.values()))
         if native:
             inner = nw.to_native(lf)
@@ -194,8 +194,9 @@ def _saturated(values: pl.Series) -> np.ndarray:
     there (a 1-Lipschitz map: it never increases a sensitivity). A backend may return a
     wider type than Int64 (DuckDB sums to HUGEINT), and converting such a value must not
     fail on the data after the debit."""
-    if values.dtype == pl.Int64:
-        return values.fill_null(0).clip(-_SATURATE, _SATURATE).to_numpy()
+    if values.dtype in (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32):
+        ints = values.fill_null(0).to_numpy().astype(np.int64)
+        return np.clip(ints, -_SATURATE, _SATURATE, out=ints)
     v = pl.col("v")
     wide = v.cast(pl.Int128, strict=False)  # exact for every integer below 2^127
     sign = v.cast(pl.Float64, strict=False)  # beyond: only the sign matters

@@ -18,10 +18,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from dpkit.core import rng
 from dpkit.core.component import Measurement
 from dpkit.core.compose import PrivacyFilter, calibrate_scale
 from dpkit.core.measures import PrivacyLoss, PureDP, convert
-from dpkit.core.numbers import Number, positive, sqrt_up
+from dpkit.core.numbers import Number, positive, sqrt_up, to_fraction
 from dpkit.errors import DomainError, MeasureError
 from dpkit.mechanisms.laplace import make_laplace
 from dpkit.mechanisms.vector import make_vector_laplace
@@ -46,7 +47,10 @@ def charge(accountant: Any, loss: PrivacyLoss, description: str, compute: Callab
            alternatives: tuple[PrivacyLoss, ...] = ()) -> T:
     """Debit ``loss`` from ``accountant`` (module docstring), then run ``compute``.
     ``alternatives`` are the same guarantee in other measures (e.g. ρ-zCDP beside the
-    (ε, δ) it implies): the first one the accountant's measure can take is debited."""
+    (ε, δ) it implies): the first one the accountant's measure can take is debited.
+    Under the test stream it raises before debiting (:func:`dpkit.core.rng.require_secure`);
+    without that check the first draw would refuse it, after the debit."""
+    rng.require_secure()
     if accountant is None:
         return compute()
     if isinstance(accountant, PrivacyFilter):
@@ -110,7 +114,7 @@ def laplace_noise(values: Any, sensitivity: Number, epsilon: Fraction) -> np.nda
     calibrated so that its exact privacy map, rounding included, is ≤ ε."""
     arr = np.atleast_1d(np.asarray(values, dtype=np.float64))
     size = 1 << max(arr.size - 1, 0).bit_length()  # a power of two: few distinct scales
-    mechanism = laplace_mechanism(Fraction(sensitivity), Fraction(epsilon), size)
+    mechanism = laplace_mechanism(to_fraction(sensitivity), to_fraction(epsilon), size)
     return np.asarray(mechanism(arr), dtype=np.float64).reshape(arr.shape)
 
 

@@ -69,6 +69,7 @@ from sklearn.cluster import KMeans as _PlainKMeans
 
 from dpkit.core import rng
 from dpkit.core.measures import PureDP
+from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import (
     charge,
@@ -270,10 +271,11 @@ class KMeans(ClusterMixin, BaseEstimator):
 
     def _grid_share(self, eps: Fraction, d: int) -> Fraction:
         try:
-            frac = Fraction(self.init_fraction).limit_denominator(1 << 20)
-        except (TypeError, ValueError) as err:
+            asked = to_fraction(self.init_fraction)
+        except DomainError as err:
             raise DomainError("init_fraction must be a number in (0, 1)") from err
-        if frac > Fraction(self.init_fraction):  # round down: never spend more than asked
+        frac = asked.limit_denominator(1 << 20)
+        if frac > asked:  # round down: never spend more than asked
             frac -= Fraction(1, 1 << 20)
         if not 0 < frac < 1:
             raise DomainError("init_fraction must be in (0, 1)")

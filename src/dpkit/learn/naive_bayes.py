@@ -39,6 +39,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpkit.core.measures import PureDP
+from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import (
     charge,
@@ -56,7 +57,7 @@ def budget_split(eps: Fraction, count_eps: Fraction, mean_share: Any, d: int
                  ) -> tuple[Fraction, Fraction]:
     """(ε_μ, ε_σ²) of the module docstring, exact: ε_n + d·ε_μ + d·ε_σ² = ε. The share m is
     rounded to a rational (denominator ≤ 2^20) and must lie in (0, 1)."""
-    m = Fraction(mean_share).limit_denominator(1 << 20)
+    m = to_fraction(mean_share).limit_denominator(1 << 20)
     if not 0 < m < 1:
         raise DomainError("mean_share must be in (0, 1)")
     rest = eps - count_eps
@@ -116,7 +117,7 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
         d, k = x.shape[1], classes.size
-        count_eps = eps * Fraction(self.count_share).limit_denominator(1 << 20)
+        count_eps = eps * to_fraction(self.count_share).limit_denominator(1 << 20)
         if not 0 < count_eps < eps:
             raise DomainError("count_share must be in (0, 1)")
         mean_eps, var_eps = budget_split(eps, count_eps, self.mean_share, d)

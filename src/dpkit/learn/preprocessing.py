@@ -9,13 +9,13 @@ Transforming data with the released mean and scale is post-processing.
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from dpkit.core.measures import PureDP
+from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import (
     charge,
@@ -64,7 +64,7 @@ class StandardScaler(TransformerMixin, BaseEstimator):
         x = fit_features(X)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
-        count_eps = eps * Fraction(self.count_share).limit_denominator(1 << 20)
+        count_eps = eps * to_fraction(self.count_share).limit_denominator(1 << 20)
         if not 0 < count_eps < eps:
             raise DomainError("count_share must be in (0, 1)")
         part = (eps - count_eps) / (2 * x.shape[1])

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.core.measures import PureDP
+from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_epsilon
 from dpkit.learn.itemsets import FrequentItemsets, incidence
@@ -344,8 +345,8 @@ def privbasis(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: in
         raise DomainError(f"max_basis_size must be in 1 … {_MAX_THETA}")
     theta = int(max_basis_size)
     try:
-        a1, a2, a3 = (Fraction(a) for a in split)
-    except (TypeError, ValueError):
+        a1, a2, a3 = (to_fraction(a) for a in split)
+    except (TypeError, ValueError, DomainError):
         raise DomainError("split must be three positive numbers (α₁, α₂, α₃)") from None
     if min(a1, a2, a3) <= 0 or a1 + a2 + a3 >= 1:
         raise DomainError("split must be three positive shares summing to less than 1")

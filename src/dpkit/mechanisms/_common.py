@@ -10,13 +10,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.core.numbers import Number, positive, sqrt_up
-from dpkit.core.samplers import (
-    MAX_DENOMINATOR,
-    MAX_NUMERATOR,
-    from_grid,
-    grid_exponent,
-    to_grid,
-)
+from dpkit.core.samplers import MAX_DENOMINATOR, MAX_NUMERATOR, add_on_grid, grid_exponent
 from dpkit.errors import DomainError
 
 DEFAULT_MAX_SIZE = 1 << 16
@@ -50,6 +44,8 @@ def as_vector(x: Any, *, integer: bool) -> tuple[np.ndarray, bool]:
                 f"this mechanism takes integers, got dtype {arr.dtype}; use the grid "
                 "(continuous) variant for floats"
             )
+        if arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:
+            return arr.astype(object), scalar  # exact Python ints (add_integer_noise)
         return arr.astype(np.int64), scalar
     if arr.dtype.kind not in "iufb":
         raise DomainError(f"this mechanism takes numbers, got dtype {arr.dtype}")
@@ -57,6 +53,21 @@ def as_vector(x: Any, *, integer: bool) -> tuple[np.ndarray, bool]:
     if np.isnan(arr).any():
         raise DomainError("NaN in the input; drop or fill it before adding noise")
     return arr, scalar
+
+
+_INT64_MAX = (1 << 63) - 1
+_SAFE = 1 << 62  # |x| ≤ 2^62: x + noise cannot leave int64 (noise below 2^62 by far)
+
+
+def add_integer_noise(arr: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """``arr + noise`` as int64, never wrapping: inputs beyond ±2^62 (rare) are added as
+    exact Python integers and the sum saturates at the int64 range (post-processing)."""
+    if arr.dtype != object and (not arr.size or -_SAFE <= int(arr.min()) <= int(arr.max())
+                                <= _SAFE):
+        return arr + noise
+    exact = arr.astype(object) + noise.astype(object)
+    return np.array([min(max(int(v), -_INT64_MAX - 1), _INT64_MAX) for v in exact],
+                    dtype=np.int64)
 
 
 def unwrap(out: np.ndarray, scalar: bool) -> Any:
@@ -83,7 +94,8 @@ def make_grid_release(scale: Number, k: int | None, max_size: int,
     Rounds ``scale`` up to an integer number of grid steps 2^k (k defaults to
     ⌊log₂ scale⌋ − 30) and returns ``(function, k, effective scale, grid width)``; ``function``
     rounds each input to the grid, adds ``noise(steps, n)`` (integer noise in grid units) and
-    maps back to floats.
+    maps back to the nearest floats (:func:`dpkit.core.samplers.add_on_grid`: exact for every
+    finite input, nothing clamped; ±inf is read as ±the largest float).
     """
     s0 = representable_scale(scale)
     kk = grid_exponent(s0) if k is None else int(k)
@@ -93,7 +105,6 @@ def make_grid_release(scale: Number, k: int | None, max_size: int,
     def function(x: Any) -> Any:
         arr, scalar = as_vector(x, integer=False)
         check_size(arr, max_size)
-        z = to_grid(arr, kk) + noise(steps, arr.size)
-        return unwrap(from_grid(z, kk), scalar)
+        return unwrap(add_on_grid(arr, kk, noise(steps, arr.size)), scalar)
 
     return function, kk, steps * grid, grid

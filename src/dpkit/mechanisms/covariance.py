@@ -39,6 +39,7 @@ from dpkit.core.numbers import (
     Number,
     dyadic_up,
     float_down,
+    integer,
     non_negative,
     positive,
     sqrt_up,
@@ -191,8 +192,7 @@ def make_analyze_gauss(dim: int, data_norm: Number, *, scale: Number | None = No
         or (when called) the input has the wrong shape, a non-numeric dtype, NaN or infinity,
         or a row with norm above B and ``clip`` is False.
     """
-    if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_DIM:
-        raise DomainError(f"dim must be an integer in [1, {MAX_DIM}], got {dim!r}")
+    dim = integer(dim, "dim", minimum=1, maximum=MAX_DIM)
     if (scale is None) == (rho is None):
         raise DomainError("pass exactly one of scale and rho")
     bound = positive(data_norm, "data_norm")

@@ -28,6 +28,7 @@ from dpkit.core.numbers import (
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import (
     DEFAULT_MAX_SIZE,
+    add_integer_noise,
     as_vector,
     grid_relaxation,
     make_grid_release,
@@ -61,6 +62,8 @@ def make_discrete_gaussian(scale: Number) -> Measurement:
     Measurement
         Input: int or int array under :class:`L2Distance`. Privacy map:
         d_in ↦ ZCDP(d_in²/(2σ²)) (CKS20 Thm 4). ``accuracy(beta)``: a with P(|Z| > a) ≤ β.
+        Results are int64: an input beyond ±2^62 is added exactly and the sum saturates at
+        the int64 range (never wraps).
 
     Raises
     ------
@@ -71,7 +74,8 @@ def make_discrete_gaussian(scale: Number) -> Measurement:
 
     def function(x: Any) -> Any:
         arr, scalar = as_vector(x, integer=True)
-        return unwrap(arr + samplers.discrete_gaussian(sigma, arr.size), scalar)
+        return unwrap(add_integer_noise(arr, samplers.discrete_gaussian(sigma, arr.size)),
+                      scalar)
 
     return Measurement(
         function=function,
@@ -105,6 +109,11 @@ def make_gaussian(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | N
     Measurement
         Input: floats under :class:`L2Distance`. Privacy map:
         d_in ↦ ZCDP((d_in + 2^k √max_size)²/(2σ²)) (Bun & Steinke 2016 Prop. 1.6; CKS20 Thm 4).
+        Every finite input is released without clamping: coordinates with |x| ≤ 2^(60+k)
+        (≈ σ·2^30 with the default k) on a vectorised path, larger ones exactly
+        with integers, one by one; the output is the float nearest to the noisy grid value
+        (post-processing), so ``accuracy`` holds for every finite input. ±inf is read as
+        ±the largest float; NaN raises.
 
     Raises
     ------
@@ -197,7 +206,8 @@ def make_approx_gaussian(scale: Number, delta: Number, *, analytic: bool = True,
     -------
     Measurement
         Input: floats under :class:`L2Distance`; privacy map
-        d_in ↦ ApproxDP(ε(d_in + 2^k√max_size, σ, δ), δ).
+        d_in ↦ ApproxDP(ε(d_in + 2^k√max_size, σ, δ), δ). Input range as
+        :func:`make_gaussian`.
     """
     dlt = fraction_down(delta)
     if not 0 < dlt < 1:

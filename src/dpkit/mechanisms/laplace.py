@@ -18,6 +18,7 @@ from dpkit.core.metrics import L1Distance
 from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.mechanisms._common import (
     DEFAULT_MAX_SIZE,
+    add_integer_noise,
     as_vector,
     grid_relaxation,
     make_grid_release,
@@ -43,7 +44,8 @@ def make_discrete_laplace(scale: Number) -> Measurement:
         Input: int or int array of shape (n,) under :class:`L1Distance`; output the same
         shape plus i.i.d. noise. Privacy map: d_in ↦ PureDP(d_in / s), i.e. ε = Δ₁/s
         (Ghosh et al. 2009; Dwork & Roth Thm 3.6). Accuracy: ``accuracy(beta)`` is the
-        smallest integer a with P(|Z| > a) ≤ β.
+        smallest integer a with P(|Z| > a) ≤ β. Results are int64: an input beyond ±2^62
+        is added exactly and the sum saturates at the int64 range (never wraps).
 
     Raises
     ------
@@ -54,7 +56,7 @@ def make_discrete_laplace(scale: Number) -> Measurement:
 
     def function(x: Any) -> Any:
         arr, scalar = as_vector(x, integer=True)
-        return unwrap(arr + samplers.discrete_laplace(s, arr.size), scalar)
+        return unwrap(add_integer_noise(arr, samplers.discrete_laplace(s, arr.size)), scalar)
 
     return Measurement(
         function=function,
@@ -91,7 +93,11 @@ def make_laplace(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | No
     Measurement
         Input: float scalar or array (n ≤ max_size) under :class:`L1Distance`. Privacy map:
         d_in ↦ PureDP((d_in + 2^k·max_size)/s) (Dwork & Roth Thm 3.6 on the rounded input).
-        Infinite inputs are clamped to ±2^62 grid steps; NaN raises.
+        Every finite input is released without clamping: coordinates with |x| ≤ 2^(60+k)
+        (≈ s·2^30 with the default k) on a vectorised path, larger ones exactly
+        with integers, one by one; the output is the float nearest to the noisy grid value
+        (post-processing), so ``accuracy`` holds for every finite input. ±inf is read as
+        ±the largest float; NaN raises.
 
     Raises
     ------

@@ -41,7 +41,16 @@ from dpkit.core import rng, samplers
 from dpkit.core.component import Measurement
 from dpkit.core.measures import ApproxDP, largest_rho
 from dpkit.core.metrics import AddRemoveDistance
-from dpkit.core.numbers import Number, exp_down, exp_up, fraction_down, positive, sqrt_up
+from dpkit.core.numbers import (
+    Number,
+    exp_down,
+    exp_up,
+    fraction_down,
+    integer,
+    non_negative,
+    positive,
+    sqrt_up,
+)
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import representable_scale
 
@@ -149,9 +158,7 @@ def make_partition_selection(selection: PartitionSelection, max_groups: int) -> 
         For ε ≤ 0, δ ∉ (0, 1), an unknown method or max_groups < 1.
     """
     eps, dlt = _check(selection.epsilon, selection.delta, selection.method)
-    if isinstance(max_groups, bool) or not isinstance(max_groups, int) or max_groups < 1:
-        raise DomainError("max_groups must be a positive integer")
-    g = max_groups
+    g = integer(max_groups, "max_groups", minimum=1)
     method = selection.method
 
     if method == "truncated_geometric":
@@ -181,7 +188,7 @@ def make_partition_selection(selection: PartitionSelection, max_groups: int) -> 
             return c + samplers.discrete_gaussian(sigma, c.size) >= threshold
 
     def privacy_map(d_in: Any) -> ApproxDP:
-        if Fraction(d_in) > 1:
+        if non_negative(d_in, "d_in") > 1:
             raise DomainError("partition selection's guarantee is stated for one unit")
         return ApproxDP(eps, dlt)
 

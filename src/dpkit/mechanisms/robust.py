@@ -28,7 +28,15 @@ from dpkit.core.component import Measurement
 from dpkit.core.compose import calibrate_scale
 from dpkit.core.measures import ApproxDP, PureDP
 from dpkit.core.metrics import HammingDistance
-from dpkit.core.numbers import Number, fraction_down, fraction_up, log_up, positive
+from dpkit.core.numbers import (
+    Number,
+    fraction_down,
+    fraction_up,
+    integer,
+    log_up,
+    non_negative,
+    positive,
+)
 from dpkit.errors import BoundsError, DomainError
 from dpkit.mechanisms.laplace import make_laplace
 
@@ -115,7 +123,7 @@ def make_ptr_median(bounds: tuple[Number, Number], proposed_sensitivity: Number,
         return float(release(median))
 
     def privacy_map(d_in: Any) -> ApproxDP:
-        if Fraction(d_in) > 1:
+        if non_negative(d_in, "d_in") > 1:
             raise DomainError("PTR's guarantee is stated for one substitution (d_in = 1)")
         return ApproxDP(2 * eps, dlt)
 
@@ -147,8 +155,7 @@ def make_sample_and_aggregate(function: Callable[[np.ndarray], float], blocks: i
         each changed record changes one block's clamped result, moving the mean by at most
         (U − L)/m, and the Laplace scale is calibrated to that sensitivity.
     """
-    if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 2:
-        raise DomainError("blocks must be an integer ≥ 2")
+    blocks = integer(blocks, "blocks", minimum=2)
     lo, hi = _bounds(bounds)
     eps = positive(epsilon, "epsilon", up=False)
     sensitivity = (fraction_up(hi) - fraction_down(lo)) / blocks
@@ -170,5 +177,5 @@ def make_sample_and_aggregate(function: Callable[[np.ndarray], float], blocks: i
         return float(release(float(np.mean([run(p) for p in parts]))))
 
     return Measurement(aggregate, HammingDistance(), PureDP,
-                       lambda d_in: PureDP(eps * Fraction(d_in)),
+                       lambda d_in: PureDP(eps * non_negative(d_in, "d_in")),
                        f"sample_and_aggregate(m={blocks}, ε={float(eps):g})")

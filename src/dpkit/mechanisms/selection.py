@@ -18,7 +18,7 @@ from dpkit.core import rng, samplers
 from dpkit.core.component import Measurement
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import LInfDistance
-from dpkit.core.numbers import Number, non_negative, positive
+from dpkit.core.numbers import Number, integer, non_negative, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import representable_scale
 from dpkit.mechanisms.exponential import exact_gaps, make_selection, sample_exponential
@@ -89,8 +89,7 @@ def make_top_k(k: int, scale: Number, *, monotonic: bool = False) -> Measurement
     DomainError
         If k < 1, scale ≤ 0, or there are fewer than k candidates.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise DomainError("k must be a positive integer")
+    k = integer(k, "k", minimum=1)
     s = positive(scale, "scale")
     factor = 1 if monotonic else 2
 

@@ -34,7 +34,7 @@ from dpkit.core.accuracy import laplace_tail
 from dpkit.core.component import Measurement
 from dpkit.core.measures import ApproxDP
 from dpkit.core.metrics import HammingDistance
-from dpkit.core.numbers import Number, fraction_down, fraction_up, log_up, positive
+from dpkit.core.numbers import Number, fraction_down, fraction_up, log_up, non_negative, positive
 from dpkit.core.smooth import smooth_upper_bound
 from dpkit.errors import BoundsError, DomainError
 from dpkit.mechanisms._common import representable_scale
@@ -126,7 +126,7 @@ def _make(statistic: str, bounds: Any, epsilon: Number, delta: Number, trim: Num
         return np.clip(noisy.astype(np.float64) * float(grid), lo_f, hi_f)
 
     def privacy_map(d_in: Any) -> ApproxDP:
-        if Fraction(d_in) > 1:
+        if non_negative(d_in, "d_in") > 1:
             raise DomainError("the smooth-sensitivity guarantee is for one substitution")
         return ApproxDP(eps, dlt)
 

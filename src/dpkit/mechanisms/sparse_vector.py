@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpkit.core import rng, samplers
+from dpkit.core import numbers, rng, samplers
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import BudgetExceededError, DomainError
@@ -63,22 +63,21 @@ class SparseVector:
                  max_positives: int = 1, numeric_epsilon: Number | None = None, *,
                  integer: bool = False) -> None:
         rng.require_secure()
-        if isinstance(max_positives, bool) or not isinstance(max_positives, int) or (
-                max_positives < 1):
-            raise DomainError("max_positives must be a positive integer")
+        max_positives = numbers.integer(max_positives, "max_positives", minimum=1)
         eps = positive(epsilon, "epsilon", up=False)
         delta = positive(sensitivity, "sensitivity")
         self.c = max_positives
         self.integer = integer
+        exact_threshold = numbers.to_fraction(threshold)
         if integer:  # integer answers and Δ: the grid is ℤ and nothing is rounded
-            if delta.denominator != 1 or Fraction(threshold).denominator != 1:
+            if delta.denominator != 1 or exact_threshold.denominator != 1:
                 raise DomainError("integer=True needs an integer sensitivity and threshold")
             self.k, steps = 0, int(delta)
         else:
             self.k = samplers.grid_exponent(delta)
             grid = Fraction(2) ** self.k
             steps = math.ceil(delta / grid) + 1  # Δ in grid steps, plus the rounding
-        self._threshold = int(samplers.to_grid(np.array([float(threshold)]), self.k)[0])
+        self._threshold = round(exact_threshold / Fraction(2) ** self.k)  # exact, unclamped
         eps1 = eps2 = eps / 2
         self._query_scale = representable_scale(2 * self.c * steps / eps2)
         self._numeric_scale = None
@@ -106,13 +105,7 @@ class SparseVector:
         rng.require_secure()
         if self.halted:
             raise BudgetExceededError("the sparse vector has answered its c positive queries")
-        value = float(answer)
-        if math.isnan(value):
-            raise DomainError("a query answer is NaN")
-        if self.integer and value != int(value):
-            raise DomainError("integer=True: query answers must be integers")
-        z = int(value) if self.integer else int(samplers.to_grid(np.array([value]),
-                                                                 self.k)[0])
+        z = self._grid_value(answer)
         noisy = z + int(samplers.discrete_laplace(self._query_scale, 1)[0])
         if noisy < self._noisy_threshold:
             return False
@@ -120,12 +113,25 @@ class SparseVector:
         if self._numeric_scale is None:
             return True
         released = z + int(samplers.discrete_laplace(self._numeric_scale, 1)[0])
-        return float(samplers.from_grid(np.array([released]), self.k)[0])
+        return samplers.grid_float(released, self.k)
+
+    def _grid_value(self, answer: Number) -> int:
+        """The answer on the grid, exactly and unclamped (a Python int; ±inf is read as
+        ±the largest float, NaN and booleans raise)."""
+        if isinstance(answer, float | np.floating) and math.isnan(answer):
+            raise DomainError("a query answer is NaN")
+        if not self.integer:
+            return samplers.grid_int(answer, self.k)
+        exact = numbers.to_fraction(answer)
+        if exact.denominator != 1:
+            raise DomainError("integer=True: query answers must be finite integers")
+        return int(exact)
 
     def sample_first_answers(self, answer: Number, n: int) -> np.ndarray:
         """n independent runs of a fresh instance's first comparison on ``answer`` (with
         this instance's threshold and noise scales), vectorised: for audits."""
         rng.require_secure()
-        z = int(samplers.to_grid(np.array([float(answer)]), self.k)[0])
-        thresholds = self._threshold + samplers.discrete_laplace(self._threshold_scale, n)
-        return z + samplers.discrete_laplace(self._query_scale, n) >= thresholds
+        gap = self._threshold - self._grid_value(answer)  # noises differ by far less than 2^62
+        gap = max(min(gap, 1 << 62), -(1 << 62))
+        return (samplers.discrete_laplace(self._query_scale, n)
+                - samplers.discrete_laplace(self._threshold_scale, n) >= gap)

@@ -63,6 +63,11 @@ def make_staircase(epsilon: Number, sensitivity: Number, gamma: Number | None = 
     ------
     DomainError
         For ε ≤ 0, Δ ≤ 0, γ ∉ (0, 1) or NaN input.
+
+    Notes
+    -----
+    Every finite input is released without clamping (as :func:`make_laplace`:
+    :func:`dpkit.core.samplers.add_on_grid`); ±inf is read as ±the largest float.
     """
     eps = positive(epsilon, "epsilon", up=False)
     delta = positive(sensitivity, "sensitivity")
@@ -88,10 +93,9 @@ def make_staircase(epsilon: Number, sensitivity: Number, gamma: Number | None = 
     def function(x: Any) -> Any:
         arr, scalar = as_vector(x, integer=False)
         cells = noise_cells(arr.size)
-        sign = np.where(rng.coins(arr.size), 1.0, -1.0)
-        z = samplers.to_grid(arr, k).astype(np.float64)  # grid units; exact below 2^53
-        out = np.ldexp(z + sign * (cells + 0.5), k)  # cell centres
-        return unwrap(out, scalar)
+        sign = np.where(rng.coins(arr.size), 1, -1).astype(np.int64)
+        half_steps = sign * (2 * cells + 1)  # the cell centre, in units of 2^(k−1)
+        return unwrap(samplers.add_on_grid(arr, k, half_steps, shift=1), scalar)
 
     delta_s = steps * grid
     return Measurement(

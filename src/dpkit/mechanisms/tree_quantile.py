@@ -27,7 +27,7 @@ from dpkit.core.accuracy import laplace_abs_sum_tail
 from dpkit.core.component import Measurement
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L1Distance
-from dpkit.core.numbers import Number, non_negative, positive
+from dpkit.core.numbers import Number, as_typed, non_negative, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import representable_scale
 
@@ -79,7 +79,7 @@ def make_tree_quantile(cells: int, q: Number, epsilon: Number, sensitivity: Numb
     """
     if cells < 1 or branching < 2:
         raise DomainError("a tree quantile needs cells ≥ 1 and branching ≥ 2")
-    level = Fraction(q) if not isinstance(q, float) else Fraction(repr(q))
+    level = as_typed(q)
     if not 0 <= level <= 1:
         raise DomainError("q must be in [0, 1]")
     depth, scale = tree_plan(cells, epsilon, sensitivity, branching)

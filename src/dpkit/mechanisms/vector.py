@@ -23,7 +23,7 @@ from dpkit.core.component import Measurement
 from dpkit.core.lattice import check_dimension, lattice_laplace
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L2Distance
-from dpkit.core.numbers import Number, non_negative, sqrt_up
+from dpkit.core.numbers import Number, integer, non_negative, sqrt_up
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import (
     as_vector,
@@ -57,6 +57,11 @@ def make_vector_laplace(scale: Number, dim: int, *, k: int | None = None) -> Mea
         Privacy map: Δ₂ ↦ PureDP((Δ₂ + 2^k·√d)/s) (CMS11 Thm 6 on the rounded input; the
         lattice argument is in the module docstring). ``accuracy(beta)`` is the radius r
         with P(‖noise‖₂ > r) ≤ β (the Gamma(d, s) quantile, plus the grid).
+        Every finite input is released without clamping: coordinates with |x| ≤ 2^(60+k)
+        (≈ s·2^30 with the default k) on a vectorised path, larger ones exactly
+        with integers, one by one; the output is the float nearest to the noisy grid value
+        (post-processing), so ``accuracy`` holds for every finite input. ±inf is read as
+        ±the largest float; NaN raises.
 
     Raises
     ------
@@ -64,8 +69,7 @@ def make_vector_laplace(scale: Number, dim: int, *, k: int | None = None) -> Mea
         If s ≤ 0, d < 1 or too large for the exact sampler, or the input has NaN or the
         wrong length.
     """
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise DomainError("dim must be a positive integer")
+    dim = integer(dim, "dim", minimum=1)
 
     def noise(steps: int, n: int) -> np.ndarray:
         if n != dim:

@@ -67,7 +67,7 @@ import scipy.sparse as sp
 from dpkit.core.accuracy import laplace_tail
 from dpkit.core.composition import advanced_composition
 from dpkit.core.measures import ApproxDP, PureDP
-from dpkit.core.numbers import Number, fraction_up, positive
+from dpkit.core.numbers import Number, fraction_up, positive, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms.exponential import make_exponential
 from dpkit.mechanisms.selection import make_permute_and_flip, make_report_noisy_max
@@ -334,13 +334,13 @@ class IterativeConstruction:
             raise DomainError(f"T must be a positive integer; got {T!r}")
         self.distinguisher, self.updater, self.T = distinguisher, updater, int(T)
         self.epsilon = positive(epsilon, "epsilon", up=False)
-        self.delta = Fraction(delta) if delta else Fraction(0)
+        self.delta = to_fraction(delta) if delta else Fraction(0)
         if not 0 <= self.delta < 1:
             raise DomainError(f"delta must be in [0, 1); got {delta!r}")
         if n is not None and (isinstance(n, bool) or int(n) != n or n < 0):
             raise DomainError(f"n must be a non-negative integer; got {n!r}")
         self.n = None if n is None else int(n)
-        self.share = Fraction(total_share)
+        self.share = to_fraction(total_share)
         if not 0 < self.share < 1:
             raise DomainError("total_share must be in (0, 1)")
         if not 0 < beta < 1:

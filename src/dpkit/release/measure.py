@@ -31,7 +31,7 @@ import scipy.sparse.linalg as spla
 
 from dpkit.core import samplers
 from dpkit.core.measures import PureDP
-from dpkit.core.numbers import Number, fraction_up, positive
+from dpkit.core.numbers import Number, fraction_up, positive, to_fraction
 from dpkit.errors import DomainError, DPError
 from dpkit.mechanisms._common import representable_scale
 
@@ -106,12 +106,12 @@ def laplace_integer(values: np.ndarray, sensitivity: Fraction, epsilon: Number, 
         return values.astype(np.int64) + samplers.discrete_laplace(
             scale, values.size).reshape(values.shape)
     w = np.asarray(weights, dtype=object).reshape(-1)
-    if w.size != values.size or any(Fraction(v) <= 0 for v in set(w.tolist())):
+    if w.size != values.size or any(to_fraction(v) <= 0 for v in set(w.tolist())):
         raise DomainError("weights must be positive, one per value")
     out = values.astype(np.int64).reshape(-1).copy()
     for weight in set(w.tolist()):  # one batch per distinct scale
         idx = np.flatnonzero(w == weight)
-        out[idx] += samplers.discrete_laplace(scale * Fraction(weight), idx.size)
+        out[idx] += samplers.discrete_laplace(scale * to_fraction(weight), idx.size)
     return out.reshape(values.shape)
 
 

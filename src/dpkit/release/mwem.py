@@ -42,7 +42,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpkit.core.numbers import Number, fraction_up, positive
+from dpkit.core.numbers import Number, fraction_up, positive, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.domain import Domain, marginal_counts
@@ -201,7 +201,7 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
         For ε ≤ 0, rounds < 1, a share outside (0, 1), or codes that do not fit the domain.
     """
     eps = positive(epsilon, "epsilon", up=False)
-    share = Fraction(total_share)
+    share = to_fraction(total_share)
     rounds = default_rounds(eps) if rounds is None else rounds
     if not 0 < share < 1 or int(rounds) != rounds or rounds < 1:
         raise DomainError("rounds must be a positive integer and total_share in (0, 1)")

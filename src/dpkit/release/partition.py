@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from numbers import Real
 
 import numpy as np
 
 from dpkit.core import rng, samplers
+from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.hierarchical import tree_counts, tree_inference, tree_strategy
@@ -56,12 +56,10 @@ SWITCH = 1.0
 
 
 def _ratio(ratio: object, name: str = "ratio") -> Fraction:
-    if isinstance(ratio, bool) or not isinstance(ratio, (Real, Fraction)):
-        raise DomainError(f"{name} must be a number in (0, 1); got {ratio!r}")
-    if isinstance(ratio, float) and not math.isfinite(ratio):
-        raise DomainError(f"{name} must be a number in (0, 1); got {ratio!r}")
-    r = ratio if isinstance(ratio, Fraction) else Fraction(
-        ratio if isinstance(ratio, int) else float(ratio))
+    try:
+        r = to_fraction(ratio)
+    except DomainError:
+        raise DomainError(f"{name} must be a number in (0, 1); got {ratio!r}") from None
     if not 0 < r < 1:
         raise DomainError(f"{name} must be in (0, 1) (the share of ε spent on the "
                           f"partition); got {ratio!r}")

@@ -33,7 +33,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpkit.core.accuracy import laplace_tail
-from dpkit.core.numbers import Number, positive
+from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms.sparse_vector import SparseVector
 from dpkit.release.domain import Domain, marginal_counts
@@ -86,7 +86,7 @@ class PrivateMultiplicativeWeights:
                  total_share: Number = Fraction(1, 20), beta: float = 0.05,
                  max_cells: int = 1 << 22) -> None:
         eps = positive(epsilon, "epsilon", up=False)
-        share = Fraction(total_share)
+        share = to_fraction(total_share)
         if not 0 < share < 1:
             raise DomainError("total_share must be in (0, 1)")
         if domain.size() > max_cells:

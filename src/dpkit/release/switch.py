@@ -26,7 +26,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpkit.core.numbers import Number
+from dpkit.core.numbers import Number, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import representable_scale
 from dpkit.release.histogram import Algorithm
@@ -56,8 +56,8 @@ def noisy_scale(x: np.ndarray, epsilon: Fraction, scale: object = None,
             raise DomainError(f"scale must be a non-negative integer; got {scale!r}")
         return float(scale), epsilon
     try:
-        frac = Fraction(scale_fraction)
-    except (TypeError, ValueError) as exc:
+        frac = to_fraction(scale_fraction)
+    except DomainError as exc:
         raise DomainError(f"scale_fraction must be a number in (0, 1); got "
                           f"{scale_fraction!r}") from exc
     if not 0 < frac < 1:

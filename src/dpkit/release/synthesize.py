@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from dpkit.core.measures import largest_rho
-from dpkit.core.numbers import Number, positive
+from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
 from dpkit.release.domain import Codec, Domain, marginal_counts
 from dpkit.release.marginals import MarginalWorkload, total_variation
@@ -82,7 +82,7 @@ def independent_sample(codes: np.ndarray, domain: Domain, epsilon: Number | None
 
 
 def _rho(epsilon: Fraction, delta: Number) -> Fraction:
-    dlt = Fraction(delta)
+    dlt = to_fraction(delta)
     if not 0 < dlt < 1:
         raise DomainError(f"delta must be in (0, 1) for MST/AIM; got {delta!r}")
     return largest_rho(epsilon, dlt)
@@ -140,7 +140,7 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "m
     elif method == "mwem":
         from dpkit.release.mwem import mwem
 
-        workload = MarginalWorkload.all_kway(domain, 2)
+        workload = MarginalWorkload.all_kway(domain, min(2, len(domain.attributes)))
         result_mw = mwem(codes, workload, eps, **options)
         n = max(result_mw.noisy_total, 0) if rows is None else int(rows)
         synthetic = result_mw.hypothesis.sample(n)
