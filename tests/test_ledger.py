@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 import dpkit as dp
-from dpkit.errors import BudgetExceededError, LedgerError
+from dpkit.errors import BudgetExceededError, LedgerError, ReleaseFailedError
 from dpkit.ledger import Ledger
 
 
@@ -42,11 +42,18 @@ def test_failure_after_debit_is_not_refunded(tmp_path, monkeypatch):
     path = tmp_path / "l.sqlite"
     s = dp.Session(frame(), budget=dp.PureDP(1), ledger=path, dataset="d")
 
+    from dpkit.frame import engine
+
+    real, calls = engine.compute, []
+
     def broken(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:  # the plan-time dry run on zero rows, before the debit
+            return real(*args, **kwargs)
         raise OSError("disk vanished")
 
     monkeypatch.setattr("dpkit.frame.engine.compute", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(ReleaseFailedError, match="OSError"):
         s.query().count().release(epsilon=0.5)
     rows = Ledger(path).releases("d")
     assert [r["status"] for r in rows] == ["failed"]

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from dpkit.errors import LedgerError
 from dpkit.ledger import Ledger
 
 ledger_app = typer.Typer(help="The epsilon registry: datasets, releases, verification.",
@@ -24,7 +25,11 @@ def _open(location: str | None, must_exist: bool = True) -> Ledger:
     if must_exist and "://" not in where and not Path(where).exists():
         Console().print(f"[red]no ledger at {where}[/red] (create one with `dpkit ledger init`)")
         raise typer.Exit(1)
-    return Ledger(where)
+    try:
+        return Ledger(where)
+    except LedgerError as exc:  # a missing or wrong MAC key, a ledger that cannot migrate
+        Console().print(f"[red]✗[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 def _loss(measure: str, epsilon: float | None, delta: float | None, rho: float | None
@@ -42,7 +47,8 @@ def _loss(measure: str, epsilon: float | None, delta: float | None, rho: float |
 def init(ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
     """Create (or migrate) a ledger."""
     reg = _open(ledger, must_exist=False)
-    Console().print(f"ledger ready at {reg.url} (chain head {reg.head()[:16]}…)")
+    Console().print(f"ledger ready at {reg.url} (chain head {reg.head()[:16]}…); its MAC key: "
+                    f"{reg.key_source} (keep it away from whoever can write the ledger)")
 
 
 @ledger_app.command("datasets")
@@ -89,13 +95,16 @@ def releases(ledger: str = typer.Option(None, help=LEDGER_HELP),
 def verify(ledger: str = typer.Option(None, help=LEDGER_HELP),
            head: str = typer.Option(None, help="A chain head saved earlier, to detect a "
                                                "rewritten history.")) -> None:
-    """Recompute the hash chain and the running totals; exit 1 on any problem."""
+    """Check every link of the keyed chain and every row it covers (datasets, caps,
+    policies, analysts, grants, running totals, releases, outcomes, stored answers); print
+    each problem and exit 1 on any."""
     reg = _open(ledger)
     problems = reg.verify(head)
     console = Console()
     if problems:
         for p in problems:
-            console.print(f"[red]✗[/red] {p}")
+            console.print(f"[red]✗[/red] {p}", soft_wrap=True)
+        console.print(f"[red]{len(problems)} problem(s)[/red] in {reg.url}")
         raise typer.Exit(1)
     console.print(f"[green]✓[/green] {reg.count()} releases verified; chain head {reg.head()}")
 
@@ -148,6 +157,12 @@ def analyst(name: str, dataset: str = typer.Option(..., help="Grant on this data
     token = reg.add_analyst(name)
     reg.grant(name, dataset, cap)
     Console().print(f"analyst {name!r}: token {token}")
+
+
+@ledger_app.command("rotate-token")
+def rotate_token(name: str, ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
+    """Give an analyst a new API token (printed once; the old one stops working)."""
+    Console().print(f"analyst {name!r}: new token {_open(ledger).rotate_token(name)}")
 
 
 @ledger_app.command("policy")

@@ -6,8 +6,13 @@ Ledger            persistent record (SQLite file or PostgreSQL via SQLAlchemy) o
                   (lifetime caps, burn-rate policies), analysts (hashed tokens, grants with
                   caps), studies and releases (exact losses, noise scales, result hashes),
                   with an atomic check-and-debit before any noise is drawn, idempotency keys
-                  and a hash-chained, verifiable log
+                  bound to their request, and a keyed hash chain over every change
 IdempotentReplay  raised by ``Ledger.debit`` when a key already has a recorded answer
+
+Modules: ``registry`` (the Ledger), ``schema`` (tables, migrations), ``chain`` (keyed links
+and row MACs), ``store`` (writing them), ``integrity`` (``verify``: replay the chain, check
+every row), ``rechain`` (chaining a version-1 or -2 ledger), ``keys`` (where the MAC key
+lives), ``codec`` (exact losses as text), ``plot`` (burn-down).
 """
 
 from dpkit.ledger.registry import IdempotentReplay, Ledger

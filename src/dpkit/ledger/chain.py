@@ -1,57 +1,147 @@
-"""The release log's hash chain: every debit and every outcome is a link.
+"""The ledger's keyed hash chain and row MACs.
 
-Link i stores ``hash_i = SHA-256(hash_{i−1} ‖ canonical JSON of its immutable fields)``, with
-``hash_0`` the genesis value; ``seq`` orders links across the ``releases`` and ``outcomes``
-tables. Changing, deleting or reordering any recorded loss, query, status or result hash
-breaks every later link, which :func:`verify_links` reports (a tamperer who rewrites the
-whole chain is caught by comparing the head with a copy kept elsewhere, e.g. ``dpkit ledger
-verify --head``).
+Every change to the ledger is a link of one chain, ordered by ``seq`` across three
+append-only tables: ``events`` (administrative changes: a dataset registered, a burn-rate
+policy, an analyst added or a token rotated, a grant, a study, a migration), ``releases``
+(a debit: who, what, the exact loss, the running totals after it) and ``outcomes`` (a
+release's status and the hashes of its answer and of the stored copy). Link i stores
+
+    hash_i = HMAC-SHA256(key, hash_{i−1} ‖ canonical JSON of its immutable fields)
+
+with ``hash_0`` the genesis value. The mutable rows that the ledger reads to decide a spend
+or an answer (``datasets``, ``analysts``, ``grants``, ``studies``) are caches of the chain:
+each carries the ``seq`` of the last link that changed it and a MAC (HMAC-SHA256 under the
+same key, domain-separated) over all its fields. Without the key nobody can write a link or
+a row that verifies; editing, deleting or reordering links breaks the chain, and editing a
+row breaks its MAC (see :mod:`dpkit.ledger.integrity`). Someone holding the key can rewrite
+everything consistently; a chain head saved elsewhere (``dpkit ledger verify --head``)
+detects that, and a truncation.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["GENESIS", "link_hash", "release_body", "outcome_body", "verify_links"]
+__all__ = ["GENESIS", "ROW_FIELDS", "canonical", "link_hash", "legacy_link_hash", "row_mac",
+           "key_id", "request_digest", "release_body", "outcome_body", "event_body",
+           "legacy_body", "subject", "verify_links"]
 
 GENESIS = "0" * 64
 
 _RELEASE_FIELDS = ("id", "dataset", "analyst", "study", "time", "query", "measure", "loss",
-                   "noise", "idempotency_key", "seq")
-_OUTCOME_FIELDS = ("release_id", "time", "status", "result_sha256", "seq")
+                   "noise", "idempotency_key", "request_sha256", "dataset_spent",
+                   "grant_spent", "seq")
+_OUTCOME_FIELDS = ("release_id", "time", "status", "result_sha256", "stored_sha256", "seq")
+_EVENT_FIELDS = ("subject", "time", "body", "seq")
+
+# schema version 2 (unkeyed SHA-256), read once when a version-2 ledger is migrated
+_V2_RELEASE_FIELDS = ("id", "dataset", "analyst", "study", "time", "query", "measure", "loss",
+                      "noise", "idempotency_key", "seq")
+_V2_OUTCOME_FIELDS = ("release_id", "time", "status", "result_sha256", "seq")
+
+ROW_FIELDS: dict[str, tuple[str, ...]] = {
+    "datasets": ("name", "measure", "cap", "privacy_unit", "schema", "created", "spent",
+                 "per_day", "seq"),
+    "analysts": ("name", "token_sha256", "created", "seq"),
+    "grants": ("analyst", "dataset", "cap", "spent", "seq"),
+    "studies": ("name", "dataset", "description", "created", "seq"),
+}
 
 
-def _canonical(body: Mapping[str, Any]) -> str:
+def canonical(body: Any) -> str:
+    """Canonical JSON: sorted keys, no spaces, UTF-8 characters kept."""
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def link_hash(prev_hash: str, body: Mapping[str, Any]) -> str:
-    return hashlib.sha256((prev_hash + _canonical(body)).encode()).hexdigest()
+def _mac(key: bytes, message: str) -> str:
+    return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
 
 
-def release_body(row: Mapping[str, Any]) -> dict[str, Any]:
+def link_hash(key: bytes, prev_hash: str, body: Mapping[str, Any]) -> str:
+    """HMAC-SHA256 of the previous link's hash followed by the canonical body."""
+    return _mac(key, prev_hash + canonical(body))
+
+
+def legacy_link_hash(prev_hash: str, body: Mapping[str, Any]) -> str:
+    """A schema-version-2 link: unkeyed SHA-256 (checked once, when migrating)."""
+    return hashlib.sha256((prev_hash + canonical(body)).encode()).hexdigest()
+
+
+def row_mac(key: bytes, table: str, row: Mapping[Any, Any]) -> str:
+    """The MAC of a mutable row: HMAC-SHA256 over ``row:<table>:`` and its canonical
+    fields (``ROW_FIELDS[table]``, including the ``seq`` of the last link that changed
+    it). The prefix keeps it apart from link hashes, whose input starts with a hex digest."""
+    return _mac(key, f"row:{table}:" + canonical({k: row[k] for k in ROW_FIELDS[table]}))
+
+
+def key_id(key: bytes) -> str:
+    """A fingerprint of the MAC key (stored in ``meta``; it names the key, reveals nothing)."""
+    return _mac(key, "dpkit ledger key id")[:16]
+
+
+def request_digest(dataset: str, analyst: str | None, query: str, loss: str,
+                   noise: str | None) -> str:
+    """SHA-256 of a release request: dataset, analyst, canonical query text, exact loss and
+    noise plan. An idempotency key is bound to it: the same key with another request is
+    refused."""
+    body = {"dataset": dataset, "analyst": analyst, "query": query, "loss": loss,
+            "noise": noise}
+    return hashlib.sha256(canonical(body).encode()).hexdigest()
+
+
+def subject(table: str, *key: str) -> str:
+    """The row an event changes, as canonical JSON (``["grants", analyst, dataset]``)."""
+    return canonical([table, *key])
+
+
+def release_body(row: Mapping[Any, Any]) -> dict[str, Any]:
     return {"kind": "release", **{k: row[k] for k in _RELEASE_FIELDS}}
 
 
-def outcome_body(row: Mapping[str, Any]) -> dict[str, Any]:
+def outcome_body(row: Mapping[Any, Any]) -> dict[str, Any]:
     return {"kind": "outcome", **{k: row[k] for k in _OUTCOME_FIELDS}}
 
 
-def verify_links(links: Iterable[tuple[dict[str, Any], str, str]]) -> list[str]:
-    """Check (body, prev_hash, hash) links in ``seq`` order; return the problems found."""
+def event_body(row: Mapping[Any, Any]) -> dict[str, Any]:
+    return {"kind": "event", "event": row["kind"], **{k: row[k] for k in _EVENT_FIELDS}}
+
+
+def legacy_body(kind: str, row: Mapping[Any, Any]) -> dict[str, Any]:
+    """A version-2 link body (``kind``: release or outcome)."""
+    fields = _V2_RELEASE_FIELDS if kind == "release" else _V2_OUTCOME_FIELDS
+    return {"kind": kind, **{k: row[k] for k in fields}}
+
+
+def describe(body: Mapping[str, Any]) -> str:
+    """A link's name in a problem report, e.g. ``release 12 (seq 40)``."""
+    if body["kind"] == "event":
+        return f"event {body['event']} {body['subject']} (seq {body['seq']})"
+    if body["kind"] == "release":
+        return f"release {body['id']} (seq {body['seq']})"
+    return f"outcome of release {body['release_id']} (seq {body['seq']})"
+
+
+def verify_links(links: Iterable[tuple[dict[str, Any], str, str]], key: bytes | None,
+                 ) -> list[str]:
+    """Check (body, prev_hash, hash) links in ``seq`` order; return the problems found.
+    ``key`` None checks version-2 (unkeyed) links."""
     problems, expected_prev, expected_seq = [], GENESIS, 1
     for body, prev, digest in links:
-        where = f"{body['kind']} seq {body['seq']}"
+        where = describe(body)
         if body["seq"] != expected_seq:
-            problems.append(f"{where}: expected seq {expected_seq} (a link is missing or "
-                            "reordered)")
-            expected_seq = body["seq"]
+            problems.append(f"{where}: expected seq {expected_seq} (a link is missing, "
+                            "duplicated or reordered)")
+            expected_seq = body["seq"] if isinstance(body["seq"], int) else expected_seq
         if prev != expected_prev:
             problems.append(f"{where}: prev_hash does not match the previous link")
-        if link_hash(prev, body) != digest:
-            problems.append(f"{where}: content does not match its hash (edited)")
+        recomputed = (legacy_link_hash(prev, body) if key is None
+                      else link_hash(key, prev, body))
+        if not hmac.compare_digest(recomputed, str(digest)):
+            problems.append(f"{where}: content does not match its hash (edited outside the "
+                            "ledger)")
         expected_prev, expected_seq = digest, expected_seq + 1
     return problems

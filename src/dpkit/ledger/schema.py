@@ -3,8 +3,12 @@
 Version 1 (dpkit 0.1) had ``meta``, ``datasets`` and ``releases``. Version 2 adds analysts,
 their per-dataset grants (caps), studies, burn-rate policies, the running spend, idempotency
 keys, stored results, noise scales and the hash chain (``seq``, ``prev_hash``, ``hash`` on
-releases and on the append-only ``outcomes`` table). Migrations run in one transaction on
-open and are recorded in ``meta.schema_version``.
+releases and on the append-only ``outcomes`` table). Version 3 keys the chain (HMAC) and
+extends it to everything that decides a spend or an answer: the append-only ``events`` table
+(administrative changes), the running totals and the request hash in each release link, the
+hash of the stored answer in each outcome link, and a ``seq`` and a MAC on every mutable row
+(:mod:`dpkit.ledger.chain`). Migrations run in one transaction on open and are recorded in
+``meta.schema_version``; the ledger then rebuilds the chain (:mod:`dpkit.ledger.rechain`).
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ from sqlalchemy import (
 )
 
 __all__ = ["METADATA", "SCHEMA_VERSION", "migrate", "meta", "datasets", "analysts", "grants",
-           "studies", "releases", "outcomes"]
+           "studies", "releases", "outcomes", "events"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 METADATA = MetaData()
 
 meta = Table("meta", METADATA, Column("key", String(64), primary_key=True),
@@ -44,6 +48,8 @@ datasets = Table(
     Column("created", String(32), nullable=False),
     Column("spent", Text),  # running total, exact JSON (checked by verify)
     Column("per_day", Text),  # burn-rate policy: at most this loss per rolling 24 h
+    Column("seq", Integer),  # the last link that changed this row
+    Column("mac", String(64)),  # chain.row_mac over the fields above
 )
 
 analysts = Table(
@@ -51,6 +57,8 @@ analysts = Table(
     Column("name", String(255), primary_key=True),
     Column("token_sha256", String(64), unique=True),
     Column("created", String(32), nullable=False),
+    Column("seq", Integer),
+    Column("mac", String(64)),
 )
 
 grants = Table(
@@ -59,6 +67,8 @@ grants = Table(
     Column("dataset", String(255), ForeignKey("datasets.name"), primary_key=True),
     Column("cap", Text),  # None: only the dataset's cap applies
     Column("spent", Text, nullable=False),
+    Column("seq", Integer),
+    Column("mac", String(64)),
 )
 
 studies = Table(
@@ -67,6 +77,8 @@ studies = Table(
     Column("dataset", String(255), ForeignKey("datasets.name"), nullable=False),
     Column("description", Text, nullable=False),
     Column("created", String(32), nullable=False),
+    Column("seq", Integer),
+    Column("mac", String(64)),
 )
 
 releases = Table(
@@ -87,10 +99,15 @@ releases = Table(
     Column("seq", Integer),
     Column("prev_hash", String(64)),
     Column("hash", String(64)),
+    Column("request_sha256", String(64)),  # chain.request_digest: binds the idempotency key
+    Column("dataset_spent", Text),  # the dataset's running total after this debit
+    Column("grant_spent", Text),  # the analyst's running total on the dataset after it
 )
 Index("releases_dataset", releases.c.dataset)
 Index("releases_idempotency", releases.c.dataset, releases.c.analyst,
       releases.c.idempotency_key)
+Index("releases_dataset_seq", releases.c.dataset, releases.c.seq)
+Index("releases_grant_seq", releases.c.dataset, releases.c.analyst, releases.c.seq)
 
 outcomes = Table(
     "outcomes", METADATA,
@@ -102,7 +119,32 @@ outcomes = Table(
     Column("seq", Integer, nullable=False),
     Column("prev_hash", String(64), nullable=False),
     Column("hash", String(64), nullable=False),
+    Column("stored_sha256", String(64)),  # SHA-256 of releases.result as stored (sealed)
 )
+Index("outcomes_release", outcomes.c.release_id, outcomes.c.seq)
+
+events = Table(
+    "events", METADATA,
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("kind", String(16), nullable=False),
+    Column("subject", Text, nullable=False),  # chain.subject: the row it changes
+    Column("time", String(32), nullable=False),
+    Column("body", Text, nullable=False),  # canonical JSON
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+Index("events_subject", events.c.subject, events.c.seq)
+
+# columns added by version 3 to tables that may already exist
+_V3_COLUMNS = {
+    "datasets": (("seq", "INTEGER"), ("mac", "VARCHAR(64)")),
+    "analysts": (("seq", "INTEGER"), ("mac", "VARCHAR(64)")),
+    "grants": (("seq", "INTEGER"), ("mac", "VARCHAR(64)")),
+    "studies": (("seq", "INTEGER"), ("mac", "VARCHAR(64)")),
+    "releases": (("request_sha256", "VARCHAR(64)"), ("dataset_spent", "TEXT"),
+                 ("grant_spent", "TEXT")),
+    "outcomes": (("stored_sha256", "VARCHAR(64)"),),
+}
 
 
 def _version(conn: Connection) -> int:
@@ -124,7 +166,22 @@ def _v1_to_v2(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE releases ADD COLUMN {column} {kind}"))
 
 
-_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+def _v2_to_v3(conn: Connection) -> None:
+    """Add the version-3 columns to the tables that exist (a version-1 ledger has no
+    analysts, grants, studies or outcomes yet: ``create_all`` makes them whole); the keyed
+    chain over the existing rows is built by the ledger right after
+    (:func:`dpkit.ledger.rechain.rechain`)."""
+    inspector = inspect(conn)
+    for table, columns in _V3_COLUMNS.items():
+        if not inspector.has_table(table):
+            continue
+        present = {c["name"] for c in inspector.get_columns(table)}
+        for column, kind in columns:
+            if column not in present:
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+
+
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(conn: Connection) -> int:
@@ -136,6 +193,10 @@ def migrate(conn: Connection) -> int:
         if found:
             _MIGRATIONS[version](conn)
     METADATA.create_all(conn)  # new tables (and everything, for a new ledger)
+    if found:
+        for table in METADATA.sorted_tables:  # indexes new in this version, on old tables
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
     if found == 0:
         conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
     else:

@@ -38,7 +38,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
-from sqlalchemy import select
 
 from dpkit.core.measures import PrivacyLoss
 from dpkit.errors import (
@@ -53,7 +52,6 @@ from dpkit.errors import (
 from dpkit.frame.query import Query
 from dpkit.frame.session import Session
 from dpkit.ledger import IdempotentReplay, Ledger
-from dpkit.ledger.schema import grants
 from dpkit.server import protocol
 from dpkit.server.config import ConfigError, DatasetConfig, ServerConfig, load_config
 from dpkit.server.middleware import BodyLimitMiddleware, RequestLogMiddleware, configure_logging
@@ -383,15 +381,9 @@ def _authorise(state: ServerState, request: Request,
 
 
 def _grant(ledger: Ledger, analyst: str, dataset: str) -> dict[str, Any] | None:
-    """The analyst's grant on the dataset (its cap, None for none, and spend), or None."""
-    match = (grants.c.analyst == analyst) & (grants.c.dataset == dataset)
-    with ledger.engine.connect() as conn:
-        row = conn.execute(select(grants.c.cap, grants.c.spent).where(match)).first()
-    if row is None:
-        return None
-    measure = type(ledger.cap(dataset))
-    return {"cap": None if row[0] is None else _parse_loss(measure, row[0]),
-            "spent": _parse_loss(measure, row[1])}
+    """The analyst's grant on the dataset (its cap, None for none, and spend), or None;
+    checked against the ledger's chain (a tampered row raises LedgerIntegrityError)."""
+    return ledger.grant_of(analyst, dataset)
 
 
 def _parse_loss(measure: type[PrivacyLoss], text: str) -> PrivacyLoss:
