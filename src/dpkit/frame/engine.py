@@ -225,7 +225,7 @@ def dry_run(empty: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Stat
         compute(empty, keys, stats, unit_column)
     except DomainError:
         raise
-    except Exception as exc:
+    except (Exception, pl.exceptions.PanicException) as exc:  # zero rows: no data to quote
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         raise DomainError(f"the query does not run on this table's schema: "
                           f"{type(exc).__name__}: {first}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -93,11 +94,12 @@ class Query:
             w = float(aggregates.positive_number(width, "width"))
             return self._step("with_columns", **{out: (x / w).floor() * w})
         e = aggregates.check_edges(edges)
-        index = nw.sum_horizontal(*[(x >= v).cast(nw.Int64) for v in e[1:-1]]) if len(
-            e) > 2 else nw.lit(0)
-        lower = nw.lit(e[0], nw.Float64)
-        for i, v in enumerate(e[1:-1], start=1):
-            lower = nw.when(index == i).then(nw.lit(v, nw.Float64)).otherwise(lower)
+        if len(e) == 2:
+            lower = nw.lit(e[0], nw.Float64)
+        else:  # bin index i = #{inner edges ≤ x}, then its lower edge by a literal mapping
+            index = nw.sum_horizontal(*[(x >= v).cast(nw.Int64) for v in e[1:-1]])
+            lower = index.replace_strict(list(range(len(e) - 1)), e[:-1], default=e[0],
+                                         return_dtype=nw.Float64)  # (never the default)
         inside = (x >= e[0]) & (x <= e[-1])
         return self._step("with_columns", **{out: nw.when(inside).then(lower)})
 
@@ -153,7 +155,8 @@ class Query:
                               "would be copied, which multiplies its influence")
         # keys distinct as given may collide in the private column's type: convert first
         converted = canonical_keys(table.select(keys), self._schema()[1], "join keys")
-        table = table.with_columns(converted)
+        if not converted.equals(table.select(keys)):  # else keep the object (cache key)
+            table = table.with_columns(converted)
         return self._step("join", table, on=keys, how=how)
 
     def _join_private(self, other: Query, on: str | Sequence[str]) -> Query:
@@ -498,8 +501,9 @@ class Query:
                  f"{', ' if args and kwargs else ''}"
                  f"{', '.join(f'{k}={_describe_arg(v)}' for k, v in kwargs.items())})"
                  for op, args, kwargs in self.steps]
-        if self.keys is not None:
-            parts.append(f"group_by({', '.join(self.keys.columns)}; {len(self.keys)} keys)")
+        if self.keys is not None:  # the digest binds idempotency keys to the key values
+            parts.append(f"group_by({', '.join(self.keys.columns)}; {len(self.keys)} keys "
+                         f"{_digest(self.keys)})")
         elif self.selection is not None:
             s = self.selection
             parts.append(f"group_by({', '.join(self.group_columns)}; selection={s.method}, "
@@ -512,8 +516,14 @@ def _describe_arg(value: Any) -> str:
     if isinstance(value, Query):
         return f"query({value.table or 'default'}: {value.describe()})"
     if isinstance(value, pl.DataFrame):
-        return f"public_table({', '.join(value.columns)}; {value.height} rows)"
+        return f"public_table({', '.join(value.columns)}; {value.height} rows {_digest(value)})"
     return str(value)
+
+
+def _digest(frame: pl.DataFrame) -> str:
+    """A short content digest of a public table (keys, join tables) for the ledger's text."""
+    body = frame.write_csv().encode() + str(frame.schema).encode()
+    return "sha256:" + hashlib.sha256(body).hexdigest()[:16]
 
 
 def _describe_agg(agg: aggregates.Aggregation) -> str:

@@ -225,8 +225,8 @@ class Session:
         original text may quote the data."""
         if self.ledger is not None and release_id is not None:
             self.ledger.mark(release_id, "failed", None)
-        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit
-            return exc
+        if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+            return exc  # (a Polars panic is a BaseException too, and may quote data)
         return ReleaseFailedError(release_id, type(exc).__name__)
 
     # -- release -----------------------------------------------------------------------
