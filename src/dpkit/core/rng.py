@@ -42,6 +42,7 @@ __all__ = [
     "uniform_below_int",
     "bernoulli_rational",
     "coins",
+    "uniforms",
     "deterministic_for_tests",
     "seeded_draws_for_tests",
     "is_secure",
@@ -189,6 +190,13 @@ def coins(n: int) -> np.ndarray:
     """Return ``n`` fair random bits as a boolean array."""
     packed = np.frombuffer(random_bytes((n + 7) // 8), dtype=np.uint8)
     return np.unpackbits(packed, count=n).astype(bool)
+
+
+def uniforms(n: int) -> np.ndarray:
+    """``n`` floats uniform on [0, 1), multiples of 2^-53 (the top 53 bits of a random word
+    each): for post-processing draws (sampling records from a model, random starts), never
+    for noise. Reads :func:`random_bytes`, so the test stream is refused like every draw."""
+    return (_word_view(n, 64) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 
 
 def _word_bits(mask: int) -> int:

@@ -2,8 +2,9 @@
 
 For every exact statistic the engine will compute, the compiler builds a
 :class:`~dpkit.core.Transformation` whose stability map comes from :mod:`dpkit.core.stability`
-(the core decides every sensitivity) and chains it with a noise :class:`Measurement` whose
-scale is calibrated on the chain's own privacy map (:func:`~dpkit.core.calibrate_scale`).
+(the core decides every sensitivity) and chains it with the noise :class:`Measurement` of the
+one calibrated-noise entry, :func:`dpkit.mechanisms.make_noise` (closed form, checked on the
+mechanism's exact privacy map at the chain's sensitivity).
 The release's loss is the basic composition of the statistics' losses in the session's
 measure. Nothing here reads data.
 
@@ -29,14 +30,13 @@ import numpy as np
 
 from dpkit.core import stability
 from dpkit.core.component import Measurement
-from dpkit.core.compose import calibrate_scale
 from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP, largest_rho
 from dpkit.core.metrics import L1Distance, L2Distance
 from dpkit.core.numbers import Number, fraction_down, log_up, non_negative, sqrt_down
 from dpkit.core.stability import Contribution
 from dpkit.errors import DomainError, MeasureError
 from dpkit.frame.aggregates import Aggregation, Quantile, Statistic
-from dpkit.mechanisms import make_discrete_gaussian, make_discrete_laplace, sample_exponential
+from dpkit.mechanisms import make_noise, sample_exponential
 from dpkit.mechanisms.tree_quantile import make_tree_quantile, tree_plan
 
 __all__ = ["Target", "PlannedStatistic", "plan_statistics", "resolve_target"]
@@ -144,21 +144,16 @@ def _noise_statistic(stat: Statistic, agg_index: int, bounds: Contribution, targ
         t = stability.make_bounded_count(take, bounds.cells() if stat.kind == "bins" else
                                          bounds, metric)
     sens = t.map(1)
-    base: Callable[[Fraction], Measurement] = (
-        make_discrete_gaussian if gaussian else make_discrete_laplace)
-
-    def make(scale: Fraction) -> Measurement:
-        return t >> base(scale)
-
-    start = max(Fraction(1, 1 << 20), sens / max(target.epsilon, sqrt_down(2 * target.rho),
-                                                 Fraction(1, 1 << 30)))
-    scale = calibrate_scale(make, 1, target.bound(), start=start)
-    m = make(scale)
+    # the one calibrated-noise entry; a statistic no record moves (Δ = 0, bounds (c, c)) is
+    # calibrated at Δ = 2^-20 (its map is 0 at any scale; the noise is then almost surely 0)
+    floor = max(sens, Fraction(1, 1 << 20))
+    noise = (make_noise(floor, rho=target.rho, norm="l2") if gaussian
+             else make_noise(floor, epsilon=target.epsilon))
+    m = t >> noise
     acc = m.accuracy
     assert acc is not None
-    return PlannedStatistic(stat, agg_index, m, "discrete Gaussian" if gaussian else
-                            "discrete Laplace", scale, sens, lambda beta: float(acc(beta)),
-                            target.delta)
+    return PlannedStatistic(stat, agg_index, m, noise.mechanism, noise.scale, sens,
+                            lambda beta: float(acc(beta)), target.delta)
 
 
 def _tree_quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kind: str,

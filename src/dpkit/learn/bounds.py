@@ -60,7 +60,7 @@ import numpy as np
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_epsilon
-from dpkit.mechanisms._common import representable_scale
+from dpkit.mechanisms import make_noise
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["private_bounds", "bin_edges", "bin_index", "histograms", "histogram_sensitivity",
@@ -215,7 +215,7 @@ def private_bounds(X: Any, epsilon: Any, *, accountant: Any = None, beta: float 
     d = x.shape[1]
     n_bins = 2 * (b - a) + 2
     sensitivity = histogram_sensitivity(d)
-    tau = threshold(representable_scale(sensitivity / eps), d * n_bins, beta)
+    tau = threshold(make_noise(sensitivity, epsilon=eps).scale, d * n_bins, beta)  # the noise's
     edges = bin_edges(a, b)
 
     def compute() -> np.ndarray:

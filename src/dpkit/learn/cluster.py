@@ -70,6 +70,7 @@ from sklearn.cluster import KMeans as _PlainKMeans
 from dpkit.core import rng
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
+from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import (
     charge,
@@ -79,7 +80,6 @@ from dpkit.learn._privacy import (
     laplace_noise,
 )
 from dpkit.learn._validation import fit_features, predict_features
-from dpkit.release.pgm_sample import uniforms
 
 __all__ = ["KMeans", "budget_schedule", "grid_start", "sphere_packing"]
 

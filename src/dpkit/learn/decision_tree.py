@@ -100,6 +100,7 @@ from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_bounds, check_epsilon
 from dpkit.learn._validation import fit_labelled, predict_features
+from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.measure import laplace_integer
 
@@ -504,4 +505,4 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
 def selection_scale(level: Fraction) -> Fraction:
     """Temperature s of the split selection at per-node budget ε′: probabilities
     ∝ exp(q/s) with s = Δ/ε′ = 1/ε′ (max operator: Δ = 1, monotone; module docstring)."""
-    return 1 / level
+    return make_selection(1, level, monotonic=True).scale

@@ -35,6 +35,7 @@ import numpy as np
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_epsilon
+from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.measure import laplace_integer
 
@@ -162,7 +163,7 @@ def top_k_itemsets(transactions: Iterable[Iterable[Any]], items: Sequence[Any], 
             # supports are monotone under adding/removing a transaction, so weight
             # exp(ε_round·s/Δ) is ε_round-DP (McSherry & Talwar 2007, §3; Dwork & Roth
             # Thm 3.10's remark): scale Δ/ε_round = k/(ε/2)
-            scale = Fraction(k) / half
+            scale = make_selection(k, half, monotonic=True).scale  # k/(ε/2), checked
             alive = np.ones(counts.size, dtype=bool)
             chosen = []
             for _ in range(k):

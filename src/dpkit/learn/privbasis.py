@@ -66,6 +66,7 @@ from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_epsilon
 from dpkit.learn.itemsets import FrequentItemsets, incidence
+from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.measure import laplace_integer
 
@@ -119,7 +120,7 @@ def _lambda_scores(item_supports: np.ndarray, fk: int, k: int) -> np.ndarray:
 def _select(scores: np.ndarray, count: int, epsilon: Fraction) -> list[int]:
     """``count`` rounds of the exponential mechanism without replacement, each at
     ε/count on monotone counting scores of sensitivity 1 (scale count/ε)."""
-    scale = Fraction(count) / epsilon
+    scale = make_selection(1, epsilon / count, monotonic=True).scale  # count/ε, checked
     alive = np.ones(scores.size, dtype=bool)
     chosen = []
     for _ in range(count):
@@ -358,7 +359,8 @@ def privbasis(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: in
         top = _top_supports(matrix, k, size_cap)
         fk = top[k - 1][0] if len(top) >= k else 0
         # step 1: λ by the exponential mechanism, sensitivity 1, not monotone: scale 2/ε₁
-        lam = 1 + int(sample_exponential(_lambda_scores(item_sup, fk, k), 2 / eps1))
+        lam = 1 + int(sample_exponential(_lambda_scores(item_sup, fk, k),
+                                         make_selection(1, eps1).scale))
         # step 2: the λ most frequent items
         chosen = _select(item_sup, lam, eps2)
         spent = eps1 + eps2

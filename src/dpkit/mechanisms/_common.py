@@ -86,6 +86,15 @@ def check_size(arr: np.ndarray, max_size: int) -> None:
                           f"max_size={max_size}")
 
 
+def grid_steps(scale: Number, k: int | None = None) -> tuple[int, int]:
+    """``(k, steps)``: the grid exponent (default ⌊log₂ s⌋ − 30 of ``scale`` rounded up by
+    :func:`representable_scale`) and the scale rounded *up* to a whole number of grid steps
+    2^k — the effective scale of a grid mechanism is ``steps · 2^k``."""
+    s0 = representable_scale(scale)
+    kk = grid_exponent(s0) if k is None else int(k)
+    return kk, math.ceil(s0 / Fraction(2) ** kk)
+
+
 def make_grid_release(scale: Number, k: int | None, max_size: int,
                       noise: Callable[[int, int], np.ndarray]
                       ) -> tuple[Callable[[Any], Any], int, Fraction, Fraction]:
@@ -97,10 +106,8 @@ def make_grid_release(scale: Number, k: int | None, max_size: int,
     maps back to the nearest floats (:func:`dpkit.core.samplers.add_on_grid`: exact for every
     finite input, nothing clamped; ±inf is read as ±the largest float).
     """
-    s0 = representable_scale(scale)
-    kk = grid_exponent(s0) if k is None else int(k)
+    kk, steps = grid_steps(scale, k)
     grid = Fraction(2) ** kk
-    steps = math.ceil(s0 / grid)
 
     def function(x: Any) -> Any:
         arr, scalar = as_vector(x, integer=False)

@@ -10,7 +10,7 @@ the first accepted proposal has probability ∝ exp(uᵢ/s).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -23,7 +23,15 @@ from dpkit.core.metrics import LInfDistance
 from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.errors import DomainError
 
-__all__ = ["make_exponential", "sample_exponential", "exact_gaps"]
+__all__ = ["SCORE_GRID", "SCORE_ALLOWANCE", "make_exponential", "make_exponential_many",
+           "sample_exponential", "sample_exponential_many", "exact_gaps", "integer_gaps",
+           "selection_measurement"]
+
+
+SCORE_GRID = 1 << 10  # G: releases put float scores on the grid 1/G (or integers ⌊G·score⌋)
+# what rounding adds to a score's sensitivity: |round(a) − round(b)| ≤ |a − b| + 1/G, plus
+# 2^-20 for the float sums behind the scores (≤ 2^28 records)
+SCORE_ALLOWANCE = Fraction(1, SCORE_GRID) + Fraction(1, 1 << 20)
 
 
 def _exact_scores(scores: Any) -> list[Fraction]:
@@ -102,10 +110,71 @@ def make_exponential(scale: Number, *, monotonic: bool = False) -> Measurement:
     DomainError
         If ``scale`` ≤ 0 or the scores are empty, non-finite or not numbers.
     """
-    return make_selection(sample_exponential, scale, monotonic, "exponential")
+    return selection_measurement(sample_exponential, scale, monotonic, "exponential")
 
 
-def make_selection(sample: Callable[[Any, Fraction], int], scale: Number, monotonic: bool,
+def integer_gaps(scores: np.ndarray, scale: Fraction) -> tuple[np.ndarray, int]:
+    """γᵢ = (max u − uᵢ)/scale for integer scores as uint64 numerators over the denominator
+    p (scale = p/q): numerator (max u − uᵢ)·q. The caller checks that they fit in 63 bits."""
+    s = np.asarray(scores, dtype=np.int64)
+    return (s.max() - s).astype(np.uint64) * np.uint64(scale.denominator), scale.numerator
+
+
+def sample_exponential_many(scores: Sequence[Any], scale: Fraction) -> list[int]:
+    """One exact draw of the exponential mechanism per integer score vector: index i of
+    vector v with probability ∝ exp(u_{v,i}/s), all vectors sampled together (vectorised).
+
+    Exact as :func:`sample_exponential`: propose i uniformly, accept with probability
+    exp(−γᵢ), γᵢ = (max u − uᵢ)/s = (max u − uᵢ)·q/p for s = p/q, by the exact
+    Bernoulli(exp(−γ)) of :func:`dpkit.core.samplers.bernoulli_exp` on machine integers; the
+    first accepted proposal has the exponential mechanism's law. Falls back to
+    :func:`sample_exponential` vector by vector when the integers need more than 63 bits.
+    (Moved from ``dpkit.release.partition``.)
+    """
+    s = positive(scale, "scale")
+    p, q = s.numerator, s.denominator
+    vecs = [np.asarray(v, dtype=np.int64) for v in scores]
+    if not vecs:
+        return []
+    gaps = [v.max() - v for v in vecs]
+    if p >= 1 << 63 or max(int(g.max()) for g in gaps) * q >= 1 << 63:
+        return [int(sample_exponential(v, s)) for v in vecs]
+    sizes = np.array([v.size for v in vecs], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    numer = np.concatenate([integer_gaps(v, s)[0] for v in vecs])
+    acceptance = np.array([max(1e-6, float(np.mean(np.exp(-g.astype(np.float64) * (q / p)))))
+                           for g in gaps])
+    result = np.full(len(vecs), -1, dtype=np.int64)
+    pending = np.arange(len(vecs))
+    while pending.size:
+        batch = np.minimum((1.2 / acceptance[pending]).astype(np.int64) + 16, 1 << 16)
+        node = np.repeat(pending, batch)
+        local = rng.uniform_below(sizes[node].astype(np.uint64)).astype(np.int64)
+        ok = samplers.bernoulli_exp(numer[offsets[node] + local], p)
+        won, first = np.unique(node[ok], return_index=True)  # first acceptance per vector
+        result[won] = local[ok][first]
+        pending = pending[result[pending] < 0]
+    return [int(i) for i in result]
+
+
+def make_exponential_many(scale: Number, *, monotonic: bool = False) -> Measurement:
+    """The exponential mechanism on several integer score vectors at once, one draw each
+    (:func:`sample_exponential_many`), for vectors computed on *disjoint* parts of the data.
+
+    Returns
+    -------
+    Measurement
+        Input: a sequence of 1-D integer score vectors under :class:`LInfDistance` (the
+        largest change of any score); output a list of indices. Privacy map:
+        d_in ↦ PureDP(2·d_in/s), or d_in/s if monotonic — each draw is the exponential
+        mechanism (McSherry & Talwar 2007), and a record changes the scores of one part only,
+        so the draws cost that together (parallel composition, McSherry 2009). The caller
+        guarantees the disjointness.
+    """
+    return selection_measurement(sample_exponential_many, scale, monotonic, "exponential_many")
+
+
+def selection_measurement(sample: Callable[[Any, Fraction], Any], scale: Number, monotonic: bool,
                    name: str) -> Measurement:
     """A selection measurement over scores (L∞ input) with the exponential mechanism's map:
     d_in ↦ PureDP(2·d_in/s), or d_in/s when all scores move the same way."""

@@ -25,7 +25,6 @@ import numpy as np
 
 from dpkit.core import rng, samplers
 from dpkit.core.component import Measurement
-from dpkit.core.compose import calibrate_scale
 from dpkit.core.measures import ApproxDP, PureDP
 from dpkit.core.metrics import HammingDistance
 from dpkit.core.numbers import (
@@ -38,7 +37,7 @@ from dpkit.core.numbers import (
     positive,
 )
 from dpkit.errors import BoundsError, DomainError
-from dpkit.mechanisms.laplace import make_laplace
+from dpkit.mechanisms.calibrated import make_noise
 
 __all__ = ["make_ptr_median", "make_sample_and_aggregate", "median_instability_distance"]
 
@@ -107,9 +106,7 @@ def make_ptr_median(bounds: tuple[Number, Number], proposed_sensitivity: Number,
     threshold = log_up(1 / dlt) / eps
     cap = math.ceil(threshold + 60 / eps)  # P(Lap(1/ε) < −60/ε) = e^{-60}/2: cap is harmless
     test_scale = 1 / eps
-    release_scale = calibrate_scale(lambda s: make_laplace(s, max_size=1), b, PureDP(eps),
-                                    start=b / eps)
-    release = make_laplace(release_scale, max_size=1)
+    release = make_noise(b, epsilon=eps, output="grid", size=1)  # grid Laplace, map-checked
 
     def function(x: Any) -> float | None:
         data = _clean(x, lo, hi)
@@ -159,9 +156,7 @@ def make_sample_and_aggregate(function: Callable[[np.ndarray], float], blocks: i
     lo, hi = _bounds(bounds)
     eps = positive(epsilon, "epsilon", up=False)
     sensitivity = (fraction_up(hi) - fraction_down(lo)) / blocks
-    scale = calibrate_scale(lambda s: make_laplace(s, max_size=1), sensitivity, PureDP(eps),
-                            start=sensitivity / eps)
-    release = make_laplace(scale, max_size=1)
+    release = make_noise(sensitivity, epsilon=eps, output="grid", size=1)
 
     def run(block: np.ndarray) -> float:
         try:

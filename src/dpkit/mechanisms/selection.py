@@ -21,7 +21,7 @@ from dpkit.core.metrics import LInfDistance
 from dpkit.core.numbers import Number, integer, non_negative, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import representable_scale
-from dpkit.mechanisms.exponential import exact_gaps, make_selection, sample_exponential
+from dpkit.mechanisms.exponential import exact_gaps, sample_exponential, selection_measurement
 
 __all__ = [
     "make_permute_and_flip",
@@ -64,7 +64,7 @@ def make_permute_and_flip(scale: Number, *, monotonic: bool = False) -> Measurem
         Input: 1-D array of k scores under :class:`LInfDistance`; output an index.
         Privacy map: d_in ↦ PureDP(2·d_in/s) (or d_in/s).
     """
-    return make_selection(sample_permute_and_flip, scale, monotonic, "permute_and_flip")
+    return selection_measurement(sample_permute_and_flip, scale, monotonic, "permute_and_flip")
 
 
 def make_top_k(k: int, scale: Number, *, monotonic: bool = False) -> Measurement:
@@ -160,4 +160,4 @@ def make_report_noisy_max(scale: Number, *, monotonic: bool = False) -> Measurem
     Noisy Max with exponential noise has the law of :func:`make_permute_and_flip`
     (Ding et al. 2021).
     """
-    return make_selection(sample_report_noisy_max, scale, monotonic, "report_noisy_max")
+    return selection_measurement(sample_report_noisy_max, scale, monotonic, "report_noisy_max")

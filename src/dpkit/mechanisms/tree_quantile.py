@@ -29,7 +29,7 @@ from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L1Distance
 from dpkit.core.numbers import Number, as_typed, non_negative, positive
 from dpkit.errors import DomainError
-from dpkit.mechanisms._common import representable_scale
+from dpkit.mechanisms.calibrated import make_noise
 
 __all__ = ["make_tree_quantile", "tree_plan"]
 
@@ -43,7 +43,7 @@ def tree_plan(cells: int, epsilon: Number, sensitivity: Number, branching: int =
     depth = 1
     while branching**depth < cells:
         depth += 1
-    return depth, representable_scale((depth + 1) * delta / eps)  # L + 1 noisy levels
+    return depth, make_noise((depth + 1) * delta, epsilon=eps).scale  # L + 1 noisy levels
 
 
 def make_tree_quantile(cells: int, q: Number, epsilon: Number, sensitivity: Number, *,

@@ -32,13 +32,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpkit.core.numbers import Number, fraction_up, positive
+from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
-from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms import make_noise, make_selection
+from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID, sample_exponential
 from dpkit.release.domain import Domain, marginal_counts
-from dpkit.release.measure import gaussian_integer, gaussian_sigma
+from dpkit.release.measure import gaussian_integer
 from dpkit.release.mst import (
-    SCORE_GRID,
     Measured,
     MSTResult,
     _epsilon_for_rho,
@@ -49,7 +49,7 @@ from dpkit.release.pgm_sample import sample_model
 
 __all__ = ["aim", "candidates", "model_marginals"]
 
-_ROUND_ALLOWANCE = Fraction(1, SCORE_GRID) + Fraction(1, 1 << 20)
+_ROUND_ALLOWANCE = SCORE_ALLOWANCE
 
 
 def candidates(workload: Sequence[Sequence[str]]) -> dict[tuple[str, ...], int]:
@@ -145,7 +145,7 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
     def measure(clique: tuple[str, ...], rho_m: Fraction) -> Measured:
         noisy = gaussian_integer(truth[clique].ravel(), Fraction(1), rho_m)
         return Measured(clique, noisy.astype(np.float64),
-                        float(gaussian_sigma(Fraction(1), rho_m)))
+                        float(make_noise(1, rho=rho_m, norm="l2").scale))
 
     one_way = [c for c in weights if len(c) == 1]
     if len(one_way) * rho_meas > r:
@@ -160,7 +160,7 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
         if remaining < 2 * (rho_meas + rho_sel):
             rho_meas, rho_sel = Fraction(9, 10) * remaining, Fraction(1, 10) * remaining
         rho_used += rho_meas + rho_sel
-        sigma = float(gaussian_sigma(Fraction(1), rho_meas))
+        sigma = float(make_noise(1, rho=rho_meas, norm="l2").scale)
         limit = max_size * float(rho_used / r)
         have = [m.clique for m in measurements]
         cands = [c for c in weights
@@ -169,7 +169,7 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
             cands = [c for c in weights if len(c) == 1]
         delta = max(weights[c] for c in cands) * (1 + _ROUND_ALLOWANCE)
         eps = _epsilon_for_rho(rho_sel)
-        scale = fraction_up(float(2 * delta / eps) * (1 + 1e-12))
+        scale = make_selection(delta, eps).scale  # 2Δ/ε rounded up, map-checked
         scores = []
         estimates = model_marginals(model, domain, cands, total, sample_factor)
         for c in cands:

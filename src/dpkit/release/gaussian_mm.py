@@ -16,7 +16,8 @@ Optimisation: A = B·diag(1/‖b_j‖) (unit columns, Δ₂ = 1) and L-BFGS over
 f(B) = tr(G (AᵀA)⁻¹), gradient ∂f/∂A = −2A(AᵀA)⁻¹G(AᵀA)⁻¹ pulled back through the
 column normalisation; start from G^{1/2}, the eigen-design of Li & Miklau. Dense: meant for
 n ≤ 1,024 cells (each step is O(n³)). Noise: :func:`dpkit.mechanisms.make_gaussian`
-(discrete Gaussian on a 2^k grid, the grid rounding charged in its privacy map).
+(discrete Gaussian on a 2^k grid, the grid rounding charged in its privacy map), calibrated
+by :func:`dpkit.mechanisms.make_noise`.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from scipy.optimize import minimize
 from dpkit.core.component import Measurement
 from dpkit.core.measures import ZCDP
 from dpkit.core.metrics import L1Distance
-from dpkit.core.numbers import Number, fraction_up, non_negative, positive
-from dpkit.errors import DomainError, DPError
+from dpkit.core.numbers import Number, fraction_up, non_negative, positive, sqrt_up
+from dpkit.errors import DomainError
+from dpkit.mechanisms import make_noise
 from dpkit.release.measure import check_counts
 from dpkit.release.workload import RangeWorkload
 
@@ -47,7 +49,8 @@ _STRATEGIES: dict[tuple, np.ndarray] = {}
 def l2_sensitivity(strategy: np.ndarray) -> Fraction:
     """Δ₂ = max_j ‖a_j‖₂, rounded up to an exact upper bound: the float sum of m squares is
     inflated by the bound (m+1)u/(1 − (m+1)u) on its relative error (Higham 2002, Eq. 4.4)
-    plus the rounding of each square, and the square root is taken upwards.
+    plus the rounding of each square, and the square root is taken upwards (exactly:
+    :func:`~dpkit.core.numbers.sqrt_up`).
 
     Raises
     ------
@@ -62,10 +65,7 @@ def l2_sensitivity(strategy: np.ndarray) -> Fraction:
     m = a.shape[0] + 2
     gamma = m * _U / (1 - m * _U)
     bound = fraction_up(squares) * (1 + fraction_up(gamma))
-    root = fraction_up(math.sqrt(float(bound)) * (1 + 4 * _U))
-    while root * root < bound:  # make the square root an exact upper bound
-        root = fraction_up(float(root) * (1 + 4 * _U))
-    return root
+    return sqrt_up(bound)
 
 
 def l2_error(gram: np.ndarray, strategy: np.ndarray) -> float:
@@ -136,17 +136,10 @@ def _strategy(workload: RangeWorkload | None, n: int) -> np.ndarray:
 
 
 def _sigma(delta: Fraction, rho: Fraction, size: int) -> tuple[Measurement, Fraction]:
-    """The Gaussian measurement whose privacy map at Δ₂ is ≤ ρ (exact check)."""
-    from dpkit.mechanisms.gaussian import make_gaussian
-
-    sigma = fraction_up(float(delta) / math.sqrt(2 * float(rho)) * (1 + 1e-9))
-    for _ in range(64):
-        m = make_gaussian(sigma, max_size=size)
-        loss = m.map(delta)
-        if isinstance(loss, ZCDP) and loss.rho <= rho:
-            return m, sigma
-        sigma = fraction_up(float(sigma) * (1 + 1e-7))
-    raise DPError("internal: could not calibrate the Gaussian noise to rho")
+    """The grid Gaussian measurement for ``size`` queries whose privacy map at Δ₂ is ≤ ρ, and
+    its σ (:func:`dpkit.mechanisms.make_noise`: closed form, exact map check)."""
+    noise = make_noise(delta, rho=rho, norm="l2", output="grid", size=size)
+    return noise, noise.scale
 
 
 def gaussian_expected_rmse(workload: RangeWorkload | None, n: int, rho: Number,

@@ -55,7 +55,6 @@ r is picked with probability ≤ e^{−(u*−u_r)/s}; 2s(ln(|Q|+1) + ln 1/β′)
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import combinations_with_replacement
@@ -67,19 +66,18 @@ import scipy.sparse as sp
 from dpkit.core.accuracy import laplace_tail
 from dpkit.core.composition import advanced_composition
 from dpkit.core.measures import ApproxDP, PureDP
-from dpkit.core.numbers import Number, fraction_up, positive, to_fraction
+from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
-from dpkit.mechanisms.exponential import make_exponential
-from dpkit.mechanisms.selection import make_permute_and_flip, make_report_noisy_max
+from dpkit.mechanisms import make_selection
+from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["LinearQueries", "IterativeConstruction", "ICResult", "DISTINGUISHERS",
            "UPDATERS", "project_simplex"]
 
-SCORE_GRID = 1 << 10  # scores are rounded to multiples of 2^-10 (exact rationals)
 # Δ = 1, plus the float rounding allowance, plus the rounding to the grid (|round(a) −
 # round(b)| ≤ |a − b| + 2^-10)
-SCORE_SENSITIVITY = 1 + Fraction(1, 1 << 20) + Fraction(1, SCORE_GRID)
+SCORE_SENSITIVITY = 1 + SCORE_ALLOWANCE
 
 
 # ------------------------------------------------------------------------------- queries
@@ -143,15 +141,15 @@ class LinearQueries:
 # ------------------------------------------------------------------------ distinguishers
 @dataclass(frozen=True)
 class _Distinguisher:
-    make: Callable[..., object]
+    mechanism: str  # dpkit.mechanisms.make_selection's name for it
     gap_factor: float  # g = gap_factor·s·(ln(|Q| + extra) + ln(1/β))
     extra: int
 
 
 DISTINGUISHERS = {
-    "exponential": _Distinguisher(make_exponential, 1.0, 0),
-    "permute_and_flip": _Distinguisher(make_permute_and_flip, 1.0, 0),
-    "noisy_max": _Distinguisher(make_report_noisy_max, 2.0, 1),
+    "exponential": _Distinguisher("exponential", 1.0, 0),
+    "permute_and_flip": _Distinguisher("permute_and_flip", 1.0, 0),
+    "noisy_max": _Distinguisher("report_noisy_max", 2.0, 1),
 }
 
 
@@ -396,10 +394,9 @@ class IterativeConstruction:
         if self.n is not None and self.n != n_true:
             raise DomainError("the declared n differs from the number of records")
         eps_sel, eps_meas = self.eps_round / 2, self.eps_round / 2
-        scale = fraction_up(float(2 * SCORE_SENSITIVITY / eps_sel) * (1 + 1e-12))
         part = DISTINGUISHERS[self.distinguisher]
-        select = part.make(scale)
-        assert select.map(SCORE_SENSITIVITY).epsilon <= eps_sel  # type: ignore[attr-defined]
+        select = make_selection(SCORE_SENSITIVITY, eps_sel, mechanism=part.mechanism)
+        scale = select.scale  # 2Δ/ε_sel rounded up; the map at Δ is checked ≤ ε_sel
         if self.n is None:
             n_hat = int(laplace_integer(np.array([n_true]), Fraction(1), self.eps_total)[0])
         else:
@@ -415,7 +412,7 @@ class IterativeConstruction:
             total += hyp.distribution()
             current = hyp.answers(queries)
             scores = np.rint(np.abs(truth - scale_n * current) * SCORE_GRID) / SCORE_GRID
-            i = int(select(scores))  # type: ignore[operator]
+            i = int(select(scores))
             measured = int(laplace_integer(np.array([int(truth[i])]), Fraction(1),
                                            eps_meas)[0])
             row = np.asarray(mat[i].toarray()).ravel()

@@ -24,6 +24,7 @@ import numpy as np
 
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
+from dpkit.mechanisms import make_noise
 from dpkit.release.domain import Domain, marginal_counts
 from dpkit.release.measure import laplace_integer
 
@@ -77,7 +78,7 @@ def measure_marginals(codes: np.ndarray, domain: Domain, cliques: Sequence[Seque
     exact = [marginal_counts(codes, domain, c) for c in sets]
     noisy = laplace_integer(np.concatenate([e.ravel() for e in exact]),
                             Fraction(len(sets)), eps)
-    scale = float(Fraction(len(sets)) / eps)
+    scale = float(make_noise(len(sets), epsilon=eps).scale)  # laplace_integer's noise
     variance = 2 * scale * scale  # discrete Laplace's variance is below 2·scale²
     out, pos = [], 0
     for c, e in zip(sets, exact, strict=True):

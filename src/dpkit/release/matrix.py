@@ -71,7 +71,6 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 
 from dpkit.errors import DomainError
-from dpkit.mechanisms._common import representable_scale
 from dpkit.release.histogram import register
 from dpkit.release.measure import l1_sensitivity, laplace_integer
 from dpkit.release.workload import RangeWorkload
@@ -600,13 +599,6 @@ _BITS_2D = 16  # per factor in 2-D: (B₁ ⊗ B₂)·x < 2^32·(1 + 2^-14)·2^31
 _MAX_RECORDS = 2**31  # the input domain: histograms of fewer than 2^31 records
 
 
-def _measure(values: np.ndarray, delta: Fraction, epsilon: Fraction) -> np.ndarray:
-    """Discrete Laplace on integer queries of L1 sensitivity ``delta`` at ε' ≤ ε, where
-    ε' = Δ/b' and b' ≥ Δ/ε is Δ/ε rounded up to a scale the exact sampler takes."""
-    scale = representable_scale(delta / epsilon)
-    return laplace_integer(values, delta, delta / scale)
-
-
 @register("mm", dims=(1, 2))
 def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                      p: int | Sequence[int] | None = None, restarts: int | None = None,
@@ -629,10 +621,10 @@ def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload |
     exact (2-D: l1_sensitivity(B₁)·l1_sensitivity(B₂), which *equals* the largest column
     L1 norm of B₁ ⊗ B₂, since column (j₁, j₂) is b₁ⱼ₁ ⊗ b₂ⱼ₂). One record moves B·x by at
     most Δ in L1, so discrete Laplace noise of scale b' ≥ Δ/ε (Δ/ε rounded up to a scale the
-    exact sampler takes) is ε-DP (Canonne, Kamath & Steinke 2020; Dwork et al. 2006). The
-    estimate x̂ = (B/2^t)⁺ y/2^t is post-processing (2-D: (A₁⁺ ⊗ A₂⁺) y by per-factor
-    pseudo-inverses, never the product). Input domain: fewer than 2^31 records in total
-    (int64 headroom), else DomainError."""
+    exact sampler takes, by :func:`dpkit.mechanisms.make_noise`) is ε-DP (Canonne, Kamath &
+    Steinke 2020; Dwork et al. 2006). The estimate x̂ = (B/2^t)⁺ y/2^t is post-processing
+    (2-D: (A₁⁺ ⊗ A₂⁺) y by per-factor pseudo-inverses, never the product). Input domain:
+    fewer than 2^31 records in total (int64 headroom), else DomainError."""
     if workload is not None and tuple(workload.shape) != x.shape:
         raise DomainError(f"workload shape {workload.shape} != histogram shape {x.shape}")
     if int(x.max()) >= _MAX_RECORDS or float(x.sum(dtype=np.float64)) >= _MAX_RECORDS:
@@ -640,11 +632,11 @@ def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload |
     factors = mm_strategy(x.shape, workload, p, restarts, seed, rounds)
     if x.ndim == 1:
         b, snapped = factors[0].integer(_BITS_1D)
-        y = _measure(np.asarray(b @ x), l1_sensitivity(b), epsilon)
+        y = laplace_integer(np.asarray(b @ x), l1_sensitivity(b), epsilon)
         return snapped.pinv(y / 2.0**_BITS_1D)
     (b1, s1), (b2, s2) = (f.integer(_BITS_2D) for f in factors)
     delta = l1_sensitivity(b1) * l1_sensitivity(b2)
-    y = _measure(_kron_apply([b1, b2], x), delta, epsilon)
+    y = laplace_integer(_kron_apply([b1, b2], x), delta, epsilon)
     return kron_pinv([s1, s2], y / 2.0 ** (2 * _BITS_2D))
 
 

@@ -12,9 +12,12 @@ The noise is exact:
 - integer queries (``A`` with integer entries on integer counts) get discrete Laplace noise of
   scale Δ_A/ε (Canonne, Kamath & Steinke 2020) — :func:`laplace_integer`;
 - real queries are released on a grid of width 2^k by :func:`dpkit.mechanisms.make_laplace`,
-  whose privacy map charges the rounding (2^k per query) — :func:`laplace_real`.
+  whose privacy map charges the rounding (2^k per query) — :func:`laplace_real`;
+- integer queries of L2 sensitivity get discrete Gaussian noise — :func:`gaussian_integer`.
 
-Either way the privacy map is checked with exact rationals before the noise is drawn. The
+Every scale comes from the one calibrated-noise entry, :func:`dpkit.mechanisms.make_noise`,
+whose measurement's privacy map is checked with exact rationals before the noise is drawn
+(by calling it). The
 expected error of the least-squares estimate from a strategy ``A`` for a workload ``W`` is
 2(Δ_A/ε)²‖W A⁺‖_F² summed over queries (Li, Hay, Rastogi, Miklau & McGregor 2010, Prop. 3):
 :func:`expected_rmse`.
@@ -29,14 +32,12 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from dpkit.core import samplers
-from dpkit.core.measures import PureDP
-from dpkit.core.numbers import Number, fraction_up, positive, to_fraction
-from dpkit.errors import DomainError, DPError
-from dpkit.mechanisms._common import representable_scale
+from dpkit.core.numbers import Number, fraction_up, to_fraction
+from dpkit.errors import DomainError
+from dpkit.mechanisms import CalibratedNoise, make_noise
 
 __all__ = ["l1_sensitivity", "laplace_integer", "laplace_real", "least_squares",
-           "expected_rmse", "check_counts", "gaussian_sigma", "gaussian_integer"]
+           "expected_rmse", "check_counts", "gaussian_integer"]
 
 _U = 2.0 ** -53  # unit roundoff of float64
 
@@ -79,20 +80,20 @@ def l1_sensitivity(strategy: np.ndarray | sp.spmatrix) -> Fraction:
     return fraction_up(float(sums.max())) * (1 + fraction_up(gamma))
 
 
-def _scale(sensitivity: Fraction, epsilon: Number) -> tuple[Fraction, Fraction]:
-    """ε (rounded down) and the noise scale Δ/ε, rounded *up* to one the exact samplers
-    accept (more noise, never less: a float ε such as √2 has a 53-bit denominator)."""
-    eps = positive(epsilon, "epsilon", up=False)
+def _laplace(sensitivity: Fraction, epsilon: Number) -> CalibratedNoise:
+    """The discrete Laplace measurement at L1 sensitivity Δ and ε (the one calibrated-noise
+    entry, :func:`dpkit.mechanisms.make_noise`: scale Δ/ε rounded up, map-checked)."""
     if sensitivity <= 0:
         raise DomainError("the strategy has no nonzero entry")
-    return eps, representable_scale(sensitivity / eps)
+    return make_noise(sensitivity, epsilon=epsilon)
 
 
 def laplace_integer(values: np.ndarray, sensitivity: Fraction, epsilon: Number, *,
                     weights: np.ndarray | None = None) -> np.ndarray:
     """``values`` (integers) + discrete Laplace noise of scale Δ/ε: ε-DP when the queries'
     L1 sensitivity is ``sensitivity`` (Canonne, Kamath & Steinke 2020, Thm 1 via the
-    geometric mechanism of Ghosh, Roughgarden & Sundararajan 2009). Returns int64.
+    geometric mechanism of Ghosh, Roughgarden & Sundararajan 2009). Returns int64. The
+    noise is drawn by the measurement of :func:`dpkit.mechanisms.make_noise`.
 
     With ``weights`` (positive rationals, one per value): value i gets scale w_i·Δ/ε, and
     ``sensitivity`` must bound the *weighted* L1 sensitivity max Σ_i |v_i − v′_i|/w_i; the
@@ -101,58 +102,43 @@ def laplace_integer(values: np.ndarray, sensitivity: Fraction, epsilon: Number, 
     values = np.asarray(values)
     if values.dtype.kind not in "iub":
         raise DomainError("laplace_integer needs integer query answers")
-    _, scale = _scale(sensitivity, epsilon)
+    flat = values.astype(np.int64).reshape(-1)
     if weights is None:
-        return values.astype(np.int64) + samplers.discrete_laplace(
-            scale, values.size).reshape(values.shape)
+        return np.asarray(_laplace(sensitivity, epsilon)(flat), dtype=np.int64).reshape(
+            values.shape)
     w = np.asarray(weights, dtype=object).reshape(-1)
     if w.size != values.size or any(to_fraction(v) <= 0 for v in set(w.tolist())):
         raise DomainError("weights must be positive, one per value")
-    out = values.astype(np.int64).reshape(-1).copy()
-    for weight in set(w.tolist()):  # one batch per distinct scale
+    out = flat.copy()
+    for weight in set(w.tolist()):  # one batch per distinct scale w·Δ/ε
         idx = np.flatnonzero(w == weight)
-        out[idx] += samplers.discrete_laplace(scale * to_fraction(weight), idx.size)
+        out[idx] = _laplace(sensitivity * to_fraction(weight), epsilon)(out[idx])
     return out.reshape(values.shape)
 
 
 def laplace_real(values: np.ndarray, sensitivity: Fraction, epsilon: Number) -> np.ndarray:
-    """``values`` (reals) + Laplace noise on a 2^k grid, ε-DP for L1 sensitivity Δ: the scale
-    is (Δ + 2^k·m)/ε for m queries, k = ⌊log₂(Δ/ε)⌋ − 30, so the grid rounding is paid
-    for (see :func:`dpkit.mechanisms.make_laplace`). Returns float64."""
-    from dpkit.mechanisms.laplace import make_laplace
-
+    """``values`` (reals) + Laplace noise on a 2^k grid, ε-DP for L1 sensitivity Δ: the
+    measurement of :func:`dpkit.mechanisms.make_noise` (output "grid"), whose scale
+    (Δ + 2^k·m)/ε for m queries pays for the grid rounding (see
+    :func:`dpkit.mechanisms.make_laplace`). Returns float64."""
     values = np.asarray(values, dtype=np.float64)
-    eps, scale = _scale(sensitivity, epsilon)
-    k = samplers.grid_exponent(scale)
-    size = max(values.size, 1)
-    m = make_laplace((sensitivity + Fraction(2) ** k * size) / eps, max_size=size, k=k)
-    loss = m.map(sensitivity)
-    if not isinstance(loss, PureDP) or loss.epsilon > eps:  # exact check of the privacy map
-        raise DPError("internal: grid Laplace calibration exceeds epsilon")
-    return np.asarray(m(values.ravel()), dtype=np.float64).reshape(values.shape)
-
-
-def gaussian_sigma(sensitivity: Fraction, rho: Number) -> Fraction:
-    """The smallest convenient σ (a rational, σ² ≥ Δ²/(2ρ) exactly) for ρ-zCDP at L2
-    sensitivity Δ (Canonne, Kamath & Steinke 2020, Thm 14 for the discrete Gaussian)."""
-    r = positive(rho, "rho", up=False)
-    target = sensitivity * sensitivity / (2 * r)
-    sigma = fraction_up(math.sqrt(float(target)) * (1 + 1e-12))
-    while sigma * sigma < target:
-        sigma = fraction_up(float(sigma) * (1 + 1e-9))
-    return sigma
+    if sensitivity <= 0:
+        raise DomainError("the strategy has no nonzero entry")
+    noise = make_noise(sensitivity, epsilon=epsilon, output="grid", size=max(values.size, 1))
+    return np.asarray(noise(values.ravel()), dtype=np.float64).reshape(values.shape)
 
 
 def gaussian_integer(values: np.ndarray, sensitivity: Fraction, rho: Number) -> np.ndarray:
-    """``values`` (integers) + discrete Gaussian noise N_ℤ(0, σ²), σ = :func:`gaussian_sigma`:
-    ρ-zCDP when the queries' L2 sensitivity is ``sensitivity`` (CKS20 Thm 14). int64."""
+    """``values`` (integers) + discrete Gaussian noise N_ℤ(0, σ²), σ² ≥ Δ²/(2ρ) (the
+    measurement of :func:`dpkit.mechanisms.make_noise`, ``norm="l2"``): ρ-zCDP when the
+    queries' L2 sensitivity is ``sensitivity`` (CKS20 Thm 14). int64."""
     values = np.asarray(values)
     if values.dtype.kind not in "iub":
         raise DomainError("gaussian_integer needs integer query answers")
     if sensitivity <= 0:
         raise DomainError("sensitivity must be positive")
-    sigma = gaussian_sigma(sensitivity, rho)
-    return values.astype(np.int64) + samplers.discrete_gaussian(sigma, values.size).reshape(
+    noise = make_noise(sensitivity, rho=rho, norm="l2")
+    return np.asarray(noise(values.astype(np.int64).reshape(-1)), dtype=np.int64).reshape(
         values.shape)
 
 

@@ -36,18 +36,19 @@ from typing import Any
 import numpy as np
 
 from dpkit.core.measures import ZCDP
-from dpkit.core.numbers import Number, fraction_down, fraction_up, positive
+from dpkit.core.numbers import Number, positive, sqrt_down
+from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
-from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms import make_noise, make_selection
+from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID, sample_exponential
 from dpkit.release.domain import Domain, marginal_counts
-from dpkit.release.measure import gaussian_integer, gaussian_sigma
-from dpkit.release.pgm_sample import quick_compile, sample_model, uniforms
+from dpkit.release.measure import gaussian_integer
+from dpkit.release.pgm_sample import quick_compile, sample_model
 
 __all__ = ["MSTResult", "mst", "mst_measure", "Measured", "require_mbi", "pair_scores",
            "decompress", "pgm_estimate"]
 
-SCORE_GRID = 1 << 10
-SCORE_SENSITIVITY = 1 + Fraction(1, SCORE_GRID) + Fraction(1, 1 << 20)
+SCORE_SENSITIVITY = 1 + SCORE_ALLOWANCE
 
 
 def require_mbi() -> Any:
@@ -251,11 +252,9 @@ def _recode(codes: np.ndarray, kept: np.ndarray, size: int) -> np.ndarray:
 
 
 def _epsilon_for_rho(rho: Fraction) -> Fraction:
-    """A rational ε with ε²/8 ≤ ρ (bounded-range exponential mechanism)."""
-    eps = fraction_down(math.sqrt(8 * float(rho)) * (1 - 1e-12))
-    while eps * eps / 8 > rho:
-        eps = fraction_down(float(eps) * (1 - 1e-9))
-    return eps
+    """The ε, √(8ρ) rounded down exactly, with ε²/8 ≤ ρ: the exponential mechanism at ε is
+    ε²/8-zCDP (a bounded-range mechanism, Cesar & Rogers 2021)."""
+    return sqrt_down(8 * rho)
 
 
 def pair_scores(codes: np.ndarray, domain: Domain, ones: dict[str, np.ndarray], total: float,
@@ -300,7 +299,7 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     rho_part = r / 3
     # 1. one-way marginals
     rho_one = rho_part / d
-    sigma_one = float(gaussian_sigma(Fraction(1), rho_one))
+    sigma_one = float(make_noise(1, rho=rho_one, norm="l2").scale)  # gaussian_integer's σ
     measurements, kept, merged, recoded = [], {}, {}, np.empty_like(codes)
     for j, a in enumerate(domain.attributes):
         noisy = gaussian_integer(marginal_counts(codes, domain, [a]), Fraction(1), rho_one)
@@ -323,7 +322,7 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     pairs = [(a, b) for i, a in enumerate(domain.attributes) for b in domain.attributes[i + 1:]]
     scores = pair_scores(recoded, compressed, ones, max(noisy_total, 1.0), pairs)
     eps_sel = _epsilon_for_rho(rho_part / (d - 1))
-    scale = fraction_up(float(2 * SCORE_SENSITIVITY / eps_sel) * (1 + 1e-12))
+    scale = make_selection(SCORE_SENSITIVITY, eps_sel).scale  # 2Δ/ε rounded up, map-checked
     component = {a: a for a in domain.attributes}
 
     def find(a: str) -> str:
@@ -340,7 +339,7 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
         selected.append((a, b))
     # 3. two-way marginals of the tree
     rho_two = rho_part / (d - 1)
-    sigma_two = float(gaussian_sigma(Fraction(1), rho_two))
+    sigma_two = float(make_noise(1, rho=rho_two, norm="l2").scale)
     for a, b in selected:
         true = marginal_counts(recoded, compressed, [a, b])
         noisy = gaussian_integer(true.ravel(), Fraction(1), rho_two)

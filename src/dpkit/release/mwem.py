@@ -42,9 +42,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpkit.core.numbers import Number, fraction_up, positive, to_fraction
+from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
-from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms import make_selection
 from dpkit.release.domain import Domain, marginal_counts
 from dpkit.release.marginals import MarginalWorkload
 from dpkit.release.measure import laplace_integer
@@ -135,7 +135,7 @@ class Factored:
         out = np.empty((n, len(self.domain.attributes)), dtype=np.int64)
         for g in self.groups:
             cdf = np.cumsum(g.table.ravel())
-            u = (rng.words(n) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53 * cdf[-1]
+            u = rng.uniforms(n) * cdf[-1]
             cells = np.minimum(np.searchsorted(cdf, u, side="right"), cdf.size - 1)
             for a, col in zip(g.attrs, np.unravel_index(cells, g.table.shape), strict=True):
                 out[:, self.domain.attributes.index(a)] = col
@@ -219,14 +219,14 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
     if codes.shape[0] + abs(noisy_n) > 1 << 28:
         raise DomainError("MWEM's score rounding allowance covers up to 2^28 records")
     sensitivity = 1 + Fraction(1, 1 << 20)
-    scale = 2 * sensitivity / (eps_round / 2)
+    select = make_selection(sensitivity, eps_round / 2)  # the exponential mechanism, checked
     selected = []
     for _ in range(rounds):
         candidates = [c for c in workload.cliques if hyp.merged_cells(c) <= max_cells]
         if not candidates:
             break
         scores = [math.fsum(np.abs(hyp.marginal(c) - truth[c]).ravel()) for c in candidates]
-        choice = candidates[sample_exponential(np.array(scores), fraction_up(scale))]
+        choice = candidates[select(np.array(scores))]
         measured = laplace_integer(truth[choice], Fraction(1), eps_round / 2)
         group = hyp.merge(choice)
         group.measurements.append((tuple(choice), measured.astype(np.float64)))

@@ -10,8 +10,8 @@ StructureFirst and P-HP spend ε₁ on the structure and ε₂ = ε − ε₁ on
 sequential (adaptive) composition gives ε₁ + ε₂ = ε (Dwork & Roth Thm 3.16). NoiseFirst
 spends all of ε on the cells and derives the structure by post-processing. Sensitivities are exact
 Fractions; all Laplace noise comes from :mod:`dpkit.release.measure` and every selection from
-:func:`_exponential_many`, an exact sampler of the exponential mechanism (McSherry & Talwar
-2007) that draws for several disjoint intervals at once.
+:func:`_exponential_many`, the calibrated exponential mechanism of :mod:`dpkit.mechanisms`
+(McSherry & Talwar 2007) that draws for several disjoint intervals at once.
 
 Exact scores. The exponential mechanism needs its scores exactly. Scores here are sums of
 per-bucket costs that are rationals with different denominators (a bucket's mean), so each
@@ -30,10 +30,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpkit.core import rng, samplers
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
-from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms import make_selection
+from dpkit.mechanisms.exponential import SCORE_GRID, integer_gaps  # G: scores ⌊G·cost⌋
 from dpkit.release.hierarchical import tree_counts, tree_inference, tree_strategy
 from dpkit.release.histogram import register
 from dpkit.release.measure import expected_rmse, laplace_integer
@@ -44,7 +44,6 @@ __all__ = ["dawa", "noise_first", "structure_first", "phpartition", "spread",
            "bucket_totals", "dyadic_deviations", "dyadic_partition", "penalized_partition",
            "sse_scores", "sse_tables", "sae_prefix", "SCORE_GRID"]
 
-SCORE_GRID = 1024  # G: integer scores are ⌊G·cost⌋
 _INT_LIMIT = 1 << 62  # integer arithmetic must stay below this (int64 headroom)
 
 
@@ -96,52 +95,20 @@ def spread(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.repeat(np.asarray(values, dtype=np.float64) / sizes, sizes)
 
 
-def _integer_gaps(scores: np.ndarray, scale: Fraction) -> tuple[np.ndarray, int]:
-    """γᵢ = (max u − uᵢ)/scale as uint64 numerators over the denominator p (scale = p/q):
-    numerator (max u − uᵢ)·q. The caller checks that they fit in 63 bits."""
-    s = np.asarray(scores, dtype=np.int64)
-    return (s.max() - s).astype(np.uint64) * np.uint64(scale.denominator), scale.numerator
+_integer_gaps = integer_gaps  # the exact integer gaps of the vectorised sampler
 
 
 def _exponential_many(scores: list[np.ndarray], sensitivity: Fraction, epsilon: Fraction
                       ) -> list[int]:
     """One draw of the exponential mechanism per score vector: index i of vector v with
     probability ∝ exp(ε·u_{v,i}/(2Δ)), for integer scores of L∞ sensitivity Δ. ε-DP for each
-    vector (McSherry & Talwar 2007; dpkit's convention scale s = 2Δ/ε); vectors computed on
-    disjoint parts of the data cost ε together (parallel composition).
-
-    Exact sampling as in :func:`dpkit.mechanisms.exponential.sample_exponential`: propose i
-    uniformly, accept with probability exp(−γᵢ), γᵢ = (max u − uᵢ)/s, by the exact
-    Bernoulli(exp(−γ)) of :func:`dpkit.core.samplers.bernoulli_exp`; the first accepted
-    proposal has the exponential mechanism's law. Here the gaps are machine integers,
-    γᵢ = (max u − uᵢ)·q/p for s = p/q, and all vectors are sampled together (vectorised).
-    Falls back to ``sample_exponential`` itself when the integers need more than 63 bits."""
+    vector (McSherry & Talwar 2007); vectors computed on disjoint parts of the data cost ε
+    together (parallel composition). Drawn by the measurement of
+    :func:`dpkit.mechanisms.make_selection` ("exponential_many": scale 2Δ/ε rounded up,
+    map-checked; exact vectorised sampling, :func:`dpkit.mechanisms.sample_exponential_many`)."""
     if sensitivity <= 0 or epsilon <= 0:
         raise DomainError("internal: the exponential mechanism needs Δ > 0 and ε > 0")
-    scale = 2 * sensitivity / epsilon
-    p, q = scale.numerator, scale.denominator
-    vecs = [np.asarray(s, dtype=np.int64) for s in scores]
-    if not vecs:
-        return []
-    gaps = [v.max() - v for v in vecs]
-    if p >= 1 << 63 or max(int(g.max()) for g in gaps) * q >= 1 << 63:
-        return [int(sample_exponential(v, scale)) for v in vecs]
-    sizes = np.array([v.size for v in vecs], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    numer = np.concatenate([_integer_gaps(v, scale)[0] for v in vecs])
-    acceptance = np.array([max(1e-6, float(np.mean(np.exp(-g.astype(np.float64) * (q / p)))))
-                           for g in gaps])
-    result = np.full(len(vecs), -1, dtype=np.int64)
-    pending = np.arange(len(vecs))
-    while pending.size:
-        batch = np.minimum((1.2 / acceptance[pending]).astype(np.int64) + 16, 1 << 16)
-        node = np.repeat(pending, batch)
-        local = rng.uniform_below(sizes[node].astype(np.uint64)).astype(np.int64)
-        ok = samplers.bernoulli_exp(numer[offsets[node] + local], p)
-        won, first = np.unique(node[ok], return_index=True)  # first acceptance per vector
-        result[won] = local[ok][first]
-        pending = pending[result[pending] < 0]
-    return [int(i) for i in result]
+    return list(make_selection(sensitivity, epsilon, mechanism="exponential_many")(scores))
 
 
 def _exponential(scores: np.ndarray, sensitivity: Fraction, epsilon: Fraction) -> int:

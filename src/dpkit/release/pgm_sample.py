@@ -24,14 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.core import rng
+from dpkit.core.rng import uniforms
 
-__all__ = ["quick_compile", "sample_model", "uniforms"]
-
-
-def uniforms(n: int) -> np.ndarray:
-    """``n`` floats uniform on [0, 1) with 53-bit resolution, from the CSPRNG."""
-    return (rng.words(n) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+__all__ = ["quick_compile", "sample_model"]
 
 
 def _round_counts(p: np.ndarray, total: int) -> np.ndarray:

@@ -26,9 +26,10 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpkit.core.measures import PureDP
 from dpkit.core.numbers import Number, to_fraction
 from dpkit.errors import DomainError
-from dpkit.mechanisms._common import representable_scale
+from dpkit.mechanisms import make_noise
 from dpkit.release.histogram import Algorithm
 from dpkit.release.measure import check_counts, laplace_integer
 from dpkit.release.workload import RangeWorkload
@@ -37,8 +38,12 @@ __all__ = ["noisy_scale", "use_identity", "scale_switched", "exact_budget"]
 
 
 def exact_budget(epsilon: Fraction) -> Fraction:
-    """The largest ε' ≤ ε whose discrete Laplace scale 1/ε' the exact sampler takes."""
-    return 1 / representable_scale(1 / epsilon)
+    """The ε' ≤ ε that the calibrated discrete Laplace at sensitivity 1 and ε actually spends
+    (1/s for its scale s ≥ 1/ε, :func:`dpkit.mechanisms.make_noise`): splitting a budget into
+    such shares keeps every share's scale exact."""
+    loss = make_noise(1, epsilon=epsilon).loss
+    assert isinstance(loss, PureDP)
+    return loss.epsilon
 
 
 def noisy_scale(x: np.ndarray, epsilon: Fraction, scale: object = None,

@@ -46,7 +46,7 @@ def _sample_cells(weights: np.ndarray, n: int) -> np.ndarray:
     if w.sum() <= 0:
         w = np.ones_like(w)
     cdf = np.cumsum(w)
-    u = (rng.words(n) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53 * cdf[-1]
+    u = rng.uniforms(n) * cdf[-1]
     return np.minimum(np.searchsorted(cdf, u, side="right"), cdf.size - 1)
 
 
