@@ -320,7 +320,7 @@ def test_approx_release_composes_in_zcdp_then_converts(adult):
     _, planned = q.plan(epsilon=0.5, delta=1e-7)
     total_rho = sum(p.loss.rho for p in planned)
     assert zcdp_to_epsilon(total_rho, Fraction(1, 10**7)) <= Fraction(1, 2)
-    loss = s._total_loss(planned)
+    loss = s.total_loss(planned)
     assert loss <= dp.ApproxDP(0.5, 1e-7) and loss.epsilon > Fraction(1, 2) - Fraction(1, 10**6)
     # tighter than converting each statistic separately at δ/3 and adding
     separate = sum(zcdp_to_epsilon(p.loss.rho, Fraction(1, 3 * 10**7)) for p in planned)

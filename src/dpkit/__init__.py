@@ -6,6 +6,8 @@ core         the mathematics: exact numbers, CSPRNG, exact samplers, measures, c
 mechanisms   make_laplace, make_discrete_laplace, make_gaussian, make_exponential, ...
 frame        Session, Query, PrivacyUnit and the aggregations (interface mode)
 ledger       Ledger, the persistent epsilon registry
+release      histograms, range queries, query release, synthetic data (imported on first use
+             of the query namespace ``query.publish`` or by ``import dpkit.release``)
 audit        empirical privacy tests (imported on demand: ``import dpkit.audit``)
 datasets     load_adult
 errors       DPError and its subclasses
@@ -36,7 +38,12 @@ from dpkit.frame import (
     sum,
     variance,
 )
+from dpkit.frame import namespace as _namespace
 from dpkit.mechanisms.partition_selection import PartitionSelection
+
+# query.publish.histogram(…) / .pmw(…): dpkit.release registers the namespace when imported,
+# which happens on first use (frame, above release on the layer map, never imports it)
+_namespace.provide_query_namespace("publish", "dpkit.release")
 
 __version__ = "0.1.0"
 

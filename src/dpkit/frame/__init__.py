@@ -8,6 +8,9 @@ Query         immutable lazy query: filter, with_columns, select, clamp, bin, ma
               agg, explain, calibrate, release
 KeySet        public group keys: values, cross products, keys from a public table
 PrivacyUnit   rows() or by(column, max_rows) with contribution bounding
+register_query_namespace
+              class decorator: ``query.<name>`` for packages below frame (``dpkit.release``
+              registers ``query.publish``: histogram, pmw)
 count, count_distinct, sum, mean, variance, std, histogram, quantile, median, min, max
               aggregations
 """
@@ -25,9 +28,11 @@ from dpkit.frame.aggregates import (
     sum,
     variance,
 )
+from dpkit.frame.namespace import provide_query_namespace, register_query_namespace
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import KeySet, Query
 from dpkit.frame.session import Session
 
 __all__ = ["Session", "Query", "KeySet", "PrivacyUnit", "count", "count_distinct", "sum", "mean",
-           "variance", "std", "histogram", "quantile", "median", "min", "max"]
+           "variance", "std", "histogram", "quantile", "median", "min", "max",
+           "register_query_namespace", "provide_query_namespace"]

@@ -23,7 +23,7 @@ from dpkit.frame.aggregates import Statistic
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.rowwise import check_step
 
-__all__ = ["to_lazy", "apply_steps", "bound_contributions", "compute"]
+__all__ = ["to_lazy", "to_polars", "apply_steps", "bound_contributions", "compute"]
 
 _RAND = "__dpkit_rand"
 _ROW = "__dpkit_row"
@@ -132,7 +132,8 @@ def bound_contributions(lf: nw.LazyFrame, unit: PrivacyUnit, columns: Sequence[s
     return backend.materialise(frame.drop(_RAND))
 
 
-def _to_polars(frame: Any) -> pl.DataFrame:
+def to_polars(frame: Any) -> pl.DataFrame:
+    """A collected frame of any backend (narwhals, DuckDB, Spark result) as a Polars frame."""
     return frame.to_polars() if hasattr(frame, "to_polars") else pl.DataFrame(frame)
 
 
@@ -160,11 +161,11 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
         distinct = nw.col(unit_column).n_unique() if unit_column else nw.len()
         exprs = [(distinct if s.kind == "distinct" else s.expr).alias(s.key) for s in scalar]
         if key_cols:
-            res = _to_polars(lf.group_by(key_cols).agg(*exprs).collect())
+            res = to_polars(lf.group_by(key_cols).agg(*exprs).collect())
             joined = _key_index(keys, res, key_cols)  # type: ignore[arg-type]
             rows = joined[_ROW].to_numpy()
         else:
-            joined = _to_polars(lf.select(*exprs).collect())
+            joined = to_polars(lf.select(*exprs).collect())
             rows = np.zeros(len(joined), dtype=np.int64)
         for s in scalar:
             arr = np.zeros(groups, dtype=np.int64)
@@ -173,7 +174,7 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
     for s in (s for s in stats if s.kind == "bins"):
         binned = lf.with_columns(s.bin_expr.alias(_BIN)).group_by([*key_cols, _BIN]).agg(
             nw.len().alias(_LEN))
-        res = _to_polars(binned.collect()).filter(
+        res = to_polars(binned.collect()).filter(
             (pl.col(_BIN) >= 0) & (pl.col(_BIN) < s.n_bins))
         if key_cols:
             res = _key_index(keys, res, key_cols)  # type: ignore[arg-type]
@@ -221,7 +222,7 @@ def dry_run(empty: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Stat
     """
     try:
         if keys is None and key_columns:  # keys chosen later by partition selection
-            keys = _to_polars(empty.select(list(key_columns)).collect())
+            keys = to_polars(empty.select(list(key_columns)).collect())
         compute(empty, keys, stats, unit_column)
     except DomainError:
         raise
@@ -237,7 +238,7 @@ def partition_counts(lf: nw.LazyFrame, key_columns: Sequence[str], unit_column: 
     rows are units when ``unit_column`` is None."""
     n = nw.col(unit_column).n_unique() if unit_column else nw.len()
     res = lf.group_by(list(key_columns)).agg(n.alias("__dpkit_units")).collect()
-    return _to_polars(res).sort(list(key_columns), nulls_last=True)
+    return to_polars(res).sort(list(key_columns), nulls_last=True)
 
 
 def check_columns(schema: Any, columns: Sequence[str]) -> None:

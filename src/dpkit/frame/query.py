@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -285,6 +286,10 @@ class Query:
         return self.agg(aggregates.quantile(column, q, bounds, **kw))
 
     # -- planning and release ------------------------------------------------------------
+    def schema(self) -> Any:
+        """The schema of the transformed table (column → narwhals dtype); reads no data."""
+        return self._schema()[1]
+
     def _schema(self) -> Any:
         lf = self.lazy()
         return lf, lf.collect_schema()
@@ -417,7 +422,7 @@ class Query:
         if self.selection is not None:
             lines.append(f"partition selection on {', '.join(self.group_columns)}: "
                          f"{self.selection.method}, loss {self.selection.loss()}")
-        lines.append(f"total: {self.session._total_loss(planned, self.selection)}")
+        lines.append(f"total: {self.session.total_loss(planned, self.selection)}")
         return "\n".join(lines)
 
     def release(self, epsilon: Number | None = None, *, rho: Number | None = None,
@@ -473,23 +478,19 @@ class Query:
 
     def release_histogram(self, column: str, bins: Sequence[Number], method: str = "hb", *,
                           epsilon: Number, **options: Any) -> Any:
-        """Release the histogram of ``column`` over the bin edges ``bins`` once, with a
-        non-interactive algorithm of :mod:`dpkit.release` (``method``: "identity", "hb",
-        "privelet", …), so that any range query can be answered from it for free. Spends
-        ``epsilon``; see :func:`dpkit.release.session.release_query_histogram` for the
-        privacy argument, ``options`` and the returned
-        :class:`~dpkit.release.histogram.HistogramRelease`."""
-        from dpkit.release.session import release_query_histogram  # release sits below frame
-
-        return release_query_histogram(self, column, bins, method, epsilon=epsilon, **options)
+        """Deprecated: use ``query.publish.histogram(column, bins, method, epsilon=…)``
+        (:mod:`dpkit.release`'s namespace), which this calls."""
+        warnings.warn("Query.release_histogram is deprecated; use "
+                      "query.publish.histogram(...)", DeprecationWarning, stacklevel=2)
+        publish = getattr(self, _PUBLISH)
+        return publish.histogram(column, bins, method, epsilon=epsilon, **options)
 
     def pmw(self, spec: Any, *, epsilon: Number, alpha: Number, **options: Any) -> Any:
-        """Private multiplicative weights over this query's rows for interactive counting
-        queries (``result.count(column=[values], …)``), debiting ``epsilon`` once, now; see
-        :func:`dpkit.release.session.pmw_query` for the privacy argument and options."""
-        from dpkit.release.session import pmw_query  # release sits below frame
-
-        return pmw_query(self, spec, epsilon=epsilon, alpha=alpha, **options)
+        """Deprecated: use ``query.publish.pmw(spec, epsilon=…, alpha=…)``
+        (:mod:`dpkit.release`'s namespace), which this calls."""
+        warnings.warn("Query.pmw is deprecated; use query.publish.pmw(...)",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(self, _PUBLISH).pmw(spec, epsilon=epsilon, alpha=alpha, **options)
 
     def columns(self) -> list[str]:
         """Columns the aggregations and group keys read (the privacy unit's aside)."""
@@ -510,6 +511,9 @@ class Query:
                          f"ε={s.epsilon}, δ={s.delta})")
         parts.append("agg(" + ", ".join(_describe_agg(a) for a in self.aggs) + ")")
         return ".".join(parts)
+
+
+_PUBLISH = "publish"  # the namespace dpkit.release registers (frame.namespace)
 
 
 def _describe_arg(value: Any) -> str:

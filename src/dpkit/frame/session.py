@@ -19,11 +19,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from dpkit.core import rng
-from dpkit.core.compose import PrivacyFilter
-from dpkit.core.composition import parallel_composition
+from dpkit.core.accountant import Accountant, FilterAccountant, ParallelAccountant
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
-from dpkit.errors import DomainError, IdempotentReplay, ReleaseFailedError
+from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine
 from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.compiler import PlannedStatistic
@@ -101,29 +99,29 @@ class Session:
             f"{name}(" + ",".join(f"{k}:{v}" for k, v in sc.items()) + ")"
             for name, sc in schemas.items())
         self.measure: type[PrivacyLoss] = type(budget)
-        self._filter = PrivacyFilter(budget)
-        self._parts: dict[int, dict[str, PrivacyLoss]] = {}
+        self._budget = budget
+        self._partitions: dict[int, ParallelAccountant] = {}
         self.dataset = dataset
         self.analyst = analyst
         self.ledger: Ledger | None = None
+        self.accountant: Accountant = FilterAccountant(budget)
         if ledger is not None:
             if not dataset:
                 raise DomainError("a ledger needs dataset='name'")
-            from dpkit.ledger import Ledger  # SQLAlchemy loads only when a ledger is used
+            from dpkit.ledger import Ledger, LedgerAccountant  # SQLAlchemy loads on use
 
             self.ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
             self.ledger.register(dataset, budget, str(self.privacy_unit), schema_text)
+            self.accountant = LedgerAccountant(self.ledger, dataset, analyst)
 
     # -- budget ------------------------------------------------------------------------
     @property
     def budget(self) -> PrivacyLoss:
-        return self._filter.budget
+        return self._budget
 
     @property
     def spent(self) -> PrivacyLoss:
-        if self.ledger is not None:
-            return self.ledger.spent(self.dataset or "")
-        return self._filter.spent
+        return self.accountant.spent
 
     @property
     def remaining(self) -> PrivacyLoss:
@@ -145,11 +143,26 @@ class Session:
         self.table(table)
         return Query(self, table=table)
 
-    def _total_loss(self, planned: Sequence[PlannedStatistic],
-                    selection: PartitionSelection | None = None) -> PrivacyLoss:
-        """The release's loss: basic composition in the session's measure; an (ε, δ) release
-        with Gaussian noise composes its statistics in zCDP and converts the total once; a
-        partition selection's (ε, δ) is added by basic composition."""
+    def total_loss(self, planned: Sequence[PlannedStatistic],
+                   selection: PartitionSelection | None = None) -> PrivacyLoss:
+        """The privacy loss of a release of ``planned`` statistics, in the session's measure.
+
+        Basic composition of the statistics' losses; an (ε, δ) release with Gaussian noise
+        composes them in zCDP and converts the total once; a partition selection's (ε, δ) is
+        added by basic composition. Computes only (debits nothing).
+
+        Parameters
+        ----------
+        planned : sequence of PlannedStatistic
+            The statistics of :meth:`Query.plan`.
+        selection : PartitionSelection, optional
+            The query's partition selection, if any.
+
+        Returns
+        -------
+        PrivacyLoss
+            Exact (Fraction) loss in the session's measure.
+        """
         if self.measure is ApproxDP and planned and planned[0].delta > 0:
             rho = sum((convert(p.loss, ZCDP) for p in planned), ZCDP.zero())
             total: PrivacyLoss = rho.to_approx(planned[0].delta)
@@ -157,36 +170,17 @@ class Session:
             total = sum((convert(p.loss, self.measure) for p in planned), self.measure.zero())
         return total + selection.loss() if selection is not None else total
 
+
     def _new_partition(self) -> int:
-        self._parts[len(self._parts)] = {}
-        return len(self._parts) - 1
+        self._partitions[len(self._partitions)] = ParallelAccountant(self.accountant)
+        return len(self._partitions) - 1
 
-    def _debit_part(self, part: tuple[int, Any], loss: PrivacyLoss, description: str
-                    ) -> int | None:
-        """Debit what a partition's parallel loss (the max over its parts) grows by."""
-        ident, key = part
-        spent = self._parts[ident]
-        zero = self.measure.zero()
-        after = dict(spent)
-        after[repr(key)] = spent.get(repr(key), zero) + convert(loss, self.measure)
-        before_max = parallel_composition(list(spent.values())) if spent else zero
-        increment = parallel_composition(list(after.values())) - before_max  # type: ignore[operator]
-        release_id = self._debit(increment, f"{description} [part {key!r}]")
-        self._parts[ident] = after
-        return release_id
-
-    def _debit(self, loss: PrivacyLoss, description: str, idempotency_key: str | None = None,
-               noise: str | None = None) -> int | None:
-        """Check and debit ``loss``: atomically in the ledger (whose cap is this budget, with
-        the analyst's grant), or in the session's privacy filter; either raises
-        BudgetExceededError and debits nothing. With an ``idempotency_key`` already
-        answered, the ledger raises IdempotentReplay instead (nothing debited)."""
-        if self.ledger is not None:
-            return self.ledger.debit(self.dataset or "", loss, description,
-                                     analyst=self.analyst, idempotency_key=idempotency_key,
-                                     noise=noise)
-        self._filter.spend(loss)
-        return None
+    def _accountant_for(self, query: Query) -> Accountant:
+        """The session's accountant, or a partition part's (charged the max over parts)."""
+        if query.part is None:
+            return self.accountant
+        ident, key = query.part
+        return self._partitions[ident].for_part(key)
 
     def bounded(self, query: Query, lf: Any, key_columns: Sequence[str]) -> Any:
         """``lf`` (the query's rows) bounded to the privacy unit for a release grouped by
@@ -204,58 +198,28 @@ class Session:
 
     def run_debited(self, loss: PrivacyLoss, description: str, compute: Any,
                     digest: Any) -> Any:
-        """Debit ``loss`` (atomically, before anything is computed), then run ``compute()``
-        and record its outcome in the ledger: ``digest(result)`` (a string) when released,
-        "failed" (no refund) if it raises. For release paths outside the query compiler,
-        e.g. :func:`dpkit.release.session.release_query_histogram`."""
-        rng.require_secure()
-        release_id = self._debit(loss, description)
-        try:
-            result = compute()
-        except BaseException as exc:
-            raise self._failed(release_id, exc) from None
-        if self.ledger is not None and release_id is not None:
-            self.ledger.mark(release_id, "released", digest(result))
-        return result
-
-    def _failed(self, release_id: int | None, exc: BaseException) -> BaseException:
-        """Mark a debited release failed (the loss stands: no refund) and return the error
-        for the caller: an interrupt as it is, anything else as a
-        :class:`~dpkit.errors.ReleaseFailedError` naming only the failure's type, since the
-        original text may quote the data."""
-        if self.ledger is not None and release_id is not None:
-            self.ledger.mark(release_id, "failed", None)
-        if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
-            return exc  # (a Polars panic is a BaseException too, and may quote data)
-        return ReleaseFailedError(release_id, type(exc).__name__)
+        """Charge ``loss`` through the session's accountant, then run ``compute()``
+        (:meth:`dpkit.core.accountant.Accountant.run`: debit first, failures marked and
+        never refunded). For release paths outside the query compiler, e.g.
+        :func:`dpkit.release.session.release_query_histogram`."""
+        return self.accountant.run(loss, description, compute, digest=digest)
 
     # -- release -----------------------------------------------------------------------
     def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float,
                  idempotency_key: str | None = None) -> pl.DataFrame:
-        rng.require_secure()  # a seeded test stream never reaches a release (or the ledger)
         query = replace(query, aggs=query._with_declared_bounds())
-        loss = self._total_loss(planned, query.selection)
-        if idempotency_key is not None and self.ledger is None:
-            raise DomainError("idempotency keys need a ledger (the recorded answer lives there)")
+        loss = self.total_loss(planned, query.selection)
         noise = json.dumps({p.stat.key: f"{p.mechanism} scale {float(p.scale * p.unit):.9g}"
                             for p in planned})
         # every failure that does not depend on the data happens here, before the debit
         engine.dry_run(query.lazy(empty=True), query.keys, [p.stat for p in planned],
                        self.privacy_unit.column, query.group_columns)
-        try:
-            if query.part is not None:
-                release_id = self._debit_part(query.part, loss, query.describe())
-            else:
-                release_id = self._debit(loss, query.describe(), idempotency_key, noise)
-        except IdempotentReplay as replay:
-            if replay.result is None:
-                raise
-            return pl.read_json(io.StringIO(replay.result))
-        try:
-            if query.has_private_join():
-                lf = query.lazy(bound_joins=True)  # now, after the debit
+
+        def compute() -> pl.DataFrame:
+            nonlocal query
+            frame = query.lazy(bound_joins=True) if query.has_private_join() else lf
             key_columns = list(query.group_columns)
-            bounded = self.bounded(query, lf, key_columns)
+            bounded = self.bounded(query, frame, key_columns)  # after the debit
             keys = query.keys
             if query.selection is not None:
                 keys = self._select_partitions(bounded, query.selection, key_columns)
@@ -263,14 +227,13 @@ class Session:
             raw = engine.compute(bounded, keys, [p.stat for p in planned],
                                  self.privacy_unit.column)
             noisy = {p.stat.key: p.measurement(raw) for p in planned}
-            result = _assemble(query, planned, noisy, beta)
-        except BaseException as exc:
-            raise self._failed(release_id, exc) from None
-        if self.ledger is not None and release_id is not None:
-            digest = hashlib.sha256(result.write_csv().encode()).hexdigest()
-            stored = result.write_json() if idempotency_key is not None else None
-            self.ledger.mark(release_id, "released", digest, stored)
-        return result
+            return _assemble(query, planned, noisy, beta)
+
+        return self._accountant_for(query).run(
+            loss, query.describe(), compute, idempotency_key=idempotency_key, noise=noise,
+            digest=lambda r: hashlib.sha256(r.write_csv().encode()).hexdigest(),
+            store=lambda r: r.write_json(),
+            replay=lambda text: pl.read_json(io.StringIO(text)))
 
     def _select_partitions(self, bounded: Any, selection: PartitionSelection,
                            key_columns: list[str]) -> pl.DataFrame:

@@ -9,6 +9,7 @@ ledger: ``run_debited``, so a fit is recorded like any release).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,13 +20,12 @@ from typing import Any, TypeVar
 import numpy as np
 
 from dpkit.core import rng
+from dpkit.core.accountant import as_accountant
 from dpkit.core.component import Measurement
-from dpkit.core.compose import PrivacyFilter, calibrate_scale
-from dpkit.core.measures import PrivacyLoss, PureDP, convert
-from dpkit.core.numbers import Number, positive, sqrt_up, to_fraction
+from dpkit.core.measures import PrivacyLoss, convert
+from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError, MeasureError
-from dpkit.mechanisms.laplace import make_laplace
-from dpkit.mechanisms.vector import make_vector_laplace
+from dpkit.mechanisms import make_noise
 
 __all__ = ["charge", "laplace_noise", "check_epsilon", "check_bounds", "clip_rows",
            "noisy_moments", "exact_sums", "laplace_mechanism", "vector_laplace_scale",
@@ -45,55 +45,57 @@ def check_epsilon(epsilon: Any) -> Fraction:
 
 def charge(accountant: Any, loss: PrivacyLoss, description: str, compute: Callable[[], T],
            alternatives: tuple[PrivacyLoss, ...] = ()) -> T:
-    """Debit ``loss`` from ``accountant`` (module docstring), then run ``compute``.
+    """Charge ``loss`` through the one accountant (:mod:`dpkit.core.accountant`), then run
+    ``compute``. ``accountant`` is None (an unaccounted fit: the caller composes), an
+    :class:`~dpkit.core.accountant.Accountant`, a :class:`PrivacyFilter` or a Session.
     ``alternatives`` are the same guarantee in other measures (e.g. ρ-zCDP beside the
     (ε, δ) it implies): the first one the accountant's measure can take is debited.
-    Under the test stream it raises before debiting (:func:`dpkit.core.rng.require_secure`);
-    without that check the first draw would refuse it, after the debit."""
+    Under the test stream it raises before debiting (:func:`dpkit.core.rng.require_secure`).
+    """
     rng.require_secure()
     if accountant is None:
         return compute()
-    if isinstance(accountant, PrivacyFilter):
-        measure = type(accountant.budget)
-    elif hasattr(accountant, "run_debited"):
-        measure = accountant.measure
-    else:
-        raise DomainError("accountant must be None, a PrivacyFilter or a dpkit Session")
-    debit = None
+    target = as_accountant(accountant)
     for candidate in (loss, *alternatives):
         try:
-            debit = convert(candidate, measure)
+            debit = convert(candidate, target.measure)
             break
         except MeasureError:
             continue
-    if debit is None:
+    else:
         raise MeasureError(f"a {type(loss).__name__} loss cannot be debited from a "
-                           f"{measure.__name__} budget")
-    if isinstance(accountant, PrivacyFilter):
-        accountant.spend(debit)
-        return compute()
-    return accountant.run_debited(debit, description, compute,
-                                  lambda _: f"model: {description}")
+                           f"{target.measure.__name__} budget")
+    return target.run(debit, description, compute, digest=model_digest)
 
 
-def _closed_form_scale(make: Callable[[Fraction], Measurement], sensitivity: Fraction,
-                       epsilon: Fraction, allowance: Fraction) -> Fraction:
-    """The scale t whose mechanism ``make(t)`` has privacy map ≤ ε at ``sensitivity``: the
-    closed form (Δ + 2^k·allowance)/ε, the grid 2^k one step coarser than the mechanisms'
-    default so that it holds wherever their rounding puts k, checked against the map, with
-    bisection (:func:`~dpkit.core.compose.calibrate_scale`) as the fallback."""
-    target = PureDP(epsilon)
-    k = math.floor(math.log2(sensitivity / epsilon)) - 29
-    guess = (sensitivity + Fraction(2) ** k * allowance) / epsilon
-    if make(guess).check(sensitivity, target):
-        return guess
-    return calibrate_scale(make, sensitivity, target, start=sensitivity / epsilon)
+def model_digest(result: Any) -> str:
+    """SHA-256 over the numeric arrays a fit released (arrays, or the arrays among the
+    attributes of a fitted object, tuple or dict), for the ledger's result hash."""
+    h = hashlib.sha256()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, np.ndarray):
+            h.update(str((value.dtype, value.shape)).encode())
+            h.update(np.ascontiguousarray(value).tobytes())
+        elif isinstance(value, tuple | list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for key in sorted(value, key=str):
+                walk(value[key])
+        elif isinstance(value, int | float | np.number):
+            h.update(repr(value).encode())
+        elif hasattr(value, "__dict__") and not isinstance(value, type):
+            walk({k: v for k, v in vars(value).items() if k.endswith("_")})
+
+    walk(result)
+    return h.hexdigest()
 
 
 def _scale(sensitivity: Fraction, epsilon: Fraction, size: int) -> Fraction:
-    """The grid Laplace scale for vectors of ``size`` coordinates (allowance: size)."""
-    return _closed_form_scale(lambda s: make_laplace(s, max_size=size), sensitivity, epsilon,
-                              Fraction(size))
+    """The grid Laplace scale for vectors of ``size`` coordinates: the one calibrated-noise
+    entry's (:func:`dpkit.mechanisms.make_noise`, output "grid")."""
+    return make_noise(sensitivity, epsilon=epsilon, output="grid", size=size).scale
 
 
 @lru_cache(maxsize=CACHE_SIZE)
@@ -101,11 +103,10 @@ def laplace_mechanism(sensitivity: Fraction, epsilon: Fraction, size: int) -> Me
     """The grid Laplace mechanism (:func:`dpkit.mechanisms.laplace.make_laplace`) for
     vectors of at most ``size`` coordinates, at the scale of :func:`_scale`. Built once per
     (Δ, ε, size), all public and data-free: a cached mechanism holds no data and no noise,
-    and its privacy map is checked again, PureDP(ε) at Δ, before it is returned."""
-    mechanism = make_laplace(_scale(sensitivity, epsilon, size), max_size=size)
-    if not mechanism.check(sensitivity, PureDP(epsilon)):  # _scale guarantees it
-        raise MeasureError(f"Laplace calibration failed at Δ = {sensitivity}, ε = {epsilon}")
-    return mechanism
+    and :func:`~dpkit.mechanisms.make_noise` checks its privacy map, PureDP(ε) at Δ, before
+    it is returned (MeasureError otherwise)."""
+    return make_noise(sensitivity, epsilon=epsilon, output="grid", size=size,
+                      scale=_scale(sensitivity, epsilon, size))
 
 
 def laplace_noise(values: Any, sensitivity: Number, epsilon: Fraction) -> np.ndarray:
@@ -118,13 +119,11 @@ def laplace_noise(values: Any, sensitivity: Number, epsilon: Fraction) -> np.nda
     return np.asarray(mechanism(arr), dtype=np.float64).reshape(arr.shape)
 
 
-@lru_cache(maxsize=CACHE_SIZE)
 def vector_laplace_scale(sensitivity: Fraction, epsilon: Fraction, dim: int) -> Fraction:
     """The vector mechanism's scale (:func:`dpkit.mechanisms.vector.make_vector_laplace`)
-    whose privacy map at L2 sensitivity Δ₂ is ≤ ε (:func:`_closed_form_scale`, allowance √d
-    rounded up). Cached per (Δ₂, ε, d)."""
-    return _closed_form_scale(lambda t: make_vector_laplace(t, dim), sensitivity, epsilon,
-                              sqrt_up(Fraction(dim)))
+    whose privacy map at L2 sensitivity Δ₂ is ≤ ε: :func:`dpkit.mechanisms.make_noise`'s
+    (norm "l2", output "grid", size d; cached there)."""
+    return make_noise(sensitivity, epsilon=epsilon, norm="l2", output="grid", size=dim).scale
 
 
 @cache

@@ -8,6 +8,7 @@ Ledger            persistent record (SQLite file or PostgreSQL via SQLAlchemy) o
                   with an atomic check-and-debit before any noise is drawn, idempotency keys
                   bound to their request, and a keyed hash chain over every change
 IdempotentReplay  raised by ``Ledger.debit`` when a key already has a recorded answer
+LedgerAccountant  the :class:`~dpkit.core.accountant.Accountant` over a ledger's dataset
 
 Modules: ``registry`` (the Ledger), ``schema`` (tables, migrations), ``chain`` (keyed links
 and row MACs), ``store`` (writing them), ``integrity`` (``verify``: replay the chain, check
@@ -15,6 +16,7 @@ every row), ``rechain`` (chaining a version-1 or -2 ledger), ``keys`` (where the
 lives), ``codec`` (exact losses as text), ``plot`` (burn-down).
 """
 
+from dpkit.ledger.accountant import LedgerAccountant
 from dpkit.ledger.registry import IdempotentReplay, Ledger
 
-__all__ = ["Ledger", "IdempotentReplay"]
+__all__ = ["Ledger", "LedgerAccountant", "IdempotentReplay"]

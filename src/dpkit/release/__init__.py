@@ -6,7 +6,9 @@
   sensitivity, least squares, the matrix mechanism's expected-error formula.
 - :mod:`~dpkit.release.histogram` — :func:`release_histogram`, :func:`make_histogram_release`,
   the algorithm registry.
-- :mod:`~dpkit.release.session` — ``Session.query().release_histogram(column, bins, method)``.
+- :mod:`~dpkit.release.session` — the query namespace ``query.publish``:
+  ``Session.query().publish.histogram(column, bins, method, epsilon=…)`` and
+  ``….publish.pmw(spec, epsilon=…, alpha=…)`` (registered when this package is imported).
 - algorithms: :mod:`~dpkit.release.basic` (identity, uniform),
   :mod:`~dpkit.release.hierarchical` (H_b, HB), :mod:`~dpkit.release.wavelet` (Privelet),
   :mod:`~dpkit.release.partition` (DAWA, NoiseFirst, StructureFirst, P-HPartition; on 2-D
@@ -21,7 +23,7 @@
   :mod:`~dpkit.release.pmw` (private multiplicative weights, online).
 """
 
-# importing the algorithm modules registers them
+# importing the algorithm modules registers them; importing session registers query.publish
 from dpkit.release import (  # noqa: F401
     basic,
     grid2d,
@@ -29,6 +31,7 @@ from dpkit.release import (  # noqa: F401
     hilbert,
     matrix,
     partition,
+    session,
     wavelet,
 )
 from dpkit.release.histogram import (

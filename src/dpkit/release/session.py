@@ -1,5 +1,7 @@
-"""Histogram release on a column of a :class:`~dpkit.frame.Session` (interface mode in, a
-non-interactive release out)."""
+"""Histogram release and private multiplicative weights on a :class:`~dpkit.frame.Session`
+query (interface mode in, a non-interactive release out), offered as the query namespace
+``query.publish`` (:class:`ReleaseNamespace`, registered when :mod:`dpkit.release` is
+imported; ``frame`` never imports ``release``)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ import polars as pl
 
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
-from dpkit.frame import aggregates, engine
+from dpkit.frame import aggregates, engine, register_query_namespace
 from dpkit.release.histogram import HistogramRelease, release_histogram
 
-__all__ = ["release_query_histogram", "pmw_query", "SessionPMW"]
+__all__ = ["ReleaseNamespace", "release_query_histogram", "pmw_query", "SessionPMW"]
 
 
 def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
@@ -88,7 +90,7 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
         return replace(out, epsilon=eps, labels=tuple(hist.labels()))
 
     description = f"{q.describe()} released by {method}"
-    return session.run_debited(session._total_loss(planned, None), description, compute,
+    return session.run_debited(session.total_loss(planned, None), description, compute,
                                lambda r: hashlib.sha256(r.counts.tobytes()).hexdigest())
 
 
@@ -234,7 +236,7 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
 
     # everything that can be checked is checked now, before the debit, on zero rows
     engine.check_columns(lf.collect_schema(), list(spec))
-    empty = engine._to_polars(lf.select(list(spec)).head(0).collect())
+    empty = engine.to_polars(lf.select(list(spec)).head(0).collect())
     try:
         codec = Codec.declare(empty, spec)
         codec.encode(empty.filter(in_domain(spec)))
@@ -246,7 +248,7 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
 
     def compute() -> SessionPMW:
         bounded = engine.bound_contributions(lf, unit, list(spec), [])
-        table = engine._to_polars(bounded.collect())
+        table = engine.to_polars(bounded.collect())
         # rows outside the declared domain are dropped (a filter: 1-stable), never an error
         codes = records(codec.encode(table.filter(in_domain(spec))), codec.domain)
         pmw = PrivateMultiplicativeWeights(codes, codec.domain, eps, alpha,
@@ -254,5 +256,40 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
         return SessionPMW(pmw, codec, eps)
 
     description = f"{q.describe()} via private multiplicative weights (α={alpha})"
-    return session.run_debited(session._total_loss(planned, None), description, compute,
+    return session.run_debited(session.total_loss(planned, None), description, compute,
                                lambda r: f"pmw over {r.pmw.domain.size()} cells")
+
+
+@register_query_namespace("publish")
+class ReleaseNamespace:
+    """``query.publish``: the :mod:`dpkit.release` algorithms on a session query.
+
+    ``session.query().filter(…).publish.histogram("age", bins, "hb", epsilon=1)`` or
+    ``….publish.pmw(spec, epsilon=1, alpha=50)``; each debits the session once, before any
+    row is read (see :func:`release_query_histogram`, :func:`pmw_query`).
+
+    Attributes
+    ----------
+    query : dpkit.frame.Query
+        The query the namespace was read from.
+    """
+
+    def __init__(self, query: Any) -> None:
+        self.query = query
+
+    def histogram(self, column: str, bins: Sequence[Number], method: str = "hb", *,
+                  epsilon: Number, **options: Any) -> HistogramRelease:
+        """Release the histogram of ``column`` over the bin edges ``bins`` once, with a
+        non-interactive algorithm (``method``: "identity", "hb", "privelet", …; see
+        :func:`dpkit.release.methods`), so that any range query is answered from it for
+        free. Spends ``epsilon`` (nats); parameters, privacy argument and errors as
+        :func:`release_query_histogram`."""
+        return release_query_histogram(self.query, column, bins, method, epsilon=epsilon,
+                                       **options)
+
+    def pmw(self, spec: Mapping[str, Any], *, epsilon: Number, alpha: Number,
+            **options: Any) -> SessionPMW:
+        """Private multiplicative weights over the query's rows for interactive counting
+        queries (``result.count(column=[values], …)``), debiting ``epsilon`` (nats) once, now;
+        parameters, privacy argument and errors as :func:`pmw_query`."""
+        return pmw_query(self.query, spec, epsilon=epsilon, alpha=alpha, **options)

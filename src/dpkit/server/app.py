@@ -51,7 +51,7 @@ from dpkit.errors import (
 )
 from dpkit.frame.query import Query
 from dpkit.frame.session import Session
-from dpkit.ledger import IdempotentReplay, Ledger
+from dpkit.ledger import Ledger
 from dpkit.server import protocol
 from dpkit.server.config import ConfigError, DatasetConfig, ServerConfig, load_config
 from dpkit.server.middleware import BodyLimitMiddleware, RequestLogMiddleware, configure_logging
@@ -140,22 +140,6 @@ class Served:
     source: Source
 
 
-class _ServerSession(Session):
-    """A session that remembers what its release debited: (release id, loss), with loss
-    None for an idempotent replay."""
-
-    outcome: tuple[int | None, PrivacyLoss | None] | None = None
-
-    def _debit(self, loss: PrivacyLoss, *args: Any, **kwargs: Any) -> int | None:
-        try:
-            release_id = super()._debit(loss, *args, **kwargs)
-        except IdempotentReplay as replay:
-            self.outcome = (replay.release_id, None)
-            raise
-        self.outcome = (release_id, loss)
-        return release_id
-
-
 class ServerState:
     """The ledger and the datasets, opened once per worker process."""
 
@@ -176,11 +160,11 @@ class ServerState:
             self.close()
             raise
 
-    def session(self, served: Served, data: Any, analyst: str) -> _ServerSession:
+    def session(self, served: Served, data: Any, analyst: str) -> Session:
         """A session for one request (cheap: the data is already loaded or opened)."""
         c = served.config
         try:
-            return _ServerSession(data, c.privacy_unit, c.budget, ledger=self.ledger,
+            return Session(data, c.privacy_unit, c.budget, ledger=self.ledger,
                                   dataset=c.name, analyst=analyst)
         except Exception as exc:
             raise _refusal(exc) from exc
@@ -485,14 +469,14 @@ def _plan_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: kwargs[k] for k in ("epsilon", "rho", "delta", "split") if k in kwargs}
 
 
-def _explain(state: ServerState, session: _ServerSession, query: Query,
+def _explain(state: ServerState, session: Session, query: Query,
              kwargs: dict[str, Any], analyst: str) -> dict[str, Any]:
     try:
         plan = _plan_kwargs(kwargs)
         confidence = kwargs["confidence"]
         _, planned = query.plan(**plan)
         text = query.explain(**plan, confidence=confidence)
-        total = session._total_loss(planned, query.selection)
+        total = session.total_loss(planned, query.selection)
     except Exception as exc:
         raise _refusal(exc) from exc
     beta = 1 - confidence
@@ -514,25 +498,27 @@ def _explain(state: ServerState, session: _ServerSession, query: Query,
             "affordable": bool(total <= remaining)}
 
 
-def _release(session: _ServerSession, query: Query, kwargs: dict[str, Any]) -> pl.DataFrame:
+def _release(session: Session, query: Query, kwargs: dict[str, Any]) -> pl.DataFrame:
     try:
         return query.release(**kwargs)
     except Exception as exc:
-        if session.outcome is None or session.outcome[1] is None:
+        outcome = session.accountant.last  # what this release debited, if anything
+        if outcome is None or outcome.loss is None:
             raise _refusal(exc) from exc  # refused before (or instead of) a debit
         # debited, then failed: the loss stands and nothing is returned; the error's text
         # may describe data, so only its type is logged
         logging.getLogger("dpkit.server").error(
             "release failed after its debit", exc_info=exc,
-            extra={"fields": {"release_id": session.outcome[0]}})
+            extra={"fields": {"release_id": outcome.release_id}})
         raise ApiError(500, "ReleaseFailed", "the release failed after its loss was debited "
-                       "(the loss stands); no result", release_id=session.outcome[0]
+                       "(the loss stands); no result", release_id=outcome.release_id
                        ) from None
 
 
-def _release_response(request: Request, session: _ServerSession, frame: pl.DataFrame
+def _release_response(request: Request, session: Session, frame: pl.DataFrame
                       ) -> dict[str, Any]:
-    release_id, loss = session.outcome or (None, None)
+    outcome = session.accountant.last
+    release_id, loss = (outcome.release_id, outcome.loss) if outcome else (None, None)
     spent = loss if loss is not None else session.measure.zero()
     _note(request, release_id=release_id, loss=str(spent), replayed=loss is None)
     return {"release_id": release_id, "replayed": loss is None, "loss": _loss_json(spent),

@@ -315,12 +315,12 @@ def _apply_step(query: Query, step: Any) -> Query:
     if any(n.startswith("__dpkit") for n in names):
         raise ProtocolError("column names starting with '__dpkit' are reserved")
     if isinstance(step, FilterStep):
-        schema = query._schema()[1]
+        schema = query.schema()
         if _kind(step.expr, schema) != "boolean":
             raise ProtocolError("filter: the expression must be a condition (true/false)")
         return query.filter(compile_expr(step.expr, schema))
     if isinstance(step, WithColumnsStep):
-        schema = query._schema()[1]
+        schema = query.schema()
         return query.with_columns(**{k: compile_expr(v, schema)
                                      for k, v in step.columns.items()})
     if isinstance(step, ClampStep):
@@ -335,7 +335,7 @@ def _apply_step(query: Query, step: Any) -> Query:
             raise ProtocolError("map: repeated source values")
         return query.map(step.column, dict(step.mapping), default=step.default, name=step.name)
     if isinstance(step, FillNullStep):
-        schema = query._schema()[1]
+        schema = query.schema()
         column = _kind(ColExpr(col=step.column), schema)
         if _kind(LitExpr(lit=step.value), schema) != column:
             raise ProtocolError(f"fill_null: {step.column!r} holds {column} values; the fill "

@@ -1,0 +1,247 @@
+"""The one accountant: check and debit a privacy loss atomically, run, record the outcome.
+
+Every front end (sessions, ``dpkit.release`` on a session, ``dpkit.learn``, the server, and
+modules to come) charges through an :class:`Accountant`, so the rules of DESIGN.md §3.5
+hold in one place:
+
+1. the loss is checked against every cap and debited atomically *before* anything is
+   computed (``BudgetExceededError`` debits nothing);
+2. ``compute`` runs only after the debit; a failure marks the release ``failed`` and never
+   refunds; the caller gets :class:`~dpkit.errors.ReleaseFailedError`, whose text names no
+   data value (the original may quote the data);
+3. an idempotency key already answered returns the recorded answer instead of fresh noise
+   (:class:`~dpkit.errors.IdempotentReplay` from the store, turned into a replay here);
+4. no release runs under a seeded test stream (:func:`dpkit.core.rng.require_secure`).
+
+Implementations: :class:`FilterAccountant` (an in-memory :class:`PrivacyFilter`),
+:class:`ParallelAccountant` (PINQ's partition: the maximum over parts, McSherry 2009,
+Thm 4) and ``dpkit.ledger.LedgerAccountant`` (the persistent epsilon registry).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from dpkit.core import rng
+from dpkit.core.compose import PrivacyFilter
+from dpkit.core.composition import parallel_composition
+from dpkit.core.measures import PrivacyLoss, convert
+from dpkit.errors import DomainError, IdempotentReplay, ReleaseFailedError
+
+__all__ = ["Accountant", "Outcome", "FilterAccountant", "ParallelAccountant", "as_accountant"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the last :meth:`Accountant.run` debited: the release id (None without a ledger)
+    and the loss (None for an idempotent replay, which debits nothing)."""
+
+    release_id: int | None
+    loss: PrivacyLoss | None
+
+
+class Accountant(ABC):
+    """Check-and-debit, run, mark, never refund (module docstring).
+
+    Subclasses implement :meth:`debit` (atomic check and debit; may raise
+    ``BudgetExceededError`` or ``IdempotentReplay``), :meth:`mark` and the budget
+    properties; :meth:`run` is the one road every release takes.
+
+    Attributes
+    ----------
+    last : Outcome or None
+        What the most recent :meth:`run` debited (for the server's response).
+    """
+
+    last: Outcome | None = None
+
+    @property
+    @abstractmethod
+    def budget(self) -> PrivacyLoss:
+        """The cap in force (the dataset's lifetime cap for a ledger)."""
+
+    @property
+    @abstractmethod
+    def spent(self) -> PrivacyLoss:
+        """Everything debited so far, exact, in :attr:`measure`."""
+
+    @property
+    def measure(self) -> type[PrivacyLoss]:
+        return type(self.budget)
+
+    @property
+    def remaining(self) -> PrivacyLoss:
+        return self.budget - self.spent  # type: ignore[operator]
+
+    @abstractmethod
+    def debit(self, loss: PrivacyLoss, description: str, *,
+              idempotency_key: str | None = None, noise: str | None = None) -> int | None:
+        """Check ``loss`` against every cap and debit it atomically; the release id."""
+
+    def mark(self, release_id: int | None, status: str, digest: str | None = None,
+             stored: str | None = None) -> None:
+        """Record a debited release's outcome (``released`` or ``failed``); an in-memory
+        accountant keeps none."""
+        return None
+
+    def run(self, loss: PrivacyLoss, description: str, compute: Callable[[], T], *,
+            digest: Callable[[T], str] | None = None,
+            store: Callable[[T], str] | None = None,
+            replay: Callable[[str], T] | None = None,
+            idempotency_key: str | None = None, noise: str | None = None) -> T:
+        """Debit ``loss``, then run ``compute()`` and record its outcome.
+
+        Parameters
+        ----------
+        loss : PrivacyLoss
+            Converted to the accountant's measure (``MeasureError`` if it cannot be).
+        description : str
+            The canonical text of the release (stored in the ledger).
+        compute : callable
+            The data side and the noise; runs only after the debit.
+        digest, store : callable, optional
+            The result's digest and, with an idempotency key, its stored text.
+        replay : callable, optional
+            Turns a stored text back into a result (an idempotent replay).
+        idempotency_key : str, optional
+            A retry with the same key (and the same request) returns the recorded answer.
+        noise : str, optional
+            The noise plan (mechanisms and scales) for the ledger.
+
+        Raises
+        ------
+        BudgetExceededError
+            Before anything runs; nothing is debited.
+        IdempotentReplay
+            If the key was answered but nothing can be replayed (no stored answer).
+        ReleaseFailedError
+            If ``compute`` fails after the debit (the loss stands).
+        """
+        rng.require_secure()  # a seeded test stream never reaches a debit or a release
+        charged = convert(loss, self.measure)
+        try:
+            release_id = self.debit(charged, description, idempotency_key=idempotency_key,
+                                    noise=noise)
+        except IdempotentReplay as answered:
+            self.last = Outcome(answered.release_id, None)
+            if answered.result is None or replay is None:
+                raise
+            return replay(answered.result)
+        self.last = Outcome(release_id, charged)
+        try:
+            result = compute()
+        except BaseException as exc:
+            self.mark(release_id, "failed")
+            if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+                raise
+            # a Polars panic is a BaseException too; any text may quote the data
+            raise ReleaseFailedError(release_id, type(exc).__name__) from None
+        self.mark(release_id, "released", digest(result) if digest else None,
+                  store(result) if store and idempotency_key is not None else None)
+        return result
+
+
+class FilterAccountant(Accountant):
+    """An in-memory budget (a :class:`~dpkit.core.compose.PrivacyFilter`); idempotency keys
+    need a ledger (``DomainError``)."""
+
+    def __init__(self, budget: PrivacyLoss | PrivacyFilter) -> None:
+        self.filter = budget if isinstance(budget, PrivacyFilter) else PrivacyFilter(budget)
+
+    @property
+    def budget(self) -> PrivacyLoss:
+        return self.filter.budget
+
+    @property
+    def spent(self) -> PrivacyLoss:
+        return self.filter.spent
+
+    def debit(self, loss: PrivacyLoss, description: str, *,
+              idempotency_key: str | None = None, noise: str | None = None) -> int | None:
+        if idempotency_key is not None:
+            raise DomainError("idempotency keys need a ledger (the recorded answer lives there)")
+        self.filter.spend(loss)
+        return None
+
+
+class ParallelAccountant(Accountant):
+    """PINQ's partition (McSherry 2009, Thm 4): releases on disjoint parts of the data are
+    charged to ``parent`` as the *maximum* over parts of what each part has spent, debited
+    as that maximum grows (ε, (ε, δ) componentwise, or ρ). ``part`` names the part."""
+
+    def __init__(self, parent: Accountant) -> None:
+        self.parent = parent
+        self.parts: dict[str, PrivacyLoss] = {}
+
+    @property
+    def budget(self) -> PrivacyLoss:
+        return self.parent.budget
+
+    @property
+    def spent(self) -> PrivacyLoss:
+        return self.parent.spent
+
+    def for_part(self, key: Any) -> _Part:
+        """The accountant of one part."""
+        return _Part(self, repr(key))
+
+    def debit_part(self, part: str, loss: PrivacyLoss, description: str,
+                   noise: str | None) -> int | None:
+        zero = self.measure.zero()
+        after = dict(self.parts)
+        after[part] = self.parts.get(part, zero) + loss
+        before = parallel_composition(list(self.parts.values())) if self.parts else zero
+        grows = parallel_composition(list(after.values())) - before  # type: ignore[operator]
+        release_id = self.parent.debit(grows, f"{description} [part {part}]", noise=noise)
+        self.parts = after
+        return release_id
+
+    def debit(self, loss: PrivacyLoss, description: str, *,
+              idempotency_key: str | None = None, noise: str | None = None) -> int | None:
+        raise DomainError("debit a partition through one of its parts (for_part)")
+
+    def mark(self, release_id: int | None, status: str, digest: str | None = None,
+             stored: str | None = None) -> None:
+        self.parent.mark(release_id, status, digest, stored)
+
+
+class _Part(Accountant):
+    def __init__(self, partition: ParallelAccountant, name: str) -> None:
+        self.partition, self.name = partition, name
+
+    @property
+    def budget(self) -> PrivacyLoss:
+        return self.partition.budget
+
+    @property
+    def spent(self) -> PrivacyLoss:
+        return self.partition.spent
+
+    def debit(self, loss: PrivacyLoss, description: str, *,
+              idempotency_key: str | None = None, noise: str | None = None) -> int | None:
+        if idempotency_key is not None:
+            raise DomainError("idempotency keys are not supported inside a partition")
+        return self.partition.debit_part(self.name, loss, description, noise)
+
+    def mark(self, release_id: int | None, status: str, digest: str | None = None,
+             stored: str | None = None) -> None:
+        self.partition.mark(release_id, status, digest, stored)
+
+
+def as_accountant(value: Any) -> Accountant:
+    """An :class:`Accountant` from what front ends accept: an accountant, a
+    :class:`~dpkit.core.compose.PrivacyFilter`, or anything with an ``accountant``
+    attribute (a :class:`~dpkit.frame.Session`)."""
+    if isinstance(value, Accountant):
+        return value
+    if isinstance(value, PrivacyFilter):
+        return FilterAccountant(value)
+    inner = getattr(value, "accountant", None)
+    if isinstance(inner, Accountant):
+        return inner
+    raise DomainError("accountant must be a dpkit Accountant, a PrivacyFilter or a Session")
