@@ -90,8 +90,9 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
         return replace(out, epsilon=eps, labels=tuple(hist.labels()))
 
     description = f"{q.describe()} released by {method}"
-    return session.run_debited(session.total_loss(planned, None), description, compute,
-                               lambda r: hashlib.sha256(r.counts.tobytes()).hexdigest())
+    return session.accountant.run(
+        session.total_loss(planned, None), description, compute,
+        digest=lambda r: hashlib.sha256(r.counts.tobytes()).hexdigest())
 
 
 class SessionPMW:
@@ -256,8 +257,8 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
         return SessionPMW(pmw, codec, eps)
 
     description = f"{q.describe()} via private multiplicative weights (α={alpha})"
-    return session.run_debited(session.total_loss(planned, None), description, compute,
-                               lambda r: f"pmw over {r.pmw.domain.size()} cells")
+    # nothing is released at the debit (answers come later, each from the hypothesis)
+    return session.accountant.run(session.total_loss(planned, None), description, compute)
 
 
 @register_query_namespace("publish")

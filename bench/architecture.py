@@ -1,0 +1,108 @@
+"""The architecture figures of issue 17, measured on any checkout of dpkit's source.
+
+    python bench/architecture.py [SRC_ROOT]          (default: this checkout's src/)
+
+Prints: the places outside ``dpkit.mechanisms`` (and ``dpkit.core``) that compute a noise
+scale, the accounting paths (calls that debit a budget outside the accountants), lines of
+``src/``, the largest module, and the import cycles between packages (the layer test's
+graph, ``tests/test_layers.py``). For "before", run it on an older tree, e.g.
+``git archive <commit> src | tar -x -C /tmp/old`` then ``python bench/architecture.py
+/tmp/old/src``.
+
+A noise-scale "place" is a call site of a calibration primitive (``calibrate_scale``,
+``representable_scale``, ``gaussian_sigma``, ``_closed_form_scale``, ``grid_exponent``), a
+float round trip ``fraction_up(float(…/…))``, a hand-written ``scale = …/ε`` (not through
+``make_noise``/``make_selection``), or a noise constructor or sampler given a scale the
+caller computed.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+PRIMITIVES = {"calibrate_scale", "representable_scale", "gaussian_sigma", "_closed_form_scale",
+              "grid_exponent"}
+NOISE = {"make_laplace", "make_discrete_laplace", "make_gaussian", "make_discrete_gaussian",
+         "make_vector_laplace", "make_geometric", "discrete_laplace", "discrete_gaussian",
+         "geometric"}
+DEBITS = {"spend", "debit", "run_debited", "_debit", "_debit_part"}
+ACCOUNTANTS = ("dpkit/core/accountant.py", "dpkit/core/compose.py", "dpkit/ledger/")
+
+
+def _name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def scale_sites(root: Path) -> list[tuple[str, int, str]]:
+    sites = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel.startswith("dpkit/core/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and re.fullmatch(r"(\w*_)?(scale|sigma)", t.id)
+                    for t in node.targets) and any(
+                    isinstance(b, ast.BinOp) and isinstance(b.op, ast.Div)
+                    for b in ast.walk(node.value)) and re.search(
+                    r"eps|rho|sens|delta", ast.unparse(node.value)) and not re.search(
+                    r"make_noise\(|make_selection\(", ast.unparse(node.value)):
+                sites.append((rel, node.lineno, "scale = …/…"))
+            if not isinstance(node, ast.Call):
+                continue
+            n = _name(node.func)
+            text = ast.unparse(node.args[0]) if node.args else ""
+            if n == "fraction_up" and "float(" in text and "/" in text:
+                sites.append((rel, node.lineno, "fraction_up(float(…/…))"))
+            elif n in PRIMITIVES or n in NOISE:
+                sites.append((rel, node.lineno, n))
+    return sites
+
+
+def debit_sites(root: Path) -> list[tuple[str, int, str]]:
+    """Calls that debit a budget, outside the accountants themselves."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel.startswith(ACCOUNTANTS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and _name(node.func) in DEBITS:
+                out.append((rel, node.lineno, _name(node.func)))
+    return out
+
+
+def main() -> None:
+    here = Path(__file__).resolve().parents[1]
+    src = Path(sys.argv[1]) if len(sys.argv) > 1 else here / "src"
+    root = src / "dpkit"
+    sites = scale_sites(root)
+    outside = [s for s in sites if not s[0].startswith("dpkit/mechanisms/")]
+    print("noise-scale places outside dpkit.mechanisms:")
+    for s in outside:
+        print(f"  {s[0]}:{s[1]}: {s[2]}")
+    print(f"  total: {len(outside)} in {len({s[0] for s in outside})} files "
+          f"(inside dpkit.mechanisms: {len(sites) - len(outside)})")
+    debits = debit_sites(root)
+    print("debits outside the accountants:")
+    for s in debits:
+        print(f"  {s[0]}:{s[1]}: {s[2]}")
+    print(f"  total: {len(debits)}")
+    lines = Counter({p.relative_to(src).as_posix(): len(p.read_text().splitlines())
+                     for p in root.rglob("*.py")})
+    name, most = lines.most_common(1)[0]
+    print(f"lines of src: {sum(lines.values())}; largest module: {name} ({most} lines)")
+    sys.path.insert(0, str(here / "tests"))
+    import test_layers  # the layer test's own graph
+
+    report = test_layers.check(root)
+    cycles = test_layers.cycles(report.graph)
+    print(f"package import cycles: {len(cycles)} {cycles if cycles else ''}")
+
+
+if __name__ == "__main__":
+    main()
