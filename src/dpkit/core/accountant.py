@@ -59,6 +59,7 @@ class Accountant(ABC):
     """
 
     last: Outcome | None = None
+    records: bool = False  # keeps outcomes (digests, stored answers): a ledger does
 
     @property
     @abstractmethod
@@ -141,8 +142,9 @@ class Accountant(ABC):
                 raise
             # a Polars panic is a BaseException too; any text may quote the data
             raise ReleaseFailedError(release_id, type(exc).__name__) from None
-        self.mark(release_id, "released", digest(result) if digest else None,
-                  store(result) if store and idempotency_key is not None else None)
+        if self.records:
+            self.mark(release_id, "released", digest(result) if digest else None,
+                      store(result) if store and idempotency_key is not None else None)
         return result
 
 
@@ -176,6 +178,7 @@ class ParallelAccountant(Accountant):
 
     def __init__(self, parent: Accountant) -> None:
         self.parent = parent
+        self.records = parent.records
         self.parts: dict[str, PrivacyLoss] = {}
 
     @property
@@ -213,6 +216,7 @@ class ParallelAccountant(Accountant):
 class _Part(Accountant):
     def __init__(self, partition: ParallelAccountant, name: str) -> None:
         self.partition, self.name = partition, name
+        self.records = partition.records
 
     @property
     def budget(self) -> PrivacyLoss:

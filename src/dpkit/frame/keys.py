@@ -62,6 +62,8 @@ def _convert(values: pl.Series, dtype: Any, column: str, what: str) -> pl.Series
         raise DomainError(f"{what} for {column!r} contain NaN, which matches no row")
     polars_type = isinstance(dtype, pl.DataType) or (
         isinstance(dtype, type) and issubclass(dtype, pl.DataType))
+    if str(values.dtype) == str(dtype):  # already the column's type: nothing to convert
+        return values.rename(column) + 0.0 if values.dtype.is_float() else values.rename(column)
     frame = nw.from_native(pl.DataFrame({"k": values}))
     try:
         converted = values.cast(dtype) if polars_type else nw.to_native(

@@ -41,6 +41,7 @@ class Query:
     session: Session
     steps: tuple[Step, ...] = ()
     keys: pl.DataFrame | None = None
+    keys_digest: str = ""  # of the canonical keys, for describe()
     aggs: tuple[aggregates.Aggregation, ...] = ()
     group_columns: tuple[str, ...] = ()
     selection: PartitionSelection | None = None
@@ -248,7 +249,8 @@ class Query:
             selection.loss()  # validate now
             return replace(self, keys=None, group_columns=tuple(columns), selection=selection)
         frame = canonical_keys(_keyset(list(columns), keys), self._schema()[1])
-        return replace(self, keys=frame, group_columns=tuple(columns), selection=None)
+        return replace(self, keys=frame, keys_digest=_digest(frame),
+                       group_columns=tuple(columns), selection=None)
 
     # -- aggregations ----------------------------------------------------------------
     def agg(self, *aggs: aggregates.Aggregation) -> Query:
@@ -324,7 +326,10 @@ class Query:
         lf, schema = self._schema()
         needed = self.columns()
         if self.keys is not None:  # the steps may have changed the columns' types since
-            canonical_keys(self.keys, schema)
+            if any(str(self.keys.schema[c]) != str(schema[c]) for c in self.keys.columns
+                   if c in schema):
+                canonical_keys(self.keys, schema)  # a later step changed a key column's type
+            engine.check_columns(schema, self.keys.columns)
         if self.selection is not None and self.session.measure is not ApproxDP:
             raise MeasureError("private partition selection spends (ε, δ): use a session "
                                "with an ApproxDP budget, or public keys=")
@@ -504,7 +509,7 @@ class Query:
                  for op, args, kwargs in self.steps]
         if self.keys is not None:  # the digest binds idempotency keys to the key values
             parts.append(f"group_by({', '.join(self.keys.columns)}; {len(self.keys)} keys "
-                         f"{_digest(self.keys)})")
+                         f"{self.keys_digest or _digest(self.keys)})")
         elif self.selection is not None:
             s = self.selection
             parts.append(f"group_by({', '.join(self.group_columns)}; selection={s.method}, "

@@ -28,6 +28,8 @@ class LedgerAccountant(Accountant):
         Who spends: their grant's cap applies too.
     """
 
+    records = True
+
     def __init__(self, ledger: Ledger | str | Path, dataset: str,
                  analyst: str | None = None) -> None:
         self.ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
