@@ -8,6 +8,7 @@ record_sensitivity    grey-box check of a transformation's declared stability
 neighbouring_tables   stress pairs of tables one unit apart
 CASES                 the registered mechanisms with their neighbours and broken variants
 run_audit             histogram test + lower bound for one registered case
+audit_release         both tests on a whole release pipeline (a Session query, a server request)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from dpkit.audit.registry import CASES, AuditCase, claimed_epsilon_delta
+from dpkit.audit.release import ReleaseAudit, audit_release
 from dpkit.audit.sensitivity import (
     SensitivityReport,
     neighbouring_tables,
@@ -41,6 +43,8 @@ __all__ = [
     "AuditResult",
     "claimed_epsilon_delta",
     "run_audit",
+    "audit_release",
+    "ReleaseAudit",
 ]
 
 
