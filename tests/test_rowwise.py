@@ -274,7 +274,7 @@ _DURATION = [c("dur").dt.total_days(), c("dur").dt.total_hours(),
              c("t") - c("tus"), c("dur") * 2, -c("dur"), c("dur").abs()]
 ACCEPTED = [
     # arithmetic (integers wrap; x // 0 and x % 0 are null), comparisons, logic
-    c("age") + 1, c("age") - c("fnlwgt"), c("age") * 3, c("age") / 0, c("age") // 0,
+    c("age") + 1, c("age") - c("fnlwgt"), c("age") * 3, c("age") / c("fnlwgt"), c("age") // 0,
     c("age") % 0, -c("age"), c("age").abs(), c("x") ** 2, c("age").pow(2), c("x").pow(0.5),
     c("i128") * 2, c("u") + c("i8"), (c("age") == 39) & (c("fnlwgt") == 77516),
     (c("age") != 1) | ~(c("x") < 2) ^ (c("x") >= 0), c("age").eq_missing(None),
@@ -331,7 +331,7 @@ ACCEPTED = [
     pl.all().exclude("l"), pl.lit(1), pl.lit("x"), pl.lit(None), pl.lit(dt.date(2020, 1, 1)),
     pl.lit([1, 2]),
     # narwhals
-    nw.col("x").clip(0.0, 1.0), (nw.col("x") / 1e-300).floor() * 1e-300,
+    nw.col("x").clip(0.0, 1.0), (nw.col("x") * 1e300).floor() * 1e-300,
     nw.sum_horizontal((nw.col("x") >= 1).cast(nw.Int64)), nw.col("s").fill_null("?"),
     nw.col("s").replace_strict(["a"], ["b"], default=None), ~nw.col("s").is_null(),
     nw.when(nw.col("x") > 0).then(nw.lit(1.0, nw.Float64)).otherwise(nw.col("x")),

@@ -466,6 +466,9 @@ class Quantile(ColumnAggregation):
 
     def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
         kind = _require_numeric(schema, self.column, "quantile")
+        if schema[self.column] == nw.Boolean:  # the compiler's candidates are for numbers
+            raise ColumnError(f"quantile({self.column!r}) of a boolean column: release a "
+                              "count or a mean instead")
         self.level()
         lower, upper = _bounds(self.bounds, "quantile", self.column)
         first, step, m = self.grid(kind)
@@ -473,7 +476,7 @@ class Quantile(ColumnAggregation):
         x = clean.cast(nw.Float64).clip(float(lower), float(upper))
         # t = (x − c₀)/step; x = c_j ⇒ bin 2j + 1, c_{j−1} < x < c_j ⇒ bin 2j, so that
         # #{x < c_j} = Σ bins ≤ 2j and #{x ≤ c_j} = Σ bins ≤ 2j + 1
-        t = (x - first) / step
+        t = (x - first) * (1.0 / step)  # not / step: see Query.bin
         b = nw.when(t == t.floor()).then(t * 2 + 1).otherwise(t.ceil() * 2)
         return [Statistic(f"{prefix}q", "bins", bin_expr=b.clip(0, 2 * m - 1).cast(nw.Int64),
                           n_bins=2 * m)]

@@ -66,7 +66,9 @@ def _run_starts(frame: pl.DataFrame, columns: list[str]) -> np.ndarray:
         changed = pl.col(c).ne_missing(pl.col(c).shift(1))
         cond = changed if cond is None else cond | changed
     assert cond is not None
-    return np.asarray(frame.select(cond.fill_null(True)).to_series().to_numpy(), dtype=bool)
+    starts = np.asarray(frame.select(cond.fill_null(True)).to_series().to_numpy(), dtype=bool)
+    starts[:1] = True  # row 0 starts a run even when its values are null (shift gives null)
+    return starts
 
 
 def _changes(values: np.ndarray) -> np.ndarray:

@@ -94,7 +94,10 @@ class Query:
             raise DomainError("bin needs exactly one of edges= or width=")
         if width is not None:
             w = float(aggregates.positive_number(width, "width"))
-            return self._step("with_columns", **{out: (x / w).floor() * w})
+            # times the reciprocal, not / w: Polars' division by a constant rounds by the
+            # column's length (exact on 1-2 rows), which would make the step not row-wise
+            return self._step("with_columns",
+                              **{out: (x.cast(nw.Float64) * (1.0 / w)).floor() * w})
         e = aggregates.check_edges(edges)
         if len(e) == 2:
             lower = nw.lit(e[0], nw.Float64)

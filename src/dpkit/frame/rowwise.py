@@ -32,6 +32,7 @@ import decimal
 import functools
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -258,6 +259,21 @@ def _to_expr(node: Any) -> pl.Expr:
 
 
 # -- the allow-list walk ---------------------------------------------------------------------
+def _power_of_two(node: Any) -> bool:
+    """A literal ±2^k (its reciprocal is exact, so x / c = x · (1/c) on any number of rows)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            if item == 0 or not math.isfinite(item):
+                return False
+            mantissa, _ = math.frexp(abs(item))
+            return mantissa == 0.5
+    return False
+
+
 def _refuse(what: str, why: str = "") -> DomainError:
     return DomainError(
         f"{what}{why}: not on dpkit's list of row-wise operations (a step may only use "
@@ -329,6 +345,12 @@ def _vet(root: Any, found: _Found) -> None:
         elif kind == "BinaryExpr":
             if body["op"] not in BINARY_OPS:
                 raise _refuse(str(body["op"]))
+            if body["op"] == "TrueDivide" and isinstance(body["right"], dict) and (
+                    "Literal" in body["right"]) and not _power_of_two(body["right"]):
+                # Polars divides by a constant exactly on 1-2 rows and through its reciprocal
+                # on longer columns: a row's result would depend on the table's length
+                raise _refuse("division by a constant", " (its rounding depends on the "
+                              "number of rows in Polars; multiply by the reciprocal instead)")
             found.ops.append((body["op"], [body["left"], body["right"]]))
             stack.extend((body["left"], body["right"]))
         elif kind == "Ternary":

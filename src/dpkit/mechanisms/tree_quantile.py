@@ -88,6 +88,8 @@ def make_tree_quantile(cells: int, q: Number, epsilon: Number, sensitivity: Numb
     def release(hist: np.ndarray) -> np.ndarray:
         counts = np.asarray(hist, dtype=np.int64)
         groups = counts.shape[0]
+        if groups == 0:  # no group (e.g. none passed partition selection): nothing to draw
+            return np.zeros(0, dtype=np.int64)
         leaves = np.zeros((groups, b**depth), dtype=np.int64)
         leaves[:, :cells] = counts
         levels = []  # level l has b^l nodes; level `depth` is the leaves

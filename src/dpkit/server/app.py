@@ -410,6 +410,11 @@ def _dataset_info(state: ServerState, name: str, analyst: str) -> dict[str, Any]
 
 
 # -- queries ---------------------------------------------------------------------------------
+# errors of the engines while a query is built or checked (before any debit, reading no
+# row): a query the schema rejects, e.g. DuckDB's binder on mixed types
+_ENGINES = frozenset({"polars", "narwhals", "duckdb", "pyspark", "py4j"})
+
+
 def _refusal(exc: BaseException) -> ApiError:
     """The HTTP error for a query refused before any debit (no data was read)."""
     if isinstance(exc, ApiError):
@@ -421,7 +426,9 @@ def _refusal(exc: BaseException) -> ApiError:
         return ApiError(422, type(exc).__name__, str(exc))
     if isinstance(exc, DPError):
         return ApiError(500, type(exc).__name__, "internal error")
-    if isinstance(exc, TypeError | ValueError | KeyError | pl.exceptions.PolarsError):
+    engine_error = type(exc).__module__.split(".")[0].lstrip("_") in _ENGINES
+    if isinstance(exc, TypeError | ValueError | KeyError | pl.exceptions.PolarsError) or (
+            engine_error):
         # a query the schema rejects (e.g. a string compared with a number); the first line
         # only, as the rest describes the plan
         first = (str(exc).strip().splitlines() or [""])[0][:300]

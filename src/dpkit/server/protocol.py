@@ -333,6 +333,10 @@ def _apply_step(query: Query, step: Any) -> Query:
         old = [k for k, _ in step.mapping]
         if len(set(map(repr, old))) != len(old):
             raise ProtocolError("map: repeated source values")
+        schema = query.schema()
+        column = _kind(ColExpr(col=step.column), schema)
+        if any(_kind(LitExpr(lit=k), schema) != column for k in old):
+            raise ProtocolError(f"map: {step.column!r} holds {column} values; map those")
         return query.map(step.column, dict(step.mapping), default=step.default, name=step.name)
     if isinstance(step, FillNullStep):
         schema = query.schema()
@@ -538,7 +542,13 @@ def _compile(node: Any) -> Any:
         _arity(node.op, args, 2)
         a, b = (x.cast(nw.Float64) for x in args)
         if node.op == "/":  # x / 0 is null on every backend (Spark's ANSI mode raises)
-            return nw.when(b != 0).then(a / b)
+            divisor = node.args[1]
+            if isinstance(divisor, LitExpr) and isinstance(divisor.lit, int | float) and (
+                    not isinstance(divisor.lit, bool)):  # a reciprocal: Polars' x / c depends on n
+                c = float(divisor.lit)
+                return a * (1.0 / c) if c != 0 and math.isfinite(1.0 / c) else nw.lit(
+                    None, nw.Float64)
+            return nw.when(b != 0).then(a * (nw.lit(1.0) / b))
         return _CMP[node.op](a, b)
     if node.op in _CMP:
         _arity(node.op, args, 2)
