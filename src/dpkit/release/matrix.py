@@ -310,16 +310,17 @@ def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
     return limits(limits=1, user_api="blas")
 
 
-def _optimize_theta(gram: _Gram, p: int, restarts: int, generator: np.random.Generator,
+def _optimize_theta(gram: _Gram, p: int, restarts: int, generator: _Starts,
                     maxiter: int, init: np.ndarray | None = None) -> np.ndarray:
-    """OPT_0: the best Θ over ``restarts`` L-BFGS-B runs from U[0, 1) starts (plus ``init``
-    if given), never worse than Θ = 0 (the identity strategy)."""
+    """OPT_0: the best Θ over ``restarts`` L-BFGS-B runs from deterministic starts in
+    [0, 1) (:class:`_Starts`; plus ``init`` if given), never worse than Θ = 0 (the
+    identity strategy)."""
     with _one_blas_thread():
         return _optimize_theta_inner(gram, p, restarts, generator, maxiter, init)
 
 
 def _optimize_theta_inner(gram: _Gram, p: int, restarts: int,
-                          generator: np.random.Generator, maxiter: int,
+                          generator: _Starts, maxiter: int,
                           init: np.ndarray | None) -> np.ndarray:
     n = gram.n
     scale = max(float(gram.diag.sum()), 1e-300)
@@ -357,9 +358,31 @@ def _check_restarts(restarts: int) -> int:
     return int(restarts)
 
 
-def _rng(generator: np.random.Generator | int | None) -> np.random.Generator:
-    # Strategy search only (data-independent, published with the release): not noise.
-    return np.random.default_rng(0 if generator is None else generator)
+class _Starts:
+    """Deterministic starting points in [0, 1) for the strategy search: the additive
+    (Weyl) sequence frac(o + i·φ⁻¹), i = 0, 1, 2, … over every value handed out, φ the golden
+    ratio. The search is data-independent and published with the release, so it needs
+    spread-out starts, not randomness; noise and every random bit come from
+    :mod:`dpkit.core.rng` (DESIGN.md §3.1)."""
+
+    _STEP = (np.sqrt(5.0) - 1.0) / 2.0
+
+    def __init__(self, offset: int) -> None:
+        self.next = int(offset)
+
+    def random(self, shape: tuple[int, ...]) -> np.ndarray:
+        size = int(np.prod(shape))
+        index = self.next + np.arange(1, size + 1, dtype=np.float64)
+        self.next += size
+        return np.modf(index * self._STEP)[0].reshape(shape)
+
+
+def _rng(generator: np.random.Generator | int | None) -> _Starts:
+    """The start sequence; ``generator`` (an int, or a NumPy Generator of the caller's)
+    only chooses where in the sequence it begins."""
+    if isinstance(generator, np.random.Generator):
+        return _Starts(int(generator.integers(1 << 32)))
+    return _Starts(0 if generator is None else int(generator))
 
 
 def optimize_pidentity(WtW: np.ndarray, p: int, restarts: int = 4,
@@ -367,8 +390,9 @@ def optimize_pidentity(WtW: np.ndarray, p: int, restarts: int = 4,
                        maxiter: int = 1000) -> np.ndarray:
     """OPT_0 of HDMM: the p-Identity strategy A = [I; Θ]·diag(1/(1 + 1ᵀΘ)) minimising
     ‖W A⁺‖_F² = tr((AᵀA)⁻¹ WᵀW) over Θ ≥ 0 of shape (p, n), by L-BFGS-B from ``restarts``
-    random starts (``generator``: a NumPy Generator or seed, default seed 0 — strategy
-    selection is data-independent, so this is not privacy noise). Returns A, dense
+    starting points (:class:`_Starts`; ``generator``, an int or a NumPy Generator, picks
+    where the deterministic sequence begins, default 0 — strategy selection is
+    data-independent, so this is not privacy noise). Returns A, dense
     (n + p, n), columns of L1 norm 1. Never worse than the identity (Θ = 0)."""
     gram = _as_gram(WtW)
     theta = _optimize_theta(gram, _check_p(p, gram.n), _check_restarts(restarts),
