@@ -22,8 +22,8 @@ import narwhals as nw
 import numpy as np
 
 from dpkit.core.numbers import Number, as_typed, float_down, float_up, fraction_down, fraction_up
-from dpkit.core.samplers import grid_exponent
 from dpkit.errors import BoundsError, ColumnError, DomainError
+from dpkit.mechanisms import grid_exponent
 
 __all__ = ["Aggregation", "Statistic", "count", "count_distinct", "sum", "mean", "variance",
            "std", "histogram", "quantile", "median", "min", "max"]

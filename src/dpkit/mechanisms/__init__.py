@@ -6,6 +6,8 @@ make_noise                the one calibrated-noise entry: sensitivity (L1/L2) + 
                           (ε, δ)) + output (integer/grid) → a cached, map-checked measurement
 make_selection            the same for the exponential mechanism's family (temperature)
 CalibratedNoise           the measurement they return, with its scale, grid and loss
+grid_exponent             the one grid rule: k with 2^k ≤ scale · 2^-GRID_BITS (also the
+                          per-record grid of exact sums in dpkit.frame)
 make_laplace              Laplace on floats, released on a 2^k grid (pure DP)
 make_discrete_laplace     discrete Laplace / geometric mechanism on integers (pure DP)
 make_gaussian             Gaussian on floats, released on a 2^k grid (zCDP)
@@ -36,6 +38,7 @@ from dpkit.mechanisms._common import representable_scale
 # the one calibrated-noise entry: public names, kept out of __all__ until the numpy-type
 # sweep of tests/test_numbers_types.py (every make_* in __all__) covers them
 from dpkit.mechanisms.calibrated import CalibratedNoise as CalibratedNoise
+from dpkit.mechanisms.calibrated import grid_exponent as grid_exponent
 from dpkit.mechanisms.calibrated import make_noise as make_noise
 from dpkit.mechanisms.calibrated import make_selection as make_selection
 from dpkit.mechanisms.covariance import make_analyze_gauss

@@ -68,9 +68,10 @@ from dpkit.mechanisms.selection import make_permute_and_flip, make_report_noisy_
 from dpkit.mechanisms.vector import make_vector_laplace
 
 __all__ = ["CalibratedNoise", "make_noise", "make_selection", "clear_cache", "GRID_BITS",
-           "CACHE_SIZE"]
+           "CACHE_SIZE", "grid_exponent"]
 
 GRID_BITS = samplers.GRID_BITS  # the one grid rule: 2^k ≤ scale · 2^-GRID_BITS < 2^(k+1)
+grid_exponent = samplers.grid_exponent  # that rule's k, for every caller outside the core
 CACHE_SIZE = 1024  # calibrations are pure functions of public numbers; bounded LRU
 
 _NORMS = ("l1", "l2")
@@ -226,7 +227,7 @@ def _closed_form(kind: str, sens: Fraction, eps: Fraction | None, rho: Fraction 
 
     if kind.startswith("discrete"):
         return representable_scale(base(sens))
-    k = samplers.grid_exponent(base(sens))
+    k = grid_exponent(base(sens))
     raw = base(sens)
     for _ in range(8):  # k only grows; a second step is rare, a third never seen
         raw = base(sens + grid_relaxation(k, n, norm))
