@@ -13,9 +13,10 @@ hold in one place:
    (:class:`~dpkit.errors.IdempotentReplay` from the store, turned into a replay here);
 4. no release runs under a seeded test stream (:func:`dpkit.core.rng.require_secure`).
 
-Implementations: :class:`FilterAccountant` (an in-memory :class:`PrivacyFilter`),
-:class:`ParallelAccountant` (PINQ's partition: the maximum over parts, McSherry 2009,
-Thm 4) and ``dpkit.ledger.LedgerAccountant`` (the persistent epsilon registry).
+Implementations: :class:`FilterAccountant` (an in-memory :class:`PrivacyFilter`) and
+``dpkit.ledger.LedgerAccountant`` (the persistent epsilon registry);
+:class:`ParallelAccountant` hands out the accountants of a partition's parts (PINQ's
+partition: the maximum over parts, McSherry 2009, Thm 4).
 """
 
 from __future__ import annotations
@@ -171,23 +172,15 @@ class FilterAccountant(Accountant):
         return None
 
 
-class ParallelAccountant(Accountant):
+class ParallelAccountant:
     """PINQ's partition (McSherry 2009, Thm 4): releases on disjoint parts of the data are
     charged to ``parent`` as the *maximum* over parts of what each part has spent, debited
-    as that maximum grows (ε, (ε, δ) componentwise, or ρ). ``part`` names the part."""
+    as that maximum grows (ε, (ε, δ) componentwise, or ρ). Each part charges through its own
+    accountant, :meth:`for_part`."""
 
     def __init__(self, parent: Accountant) -> None:
         self.parent = parent
-        self.records = parent.records
         self.parts: dict[str, PrivacyLoss] = {}
-
-    @property
-    def budget(self) -> PrivacyLoss:
-        return self.parent.budget
-
-    @property
-    def spent(self) -> PrivacyLoss:
-        return self.parent.spent
 
     def for_part(self, key: Any) -> _Part:
         """The accountant of one part."""
@@ -195,7 +188,7 @@ class ParallelAccountant(Accountant):
 
     def debit_part(self, part: str, loss: PrivacyLoss, description: str,
                    noise: str | None) -> int | None:
-        zero = self.measure.zero()
+        zero = self.parent.measure.zero()
         after = dict(self.parts)
         after[part] = self.parts.get(part, zero) + loss
         before = parallel_composition(list(self.parts.values())) if self.parts else zero
@@ -204,27 +197,22 @@ class ParallelAccountant(Accountant):
         self.parts = after
         return release_id
 
-    def debit(self, loss: PrivacyLoss, description: str, *,
-              idempotency_key: str | None = None, noise: str | None = None) -> int | None:
-        raise DomainError("debit a partition through one of its parts (for_part)")
-
-    def mark(self, release_id: int | None, status: str, digest: str | None = None,
-             stored: str | None = None) -> None:
-        self.parent.mark(release_id, status, digest, stored)
-
 
 class _Part(Accountant):
+    """One part of a :class:`ParallelAccountant`: debits through the partition, reads and
+    records through its parent."""
+
     def __init__(self, partition: ParallelAccountant, name: str) -> None:
         self.partition, self.name = partition, name
-        self.records = partition.records
+        self.records = partition.parent.records
 
     @property
     def budget(self) -> PrivacyLoss:
-        return self.partition.budget
+        return self.partition.parent.budget
 
     @property
     def spent(self) -> PrivacyLoss:
-        return self.partition.spent
+        return self.partition.parent.spent
 
     def debit(self, loss: PrivacyLoss, description: str, *,
               idempotency_key: str | None = None, noise: str | None = None) -> int | None:
@@ -234,7 +222,7 @@ class _Part(Accountant):
 
     def mark(self, release_id: int | None, status: str, digest: str | None = None,
              stored: str | None = None) -> None:
-        self.partition.mark(release_id, status, digest, stored)
+        self.partition.parent.mark(release_id, status, digest, stored)
 
 
 def as_accountant(value: Any) -> Accountant:
