@@ -196,14 +196,6 @@ class Session:
         key, refs = BoundedCache.key(table, query.steps, query.columns(), key_columns)
         return self._bounded.get_or_compute(key, refs, compute)
 
-    def run_debited(self, loss: PrivacyLoss, description: str, compute: Any,
-                    digest: Any) -> Any:
-        """Charge ``loss`` through the session's accountant, then run ``compute()``
-        (:meth:`dpkit.core.accountant.Accountant.run`: debit first, failures marked and
-        never refunded). For release paths outside the query compiler, e.g.
-        :func:`dpkit.release.session.release_query_histogram`."""
-        return self.accountant.run(loss, description, compute, digest=digest)
-
     # -- release -----------------------------------------------------------------------
     def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float,
                  idempotency_key: str | None = None) -> pl.DataFrame:

@@ -3,8 +3,9 @@ float statistics.
 
 Accountants: ``None`` (the model's own ε, nothing else tracked), a
 :class:`~dpkit.core.compose.PrivacyFilter` (debited before any statistic is computed; an
-overrun raises and nothing is fitted), or a :class:`~dpkit.frame.Session` (its budget and
-ledger: ``run_debited``, so a fit is recorded like any release).
+overrun raises and nothing is fitted), a :class:`~dpkit.frame.Session` (its budget and
+ledger, so a fit is recorded like any release) or any
+:class:`~dpkit.core.accountant.Accountant`: all charge through ``Accountant.run``.
 """
 
 from __future__ import annotations
