@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dpkit.release import bench, release_histogram
+from dpkit.release import release_histogram
 from dpkit.release.measure import expected_rmse
+from dpkit.release.ranges import dpbench as bench
 from dpkit.release.workload import all_range_gram
 
 RESULTS = Path(__file__).parent / "results"
@@ -75,8 +76,8 @@ def peer_table(runs: list[bench.Run], peers: list[dict]) -> list[str]:
 
 def anchors() -> list[tuple[str, float, float, float | None, float | None]]:
     """(strategy, prefix RMSE, goal, all-range RMSE, goal) at n = 4,096, ε = 1."""
-    from dpkit.release.hierarchical import hb_branching, tree_strategy
-    from dpkit.release.wavelet import haar_forward
+    from dpkit.release.ranges.hierarchical import hb_branching, tree_strategy
+    from dpkit.release.ranges.wavelet import haar_forward
 
     n = 4096
     prefix_gram = np.minimum.outer(n - np.arange(n), n - np.arange(n)).astype(float)
@@ -105,8 +106,8 @@ def hdmm_anchors() -> list[tuple[str, float, str]]:
     prefix / all ranges n = 256 (squared-error ratio)."""
     import math
 
-    from dpkit.release import gaussian_mm as gm
-    from dpkit.release import matrix as mm
+    from dpkit.release.ranges import gaussian_mm as gm
+    from dpkit.release.ranges import matrix as mm
     from dpkit.release.workload import all_range, prefix
 
     n, sqrt2 = 256, math.sqrt(2)

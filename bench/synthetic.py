@@ -31,13 +31,13 @@ import numpy as np
 import polars as pl
 
 from dpkit.core.measures import largest_rho
-from dpkit.release.aim import aim
-from dpkit.release.domain import Domain, marginal_counts
-from dpkit.release.iterative import IterativeConstruction, LinearQueries
-from dpkit.release.marginals import MarginalWorkload, measure_marginals, total_variation
-from dpkit.release.mst import mst
-from dpkit.release.mwem import mwem
-from dpkit.release.synthesize import independent_sample
+from dpkit.release.synthetic.aim import aim
+from dpkit.release.synthetic.domain import Domain, marginal_counts
+from dpkit.release.synthetic.iterative import IterativeConstruction, LinearQueries
+from dpkit.release.synthetic.marginals import MarginalWorkload, measure_marginals, total_variation
+from dpkit.release.synthetic.mst import mst
+from dpkit.release.synthetic.mwem import mwem
+from dpkit.release.synthetic.synthesize import independent_sample
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"

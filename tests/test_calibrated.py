@@ -268,7 +268,7 @@ def _spy_measurements(monkeypatch) -> list[Measurement]:
 def test_release_paths_draw_noise_by_calling_a_calibrated_measurement(monkeypatch):
     from dpkit.learn import _privacy
     from dpkit.release import measure
-    from dpkit.release.partition import _exponential_many
+    from dpkit.release.ranges.partition import _exponential_many
 
     called = _spy_measurements(monkeypatch)
     x = np.arange(6, dtype=np.int64)

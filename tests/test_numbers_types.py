@@ -133,7 +133,7 @@ def test_every_constructor_takes_numpy_floats(numpy_type):
 def test_other_entry_points_take_numpy_numbers():
     from dpkit.learn import GaussianNB
     from dpkit.release import release_histogram
-    from dpkit.release.synthesize import synthesize
+    from dpkit.release.synthetic.synthesize import synthesize
 
     assert release_histogram(np.arange(8), np.float32(1.0), "hb").epsilon == Fraction(
         float(np.float32(1.0)))

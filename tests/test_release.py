@@ -11,13 +11,13 @@ from stats import FALSE_POSITIVE_RATE, chi2_pvalue, discrete_laplace_pmf
 import dpkit.release as rel
 from dpkit.errors import DomainError
 from dpkit.release import measure
-from dpkit.release.hierarchical import (
+from dpkit.release.ranges.hierarchical import (
     hb_branching,
     tree_counts,
     tree_inference,
     tree_strategy,
 )
-from dpkit.release.wavelet import haar_forward, haar_inverse
+from dpkit.release.ranges.wavelet import haar_forward, haar_inverse
 from dpkit.release.workload import all_range_gram
 
 
@@ -148,8 +148,8 @@ def test_total_error_has_the_laplace_law(monkeypatch, method, broken):
         else:
             def fewer(values, sensitivity, epsilon):
                 return real(values, sensitivity, epsilon * Fraction(3, 2))
-        monkeypatch.setattr("dpkit.release.wavelet.laplace_integer", fewer)
-        monkeypatch.setattr("dpkit.release.basic.laplace_integer", fewer)
+        monkeypatch.setattr("dpkit.release.ranges.wavelet.laplace_integer", fewer)
+        monkeypatch.setattr("dpkit.release.ranges.basic.laplace_integer", fewer)
     errors = []
     for _ in range(reps):
         options = {"transform": "haar"} if method == "privelet" else {}
@@ -203,7 +203,7 @@ def test_dpbench_harness_writes_csv_and_plot(tmp_path):
     from typer.testing import CliRunner
 
     from dpkit.cli.main import app
-    from dpkit.release import bench
+    from dpkit.release.ranges import dpbench as bench
 
     data_dir = bench.default_data_dir()
     shape = bench.load_datasets(data_dir, 1, ["ADULTFRANK.n4096"])["ADULTFRANK.n4096"]
@@ -225,7 +225,7 @@ def test_dpbench_harness_writes_csv_and_plot(tmp_path):
 
 
 def test_hilbert_curve_visits_every_cell_by_unit_steps():
-    from dpkit.release.hilbert import hilbert_order, on_hilbert_curve
+    from dpkit.release.ranges.hilbert import hilbert_order, on_hilbert_curve
 
     for side in (1, 2, 8, 64):
         order = hilbert_order(side)
@@ -240,7 +240,7 @@ def test_hilbert_curve_visits_every_cell_by_unit_steps():
 
 
 def test_nominal_wavelet_inverts_and_its_weighted_sensitivity_is_exact():
-    from dpkit.release.wavelet import (
+    from dpkit.release.ranges.wavelet import (
         _hierarchy,
         nominal_forward,
         nominal_inverse,
@@ -282,7 +282,7 @@ def test_privelet_nominal_axis_spends_its_weighted_sensitivity(monkeypatch):
 def test_privelet_transforms_an_axis_only_where_haar_pays():
     """The exact all-range criterion: Haar loses to cells at 256 (variance ratio 1.29) and
     wins at 1,024 (0.60) — and, computed exactly, at 2,048 and 4,096 as assumed above 1,024."""
-    from dpkit.release import wavelet
+    from dpkit.release.ranges import wavelet
 
     assert not wavelet.haar_pays(256) and wavelet.haar_pays(1024)
     for n in (2048, 4096):

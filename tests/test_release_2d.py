@@ -1,4 +1,4 @@
-"""2-D histogram algorithms of dpkit.release.grid2d (quadtree, UG, AG, k-d tree).
+"""2-D histogram algorithms of dpkit.release.ranges.grid2d (quadtree, UG, AG, k-d tree).
 
 (a) privacy: recorded Σε ≤ ε, and — replaying the base run's noisy outputs so that every
     data-dependent choice (grid sizes, second-level splits, k-d partition) is the same, as in
@@ -29,9 +29,9 @@ from scipy import stats
 from stats import FALSE_POSITIVE_RATE
 
 import dpkit.release as rel
-import dpkit.release.grid2d as g2
+import dpkit.release.ranges.grid2d as g2
 from dpkit.errors import DomainError
-from dpkit.release.histogram import _method
+from dpkit.release.ranges.histogram import _method
 
 METHODS = ["quadtree", "ug", "ag", "kdtree"]
 

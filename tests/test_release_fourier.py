@@ -1,4 +1,5 @@
-"""Fourier-basis consistency (dpkit.release.fourier): exact on exact marginals, consistent,
+"""Fourier-basis consistency (dpkit.release.synthetic.fourier): exact on exact marginals,
+consistent,
 and equal to the least-squares projection computed densely."""
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ import numpy as np
 import pytest
 
 from dpkit.errors import DomainError
-from dpkit.release.domain import Domain, marginal_counts
-from dpkit.release.fourier import basis, fourier_consistent
-from dpkit.release.marginals import NoisyMarginal, project
+from dpkit.release.synthetic.domain import Domain, marginal_counts
+from dpkit.release.synthetic.fourier import basis, fourier_consistent
+from dpkit.release.synthetic.marginals import NoisyMarginal, project
 
 DOM = Domain.from_dict({"a": 2, "b": 3, "c": 4, "d": 2})
 CLIQUES = [("a", "b"), ("c", "b"), ("a", "c", "d"), ("d",)]

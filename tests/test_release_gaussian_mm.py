@@ -1,4 +1,4 @@
-"""The Gaussian matrix mechanism (dpkit.release.gaussian_mm): the L2-optimised strategy
+"""The Gaussian matrix mechanism (dpkit.release.ranges.gaussian_mm): the L2-optimised strategy
 against the SVD bound, the exact L2 sensitivity, the noise calibration and a statistical
 check of the noise scale with a broken variant."""
 
@@ -13,8 +13,8 @@ from scipy.stats import norm
 
 from dpkit.core.measures import ZCDP
 from dpkit.errors import DomainError
-from dpkit.release import gaussian_mm as gm
-from dpkit.release.matrix import svd_lower_bound
+from dpkit.release.ranges import gaussian_mm as gm
+from dpkit.release.ranges.matrix import svd_lower_bound
 from dpkit.release.workload import all_range_gram, prefix
 
 

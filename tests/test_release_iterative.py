@@ -1,4 +1,4 @@
-"""The iterative construction (dpkit.release.iterative): queries, the budget, the reported
+"""The iterative construction (dpkit.release.synthetic.iterative): queries, the budget, the reported
 accuracy bound (statistical, with broken updaters it catches), advanced composition, the
 halving updater and the simplex projection."""
 
@@ -12,9 +12,9 @@ from release_checks import record, total_epsilon
 
 from dpkit.core.measures import ApproxDP, PureDP
 from dpkit.errors import DomainError
-from dpkit.release import iterative as ic
-from dpkit.release.domain import Domain, marginal_counts
-from dpkit.release.marginals import MarginalWorkload
+from dpkit.release.synthetic import iterative as ic
+from dpkit.release.synthetic.domain import Domain, marginal_counts
+from dpkit.release.synthetic.marginals import MarginalWorkload
 from dpkit.release.workload import prefix
 
 

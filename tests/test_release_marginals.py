@@ -9,8 +9,8 @@ import pytest
 from release_checks import record, total_epsilon
 
 from dpkit.errors import ColumnError, DomainError
-from dpkit.release.domain import Bins, Codec, Domain, marginal_counts, records
-from dpkit.release.marginals import (
+from dpkit.release.synthetic.domain import Bins, Codec, Domain, marginal_counts, records
+from dpkit.release.synthetic.marginals import (
     MarginalWorkload,
     NoisyMarginal,
     make_consistent,

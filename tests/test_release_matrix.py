@@ -1,4 +1,4 @@
-"""dpkit.release.matrix: the matrix mechanism with HDMM's OPT_0 / OPT_⊗ strategies.
+"""dpkit.release.ranges.matrix: the matrix mechanism with HDMM's OPT_0 / OPT_⊗ strategies.
 
 Anchors use HDMM's convention (ε = √2, so the Laplace variance 2(Δ/ε)² is Δ² per unit of
 ‖WA⁺‖_F²; per-query RMSE). Strategy optimisation is data-independent and seeded, so the
@@ -12,11 +12,11 @@ import pytest
 from release_checks import record, total_epsilon
 from stats import FALSE_POSITIVE_RATE
 
-import dpkit.release.matrix as mm
+import dpkit.release.ranges.matrix as mm
 from dpkit.errors import DomainError
 from dpkit.release import measure
-from dpkit.release.hierarchical import hb_branching, tree_strategy
-from dpkit.release.histogram import release_histogram
+from dpkit.release.ranges.hierarchical import hb_branching, tree_strategy
+from dpkit.release.ranges.histogram import release_histogram
 from dpkit.release.workload import (
     all_range,
     all_range_gram,

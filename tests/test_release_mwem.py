@@ -1,4 +1,4 @@
-"""MWEM with a factored hypothesis (dpkit.release.mwem)."""
+"""MWEM with a factored hypothesis (dpkit.release.synthetic.mwem)."""
 
 from fractions import Fraction
 
@@ -7,9 +7,9 @@ import pytest
 from release_checks import record
 
 from dpkit.errors import DomainError
-from dpkit.release.domain import Domain, marginal_counts
-from dpkit.release.marginals import MarginalWorkload, total_variation
-from dpkit.release.mwem import Factored, mwem
+from dpkit.release.synthetic.domain import Domain, marginal_counts
+from dpkit.release.synthetic.marginals import MarginalWorkload, total_variation
+from dpkit.release.synthetic.mwem import Factored, mwem
 
 
 def _data(n=3000):
@@ -87,6 +87,6 @@ def test_synthetic_records_follow_the_hypothesis():
 
 
 def test_default_rounds_depend_on_epsilon_only():
-    from dpkit.release.mwem import default_rounds
+    from dpkit.release.synthetic.mwem import default_rounds
 
     assert [default_rounds(e) for e in (0.01, 0.1, 0.2, 0.3, 1, 10)] == [10, 10, 20, 30, 30, 30]

@@ -1,4 +1,4 @@
-"""Tests for dpkit.release.partition: DAWA, NoiseFirst, StructureFirst, P-HPartition.
+"""Tests for dpkit.release.ranges.partition: DAWA, NoiseFirst, StructureFirst, P-HPartition.
 
 (a) budget: every noisy measurement and every exponential-mechanism draw is logged; their ε
     add up to at most ε, and the measured query vectors / selection scores move by at most
@@ -23,8 +23,8 @@ import dpkit.release  # noqa: F401 - registers the built-in algorithms
 from dpkit.core.accuracy import laplace_tail
 from dpkit.errors import DomainError
 from dpkit.mechanisms.exponential import exact_gaps
-from dpkit.release import partition as P  # noqa: N812
-from dpkit.release.histogram import methods, release_histogram
+from dpkit.release.ranges import partition as P  # noqa: N812
+from dpkit.release.ranges.histogram import methods, release_histogram
 
 G = P.SCORE_GRID
 BETA = 1e-6

@@ -1,5 +1,5 @@
 """dpkit's mirror-descent driver and closed-form Lipschitz constant for Private-PGM fits
-(dpkit.release.mst) agree with mbi 1.1.0's own (power iteration; two-pass loop), and the
+(dpkit.release.synthetic.mst) agree with mbi 1.1.0's own (power iteration; two-pass loop), and the
 quick-compile block restores the caller's JAX setting. Deterministic: no noise is drawn."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpkit.release.domain import Domain
-from dpkit.release.mst import Measured, loss_lipschitz, pgm_estimate
-from dpkit.release.pgm_sample import quick_compile
+from dpkit.release.synthetic.domain import Domain
+from dpkit.release.synthetic.mst import Measured, loss_lipschitz, pgm_estimate
+from dpkit.release.synthetic.pgm_sample import quick_compile
 
 mbi = pytest.importorskip("mbi")
 jnp = pytest.importorskip("jax.numpy")

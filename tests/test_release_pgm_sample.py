@@ -1,4 +1,5 @@
-"""Records drawn from a Private-PGM model (dpkit.release.pgm_sample) follow the model's own
+"""Records drawn from a Private-PGM model (dpkit.release.synthetic.pgm_sample) follow the model's
+own
 marginals, off its cliques too; ranking strata by record index (Private-PGM 1.1.0's
 sampler) is caught."""
 
@@ -9,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from dpkit.release import pgm_sample as S  # noqa: N812
-from dpkit.release.domain import Domain, marginal_counts
-from dpkit.release.mst import Measured, pgm_estimate
+from dpkit.release.synthetic import pgm_sample as S  # noqa: N812
+from dpkit.release.synthetic.domain import Domain, marginal_counts
+from dpkit.release.synthetic.mst import Measured, pgm_estimate
 
 pytest.importorskip("mbi")
 

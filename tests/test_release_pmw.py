@@ -1,4 +1,4 @@
-"""Private multiplicative weights over sparse vector (dpkit.release.pmw)."""
+"""Private multiplicative weights over sparse vector (dpkit.release.synthetic.pmw)."""
 
 from fractions import Fraction
 
@@ -7,8 +7,8 @@ import pytest
 
 from dpkit.errors import BudgetExceededError, DomainError
 from dpkit.mechanisms.sparse_vector import SparseVector
-from dpkit.release.domain import Domain, marginal_counts
-from dpkit.release.pmw import PrivateMultiplicativeWeights
+from dpkit.release.synthetic.domain import Domain, marginal_counts
+from dpkit.release.synthetic.pmw import PrivateMultiplicativeWeights
 
 
 def _data():
@@ -79,8 +79,8 @@ def test_pmw_from_a_session_debits_once_and_bounds_units(monkeypatch):
     import polars as pl
 
     import dpkit as dp
-    from dpkit.release import pmw as P  # noqa: N812
-    from dpkit.release.domain import Bins
+    from dpkit.release.synthetic import pmw as P  # noqa: N812
+    from dpkit.release.synthetic.domain import Bins
 
     seen = {}
     real = P.PrivateMultiplicativeWeights.__init__
@@ -120,7 +120,7 @@ def test_pmw_from_a_session_debits_once_and_bounds_units(monkeypatch):
 def test_median_mechanism_candidates_and_budget():
     from math import comb
 
-    from dpkit.release.median import MedianMechanism, candidate_databases
+    from dpkit.release.synthetic.median import MedianMechanism, candidate_databases
 
     c = candidate_databases(4, 3)
     assert c.shape == (comb(6, 3), 4) and (c.sum(axis=1) == 3).all()
@@ -135,7 +135,7 @@ def test_median_mechanism_answers_within_its_reported_bounds():
     must fall within its reported 1 − β bound; 40 answers at β = 1e-8 each → the test fails
     wrongly with probability < 1e-6. Broken variant: pruning that keeps the far candidates
     (the median never moves) is caught by a hard query being asked repeatedly."""
-    from dpkit.release.median import MedianMechanism
+    from dpkit.release.synthetic.median import MedianMechanism
 
     dom = Domain.from_dict({"a": 4})
     codes = np.repeat(np.arange(4), [5000, 2500, 2500, 0])[:, None]

@@ -1,4 +1,4 @@
-"""The scale switch (dpkit.release.switch): budget on both branches, the decision, and bad
+"""The scale switch (dpkit.release.ranges.switch): budget on both branches, the decision, and bad
 input raising before any noise is drawn."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from release_checks import record, total_epsilon
 import dpkit.release  # noqa: F401 - registers the built-in algorithms
 from dpkit.core.accuracy import laplace_tail
 from dpkit.errors import DomainError
-from dpkit.release import switch as S  # noqa: N812
-from dpkit.release.histogram import release_histogram
+from dpkit.release.ranges import switch as S  # noqa: N812
+from dpkit.release.ranges.histogram import release_histogram
 
 SWITCHED_1D = ["structure_first", "phpartition"]
 SWITCHED_2D = ["kdtree", "ug", "ag"]
@@ -43,7 +43,7 @@ def test_large_signal_releases_identity_at_the_rest_of_the_budget(monkeypatch, m
     # broken: a switch that never fires runs the partitioning algorithm instead — caught
     monkeypatch.setattr(S, "use_identity", lambda *a: False)
     if method in ("ug", "ag"):
-        import dpkit.release.grid2d as g2
+        import dpkit.release.ranges.grid2d as g2
         monkeypatch.setattr(g2, "use_identity", lambda *a: False)
     log.clear()
     release_histogram(x, 1, method)

@@ -1,4 +1,5 @@
-"""MST (dpkit.release.mst) and synthetic tables (dpkit.release.synthesize): the zCDP budget,
+"""MST (dpkit.release.synthetic.mst) and synthetic tables (dpkit.release.synthetic.synthesize):
+the zCDP budget,
 the selection's sensitivity, a statistical check of the selection with a broken variant,
 decompression, and the table-level API."""
 
@@ -12,9 +13,9 @@ import polars as pl
 import pytest
 
 from dpkit.errors import DomainError
-from dpkit.release import mst as M  # noqa: N812
-from dpkit.release.domain import Bins, Domain
-from dpkit.release.synthesize import evaluate, synthesize
+from dpkit.release.synthetic import mst as M  # noqa: N812
+from dpkit.release.synthetic.domain import Bins, Domain
+from dpkit.release.synthetic.synthesize import evaluate, synthesize
 
 pytest.importorskip("mbi")
 
@@ -161,7 +162,7 @@ def test_aim_spends_exactly_rho_and_measures_the_strong_pair(monkeypatch):
     loop stops only when the budget is used (within the last round's share). The selection
     must reach the (a, b) marginal that the independent start gets wrong (ρ = 4: its score
     exceeds the others' by far more than the scale)."""
-    from dpkit.release import aim as A  # noqa: N812
+    from dpkit.release.synthetic import aim as A  # noqa: N812
 
     log = {"gauss": [], "scales": []}
     real_g, real_e = A.gaussian_integer, A.sample_exponential
@@ -182,14 +183,14 @@ def test_aim_spends_exactly_rho_and_measures_the_strong_pair(monkeypatch):
 
 
 def test_aim_candidates_and_weights():
-    from dpkit.release.aim import candidates
+    from dpkit.release.synthetic.aim import candidates
 
     w = candidates([("a", "b"), ("b", "c")])
     assert w == {("a",): 1, ("b",): 2, ("c",): 1, ("a", "b"): 3, ("b", "c"): 3}
 
 
 def test_independent_baseline_at_rho_splits_rho_over_the_marginals(monkeypatch):
-    import dpkit.release.synthesize as S  # noqa: N812
+    import dpkit.release.synthetic.synthesize as S  # noqa: N812
 
     dom = Domain.from_dict({"a": 3, "b": 2, "c": 4})
     codes = np.zeros((50, 3), dtype=np.int64)

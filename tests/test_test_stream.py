@@ -24,9 +24,9 @@ from dpkit import mechanisms as mech
 from dpkit.core import rng, samplers
 from dpkit.errors import InsecureRandomnessError
 from dpkit.release import release_histogram
-from dpkit.release.domain import Domain
-from dpkit.release.pmw import PrivateMultiplicativeWeights
-from dpkit.release.synthesize import synthesize
+from dpkit.release.synthetic.domain import Domain
+from dpkit.release.synthetic.pmw import PrivateMultiplicativeWeights
+from dpkit.release.synthetic.synthesize import synthesize
 
 SRC = Path(dp.__file__).parent
 RNG_FILE = SRC / "core" / "rng.py"
@@ -158,9 +158,10 @@ def test_no_production_module_names_a_test_stream():
 # (an allow-list: a module path, or a package prefix ending in "/")
 _OTHER_RANDOMNESS = {
     "ledger/": ({"secrets"}, "API tokens and MAC keys: never seeded, never released"),
-    "release/matrix.py": ({"np.random"}, "a caller's Generator may position the strategy search's "
-                          "deterministic starts (dpkit draws nothing from NumPy there)"),
-    "release/bench.py": ({"np.random"}, "benchmark inputs"),
+    "release/ranges/matrix.py": ({"np.random"}, "a caller's Generator may position the strategy "
+                                 "search's deterministic starts (dpkit draws nothing from NumPy "
+                                 "there)"),
+    "release/ranges/dpbench.py": ({"np.random"}, "benchmark inputs"),
     "release/workload.py": ({"np.random"}, "public random workloads"),
 }
 _FOREIGN = ("random", "secrets", "numpy.random", "os.urandom", "np.random", "default_rng")

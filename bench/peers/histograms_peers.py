@@ -27,7 +27,7 @@ RANGE_QUERIES = 2000  # DPBench's random range workloads have 2,000 queries
 SYSTEMS = ("opendp", "diffprivlib", "diffprivlib-hist")
 
 
-# --- inputs: copied from dpkit.release.bench / dpkit.release.workload (not imported) ---------
+# --- inputs: copied from dpkit.release.ranges.dpbench / dpkit.release.workload (not imported)
 
 def load_datasets(data_dir: Path, dims: int, names: list[str] | None) -> dict[str, np.ndarray]:
     out = {}

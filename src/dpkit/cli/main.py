@@ -31,7 +31,7 @@ def bench_histograms(
     seed: int = typer.Option(0, help="Seed of the resampling and workloads (not noise)."),
 ) -> None:
     """DPBench's protocol (Hay et al. 2016) on the registered histogram algorithms."""
-    from dpkit.release import bench
+    from dpkit.release.ranges import dpbench as bench
 
     names = [m for m in methods.split(",") if m] or bench.available(dims)
     data = bench.load_datasets(data_dir or bench.default_data_dir(), dims,

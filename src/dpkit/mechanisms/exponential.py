@@ -129,7 +129,7 @@ def sample_exponential_many(scores: Sequence[Any], scale: Fraction) -> list[int]
     Bernoulli(exp(−γ)) of :func:`dpkit.core.samplers.bernoulli_exp` on machine integers; the
     first accepted proposal has the exponential mechanism's law. Falls back to
     :func:`sample_exponential` vector by vector when the integers need more than 63 bits.
-    (Moved from ``dpkit.release.partition``.)
+    (Moved from ``dpkit.release.ranges.partition``.)
     """
     s = positive(scale, "scale")
     p, q = s.numerator, s.denominator

@@ -1,40 +1,33 @@
-"""Non-interactive release: publish a histogram once, answer any range query from it.
+"""Non-interactive release: publish once, answer many queries from what was published.
 
-- :mod:`~dpkit.release.workload` — range-count workloads (prefix, all ranges, random 1-D
-  ranges and 2-D rectangles) and DPBench's error measures.
-- :mod:`~dpkit.release.measure` — exact Laplace measurement of linear queries, strategy
-  sensitivity, least squares, the matrix mechanism's expected-error formula.
-- :mod:`~dpkit.release.histogram` — :func:`release_histogram`, :func:`make_histogram_release`,
-  the algorithm registry.
-- :mod:`~dpkit.release.session` — the query namespace ``query.publish``:
-  ``Session.query().publish.histogram(column, bins, method, epsilon=…)`` and
-  ``….publish.pmw(spec, epsilon=…, alpha=…)`` (registered when this package is imported).
-- algorithms: :mod:`~dpkit.release.basic` (identity, uniform),
-  :mod:`~dpkit.release.hierarchical` (H_b, HB), :mod:`~dpkit.release.wavelet` (Privelet),
-  :mod:`~dpkit.release.partition` (DAWA, NoiseFirst, StructureFirst, P-HPartition; on 2-D
-  data along the Hilbert curve, :mod:`~dpkit.release.hilbert`), :mod:`~dpkit.release.grid2d`
-  (quadtree, UG, AG, k-d tree), :mod:`~dpkit.release.matrix` (the matrix mechanism with
-  HDMM's OPT_0 / OPT_⊗ strategies; with Gaussian noise under ρ-zCDP and an L2-optimised
-  strategy, :mod:`~dpkit.release.gaussian_mm`). :mod:`~dpkit.release.switch`: the scale
-  switch to Identity for data-dependent algorithms at large N·ε.
-- query release and synthetic data: :mod:`~dpkit.release.domain` (declared finite
-  domains, codecs), :mod:`~dpkit.release.marginals` (marginal workloads, measurement,
-  consistency), :mod:`~dpkit.release.mwem` (MWEM with a factored hypothesis),
-  :mod:`~dpkit.release.pmw` (private multiplicative weights, online).
+Two families, one sub-package each, on a shared linear-query foundation:
+
+- :mod:`~dpkit.release.workload` (range-count workloads, DPBench's error measures) and
+  :mod:`~dpkit.release.measure` (exact measurement of linear queries, strategy sensitivity,
+  least squares, the matrix mechanism's expected error): used by both families.
+- :mod:`dpkit.release.ranges` — range queries and histograms (:func:`release_histogram` and
+  its algorithm registry: Identity, H_b, HB, Privelet, DAWA, the grid and tree methods, the
+  matrix mechanism), with DPBench's evaluation protocol in
+  :mod:`~dpkit.release.ranges.dpbench`.
+- :mod:`dpkit.release.synthetic` — query release and synthetic data over declared domains
+  (marginals, MWEM, PMW, the iterative construction, MST, AIM, :func:`synthesize`).
+- :mod:`~dpkit.release.session` — the query namespace ``query.publish``
+  (``….publish.histogram(column, bins, method, epsilon=…)``, ``….publish.pmw(spec, …)``),
+  registered when this package is imported.
 """
 
 # importing the algorithm modules registers them; importing session registers query.publish
-from dpkit.release import (  # noqa: F401
+from dpkit.release import session  # noqa: F401
+from dpkit.release.ranges import (  # noqa: F401
     basic,
     grid2d,
     hierarchical,
     hilbert,
     matrix,
     partition,
-    session,
     wavelet,
 )
-from dpkit.release.histogram import (
+from dpkit.release.ranges.histogram import (
     HistogramRelease,
     make_histogram_release,
     methods,

@@ -17,7 +17,7 @@ import polars as pl
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine, register_query_namespace
-from dpkit.release.histogram import HistogramRelease, release_histogram
+from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
 
 __all__ = ["ReleaseNamespace", "release_query_histogram", "pmw_query", "SessionPMW"]
 
@@ -77,7 +77,7 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     m = len(hist.edges()) - 1
     if workload is not None and tuple(workload.shape) != (m,):
         raise DomainError(f"workload shape {workload.shape} != ({m},) bins")
-    from dpkit.release.histogram import _method  # validate the method before spending
+    from dpkit.release.ranges.histogram import _method  # validate the method before spending
 
     _method(method, 1)
     engine.dry_run(q.lazy(empty=True), None, [stat.stat], session.privacy_unit.column)
@@ -114,7 +114,7 @@ class SessionPMW:
 
     def answer(self, weights: Any) -> Any:
         """Answer a counting query given as a 0/1 weight per cell (shape of the domain);
-        returns a :class:`~dpkit.release.pmw.PMWAnswer`."""
+        returns a :class:`~dpkit.release.synthetic.pmw.PMWAnswer`."""
         return self.pmw.answer(weights)
 
     def count(self, **conditions: Any) -> Any:
@@ -127,7 +127,7 @@ class SessionPMW:
         DomainError
             An undeclared column or category, or a range that holds no whole bin.
         """
-        from dpkit.release.domain import Bins
+        from dpkit.release.synthetic.domain import Bins
 
         masks = []
         for column, how in self.codec.spec.items():
@@ -162,7 +162,7 @@ class SessionPMW:
 def in_domain(spec: Mapping[str, Any]) -> Any:
     """A Polars predicate: the row's declared columns lie in their declared categories (a
     null only if null is a category) or inside their bins' range (finite values only)."""
-    from dpkit.release.domain import Bins
+    from dpkit.release.synthetic.domain import Bins
 
     terms = []
     for column, how in spec.items():
@@ -182,7 +182,7 @@ def in_domain(spec: Mapping[str, Any]) -> Any:
 def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Number,
               **options: Any) -> SessionPMW:
     """Private multiplicative weights (Hardt & Rothblum 2010) on the rows of a session
-    query, for interactive counting queries (:mod:`dpkit.release.pmw`).
+    query, for interactive counting queries (:mod:`dpkit.release.synthetic.pmw`).
 
     Privacy: the rows are bounded to the privacy unit first, so one unit changes at most
     Δ = its row bound (1 for row-level units) records; PMW runs with sensitivity Δ and is
@@ -193,7 +193,7 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
     ----------
     query : dpkit.frame.Query
         Ungrouped, without aggregations.
-    spec : mapping column → categories or :class:`~dpkit.release.domain.Bins`
+    spec : mapping column → categories or :class:`~dpkit.release.synthetic.domain.Bins`
         The declared domain (never inferred from the data).
     epsilon : number
         ε > 0 (nats).
@@ -201,7 +201,7 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
         Target error in records (the sparse vector's threshold is α/2).
     **options
         ``max_updates``, ``total_share``, ``beta``, ``max_cells`` of
-        :class:`~dpkit.release.pmw.PrivateMultiplicativeWeights`.
+        :class:`~dpkit.release.synthetic.pmw.PrivateMultiplicativeWeights`.
 
     Raises
     ------
@@ -211,8 +211,8 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
         dropped (like rows outside public group keys). BudgetExceededError if ε exceeds what
         remains.
     """
-    from dpkit.release.domain import Codec, Domain, records
-    from dpkit.release.pmw import PrivateMultiplicativeWeights
+    from dpkit.release.synthetic.domain import Codec, Domain, records
+    from dpkit.release.synthetic.pmw import PrivateMultiplicativeWeights
 
     if query.aggs or query.group_columns:
         raise DomainError("pmw runs on an ungrouped query without agg()")

@@ -19,7 +19,7 @@ basis keeps it i.i.d.), the generalised least-squares estimate of each block is
 
 and the marginals rebuilt from θ̂ are the least-squares consistent marginals: the
 projection of the measurements onto the marginals of *some* (signed) table, in closed form
-— no iterations, unlike :func:`dpkit.release.marginals.make_consistent`. Non-negativity
+— no iterations, unlike :func:`dpkit.release.synthetic.marginals.make_consistent`. Non-negativity
 (Barak et al. solve a linear program) is optional here as a clamp after consistency, which
 trades exact consistency for non-negative cells.
 """
@@ -35,8 +35,8 @@ from functools import cache
 import numpy as np
 
 from dpkit.errors import DomainError
-from dpkit.release.domain import Domain
-from dpkit.release.marginals import NoisyMarginal
+from dpkit.release.synthetic.domain import Domain
+from dpkit.release.synthetic.marginals import NoisyMarginal
 
 __all__ = ["fourier_consistent", "basis"]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from dpkit.errors import DomainError
-from dpkit.release.histogram import methods, release_histogram
+from dpkit.release.ranges.histogram import methods, release_histogram
 from dpkit.release.workload import RangeWorkload, prefix, random_ranges, random_rectangles
 
 __all__ = ["Run", "default_data_dir", "load_datasets", "resample", "workloads", "evaluate",

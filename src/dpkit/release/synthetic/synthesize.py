@@ -3,13 +3,14 @@ into a private synthetic table of the same columns and types; :func:`evaluate` s
 synthetic table against the real one (k-way marginal total variation, workload error).
 
 Columns are declared, never inferred (DESIGN §3): ``spec`` maps each column to its list of
-categories or to :class:`~dpkit.release.domain.Bins` (numeric columns; a synthetic value
+categories or to :class:`~dpkit.release.synthetic.domain.Bins` (numeric columns; a synthetic value
 is its bin's midpoint). Methods:
 
-- ``"mst"`` (default): :mod:`dpkit.release.mst`, ρ-zCDP with ρ the largest whose (ε, δ)
+- ``"mst"`` (default): :mod:`dpkit.release.synthetic.mst`, ρ-zCDP with ρ the largest whose (ε, δ)
   conversion (Canonne, Kamath & Steinke 2020, Cor. 13) is within (ε, δ); needs ``mbi``.
-- ``"aim"``: :mod:`dpkit.release.aim`, same accounting; needs ``mbi``.
-- ``"mwem"``: :func:`dpkit.release.mwem.mwem` on all 2-way marginals, pure ε-DP (δ unused).
+- ``"aim"``: :mod:`dpkit.release.synthetic.aim`, same accounting; needs ``mbi``.
+- ``"mwem"``: :func:`dpkit.release.synthetic.mwem.mwem` on all 2-way marginals, pure ε-DP
+  (δ unused).
 - ``"independent"``: the 1-way-only baseline — every column's noisy marginal (discrete
   Laplace, ε/d each: ε-DP), columns sampled independently.
 """
@@ -28,9 +29,9 @@ import polars as pl
 from dpkit.core.measures import largest_rho
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
-from dpkit.release.domain import Codec, Domain, marginal_counts
-from dpkit.release.marginals import MarginalWorkload, total_variation
 from dpkit.release.measure import gaussian_integer, laplace_integer
+from dpkit.release.synthetic.domain import Codec, Domain, marginal_counts
+from dpkit.release.synthetic.marginals import MarginalWorkload, total_variation
 
 __all__ = ["synthesize", "evaluate", "METHODS", "independent_sample"]
 
@@ -97,7 +98,7 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "m
     ----------
     table : polars.DataFrame
         One record per row (the privacy unit: one row).
-    spec : mapping column → categories (sequence) or :class:`~dpkit.release.domain.Bins`
+    spec : mapping column → categories (sequence) or :class:`~dpkit.release.synthetic.domain.Bins`
         The declared domain of every synthesised column (an undeclared value raises).
     method : {"mst", "aim", "mwem", "independent"}
     epsilon : number
@@ -126,19 +127,19 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "m
     domain = codec.domain
     codes = codec.encode(table).select(domain.attributes).to_numpy().astype(np.int64)
     if method == "mst":
-        from dpkit.release.mst import mst, require_mbi
+        from dpkit.release.synthetic.mst import mst, require_mbi
 
         require_mbi()
         result = mst(codes, domain, _rho(eps, delta), iters=options.pop("iters", 1000))
         synthetic = result.sample(rows)
     elif method == "aim":
-        from dpkit.release.aim import aim
-        from dpkit.release.mst import require_mbi
+        from dpkit.release.synthetic.aim import aim
+        from dpkit.release.synthetic.mst import require_mbi
 
         require_mbi()
         synthetic = aim(codes, domain, _rho(eps, delta), **options).sample(rows)
     elif method == "mwem":
-        from dpkit.release.mwem import mwem
+        from dpkit.release.synthetic.mwem import mwem
 
         workload = MarginalWorkload.all_kway(domain, min(2, len(domain.attributes)))
         result_mw = mwem(codes, workload, eps, **options)

@@ -1,6 +1,6 @@
 """The median mechanism (Roth & Roughgarden, "Interactive privacy via the median mechanism",
 STOC 2010, Alg. 1), online, on the sparse-vector skeleton of
-:class:`~dpkit.release.pmw.PrivateMultiplicativeWeights`. Exponential time: for small
+:class:`~dpkit.release.synthetic.pmw.PrivateMultiplicativeWeights`. Exponential time: for small
 domains only.
 
 The hypothesis is a *set* of candidate databases — every multiset of m records from the
@@ -13,7 +13,7 @@ If the median was off by more than α, at least half the candidates die, so ther
 most log₂|C| hard queries while the data stay α-close to some candidate (R&R Lemma 4.2):
 ``update_bound``.
 
-Privacy: exactly PMW's (pure ε-DP, module :mod:`dpkit.release.pmw`): ñ, the sparse vector
+Privacy: exactly PMW's (pure ε-DP, module :mod:`dpkit.release.synthetic.pmw`): ñ, the sparse vector
 with c positives and c Laplace measurements compose to ε; the candidate set and the free
 answers depend only on earlier outputs (post-processing). If every candidate dies (the data
 are far from all of them), the ones closest to the measurement are kept — also
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import DomainError
-from dpkit.release.pmw import PrivateMultiplicativeWeights
+from dpkit.release.synthetic.pmw import PrivateMultiplicativeWeights
 
 __all__ = ["MedianMechanism", "candidate_databases"]
 
@@ -49,7 +49,7 @@ def candidate_databases(cells: int, size: int) -> np.ndarray:
 
 class MedianMechanism(PrivateMultiplicativeWeights):
     """The median mechanism (module docstring); parameters as
-    :class:`~dpkit.release.pmw.PrivateMultiplicativeWeights`, plus:
+    :class:`~dpkit.release.synthetic.pmw.PrivateMultiplicativeWeights`, plus:
 
     Parameters
     ----------

@@ -36,8 +36,8 @@ from dpkit.core.accuracy import laplace_tail
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms.sparse_vector import SparseVector
-from dpkit.release.domain import Domain, marginal_counts
 from dpkit.release.measure import laplace_integer
+from dpkit.release.synthetic.domain import Domain, marginal_counts
 
 __all__ = ["PMWAnswer", "PrivateMultiplicativeWeights"]
 

@@ -6,8 +6,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpkit.release.histogram import register
 from dpkit.release.measure import laplace_integer
+from dpkit.release.ranges.histogram import register
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["identity", "uniform"]

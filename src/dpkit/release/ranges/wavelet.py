@@ -45,8 +45,8 @@ from functools import lru_cache
 import numpy as np
 
 from dpkit.errors import DomainError
-from dpkit.release.histogram import register
 from dpkit.release.measure import laplace_integer
+from dpkit.release.ranges.histogram import register
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["privelet", "haar_forward", "haar_inverse", "nominal_forward", "nominal_inverse",

@@ -17,7 +17,7 @@ each with weight w_r = Σ_{s∈W} |r ∩ s|. With T = 16d rounds planned:
 
 Privacy: a score moves by ≤ w_r when a record is added or removed (one cell of M_r(x) by
 1), so the selection has sensitivity Δ = max w_r (+ the float and 2^-10 grid allowances of
-:mod:`dpkit.release.mst`); each draw is ε-DP with ε²/8 ≤ ρ_sel, hence ρ_sel-zCDP (Cesar &
+:mod:`dpkit.release.synthetic.mst`); each draw is ε-DP with ε²/8 ≤ ρ_sel, hence ρ_sel-zCDP (Cesar &
 Rogers 2021). Each measurement (one marginal, L2 sensitivity 1) is ρ_meas-zCDP (CKS20).
 Everything else — fitting, the size filter (it depends on past outputs only), annealing —
 is post-processing. zCDP composes adaptively and additively: the total is exactly ρ.
@@ -36,16 +36,16 @@ from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise, make_selection
 from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID, sample_exponential
-from dpkit.release.domain import Domain, marginal_counts
 from dpkit.release.measure import gaussian_integer
-from dpkit.release.mst import (
+from dpkit.release.synthetic.domain import Domain, marginal_counts
+from dpkit.release.synthetic.mst import (
     Measured,
     MSTResult,
     _epsilon_for_rho,
     pgm_estimate,
     require_mbi,
 )
-from dpkit.release.pgm_sample import sample_model
+from dpkit.release.synthetic.pgm_sample import sample_model
 
 __all__ = ["aim", "candidates", "model_marginals"]
 

@@ -25,8 +25,8 @@ import numpy as np
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise
-from dpkit.release.domain import Domain, marginal_counts
 from dpkit.release.measure import laplace_integer
+from dpkit.release.synthetic.domain import Domain, marginal_counts
 
 __all__ = ["MarginalWorkload", "NoisyMarginal", "measure_marginals", "project",
            "make_consistent", "total_variation"]

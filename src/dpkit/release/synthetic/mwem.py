@@ -45,9 +45,9 @@ import numpy as np
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_selection
-from dpkit.release.domain import Domain, marginal_counts
-from dpkit.release.marginals import MarginalWorkload
 from dpkit.release.measure import laplace_integer
+from dpkit.release.synthetic.domain import Domain, marginal_counts
+from dpkit.release.synthetic.marginals import MarginalWorkload
 
 __all__ = ["Factored", "MWEMResult", "default_rounds", "mwem"]
 
@@ -173,7 +173,7 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
     Parameters
     ----------
     codes : ndarray of int, shape (n, d)
-        The records as domain codes (:func:`dpkit.release.domain.records`).
+        The records as domain codes (:func:`dpkit.release.synthetic.domain.records`).
     workload : MarginalWorkload
         Candidate marginals.
     epsilon : number

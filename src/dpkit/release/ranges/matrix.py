@@ -71,8 +71,8 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 
 from dpkit.errors import DomainError
-from dpkit.release.histogram import register
 from dpkit.release.measure import l1_sensitivity, laplace_integer
+from dpkit.release.ranges.histogram import register
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["PIdentity", "optimize_pidentity", "optimize_kron", "optimize_rectangles",

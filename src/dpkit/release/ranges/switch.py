@@ -30,8 +30,8 @@ from dpkit.core.measures import PureDP
 from dpkit.core.numbers import Number, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise
-from dpkit.release.histogram import Algorithm
 from dpkit.release.measure import check_counts, laplace_integer
+from dpkit.release.ranges.histogram import Algorithm
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["noisy_scale", "use_identity", "scale_switched", "exact_budget"]

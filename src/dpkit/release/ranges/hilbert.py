@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpkit.errors import DomainError
-from dpkit.release.histogram import _method, register
+from dpkit.release.ranges.histogram import _method, register
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["hilbert_order", "on_hilbert_curve"]

@@ -22,8 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpkit.errors import DomainError
-from dpkit.release.histogram import register
 from dpkit.release.measure import laplace_integer
+from dpkit.release.ranges.histogram import register
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["hierarchical", "hb", "hb_branching", "tree_height", "tree_strategy",

@@ -27,7 +27,7 @@ Privacy (pure, add/remove one record). A share of ε measures n (unless ``n`` is
 public); each round spends ε_round = ε_sel + ε_meas (half each) — the distinguisher sees
 the data only through scores whose sensitivity is Δ = 1 (adding a record z changes
 q·x − n̂·q(D) by q(z) ∈ {0, 1}), plus a float rounding allowance of 2^-20 (module
-:mod:`dpkit.release.mwem`, same argument, n ≤ 2^28) and 2^-10 for rounding the scores to a
+:mod:`dpkit.release.synthetic.mwem`, same argument, n ≤ 2^28) and 2^-10 for rounding the scores to a
 grid of 2^-10 (so noisy max works with small exact rationals). Sequential composition:
 ε_n + T·ε_round ≤ ε (D&R Thm 5.3, pure). With δ > 0 the T rounds compose by the advanced composition
 theorem (D&R Thm 3.20; :func:`dpkit.core.composition.advanced_composition`, checked
@@ -105,7 +105,7 @@ class LinearQueries:
 
     @classmethod
     def from_marginals(cls, workload: object) -> LinearQueries:
-        """Every cell of every marginal of a :class:`~dpkit.release.marginals.
+        """Every cell of every marginal of a :class:`~dpkit.release.synthetic.marginals.
         MarginalWorkload` over its (explicit, row-major) domain."""
         domain = workload.domain  # type: ignore[attr-defined]
         size = domain.size()

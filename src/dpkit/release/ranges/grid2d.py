@@ -33,9 +33,9 @@ import numpy as np
 
 from dpkit.core.numbers import Number, fraction_down
 from dpkit.errors import DomainError
-from dpkit.release.histogram import register
 from dpkit.release.measure import check_counts, laplace_integer
-from dpkit.release.switch import exact_budget, noisy_scale, scale_switched, use_identity
+from dpkit.release.ranges.histogram import register
+from dpkit.release.ranges.switch import exact_budget, noisy_scale, scale_switched, use_identity
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["quadtree", "ug", "ag", "kdtree", "quadtree_levels", "quadtree_budgets",
@@ -44,7 +44,7 @@ __all__ = ["quadtree", "ug", "ag", "kdtree", "quadtree_levels", "quadtree_budget
            "discrete_laplace_variance"]
 
 
-# Signal thresholds N̂·ε/cells above which Identity runs instead (dpkit.release.switch),
+# Signal thresholds N̂·ε/cells above which Identity runs instead (dpkit.release.ranges.switch),
 # chosen on DPBench's 2-D data (bench/results/histograms.md): UG's and the k-d tree's
 # fixed-rule structures lose to Identity from signal ≈ 0.15 on; AG keeps winning up to ≈ 15.
 SWITCH = {"ug": 0.1, "kdtree": 0.1, "ag": 50.0}
@@ -249,7 +249,7 @@ def ug(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
     Privacy: ε₀ for the noisy total (sensitivity 1), then ε' for the grid counts (disjoint
     cells: sensitivity 1) chosen from N̂ only; sequential composition ε₀ + ε' ≤ ε. The
     spreading is post-processing. With N̂·ε'/cells ≥ ``switch`` the cells are released by
-    Identity at ε' instead (:mod:`dpkit.release.switch`; None: never).
+    Identity at ε' instead (:mod:`dpkit.release.ranges.switch`; None: never).
     """
     x = _check(x)
     c = _positive_float(c, "c")
@@ -334,7 +334,7 @@ def ag(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
     second-level pieces, sensitivity 1; the pieces depend only on the level-1 noisy output)
     ≤ ε by adaptive sequential composition. Inference and spreading are post-processing.
     With N̂·ε'/cells ≥ ``switch`` the cells are released by Identity at ε' instead
-    (:mod:`dpkit.release.switch`; None: never).
+    (:mod:`dpkit.release.ranges.switch`; None: never).
     """
     x = _check(x)
     c = _positive_float(c, "c")
@@ -475,7 +475,7 @@ def kdtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = No
     uniformity threshold; DPBench's DPCube picks the best split position on a UG phase 1
     instead of the median), and the phase-1 cells are not themselves kept in the output.
 
-    Scale switch (default on, :mod:`dpkit.release.switch`): options ``switch``, ``scale``,
+    Scale switch (default on, :mod:`dpkit.release.ranges.switch`): options ``switch``, ``scale``,
     ``scale_fraction``; with N̂·ε'/cells ≥ ``switch`` Identity runs instead.
     """
     x = _check(x)

@@ -34,10 +34,10 @@ from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import SCORE_GRID, integer_gaps  # G: scores ⌊G·cost⌋
-from dpkit.release.hierarchical import tree_counts, tree_inference, tree_strategy
-from dpkit.release.histogram import register
 from dpkit.release.measure import expected_rmse, laplace_integer
-from dpkit.release.switch import scale_switched
+from dpkit.release.ranges.hierarchical import tree_counts, tree_inference, tree_strategy
+from dpkit.release.ranges.histogram import register
+from dpkit.release.ranges.switch import scale_switched
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["dawa", "noise_first", "structure_first", "phpartition", "spread",
@@ -50,7 +50,7 @@ _INT_LIMIT = 1 << 62  # integer arithmetic must stay below this (int64 headroom)
 # ----------------------------------------------------------------------------- helpers
 
 # Signal N̂·ε/n above which StructureFirst and P-HPartition hand over to Identity
-# (dpkit.release.switch); on DPBench's 1-D data both lose to Identity from ≈ 2.4 on.
+# (dpkit.release.ranges.switch); on DPBench's 1-D data both lose to Identity from ≈ 2.4 on.
 SWITCH = 1.0
 
 
@@ -194,7 +194,7 @@ def _stage_two(totals: np.ndarray, edges: np.ndarray, epsilon: Fraction,
 
     A simplified GreedyH: the strategy is either Identity on the buckets (sensitivity 1) or
     the binary tree over the buckets (Hay et al. 2010; sensitivity = its number of levels,
-    consistent estimates by :func:`~dpkit.release.hierarchical.tree_inference`). With a
+    consistent estimates by :func:`~dpkit.release.ranges.hierarchical.tree_inference`). With a
     workload and k ≤ ``max_choose`` the one with the smaller expected error on the
     bucket-level workload is used (a data-independent choice given the partition);
     otherwise the tree (range workloads, e.g. all ranges or prefixes). ``strategy``
@@ -415,7 +415,7 @@ def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | 
     mechanism at ε₁/(k − 1) (scale 2Δ(k − 1)/ε₁); the k totals (sensitivity 1, discrete
     Laplace 1/ε₂) follow. Adaptive sequential composition: ε₁ + ε₂ = ε.
 
-    Scale switch (default on, :mod:`dpkit.release.switch`; options ``switch``, ``scale``,
+    Scale switch (default on, :mod:`dpkit.release.ranges.switch`; options ``switch``, ``scale``,
     ``scale_fraction``): with N̂·ε'/n ≥ ``switch`` (default 1) Identity runs instead — k
     buckets cannot follow a detailed shape once the noise is small.
     """
@@ -579,7 +579,7 @@ def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
     This follows the paper's recursive-bisection outline; the explicit "keep" candidate
     and the 1/ε₂ penalty (as in DAWA's cost) are this implementation's stopping rule.
 
-    Scale switch (default on, :mod:`dpkit.release.switch`; options ``switch``, ``scale``,
+    Scale switch (default on, :mod:`dpkit.release.ranges.switch`; options ``switch``, ``scale``,
     ``scale_fraction``): with N̂·ε'/n ≥ ``switch`` (default 1) Identity runs instead — D
     greedy bisections cannot isolate many spikes.
     """

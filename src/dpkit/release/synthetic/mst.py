@@ -14,11 +14,11 @@ post-processing.
    exponential mechanism among the attribute pairs that join two components, with score
    ‖M_ij(x) − M̂_ij‖₁, M̂ the independent model of the noisy 1-way marginals (fixed before
    the selection). A record changes one cell of M_ij(x): sensitivity 1 (+ 2^-10 for scores
-   rounded to a 2^-10 grid, + 2^-20 float allowance as in :mod:`dpkit.release.mwem`). Each
+   rounded to a 2^-10 grid, + 2^-20 float allowance as in :mod:`dpkit.release.synthetic.mwem`). Each
    draw is ε-DP with ε²/8 = ρ/(3(d − 1)), hence ε²/8-zCDP (Cesar & Rogers 2021, bounded range).
 3. *2-way marginals* (ρ/3): the d − 1 selected pairs, σ² = (d − 1)/(2·ρ/3).
 4. Private-PGM estimates a graphical model from all measurements; records are sampled
-   from it (:mod:`dpkit.release.pgm_sample`) and decompressed: a merged cell becomes one
+   from it (:mod:`dpkit.release.synthetic.pgm_sample`) and decompressed: a merged cell becomes one
    of its original values with probability proportional to that value's noisy 1-way count
    (clamped at 0; uniform if all are 0) — post-processing of step 1's measurement, where
    the paper's code draws uniformly (which flattens, e.g., Adult's ages at ε = 0.1).
@@ -41,9 +41,9 @@ from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise, make_selection
 from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID, sample_exponential
-from dpkit.release.domain import Domain, marginal_counts
 from dpkit.release.measure import gaussian_integer
-from dpkit.release.pgm_sample import quick_compile, sample_model
+from dpkit.release.synthetic.domain import Domain, marginal_counts
+from dpkit.release.synthetic.pgm_sample import quick_compile, sample_model
 
 __all__ = ["MSTResult", "mst", "mst_measure", "Measured", "require_mbi", "pair_scores",
            "decompress", "pgm_estimate"]
@@ -275,7 +275,7 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     Parameters
     ----------
     codes : ndarray of int, shape (n, d)
-        Records as codes of ``domain`` (:func:`dpkit.release.domain.records`).
+        Records as codes of ``domain`` (:func:`dpkit.release.synthetic.domain.records`).
     domain : Domain
         At least two attributes.
     rho : number

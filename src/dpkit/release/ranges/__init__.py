@@ -1,0 +1,14 @@
+"""Range queries and histograms: publish a histogram once, answer any range query from it.
+
+- :mod:`~dpkit.release.ranges.histogram` — :func:`release_histogram`, the algorithm registry.
+- algorithms: :mod:`~dpkit.release.ranges.basic` (identity, uniform),
+  :mod:`~dpkit.release.ranges.hierarchical` (H_b, HB), :mod:`~dpkit.release.ranges.wavelet`
+  (Privelet), :mod:`~dpkit.release.ranges.partition` (DAWA, NoiseFirst, StructureFirst,
+  P-HPartition; on 2-D data along the Hilbert curve, :mod:`~dpkit.release.ranges.hilbert`),
+  :mod:`~dpkit.release.ranges.grid2d` (quadtree, UG, AG, k-d tree),
+  :mod:`~dpkit.release.ranges.matrix` (the matrix mechanism, HDMM's strategies) and
+  :mod:`~dpkit.release.ranges.gaussian_mm` (its Gaussian/zCDP form);
+  :mod:`~dpkit.release.ranges.switch`, the scale switch to Identity.
+- :mod:`~dpkit.release.ranges.dpbench` — DPBench's evaluation protocol
+  (``dpkit bench histograms``); an evaluation harness, not a release.
+"""
