@@ -3,8 +3,9 @@
     python bench/architecture.py [SRC_ROOT]          (default: this checkout's src/)
 
 Prints: the places outside ``dpkit.mechanisms`` (and ``dpkit.core``) that compute a noise
-scale, the accounting paths (calls that debit a budget outside the accountants), lines of
-``src/``, the largest module, and the import cycles between packages (the layer test's
+scale, the accounting paths (calls that debit a budget outside the accountants), the files that
+state the query language, lines of ``src/``, the largest module, and the import cycles between
+packages (the layer test's
 graph, ``tests/test_layers.py``). For "before", run it on an older tree, e.g.
 ``git archive <commit> src | tar -x -C /tmp/old`` then ``python bench/architecture.py
 /tmp/old/src``.
@@ -14,6 +15,11 @@ A noise-scale "place" is a call site of a calibration primitive (``calibrate_sca
 float round trip ``fraction_up(float(…/…))``, a hand-written ``scale = …/ε`` (not through
 ``make_noise``/``make_selection``), or a noise constructor or sampler given a scale the
 caller computed.
+
+A file "states the query language" when it defines (a class, a function or a ``Literal`` tag)
+at least four of the language's words: the steps (filter, with_columns, clamp, bin, map,
+fill_null, drop_nulls, group_by) and the aggregations (count, count_distinct, sum, mean,
+variance, histogram, quantile), after dropping suffixes such as ``Request`` or ``Spec``.
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ NOISE = {"make_laplace", "make_discrete_laplace", "make_gaussian", "make_discret
          "geometric"}
 DEBITS = {"spend", "debit", "run_debited", "_debit", "_debit_part"}
 ACCOUNTANTS = ("dpkit/core/accountant.py", "dpkit/core/compose.py", "dpkit/ledger/")
+WORDS = {"filter", "with_columns", "clamp", "bin", "map", "fill_null", "drop_nulls", "group_by",
+         "count", "count_distinct", "sum", "mean", "variance", "histogram", "quantile"}
+SUFFIXES = ("_request", "_spec", "_step", "_agg", "_aggregation", "_model", "_body")
 
 
 def _name(func: ast.expr) -> str:
@@ -76,6 +85,29 @@ def debit_sites(root: Path) -> list[tuple[str, int, str]]:
     return out
 
 
+def _word(name: str) -> str:
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower().lstrip("_")
+    for suffix in SUFFIXES:
+        snake = snake.removesuffix(suffix)
+    return snake
+
+
+def language_files(root: Path) -> dict[str, set[str]]:
+    """The files that define at least four words of the query language (module docstring)."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        words = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                words.add(_word(node.name))
+            elif (isinstance(node, ast.Subscript) and _name(node.value) == "Literal"
+                  and isinstance(node.slice, ast.Constant)):
+                words.add(_word(str(node.slice.value)))
+        if len(words & WORDS) >= 4:
+            out[path.relative_to(root.parent).as_posix()] = words & WORDS
+    return out
+
+
 def main() -> None:
     here = Path(__file__).resolve().parents[1]
     src = Path(sys.argv[1]) if len(sys.argv) > 1 else here / "src"
@@ -92,6 +124,9 @@ def main() -> None:
     for s in debits:
         print(f"  {s[0]}:{s[1]}: {s[2]}")
     print(f"  total: {len(debits)}")
+    language = language_files(root)
+    print(f"files that state the query language: {len(language)} "
+          f"({', '.join(sorted(language))})")
     lines = Counter({p.relative_to(src).as_posix(): len(p.read_text().splitlines())
                      for p in root.rglob("*.py")})
     name, most = lines.most_common(1)[0]
