@@ -61,7 +61,7 @@ def test_idempotent_replay_returns_the_recorded_answer(tmp_path):
         calls.append(1)
         return "answer-1"
 
-    kw = {"idempotency_key": "k", "digest": str, "store": str, "replay": lambda t: t}
+    kw = {"idempotency_key": "k", "store": str, "replay": lambda t: t}
     assert acc.run(dp.PureDP(Fraction(1, 4)), "q", compute, **kw) == "answer-1"
     assert acc.run(dp.PureDP(Fraction(1, 4)), "q", compute, **kw) == "answer-1"
     assert calls == [1] and acc.spent == dp.PureDP(Fraction(1, 4))

@@ -14,12 +14,14 @@ errors       DPError and its subclasses
 
 Top-level names: ``Session``, ``KeySet``, ``PrivacyUnit``, ``PureDP``, ``ApproxDP``, ``ZCDP``,
 ``count``, ``count_distinct``, ``sum``, ``mean``, ``variance``, ``std``, ``histogram``,
-``quantile``, ``median``, ``min``, ``max``, ``PartitionSelection``, ``Ledger``.
+``quantile``, ``median``, ``min``, ``max``, ``PartitionSelection``, ``Ledger``, ``Release``
+(the record of a release: ``session.last_release``).
 """
 
 from dpkit import core, datasets, errors, mechanisms
 from dpkit.client import Client
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
+from dpkit.core.record import Release
 from dpkit.core.renyi import RenyiDP
 from dpkit.frame import (
     KeySet,
@@ -74,6 +76,7 @@ __all__ = [
     "PartitionSelection",
     "Ledger",
     "Client",
+    "Release",
 ]
 
 

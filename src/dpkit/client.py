@@ -14,9 +14,10 @@ Example::
     table = q.release(epsilon=0.5)           # a polars DataFrame
     client.last_release                      # its release id and loss
 
-Expressions are built with :func:`col` and :func:`lit` (comparisons, ``+ - * /``,
-``& | ~`` and ``.is_null()``) and sent as the server's whitelisted JSON AST
-(:mod:`dpkit.server.protocol`). Errors come back as dpkit's own exceptions
+A :class:`ClientQuery` is a :class:`dpkit.frame.Query` on a remote session: the same
+builder, sent as its JSON form (:mod:`dpkit.frame.language`). Expressions are built with
+:func:`col` and :func:`lit` (comparisons, ``+ - * /``, ``& | ~`` and ``.is_null()``), the
+grammar the server allows. Errors come back as dpkit's own exceptions
 (``BudgetExceededError``, ``DomainError``, ...) or :class:`ServerError` (with ``status``).
 Needs ``httpx`` (``pip install dpkit[server]``).
 """
@@ -24,9 +25,9 @@ Needs ``httpx`` (``pip install dpkit[server]``).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
 
 import polars as pl
 
@@ -39,15 +40,17 @@ from dpkit.errors import (
     LedgerError,
     MeasureError,
 )
-from dpkit.frame import aggregates
+from dpkit.frame import language
+from dpkit.frame.language import Expr, col, lit
+from dpkit.frame.query import Query
 
-__all__ = ["Client", "ClientQuery", "Expr", "ServerError", "col", "lit"]
+__all__ = ["Client", "ClientQuery", "RemoteSession", "Expr", "ServerError", "col", "lit"]
 
 _ERRORS: dict[str, type[Exception]] = {
     "BudgetExceededError": BudgetExceededError, "LedgerError": LedgerError,
     "DomainError": DomainError, "BoundsError": BoundsError, "ColumnError": ColumnError,
-    "MeasureError": MeasureError, "ProtocolError": DomainError, "InvalidQuery": DomainError,
-    "ValidationError": DomainError}
+    "MeasureError": MeasureError, "ProtocolError": language.ProtocolError,
+    "InvalidQuery": DomainError, "ValidationError": DomainError}
 
 
 class ServerError(DPError, RuntimeError):
@@ -58,231 +61,55 @@ class ServerError(DPError, RuntimeError):
         self.status = status
 
 
-# -- expressions -----------------------------------------------------------------------------
-class Expr:
-    """A row-wise expression in the server's JSON AST (build with :func:`col`/:func:`lit`)."""
-
-    __hash__ = None  # type: ignore[assignment]  # == builds an expression
-
-    def __init__(self, node: dict[str, Any]) -> None:
-        self.node = node
-
-    def _op(self, op: str, *others: Any) -> Expr:
-        return Expr({"op": op, "args": [self.node, *(_node(o) for o in others)]})
-
-    def _rop(self, op: str, other: Any) -> Expr:
-        return Expr({"op": op, "args": [_node(other), self.node]})
-
-    def __ge__(self, other: Any) -> Expr:
-        return self._op(">=", other)
-
-    def __gt__(self, other: Any) -> Expr:
-        return self._op(">", other)
-
-    def __le__(self, other: Any) -> Expr:
-        return self._op("<=", other)
-
-    def __lt__(self, other: Any) -> Expr:
-        return self._op("<", other)
-
-    def __eq__(self, other: Any) -> Expr:  # type: ignore[override]
-        return self._op("==", other)
-
-    def __ne__(self, other: Any) -> Expr:  # type: ignore[override]
-        return self._op("!=", other)
-
-    def __add__(self, other: Any) -> Expr:
-        return self._op("+", other)
-
-    def __radd__(self, other: Any) -> Expr:
-        return self._rop("+", other)
-
-    def __sub__(self, other: Any) -> Expr:
-        return self._op("-", other)
-
-    def __rsub__(self, other: Any) -> Expr:
-        return self._rop("-", other)
-
-    def __mul__(self, other: Any) -> Expr:
-        return self._op("*", other)
-
-    def __rmul__(self, other: Any) -> Expr:
-        return self._rop("*", other)
-
-    def __truediv__(self, other: Any) -> Expr:
-        return self._op("/", other)
-
-    def __rtruediv__(self, other: Any) -> Expr:
-        return self._rop("/", other)
-
-    def __and__(self, other: Any) -> Expr:
-        return self._op("&", other)
-
-    def __rand__(self, other: Any) -> Expr:
-        return self._rop("&", other)
-
-    def __or__(self, other: Any) -> Expr:
-        return self._op("|", other)
-
-    def __ror__(self, other: Any) -> Expr:
-        return self._rop("|", other)
-
-    def __invert__(self) -> Expr:
-        return self._op("~")
-
-    def is_null(self) -> Expr:
-        """True where the value is null."""
-        return self._op("is_null")
-
-    def __bool__(self) -> bool:
-        raise TypeError("an expression has no truth value; combine with & and |, not and/or")
-
-    def __repr__(self) -> str:
-        return f"Expr({self.node!r})"
-
-
-def col(name: str) -> Expr:
-    """The column ``name`` of the (transformed) private table."""
-    return Expr({"col": name})
-
-
-def lit(value: Any) -> Expr:
-    """A literal (bool, int, float or str)."""
-    return Expr({"lit": value})
-
-
-def _node(value: Any) -> dict[str, Any]:
-    return value.node if isinstance(value, Expr) else {"lit": value}
-
-
 # -- the query builder -----------------------------------------------------------------------
+class RemoteSession:
+    """A served dataset as the session of a :class:`ClientQuery`: the data stays on the
+    server, so a query records its steps and sends their JSON form."""
+
+    def __init__(self, client: Client, dataset: str) -> None:
+        self.client, self.dataset = client, dataset
+
+    def table(self, name: str | None = None) -> Any:
+        """Refused: what needs the data (schemas, joins, partitions) runs on the server."""
+        raise DomainError(f"the data of {self.dataset!r} stays on the server: this needs a "
+                          "library Session (dp.Session)")
+
+
 @dataclass(frozen=True, eq=False)
-class ClientQuery:
-    """A lazy query on a served dataset; mirrors :class:`dpkit.frame.Query`.
+class ClientQuery(Query):
+    """A lazy query on a served dataset: :class:`dpkit.frame.Query`'s builder on a
+    :class:`RemoteSession` (steps with a JSON form only; expressions built with :func:`col`
+    and :func:`lit`). Nothing is sent until :meth:`explain` or :meth:`release`, which send
+    :meth:`~dpkit.frame.Query.to_json` with the budget."""
 
-    Every method returns a new query; nothing is sent until :meth:`explain` or
-    :meth:`release`.
-    """
+    @property
+    def client(self) -> Client:
+        return cast(RemoteSession, self.session).client
 
-    client: Client
-    dataset: str
-    steps: tuple[dict[str, Any], ...] = ()
-    group: dict[str, Any] | None = None
-    aggs: tuple[aggregates.Aggregation, ...] = ()
+    @property
+    def dataset(self) -> str:
+        return cast(RemoteSession, self.session).dataset
 
-    def _step(self, step: dict[str, Any]) -> ClientQuery:
-        if self.aggs:
-            raise DomainError(f"{step['step']} must come before agg()")
-        return replace(self, steps=(*self.steps, step))
+    def _lower(self, tag: str, params: dict[str, Any] | None) -> Query:
+        language.encode_step(tag, params)  # refuses what has no JSON form, now
+        return self  # the server lowers it
 
-    def filter(self, *predicates: Expr) -> ClientQuery:
-        """Keep rows matching all predicates."""
-        out = self
-        for p in predicates:
-            out = out._step({"step": "filter", "expr": _node(p)})
-        return out
-
-    def with_columns(self, **named: Expr) -> ClientQuery:
-        """Add or replace columns computed row by row (by keyword: ``name=expr``)."""
-        return self._step({"step": "with_columns",
-                           "columns": {k: _node(v) for k, v in named.items()}})
-
-    def clamp(self, column: str, lower: Any, upper: Any) -> ClientQuery:
-        """Clamp ``column`` and declare its bounds (see :meth:`Query.clamp`)."""
-        from dpkit.server.protocol import json_number
-
-        return self._step({"step": "clamp", "column": column, "lower": json_number(lower),
-                           "upper": json_number(upper)})
-
-    def bin(self, column: str, edges: Sequence[Any] | None = None, *, width: Any = None,
-            name: str | None = None) -> ClientQuery:
-        """Replace ``column`` (or add ``name``) by its bin's lower edge (see
-        :meth:`Query.bin`)."""
-        from dpkit.server.protocol import json_number
-
-        step: dict[str, Any] = {"step": "bin", "column": column}
-        if edges is not None:
-            step["edges"] = [json_number(e) for e in edges]
-        if width is not None:
-            step["width"] = json_number(width)
-        if name is not None:
-            step["name"] = name
-        return self._step(step)
-
-    def map(self, column: str, mapping: Mapping[Any, Any], *, default: Any = None,
-            name: str | None = None) -> ClientQuery:
-        """Map the categories of ``column`` (see :meth:`Query.map`)."""
-        step: dict[str, Any] = {"step": "map", "column": column,
-                                "mapping": [[k, v] for k, v in mapping.items()]}
-        if default is not None:
-            step["default"] = default
-        if name is not None:
-            step["name"] = name
-        return self._step(step)
-
-    def fill_null(self, column: str, value: Any) -> ClientQuery:
-        """Replace nulls of ``column`` by ``value``."""
-        return self._step({"step": "fill_null", "column": column, "value": value})
-
-    def drop_nulls(self, *columns: str) -> ClientQuery:
-        """Drop rows with a null in any of ``columns`` (all columns if none)."""
-        return self._step({"step": "drop_nulls", "columns": list(columns)})
-
-    def group_by(self, *columns: str, keys: Any = None, selection: Any = None) -> ClientQuery:
-        """Group by public ``keys`` or by private partition ``selection`` (see
-        :meth:`Query.group_by`)."""
-        if not columns:
-            raise DomainError("group_by needs at least one column")
-        if (keys is None) == (selection is None):
-            raise DomainError("group_by needs keys= (public) or selection= (private)")
-        return replace(self, group={"columns": list(columns), "keys": keys,
-                                    "selection": selection})
-
-    def agg(self, *aggs: aggregates.Aggregation) -> ClientQuery:
-        """Aggregations to release together (``dp.count()``, ``dp.mean(...)``, ...)."""
-        if not aggs or not all(isinstance(a, aggregates.Aggregation) for a in aggs):
-            raise DomainError("agg() takes dp.count(), dp.sum(...), dp.mean(...), ...")
-        return replace(self, aggs=(*self.aggs, *aggs))
-
-    def count(self) -> ClientQuery:
-        """Shorthand for ``agg(dp.count())``."""
-        return self.agg(aggregates.count())
-
-    def sum(self, column: str, bounds: Any = None, **kw: Any) -> ClientQuery:
-        """Shorthand for ``agg(dp.sum(column, bounds))``."""
-        return self.agg(aggregates.sum(column, bounds, **kw))
-
-    def mean(self, column: str, bounds: Any = None, **kw: Any) -> ClientQuery:
-        """Shorthand for ``agg(dp.mean(column, bounds))``."""
-        return self.agg(aggregates.mean(column, bounds, **kw))
-
-    def histogram(self, column: str, bins: Any = None, **kw: Any) -> ClientQuery:
-        """Shorthand for ``agg(dp.histogram(column, bins))``."""
-        return self.agg(aggregates.histogram(column, bins, **kw))
-
-    def quantile(self, column: str, q: Any, bounds: Any = None, **kw: Any) -> ClientQuery:
-        """Shorthand for ``agg(dp.quantile(column, q, bounds))``."""
-        return self.agg(aggregates.quantile(column, q, bounds, **kw))
+    def _keys_in_schema(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return frame  # the server converts the keys to the columns' types
 
     # -- sending -----------------------------------------------------------------------------
     def payload(self, epsilon: Any = None, *, rho: Any = None, delta: Any = None,
                 split: Sequence[Any] | None = None, confidence: float = 0.95,
                 alpha: Any = None, idempotency_key: str | None = None) -> dict[str, Any]:
         """The JSON request for this query with a budget (what :meth:`release` sends)."""
-        from dpkit.server.protocol import from_query
+        from dpkit.server.protocol import request_json
 
         budget = {"epsilon": epsilon, "rho": rho, "delta": delta, "alpha": alpha,
                   "split": split, "confidence": confidence}
-        return from_query(steps=self.steps, group_by=self._group_json(), aggs=self.aggs,
-                          budget=budget, idempotency_key=idempotency_key)
+        return request_json(self.to_json(), budget, idempotency_key)
 
-    def _group_json(self) -> dict[str, Any] | None:
-        if self.group is None:
-            return None
-        return {k: v for k, v in self.group.items() if v is not None}
-
-    def plan(self, epsilon: Any = None, *, rho: Any = None, delta: Any = None,
-             split: Sequence[Any] | None = None, confidence: float = 0.95,
+    def plan(self, epsilon: Any = None, *, rho: Any = None,  # type: ignore[override]
+             delta: Any = None, split: Sequence[Any] | None = None, confidence: float = 0.95,
              alpha: Any = None) -> dict[str, Any]:
         """The server's explanation as data: per statistic sensitivity, mechanism, scale and
         expected error; the total loss; what remains; whether it is affordable. Free."""
@@ -387,7 +214,7 @@ class Client:
 
     def query(self, dataset: str) -> ClientQuery:
         """Start a lazy query on ``dataset``."""
-        return ClientQuery(self, dataset)
+        return ClientQuery(cast(Any, RemoteSession(self, dataset)))
 
     def releases(self, dataset: str | None = None) -> list[dict[str, Any]]:
         """This analyst's releases (oldest first), optionally on one dataset."""

@@ -6,7 +6,8 @@ histogram_test        neighbouring-pair histogram test of an (ε, δ) claim (maj
 epsilon_lower_bound   DP-Sniper-style threshold attack with Clopper–Pearson certification
 record_sensitivity    grey-box check of a transformation's declared stability
 neighbouring_tables   stress pairs of tables one unit apart
-CASES                 the registered mechanisms with their neighbours and broken variants
+CASES                 every case of dpkit.mechanisms.registry (each make_* registers its
+                      neighbours, claim and broken variant; no list is kept here)
 run_audit             histogram test + lower bound for one registered case
 audit_release         both tests on a whole release pipeline (a Session query, a server request)
 """

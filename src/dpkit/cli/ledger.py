@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from dpkit.core.record import noise_rows
 from dpkit.errors import LedgerError
 from dpkit.ledger import Ledger
 
@@ -80,15 +81,24 @@ def show(dataset: str = typer.Argument(None, help="A dataset (default: list data
 def releases(ledger: str = typer.Option(None, help=LEDGER_HELP),
              dataset: str = typer.Option(None, help="Only this dataset."),
              analyst: str | None = typer.Option(None, help="Only this analyst.")) -> None:
-    """Releases, oldest first: who, when, loss, status, query."""
+    """Releases, oldest first: who, when, loss, status, query, noise rows."""
     reg = _open(ledger)
     table = Table(title=f"Releases{f' of {dataset}' if dataset else ''}")
-    for col in ("id", "time", "dataset", "analyst", "loss", "status", "query"):
+    for col in ("id", "time", "dataset", "analyst", "loss", "status", "query", "noise"):
         table.add_column(col)
     for r in reg.releases(dataset, analyst):
         table.add_row(str(r["id"]), r["time"], r["dataset"], r["analyst"] or "—",
-                      str(r["loss"]), r["status"], r["query"])
+                      str(r["loss"]), r["status"], r["query"], noise_text(r["noise"]))
     Console().print(table)
+
+
+def noise_text(stored: str | None) -> str:
+    """A release's noise column for a report: its rows (:class:`dpkit.core.record.NoiseRow`),
+    one a line; text written before the rows' encoding as it is; "—" for none."""
+    rows = noise_rows(stored)
+    if rows is None:
+        return stored or "—"
+    return "\n".join(str(r) for r in rows) or "—"
 
 
 @ledger_app.command("verify")

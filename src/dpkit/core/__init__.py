@@ -8,12 +8,16 @@ rng        the one source of randomness (a CSPRNG)
 samplers   exact, vectorised samplers (Canonne, Kamath & Steinke 2020)
 measures   PureDP, ApproxDP, ZCDP and their conversions
 metrics    neighbouring relations and vector distances
+domains    input domains (AtomDomain, CategoricalDomain, VectorDomain) and their
+           metric-space check
 component  Transformation (stability map), Measurement (privacy map), chaining with >>
 compose    sequential composition, privacy filters and odometers, scale calibration
 composition  advanced (DRV10) and optimal (KOV15) composition, group privacy, parallel
 renyi      Rényi DP curves and their conversions
 stability  sensitivities of the aggregations interface mode compiles to
 accuracy   tail bounds that size confidence intervals
+accountant the one accountant: check and debit, run, record, never refund
+record     the one release record (Release, NoiseRow, Accuracy, digest_of)
 """
 
 from dpkit.core import accuracy, numbers, rng, samplers, stability
@@ -31,6 +35,14 @@ from dpkit.core.composition import (
     optimal_composition,
     parallel_composition,
 )
+from dpkit.core.domains import (
+    AnyDomain,
+    AtomDomain,
+    CategoricalDomain,
+    Domain,
+    Kind,
+    VectorDomain,
+)
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert, zcdp_to_epsilon
 from dpkit.core.metrics import (
     AddRemoveDistance,
@@ -40,6 +52,7 @@ from dpkit.core.metrics import (
     LInfDistance,
     Metric,
 )
+from dpkit.core.record import Accuracy, NoiseRow, Release, digest_of
 from dpkit.core.renyi import RenyiDP
 
 __all__ = [
@@ -72,4 +85,14 @@ __all__ = [
     "L2Distance",
     "LInfDistance",
     "HammingDistance",
+    "Domain",
+    "AnyDomain",
+    "AtomDomain",
+    "CategoricalDomain",
+    "VectorDomain",
+    "Kind",
+    "Release",
+    "NoiseRow",
+    "Accuracy",
+    "digest_of",
 ]

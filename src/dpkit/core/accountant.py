@@ -11,7 +11,12 @@ hold in one place:
    data value (the original may quote the data);
 3. an idempotency key already answered returns the recorded answer instead of fresh noise
    (:class:`~dpkit.errors.IdempotentReplay` from the store, turned into a replay here);
-4. no release runs under a seeded test stream (:func:`dpkit.core.rng.require_secure`).
+4. no release runs under a seeded test stream (:func:`dpkit.core.rng.require_secure`);
+5. every run builds the one release record, a :class:`~dpkit.core.record.Release` (values,
+   loss, the noise rows the front end planned, accuracy, release id, replayed flag, the
+   digest of the values by :func:`~dpkit.core.record.digest_of`), kept in
+   :attr:`Accountant.last`; the ledger receives the same noise rows at the debit and the same
+   digest with the outcome, whichever front end released.
 
 Implementations: :class:`FilterAccountant` (an in-memory :class:`PrivacyFilter`) and
 ``dpkit.ledger.LedgerAccountant`` (the persistent epsilon registry);
@@ -22,28 +27,20 @@ partition: the maximum over parts, McSherry 2009, Thm 4).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from dpkit.core import rng
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.composition import parallel_composition
 from dpkit.core.measures import PrivacyLoss, convert
+from dpkit.core.record import Accuracy, NoiseRow, Release, digest_of, read_only
 from dpkit.errors import DomainError, IdempotentReplay, ReleaseFailedError
 
-__all__ = ["Accountant", "Outcome", "FilterAccountant", "ParallelAccountant", "as_accountant"]
+__all__ = ["Accountant", "FilterAccountant", "ParallelAccountant", "as_accountant"]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the last :meth:`Accountant.run` debited: the release id (None without a ledger)
-    and the loss (None for an idempotent replay, which debits nothing)."""
-
-    release_id: int | None
-    loss: PrivacyLoss | None
 
 
 class Accountant(ABC):
@@ -55,11 +52,13 @@ class Accountant(ABC):
 
     Attributes
     ----------
-    last : Outcome or None
-        What the most recent :meth:`run` debited (for the server's response).
+    last : Release or None
+        The record of the most recent :meth:`run`: None until a run debits or replays (a
+        refused run leaves None); status "debited" while its ``compute`` runs, "failed"
+        if it failed (its loss stands), "released" after.
     """
 
-    last: Outcome | None = None
+    last: Release[Any] | None = None
     records: bool = False  # keeps outcomes (digests, stored answers): a ledger does
 
     @property
@@ -78,12 +77,14 @@ class Accountant(ABC):
 
     @property
     def remaining(self) -> PrivacyLoss:
-        return self.budget - self.spent  # type: ignore[operator]
+        return self.budget - self.spent
 
     @abstractmethod
     def debit(self, loss: PrivacyLoss, description: str, *,
-              idempotency_key: str | None = None, noise: str | None = None) -> int | None:
-        """Check ``loss`` against every cap and debit it atomically; the release id."""
+              idempotency_key: str | None = None, noise: Sequence[NoiseRow] = ()
+              ) -> int | None:
+        """Check ``loss`` against every cap and debit it atomically, recording the noise
+        rows planned for it; the release id."""
 
     def mark(self, release_id: int | None, status: str, digest: str | None = None,
              stored: str | None = None) -> None:
@@ -91,12 +92,17 @@ class Accountant(ABC):
         accountant keeps none."""
         return None
 
+    def _note(self, release: Release[Any] | None) -> None:
+        """Keep ``release`` as :attr:`last`."""
+        self.last = release
+
     def run(self, loss: PrivacyLoss, description: str, compute: Callable[[], T], *,
-            digest: Callable[[T], str] | None = None,
+            noise: Sequence[NoiseRow] = (), accuracy: Accuracy | None = None,
             store: Callable[[T], str] | None = None,
             replay: Callable[[str], T] | None = None,
-            idempotency_key: str | None = None, noise: str | None = None) -> T:
-        """Debit ``loss``, then run ``compute()`` and record its outcome.
+            idempotency_key: str | None = None) -> T:
+        """Debit ``loss``, then run ``compute()``, record its outcome and keep its
+        :class:`~dpkit.core.record.Release` in :attr:`last`.
 
         Parameters
         ----------
@@ -106,14 +112,24 @@ class Accountant(ABC):
             The canonical text of the release (stored in the ledger).
         compute : callable
             The data side and the noise; runs only after the debit.
-        digest, store : callable, optional
-            The result's digest and, with an idempotency key, its stored text.
+        noise : sequence of NoiseRow
+            The noise plan (mechanisms, scales, sensitivities), written to the ledger with
+            the debit and kept in the release record.
+        accuracy : Accuracy, optional
+            The half-widths the plan promises at β (data-independent).
+        store : callable, optional
+            With an idempotency key, the result's stored text (for replays).
         replay : callable, optional
             Turns a stored text back into a result (an idempotent replay).
         idempotency_key : str, optional
             A retry with the same key (and the same request) returns the recorded answer.
-        noise : str, optional
-            The noise plan (mechanisms and scales) for the ledger.
+
+        Returns
+        -------
+        object
+            What ``compute`` returned (or the replayed answer); its record is :attr:`last`,
+            its digest :func:`~dpkit.core.record.digest_of` of it (the ledger's
+            ``result_sha256``).
 
         Raises
         ------
@@ -122,30 +138,42 @@ class Accountant(ABC):
         IdempotentReplay
             If the key was answered but nothing can be replayed (no stored answer).
         ReleaseFailedError
-            If ``compute`` fails after the debit (the loss stands).
+            If ``compute`` (or the digest of its result) fails after the debit (the loss
+            stands).
         """
+        self._note(None)
         rng.require_secure()  # a seeded test stream never reaches a debit or a release
         charged = convert(loss, self.measure)
+        rows = tuple(noise)
         try:
             release_id = self.debit(charged, description, idempotency_key=idempotency_key,
-                                    noise=noise)
+                                    noise=rows)
         except IdempotentReplay as answered:
-            self.last = Outcome(answered.release_id, None)
             if answered.result is None or replay is None:
                 raise
-            return replay(answered.result)
-        self.last = Outcome(release_id, charged)
+            values = replay(answered.result)
+            recorded = getattr(answered, "result_sha256", None)
+            self._note(Release(read_only(values), None, rows, accuracy, answered.release_id,
+                               True, recorded or digest_of(values), description))
+            return values
+        pending: Release[Any] = Release(None, charged, rows, accuracy, release_id, False, None,
+                                        description, "debited")
+        self._note(pending)
         try:
             result = compute()
+            digest = digest_of(result)
         except BaseException as exc:
             self.mark(release_id, "failed")
+            self._note(replace(pending, status="failed"))
             if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
                 raise
             # a Polars panic is a BaseException too; any text may quote the data
             raise ReleaseFailedError(release_id, type(exc).__name__) from None
         if self.records:
-            self.mark(release_id, "released", digest(result) if digest else None,
+            self.mark(release_id, "released", digest,
                       store(result) if store and idempotency_key is not None else None)
+        self._note(replace(pending, values=read_only(result), digest=digest,
+                           status="released"))
         return result
 
 
@@ -165,7 +193,8 @@ class FilterAccountant(Accountant):
         return self.filter.spent
 
     def debit(self, loss: PrivacyLoss, description: str, *,
-              idempotency_key: str | None = None, noise: str | None = None) -> int | None:
+              idempotency_key: str | None = None, noise: Sequence[NoiseRow] = ()
+              ) -> int | None:
         if idempotency_key is not None:
             raise DomainError("idempotency keys need a ledger (the recorded answer lives there)")
         self.filter.spend(loss)
@@ -187,12 +216,12 @@ class ParallelAccountant:
         return _Part(self, repr(key))
 
     def debit_part(self, part: str, loss: PrivacyLoss, description: str,
-                   noise: str | None) -> int | None:
+                   noise: Sequence[NoiseRow]) -> int | None:
         zero = self.parent.measure.zero()
         after = dict(self.parts)
         after[part] = self.parts.get(part, zero) + loss
         before = parallel_composition(list(self.parts.values())) if self.parts else zero
-        grows = parallel_composition(list(after.values())) - before  # type: ignore[operator]
+        grows = parallel_composition(list(after.values())) - before
         release_id = self.parent.debit(grows, f"{description} [part {part}]", noise=noise)
         self.parts = after
         return release_id
@@ -200,7 +229,7 @@ class ParallelAccountant:
 
 class _Part(Accountant):
     """One part of a :class:`ParallelAccountant`: debits through the partition, reads and
-    records through its parent."""
+    records through its parent (its :attr:`last` too)."""
 
     def __init__(self, partition: ParallelAccountant, name: str) -> None:
         self.partition, self.name = partition, name
@@ -215,7 +244,8 @@ class _Part(Accountant):
         return self.partition.parent.spent
 
     def debit(self, loss: PrivacyLoss, description: str, *,
-              idempotency_key: str | None = None, noise: str | None = None) -> int | None:
+              idempotency_key: str | None = None, noise: Sequence[NoiseRow] = ()
+              ) -> int | None:
         if idempotency_key is not None:
             raise DomainError("idempotency keys are not supported inside a partition")
         return self.partition.debit_part(self.name, loss, description, noise)
@@ -223,6 +253,9 @@ class _Part(Accountant):
     def mark(self, release_id: int | None, status: str, digest: str | None = None,
              stored: str | None = None) -> None:
         self.partition.parent.mark(release_id, status, digest, stored)
+
+    def _note(self, release: Release[Any] | None) -> None:
+        self.last = self.partition.parent.last = release  # the session sees a part's too
 
 
 def as_accountant(value: Any) -> Accountant:

@@ -10,6 +10,13 @@ terms of Dwork & Roth §2–3 and Gaboardi et al. 2020, *A Programming Framework
 ``t >> m`` chains them (the map of the chain is the composition of the maps); ``m >> f``
 post-processes a measurement's output with any function ``f`` (no privacy cost:
 Dwork & Roth Prop. 2.1). ``check(d_in, d_out)`` is derived from the map, never hand-written.
+
+Each component has an *input domain* (:mod:`dpkit.core.domains`), the set of inputs its map
+is about. Construction checks that the input metric is defined on it
+(:func:`~dpkit.core.domains.check_space`, as OpenDP checks its metric spaces); calling a
+measurement checks that the data is in it, vectorised, before any noise is drawn (and a
+chain checks the intermediate value against the inner measurement's domain). A component
+that declares no domain has :class:`~dpkit.core.domains.AnyDomain` (no claim, no check).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpkit.core import rng
+from dpkit.core.domains import AnyDomain, Domain, check_space
 from dpkit.core.measures import PrivacyLoss
 from dpkit.core.metrics import Metric
 from dpkit.errors import DomainError
@@ -32,6 +40,20 @@ PrivacyMap = Callable[[Any], PrivacyLoss]
 def _compatible(left: Metric, right: Metric, what: str) -> None:
     if left != right:
         raise DomainError(f"cannot chain: {what} {left.name} does not match {right.name}")
+
+
+def _then(first: Callable[[Any], Any], domain: Domain, second: Callable[[Any], Any]
+          ) -> Callable[[Any], Any]:
+    """``second(first(x))``, checking the intermediate value against ``domain`` first."""
+    if isinstance(domain, AnyDomain):
+        return lambda x: second(first(x))
+
+    def run(x: Any) -> Any:
+        y = first(x)
+        domain.check(y)
+        return second(y)
+
+    return run
 
 
 @dataclass(frozen=True)
@@ -48,6 +70,13 @@ class Transformation:
         ``d_in ↦ d_out``: an upper bound on the output distance (exact numbers).
     name : str
         Short description, shown in plans.
+    input_domain : Domain
+        The inputs the stability map is about (default :class:`AnyDomain`).
+
+    Raises
+    ------
+    DomainError
+        At construction, if ``input_metric`` is not defined on ``input_domain``.
     """
 
     function: Callable[[Any], Any]
@@ -55,8 +84,14 @@ class Transformation:
     output_metric: Metric
     stability_map: StabilityMap
     name: str = "transformation"
+    input_domain: Domain = field(default_factory=AnyDomain)
+
+    def __post_init__(self) -> None:
+        check_space(self.input_domain, self.input_metric)
 
     def __call__(self, data: Any) -> Any:
+        """``function(data)`` after checking that ``data`` is in the input domain."""
+        self.input_domain.check(data)
         return self.function(data)
 
     def map(self, d_in: Any) -> Any:
@@ -71,21 +106,23 @@ class Transformation:
         if isinstance(other, Transformation):
             _compatible(self.output_metric, other.input_metric, "output metric")
             return Transformation(
-                function=lambda x: other.function(self.function(x)),
+                function=_then(self.function, other.input_domain, other.function),
                 input_metric=self.input_metric,
                 output_metric=other.output_metric,
                 stability_map=lambda d: other.stability_map(self.stability_map(d)),
                 name=f"{self.name} >> {other.name}",
+                input_domain=self.input_domain,
             )
         if isinstance(other, Measurement):
             _compatible(self.output_metric, other.input_metric, "output metric")
             return Measurement(
-                function=lambda x: other.function(self.function(x)),
+                function=_then(self.function, other.input_domain, other.function),
                 input_metric=self.input_metric,
                 output_measure=other.output_measure,
                 privacy_map=lambda d: other.privacy_map(self.stability_map(d)),
                 name=f"{self.name} >> {other.name}",
                 accuracy=other.accuracy,
+                input_domain=self.input_domain,
             )
         return NotImplemented
 
@@ -111,6 +148,15 @@ class Measurement:
     accuracy : callable or None
         ``beta ↦ a``: with probability ≥ 1 − β, each output coordinate is within ``a`` of
         the exact value (before any post-processing). ``None`` when not applicable.
+    input_domain : Domain
+        The inputs the privacy map is about (default :class:`AnyDomain`); every ``make_*``
+        of :mod:`dpkit.mechanisms` declares its own.
+
+    Raises
+    ------
+    DomainError
+        At construction, if ``input_metric`` is not defined on ``input_domain``; when
+        called, if the data is not in ``input_domain`` (before any noise is drawn).
     """
 
     function: Callable[[Any], Any]
@@ -119,9 +165,14 @@ class Measurement:
     privacy_map: PrivacyMap
     name: str = "measurement"
     accuracy: Callable[[float], float] | None = field(default=None)
+    input_domain: Domain = field(default_factory=AnyDomain)
+
+    def __post_init__(self) -> None:
+        check_space(self.input_domain, self.input_metric)
 
     def __call__(self, data: Any) -> Any:
         rng.require_secure()
+        self.input_domain.check(data)
         return self.function(data)
 
     def map(self, d_in: Any) -> PrivacyLoss:
@@ -142,6 +193,7 @@ class Measurement:
             privacy_map=self.privacy_map,
             name=f"{self.name} >> {getattr(post, '__name__', 'postprocess')}",
             accuracy=None,
+            input_domain=self.input_domain,
         )
 
 

@@ -80,7 +80,7 @@ class PrivacyFilter:
     @property
     def remaining(self) -> PrivacyLoss:
         """The budget minus what has been spent (exact)."""
-        return self.budget - self.spent  # type: ignore[operator]
+        return self.budget - self.spent
 
     def would_exceed(self, loss: PrivacyLoss) -> bool:
         return not (self.spent + loss) <= self.budget

@@ -18,6 +18,7 @@ Conversions: ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4); ε-DP ⇒ 
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -43,23 +44,36 @@ def _frac(x: Number | Fraction, name: str) -> Fraction:
     return non_negative(value, name)
 
 
-class PrivacyLoss:
-    """Base class of privacy-loss values. Subclasses are frozen dataclasses."""
+class PrivacyLoss(abc.ABC):
+    """Abstract base class of privacy-loss values; subclasses are frozen dataclasses.
 
-    def __add__(self, other: Any) -> PrivacyLoss:  # pragma: no cover - overridden
-        raise NotImplementedError
+    Every measure implements the same algebra, exactly: :meth:`zero` (the loss of a release
+    that reads nothing), ``+`` (composition), ``-`` (what is left of a budget, floored at
+    zero) and ``<=`` (whether a loss fits in a budget; pairs compare as pairs). A subclass
+    that leaves one out cannot be instantiated (``TypeError``).
+    """
 
-    def __le__(self, other: Any) -> bool:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @classmethod
+    @abc.abstractmethod
+    def zero(cls) -> PrivacyLoss:
+        """The zero loss of this measure."""
+
+    @abc.abstractmethod
+    def __add__(self, other: Any) -> PrivacyLoss:
+        """The composed loss (``NotImplemented`` for an unknown type)."""
+
+    @abc.abstractmethod
+    def __sub__(self, other: Any) -> PrivacyLoss:
+        """The budget left after spending ``other``, floored at zero."""
+
+    @abc.abstractmethod
+    def __le__(self, other: Any) -> bool:
+        """Whether this loss is within ``other``."""
 
     def __radd__(self, other: Any) -> PrivacyLoss:
         if other == 0:  # lets builtin sum() compose losses
             return self
         return NotImplemented
-
-    @classmethod
-    def zero(cls) -> PrivacyLoss:  # pragma: no cover - overridden
-        raise NotImplementedError
 
     def as_dict(self) -> dict[str, str]:
         """Exact fields as strings (for storage)."""

@@ -12,42 +12,54 @@ Rules for bad values (DESIGN.md §3.6), the same in every aggregation:
 
 from __future__ import annotations
 
+import abc
 import builtins
+import enum
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal, cast
 
 import narwhals as nw
 import numpy as np
 
 from dpkit.core.numbers import Number, as_typed, float_down, float_up, fraction_down, fraction_up
 from dpkit.errors import BoundsError, ColumnError, DomainError
+from dpkit.frame.language import MAX_BINS, MAX_CANDIDATES, Param, aggregation
 from dpkit.mechanisms import grid_exponent
 
-__all__ = ["Aggregation", "Statistic", "count", "count_distinct", "sum", "mean", "variance",
-           "std", "histogram", "quantile", "median", "min", "max"]
+__all__ = ["Aggregation", "Statistic", "StatKind", "count", "count_distinct", "sum", "mean",
+           "variance", "std", "histogram", "quantile", "median", "min", "max"]
 
-_NUMERIC_KINDS = ("int", "float")
+NumericKind = Literal["int", "float"]  # how a numeric column is summed: exact ints or a grid
+
+
+class StatKind(enum.StrEnum):
+    """What the engine computes for a :class:`Statistic` (a closed set)."""
+
+    COUNT = "count"  # rows
+    SUM = "sum"  # grid integers clamped to [lower, upper]
+    DISTINCT = "distinct"  # distinct privacy units
+    BINS = "bins"  # row counts per bin of bin_expr (n_bins bins, out-of-range bins dropped)
 
 
 @dataclass(frozen=True)
 class Statistic:
-    """One exact integer statistic per group (or per group × bin) for the engine to compute.
-
-    ``kind`` is ``"count"`` (rows), ``"sum"`` (grid integers clamped to [lower, upper]) or
-    ``"bins"`` (row counts per bin of ``bin_expr``, ``n_bins`` bins, out-of-range bins
-    dropped). ``weight`` is its share of the aggregation's budget.
-    """
+    """One exact integer statistic per group (or per group × bin) for the engine to compute:
+    ``kind`` says which (:class:`StatKind`); ``weight`` is its share of the aggregation's
+    budget."""
 
     key: str
-    kind: str
+    kind: StatKind
     expr: Any = None
     bin_expr: Any = None
     n_bins: int = 0
     lower: int = 0
     upper: int = 0
     weight: Fraction = Fraction(1)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", StatKind(self.kind))  # ValueError outside the set
 
 
 # integer types that widen to Int64 losslessly (UInt64 and 128-bit integers are summed as
@@ -71,11 +83,11 @@ def _dtype_kind(schema: Any, column: str) -> str:
     return str(dtype)
 
 
-def _require_numeric(schema: Any, column: str, what: str) -> str:
+def _require_numeric(schema: Any, column: str, what: str) -> NumericKind:
     kind = _dtype_kind(schema, column)
-    if kind not in _NUMERIC_KINDS:
+    if kind not in ("int", "float"):
         raise ColumnError(f"{what}({column!r}) needs a numeric column; {column!r} has type {kind}")
-    return kind
+    return cast(NumericKind, kind)
 
 
 def _bounds(bounds: Any, what: str, column: str) -> tuple[Fraction, Fraction]:
@@ -99,7 +111,7 @@ def _bounds(bounds: Any, what: str, column: str) -> tuple[Fraction, Fraction]:
     return lower, upper
 
 
-def _clean(column: str, kind: str, fill: Any, lower: Fraction, upper: Fraction) -> Any:
+def _clean(column: str, kind: NumericKind, fill: Any, lower: Fraction, upper: Fraction) -> Any:
     """The column with NaN → null, then nulls dropped (by the aggregation) or filled."""
     expr = nw.col(column)
     if kind == "float":
@@ -112,13 +124,13 @@ def _clean(column: str, kind: str, fill: Any, lower: Fraction, upper: Fraction) 
     return expr
 
 
-def _small_ints(kind: str, lower: Fraction, upper: Fraction) -> bool:
+def _small_ints(kind: NumericKind, lower: Fraction, upper: Fraction) -> bool:
     """Integer column, integer bounds within ±2^31: summed exactly as integers."""
     return kind == "int" and lower.denominator == 1 and upper.denominator == 1 and (
         builtins.max(abs(lower), abs(upper)) <= _GRID_INT_LIMIT)
 
 
-def _grid(kind: str, lower: Fraction, upper: Fraction) -> int:
+def _grid(kind: NumericKind, lower: Fraction, upper: Fraction) -> int:
     """Grid exponent for summing: 0 for integers with integer bounds within ±2^31, else
     ~2^-30 of |bound| (so every grid value lies within ±2^31 and sums cannot overflow)."""
     if _small_ints(kind, lower, upper):
@@ -170,25 +182,43 @@ def _interval(name: str, est: np.ndarray, half_width: float) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Aggregation:
-    """Base class of aggregations. ``name`` is the output column (a default is derived)."""
+class Aggregation(abc.ABC):
+    """What every aggregation implements. ``name`` is the output column (a default is
+    derived). A new aggregation is a frozen dataclass here with its JSON tag and parameters
+    (:func:`dpkit.frame.language.aggregation`): the server and the client then know it."""
 
     name: str | None = None
 
-    def output_name(self) -> str:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abc.abstractmethod
+    def output_name(self) -> str:
+        """The output column's name."""
 
     def columns(self) -> list[str]:
+        """The columns it reads."""
         return []
 
-    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:  # pragma: no cover
-        raise NotImplementedError
+    @abc.abstractmethod
+    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+        """The exact statistics the engine computes (keys start with ``prefix``); checks the
+        aggregation against ``schema`` at plan time (ColumnError, BoundsError, DomainError)."""
 
+    @abc.abstractmethod
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
-               stats: list[Statistic], beta: float) -> dict[str, Any]:  # pragma: no cover
-        raise NotImplementedError
+               stats: list[Statistic], beta: float) -> dict[str, Any]:
+        """Post-processing: the output columns (estimate, ``_ci_low``, ``_ci_high``) from the
+        noisy statistics and their half-widths at level 1 − ``beta``."""
 
 
+_NAME = Param("name", "label", None)
+_COLUMN = Param("column", "column")
+_BOUNDS = Param("bounds", "bounds", None)
+_FILL = Param("fill", "scalar", None)
+_CANDIDATES = Param("candidates", "int", None, size=(2, MAX_CANDIDATES))
+_METHOD = Param("method", "choice", "exponential", choices=("exponential", "tree"))
+_BOUNDED = (_COLUMN, _BOUNDS, _FILL, _NAME)
+
+
+@aggregation("count", _NAME)
 @dataclass(frozen=True)
 class Count(Aggregation):
     """Number of rows (per group)."""
@@ -197,7 +227,7 @@ class Count(Aggregation):
         return self.name or "count"
 
     def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
-        return [Statistic(f"{prefix}n", "count", expr=nw.len())]
+        return [Statistic(f"{prefix}n", StatKind.COUNT, expr=nw.len())]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
@@ -205,6 +235,7 @@ class Count(Aggregation):
         return _interval(self.output_name(), noisy[key], int(half_widths[key]))
 
 
+@aggregation("count_distinct", _NAME)
 @dataclass(frozen=True)
 class CountDistinct(Aggregation):
     """Number of distinct privacy units (per group); rows for row-level privacy. A unit adds
@@ -214,7 +245,7 @@ class CountDistinct(Aggregation):
         return self.name or "units"
 
     def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
-        return [Statistic(f"{prefix}u", "distinct")]
+        return [Statistic(f"{prefix}u", StatKind.DISTINCT)]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
@@ -230,10 +261,15 @@ class ColumnAggregation(Aggregation):
     bounds: Any = None
     fill: Any = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.bounds, list):  # as JSON gives it back
+            object.__setattr__(self, "bounds", tuple(self.bounds))
+
     def columns(self) -> list[str]:
         return [self.column]
 
 
+@aggregation("sum", *_BOUNDED)
 @dataclass(frozen=True)
 class Sum(ColumnAggregation):
     """Sum of a numeric column clamped to ``bounds``."""
@@ -247,7 +283,7 @@ class Sum(ColumnAggregation):
         k = _grid(kind, lower, upper)
         clean = _clean(self.column, kind, self.fill, lower, upper)
         ints, lo, hi = _grid_ints(clean, k, float_down(lower), float_up(upper))
-        return [Statistic(f"{prefix}s", "sum", expr=ints.sum(), lower=lo, upper=hi,
+        return [Statistic(f"{prefix}s", StatKind.SUM, expr=ints.sum(), lower=lo, upper=hi,
                           n_bins=k)]  # n_bins carries k for finish()
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
@@ -258,6 +294,7 @@ class Sum(ColumnAggregation):
                          half_widths[st.key] * g)
 
 
+@aggregation("mean", *_BOUNDED)
 @dataclass(frozen=True)
 class Mean(ColumnAggregation):
     """Mean of a numeric column clamped to ``bounds``: a noisy centred sum over a noisy count.
@@ -286,9 +323,9 @@ class Mean(ColumnAggregation):
         s, lo, hi = _grid_ints(centred, k, lo_f - mid_f, hi_f - mid_f)
         n = clean.count()
         return [
-            Statistic(f"{prefix}s", "sum", expr=s.sum(), lower=lo, upper=hi, n_bins=k,
+            Statistic(f"{prefix}s", StatKind.SUM, expr=s.sum(), lower=lo, upper=hi, n_bins=k,
                       weight=Fraction(1, 2)),
-            Statistic(f"{prefix}n", "count", expr=n, weight=Fraction(1, 2)),
+            Statistic(f"{prefix}n", StatKind.COUNT, expr=n, weight=Fraction(1, 2)),
         ]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
@@ -313,6 +350,7 @@ class Mean(ColumnAggregation):
         return {name: est, f"{name}_ci_low": ci_low, f"{name}_ci_high": ci_high}
 
 
+@aggregation("variance", *_BOUNDED, Param("std", "flag", False))
 @dataclass(frozen=True)
 class Variance(ColumnAggregation):
     """Variance (or standard deviation, ``std=True``) of a column clamped to ``bounds``.
@@ -344,11 +382,11 @@ class Variance(ColumnAggregation):
         s2, lo2, hi2 = _grid_ints(centred * centred, k2, 0.0, float_up(half * half))
         third = Fraction(1, 3)
         return [
-            Statistic(f"{prefix}s1", "sum", expr=s1.sum(), lower=lo1, upper=hi1, n_bins=k1,
+            Statistic(f"{prefix}s1", StatKind.SUM, expr=s1.sum(), lower=lo1, upper=hi1, n_bins=k1,
                       weight=third),
-            Statistic(f"{prefix}s2", "sum", expr=s2.sum(), lower=lo2, upper=hi2, n_bins=k2,
+            Statistic(f"{prefix}s2", StatKind.SUM, expr=s2.sum(), lower=lo2, upper=hi2, n_bins=k2,
                       weight=third),
-            Statistic(f"{prefix}n", "count", expr=clean.count(), weight=third),
+            Statistic(f"{prefix}n", StatKind.COUNT, expr=clean.count(), weight=third),
         ]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
@@ -382,6 +420,7 @@ class Variance(ColumnAggregation):
         return {name: est, f"{name}_ci_low": ci_low, f"{name}_ci_high": ci_high}
 
 
+@aggregation("histogram", _COLUMN, Param("bins", "numbers", size=(2, MAX_BINS + 1)), _NAME)
 @dataclass(frozen=True)
 class Histogram(ColumnAggregation):
     """Row counts in bins of a numeric column (one output row per group × bin).
@@ -391,6 +430,11 @@ class Histogram(ColumnAggregation):
     """
 
     bins: Any = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.bins, tuple | range):  # as JSON gives it back
+            object.__setattr__(self, "bins", list(self.bins))
 
     def output_name(self) -> str:
         return self.name or "count"
@@ -410,7 +454,7 @@ class Histogram(ColumnAggregation):
             edges) > 2 else nw.lit(0)
         inside = (x >= edges[0]) & (x <= edges[-1])
         bin_expr = nw.when(inside).then(index).otherwise(-1)
-        return [Statistic(f"{prefix}h", "bins", bin_expr=bin_expr, n_bins=len(edges) - 1)]
+        return [Statistic(f"{prefix}h", StatKind.BINS, bin_expr=bin_expr, n_bins=len(edges) - 1)]
 
     def labels(self) -> list[str]:
         e = self.edges()
@@ -423,6 +467,8 @@ class Histogram(ColumnAggregation):
         return _interval(self.output_name(), noisy[key], int(half_widths[key]))
 
 
+@aggregation("quantile", _COLUMN, Param("q", "number"), _BOUNDS, _CANDIDATES, _FILL, _METHOD,
+             _NAME)
 @dataclass(frozen=True)
 class Quantile(ColumnAggregation):
     """The q-quantile of a numeric column by the exponential mechanism over candidates.
@@ -440,6 +486,12 @@ class Quantile(ColumnAggregation):
     candidates: int | None = None
     method: str = "exponential"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.method not in ("exponential", "tree"):
+            raise DomainError(f"unknown quantile method {self.method!r}; use 'exponential' or "
+                              "'tree'")
+
     def output_name(self) -> str:
         if self.name:
             return self.name
@@ -452,7 +504,7 @@ class Quantile(ColumnAggregation):
             raise DomainError(f"quantile level must be in [0, 1], got {self.q!r}")
         return q
 
-    def grid(self, kind: str) -> tuple[float, float, int]:
+    def grid(self, kind: NumericKind) -> tuple[float, float, int]:
         """(first candidate, step, number of candidates)."""
         lower, upper = _bounds(self.bounds, "quantile", self.column)
         span = upper - lower
@@ -478,10 +530,10 @@ class Quantile(ColumnAggregation):
         # #{x < c_j} = Σ bins ≤ 2j and #{x ≤ c_j} = Σ bins ≤ 2j + 1
         t = (x - first) * (1.0 / step)  # not / step: see Query.bin
         b = nw.when(t == t.floor()).then(t * 2 + 1).otherwise(t.ceil() * 2)
-        return [Statistic(f"{prefix}q", "bins", bin_expr=b.clip(0, 2 * m - 1).cast(nw.Int64),
+        return [Statistic(f"{prefix}q", StatKind.BINS, bin_expr=b.clip(0, 2 * m - 1).cast(nw.Int64),
                           n_bins=2 * m)]
 
-    def candidate_values(self, kind: str) -> np.ndarray:
+    def candidate_values(self, kind: NumericKind) -> np.ndarray:
         first, step, m = self.grid(kind)
         return first + step * np.arange(m)
 
@@ -534,23 +586,29 @@ def count_distinct(*, name: str | None = None) -> CountDistinct:
     return CountDistinct(name=name)
 
 
-def variance(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any = None,
-             name: str | None = None) -> Variance:
-    """DP variance of ``column`` clamped to ``bounds``; see :class:`Variance`."""
-    return Variance(name=name, column=column, bounds=bounds, fill=fill)
-
-
+@aggregation("std", *_BOUNDED)
 def std(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any = None,
         name: str | None = None) -> Variance:
     """DP standard deviation of ``column`` clamped to ``bounds``; see :class:`Variance`."""
     return Variance(name=name, column=column, bounds=bounds, fill=fill, std=True)
 
 
+def variance(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any = None,
+             name: str | None = None) -> Variance:
+    """DP variance of ``column`` clamped to ``bounds``; see :class:`Variance`."""
+    return Variance(name=name, column=column, bounds=bounds, fill=fill)
+
+
+_QUANTILE_ALIAS = (_COLUMN, _BOUNDS, _CANDIDATES, _FILL, _METHOD, _NAME)
+
+
+@aggregation("median", *_QUANTILE_ALIAS)
 def median(column: str, bounds: tuple[Number, Number] | None = None, **kw: Any) -> Quantile:
     """DP median: :func:`quantile` at q = 1/2."""
     return quantile(column, Fraction(1, 2), bounds, **kw)
 
 
+@aggregation("min", *_QUANTILE_ALIAS)
 def min(column: str, bounds: tuple[Number, Number] | None = None, *,  # noqa: A001
         name: str | None = None, **kw: Any) -> Quantile:
     """DP minimum: the 0-quantile (the smallest candidate with no value below it, up to
@@ -558,6 +616,7 @@ def min(column: str, bounds: tuple[Number, Number] | None = None, *,  # noqa: A0
     return quantile(column, 0, bounds, name=name or f"{column}_min", **kw)
 
 
+@aggregation("max", *_QUANTILE_ALIAS)
 def max(column: str, bounds: tuple[Number, Number] | None = None, *,  # noqa: A001
         name: str | None = None, **kw: Any) -> Quantile:
     """DP maximum: the 1-quantile."""
@@ -576,7 +635,5 @@ def quantile(column: str, q: Number, bounds: tuple[Number, Number] | None = None
     (the exponential mechanism, default) or ``"tree"`` (a noisy 16-ary hierarchical
     histogram searched top-down, :mod:`dpkit.mechanisms.tree_quantile`; its noisy counts
     serve every quantile level equally)."""
-    if method not in ("exponential", "tree"):
-        raise DomainError(f"unknown quantile method {method!r}; use 'exponential' or 'tree'")
     return Quantile(name=name, column=column, q=q, bounds=bounds, candidates=candidates,
                     fill=fill, method=method)

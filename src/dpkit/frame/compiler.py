@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from fractions import Fraction
 from typing import Any
 
@@ -35,16 +36,25 @@ from dpkit.core.metrics import L1Distance, L2Distance
 from dpkit.core.numbers import Number, fraction_down, log_up, non_negative, sqrt_down
 from dpkit.core.stability import Contribution
 from dpkit.errors import DomainError, MeasureError
-from dpkit.frame.aggregates import Aggregation, Quantile, Statistic
+from dpkit.frame.aggregates import Aggregation, NumericKind, Quantile, Statistic, StatKind
 from dpkit.mechanisms import make_noise, sample_exponential
 from dpkit.mechanisms.tree_quantile import make_tree_quantile, tree_plan
 
-__all__ = ["Target", "PlannedStatistic", "plan_statistics", "resolve_target"]
+__all__ = ["Noise", "Target", "PlannedStatistic", "plan_statistics", "resolve_target"]
+
+
+class Noise(Enum):
+    """The noise a release target calls for: Laplace (pure ε, L1 sensitivities) or Gaussian
+    (ρ-zCDP, L2 sensitivities; also (ε, δ) targets, through the largest ρ that meets them)."""
+
+    LAPLACE = "laplace"
+    GAUSSIAN = "gaussian"
 
 
 @dataclass(frozen=True)
 class Target:
-    """What a release may spend: ``noise`` is "laplace" (pure ε) or "gaussian" (ρ).
+    """What a release may spend: ``noise`` is :attr:`Noise.LAPLACE` (pure ε) or
+    :attr:`Noise.GAUSSIAN` (ρ).
 
     An (ε, δ) target becomes a Gaussian one with the largest ρ whose conversion
     (:func:`~dpkit.core.zcdp_to_epsilon`) meets (ε, δ); ``delta`` then records the δ at which
@@ -52,7 +62,7 @@ class Target:
     than converting each one and adding).
     """
 
-    noise: str
+    noise: Noise
     epsilon: Fraction = Fraction(0)
     delta: Fraction = Fraction(0)
     rho: Fraction = Fraction(0)
@@ -61,11 +71,11 @@ class Target:
         return Target(self.noise, self.epsilon * w, self.delta, self.rho * w)
 
     def bound(self) -> PrivacyLoss:
-        return PureDP(self.epsilon) if self.noise == "laplace" else ZCDP(self.rho)
+        return PureDP(self.epsilon) if self.noise is Noise.LAPLACE else ZCDP(self.rho)
 
     def pure_epsilon(self) -> Fraction:
         """ε for a pure-DP mechanism (exponential) under this target."""
-        if self.noise == "gaussian":
+        if self.noise is Noise.GAUSSIAN:
             return sqrt_down(2 * self.rho)  # ε-DP ⇒ ε²/2-zCDP
         return self.epsilon
 
@@ -88,20 +98,20 @@ def resolve_target(measure: type, epsilon: Number | None, rho: Number | None,
     if measure is PureDP:
         if r is not None or dlt is not None:
             raise MeasureError("a pure-DP session releases with epsilon= only")
-        return Target("laplace", epsilon=eps or Fraction(0))
+        return Target(Noise.LAPLACE, epsilon=eps or Fraction(0))
     if measure is ZCDP:
         if dlt is not None:
             raise MeasureError("a zCDP session takes rho= (Gaussian) or epsilon= (Laplace)")
         if r is not None:
-            return Target("gaussian", rho=r)
-        return Target("laplace", epsilon=eps or Fraction(0))
+            return Target(Noise.GAUSSIAN, rho=r)
+        return Target(Noise.LAPLACE, epsilon=eps or Fraction(0))
     if r is not None:
         raise MeasureError("an (ε, δ) session takes epsilon= and optionally delta=")
     if dlt is None:
-        return Target("laplace", epsilon=eps or Fraction(0))
+        return Target(Noise.LAPLACE, epsilon=eps or Fraction(0))
     if dlt >= 1:
         raise DomainError("delta must be below 1")
-    return Target("gaussian", delta=dlt, rho=largest_rho(eps or Fraction(0), dlt))
+    return Target(Noise.GAUSSIAN, delta=dlt, rho=largest_rho(eps or Fraction(0), dlt))
 
 
 @dataclass
@@ -124,7 +134,7 @@ class PlannedStatistic:
     @property
     def unit(self) -> Fraction:
         """Value of one integer step of the statistic (2^k for grid sums, else 1)."""
-        return Fraction(2) ** self.stat.n_bins if self.stat.kind == "sum" else Fraction(1)
+        return Fraction(2) ** self.stat.n_bins if self.stat.kind is StatKind.SUM else Fraction(1)
 
 
 def _take(key: str) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
@@ -133,15 +143,15 @@ def _take(key: str) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
 
 def _noise_statistic(stat: Statistic, agg_index: int, bounds: Contribution, target: Target
                      ) -> PlannedStatistic:
-    gaussian = target.noise != "laplace"
+    gaussian = target.noise is Noise.GAUSSIAN
     metric = L2Distance() if gaussian else L1Distance()
     take = _take(stat.key)
-    if stat.kind == "sum":
+    if stat.kind is StatKind.SUM:
         t = stability.make_bounded_sum(take, stat.lower, stat.upper, bounds, metric)
-    elif stat.kind == "distinct":
+    elif stat.kind is StatKind.DISTINCT:
         t = stability.make_distinct_count(take, bounds, metric)
     else:
-        t = stability.make_bounded_count(take, bounds.cells() if stat.kind == "bins" else
+        t = stability.make_bounded_count(take, bounds.cells() if stat.kind is StatKind.BINS else
                                          bounds, metric)
     sens = t.map(1)
     # the one calibrated-noise entry; a statistic no record moves (Δ = 0, bounds (c, c)) is
@@ -156,8 +166,9 @@ def _noise_statistic(stat: Statistic, agg_index: int, bounds: Contribution, targ
                             lambda beta: float(acc(beta)), target.delta)
 
 
-def _tree_quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kind: str,
-                             bounds: Contribution, target: Target) -> PlannedStatistic:
+def _tree_quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int,
+                             kind: NumericKind, bounds: Contribution, target: Target
+                             ) -> PlannedStatistic:
     values = agg.candidate_values(kind)
     cells = 2 * len(values)  # fine bins: between candidates j−1 and j, then exactly c_j
     tree = make_tree_quantile(cells, agg.level(), target.pure_epsilon(), bounds.l1())
@@ -172,8 +183,9 @@ def _tree_quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kin
                             lambda beta: float(acc(beta)), target.delta)
 
 
-def _quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int, kind: str,
-                        bounds: Contribution, target: Target) -> PlannedStatistic:
+def _quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int,
+                        kind: NumericKind, bounds: Contribution, target: Target
+                        ) -> PlannedStatistic:
     if agg.method == "tree":
         return _tree_quantile_statistic(stat, agg, agg_index, kind, bounds, target)
     eps = target.pure_epsilon()
@@ -207,7 +219,7 @@ def plan_statistics(aggs: Sequence[Aggregation], schema: Any, bounds: Contributi
         for stat in agg.statistics(schema, prefix=f"a{i}_"):
             share = target.share(w * stat.weight)
             if isinstance(agg, Quantile):
-                kind = "int" if schema[agg.column].is_integer() else "float"
+                kind: NumericKind = "int" if schema[agg.column].is_integer() else "float"
                 planned.append(_quantile_statistic(stat, agg, i, kind, bounds, share))
             else:
                 planned.append(_noise_statistic(stat, i, bounds, share))

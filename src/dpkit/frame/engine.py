@@ -19,7 +19,7 @@ import polars as pl
 
 from dpkit.errors import ColumnError, DomainError
 from dpkit.frame import backend
-from dpkit.frame.aggregates import Statistic
+from dpkit.frame.aggregates import Statistic, StatKind
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.rowwise import check_step
 
@@ -156,10 +156,11 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
     key_cols = list(keys.columns) if keys is not None else []
     groups = len(keys) if keys is not None else 1
     out: dict[str, np.ndarray] = {}
-    scalar = [s for s in stats if s.kind in ("count", "sum", "distinct")]
+    scalar = [s for s in stats if s.kind is not StatKind.BINS]
     if scalar:
         distinct = nw.col(unit_column).n_unique() if unit_column else nw.len()
-        exprs = [(distinct if s.kind == "distinct" else s.expr).alias(s.key) for s in scalar]
+        exprs = [(distinct if s.kind is StatKind.DISTINCT else s.expr).alias(s.key)
+                 for s in scalar]
         if key_cols:
             res = to_polars(lf.group_by(key_cols).agg(*exprs).collect())
             joined = _key_index(keys, res, key_cols)  # type: ignore[arg-type]
@@ -171,7 +172,7 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
             arr = np.zeros(groups, dtype=np.int64)
             arr[rows] = _saturated(joined[s.key])
             out[s.key] = arr
-    for s in (s for s in stats if s.kind == "bins"):
+    for s in (s for s in stats if s.kind is StatKind.BINS):
         binned = lf.with_columns(s.bin_expr.alias(_BIN)).group_by([*key_cols, _BIN]).agg(
             nw.len().alias(_LEN))
         res = to_polars(binned.collect()).filter(

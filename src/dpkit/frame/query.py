@@ -16,9 +16,10 @@ import polars as pl
 from dpkit.core.measures import ZCDP, ApproxDP
 from dpkit.core.numbers import Number, fraction_down
 from dpkit.errors import ColumnError, DomainError, MeasureError
-from dpkit.frame import aggregates, engine
+from dpkit.frame import aggregates, engine, language
 from dpkit.frame.compiler import PlannedStatistic, Target, plan_statistics, resolve_target
 from dpkit.frame.keys import canonical_keys
+from dpkit.frame.language import MAX_BINS, Expr, Param, ProtocolError
 from dpkit.mechanisms.partition_selection import PartitionSelection
 
 if TYPE_CHECKING:
@@ -26,7 +27,22 @@ if TYPE_CHECKING:
 
 __all__ = ["Query", "KeySet"]
 
-Step = tuple[str, tuple[Any, ...], dict[str, Any]]
+Step = tuple[str, tuple[Any, ...], dict[str, Any]]  # an engine step: (method, args, kwargs)
+Call = tuple[str, dict[str, Any] | None]  # a step as called: tag, parameters (None: no JSON)
+_COLUMN = Param("column", "column")
+_NEW_NAME = Param("name", "new_column", None)
+
+
+def _same_kind(tag: str) -> Callable[[Query, dict[str, Any]], None]:
+    """The JSON-input check of map and fill_null: values of the column's kind."""
+    def check(query: Query, params: dict[str, Any]) -> None:
+        column = params["column"]
+        kind = language.expr_kind({"col": column}, query.schema())
+        values = params["mapping"] if tag == "map" else [params["value"]]
+        if any(language.value_kind(v) != kind for v in values):
+            rule = "map those" if tag == "map" else "the fill value must be one too"
+            raise ProtocolError(f"{tag}: {column!r} holds {kind} values; {rule}")
+    return check
 
 
 @dataclass(frozen=True)
@@ -35,11 +51,16 @@ class Query:
 
     Every method returns a new query; nothing reads the data or spends budget until
     :meth:`release`. Transformations (:meth:`filter`, :meth:`with_columns`, :meth:`select`)
-    take Polars expressions (or narwhals expressions, which run on any backend).
+    take Polars expressions (or narwhals expressions, which run on any backend), or
+    expressions of the JSON grammar (:func:`dpkit.frame.language.col`). Each step kind and
+    aggregation is registered in :mod:`dpkit.frame.language`, which gives the query its JSON
+    form (:meth:`to_json`, :meth:`from_json`); ``dpkit.Client`` is this class on a remote
+    session.
     """
 
     session: Session
     steps: tuple[Step, ...] = ()
+    calls: tuple[Call, ...] = ()  # the steps as called (their JSON form), see to_json
     keys: pl.DataFrame | None = None
     keys_digest: str = ""  # of the canonical keys, for describe()
     aggs: tuple[aggregates.Aggregation, ...] = ()
@@ -50,26 +71,66 @@ class Query:
     table: str | None = None  # which private table (None: the session's first)
 
     # -- transformations -------------------------------------------------------------
-    def _step(self, op: str, *args: Any, **kwargs: Any) -> Query:
+    def _record(self, tag: str, params: dict[str, Any] | None) -> Query:
+        """Append a step as called (``params``: its registered parameters; None for a step
+        with no JSON form, which adds its engine step itself) and lower it."""
         if self.aggs:
-            raise DomainError(f"{op} must come before agg()")
+            raise DomainError(f"{tag} must come before agg()")
+        return replace(self, calls=(*self.calls, (tag, params)))._lower(tag, params)
+
+    def _lower(self, tag: str, params: dict[str, Any] | None) -> Query:
+        """The engine steps of a step (:data:`language.STEPS` holds each kind's lowering)."""
+        return self if params is None else language.STEPS[tag].build(self, **params)
+
+    def _step(self, op: str, *args: Any, **kwargs: Any) -> Query:
         return replace(self, steps=(*self.steps, (op, args, kwargs)))
 
+    def _grammar(self, expr: Any, schema: Any) -> Any:
+        return language.compile_expr(expr, schema) if isinstance(expr, Expr) else expr
+
     def filter(self, *predicates: Any) -> Query:
-        """Keep rows matching all predicates (1-stable: a unit's rows only disappear)."""
-        return self._step("filter", *predicates)
+        """Keep rows matching all predicates (1-stable: a unit's rows only disappear).
+
+        A predicate is a Polars or narwhals expression, or an expression of the JSON grammar
+        (:func:`dpkit.frame.language.col` / ``lit``), which then has a JSON form."""
+        if not predicates:
+            raise DomainError("filter needs at least one predicate")
+        query = self
+        for predicate in predicates:
+            query = query._record("filter", {"expr": predicate})
+        return query
+
+    @language.step("filter", Param("expr", "expr"))
+    def _filter(self, expr: Any) -> Query:
+        schema = self.schema() if isinstance(expr, Expr) else None
+        if schema is not None and language.expr_kind(expr, schema) != "boolean":
+            raise ProtocolError("filter: the expression must be a condition (true/false)")
+        return self._step("filter", self._grammar(expr, schema))
 
     def with_columns(self, *exprs: Any, **named: Any) -> Query:
-        """Add or replace columns computed row by row (1-stable)."""
-        return self._step("with_columns", *exprs, **named)
+        """Add or replace columns computed row by row (1-stable); grammar expressions by
+        keyword have a JSON form."""
+        if exprs:
+            return self._record("with_columns", None)._step("with_columns", *exprs, **named)
+        return self._record("with_columns", {"columns": named})
+
+    @language.step("with_columns", Param("columns", "exprs", size=(1, 32)))
+    def _with_columns(self, columns: dict[str, Any]) -> Query:
+        schema = self.schema() if any(isinstance(e, Expr) for e in columns.values()) else None
+        return self._step("with_columns",
+                          **{k: self._grammar(e, schema) for k, e in columns.items()})
 
     def select(self, *exprs: Any, **named: Any) -> Query:
         """Keep or compute columns row by row (1-stable). Keep the privacy unit's column."""
-        return self._step("select", *exprs, **named)
+        return self._record("select", None)._step("select", *exprs, **named)
 
     def clamp(self, column: str, lower: Number, upper: Number) -> Query:
         """Clamp ``column`` to [lower, upper] and declare those bounds for later aggregations
         of it (``sum``/``mean``/``quantile`` without ``bounds=`` use them). Row-wise."""
+        return self._record("clamp", {"column": column, "lower": lower, "upper": upper})
+
+    @language.step("clamp", _COLUMN, Param("lower", "number"), Param("upper", "number"))
+    def _clamp(self, column: str, lower: Number, upper: Number) -> Query:
         lo, hi = aggregates._bounds((lower, upper), "clamp", column)
         kind = aggregates._require_numeric(self._schema()[1], column, "clamp")
         if kind == "int" and lo.denominator == hi.denominator == 1 and max(
@@ -88,6 +149,13 @@ class Query:
         ``edges`` e₀ < … < e_m give bins [eᵢ, eᵢ₊₁) (the last one closed); values outside and
         nulls become null. ``width`` w gives bins [k·w, (k+1)·w) over all reals.
         """
+        return self._record("bin", {"column": column, "edges": edges, "width": width,
+                                    "name": name})
+
+    @language.step("bin", _COLUMN, Param("edges", "numbers", None, size=(0, MAX_BINS + 1)),
+                   Param("width", "number", None), _NEW_NAME)
+    def _bin(self, column: str, edges: Sequence[Number] | None, width: Number | None,
+             name: str | None) -> Query:
         out = name or column
         x = nw.col(column)
         if (edges is None) == (width is None):
@@ -112,6 +180,13 @@ class Query:
             name: str | None = None) -> Query:
         """Map the categories of ``column`` through ``mapping`` (others become ``default``,
         null by default). Row-wise."""
+        return self._record("map", {"column": column, "mapping": mapping, "default": default,
+                                    "name": name})
+
+    @language.step("map", _COLUMN, Param("mapping", "pairs", size=(1, 10_000)),
+                   Param("default", "scalar", None), _NEW_NAME, check=_same_kind("map"))
+    def _map(self, column: str, mapping: Mapping[Any, Any], default: Any, name: str | None
+             ) -> Query:
         if not isinstance(mapping, Mapping) or not mapping:
             raise DomainError("map needs a non-empty mapping {old: new}")
         old, new = list(mapping.keys()), list(mapping.values())
@@ -120,10 +195,19 @@ class Query:
 
     def fill_null(self, column: str, value: Any) -> Query:
         """Replace nulls (and NaN in float columns) of ``column`` by ``value``. Row-wise."""
+        return self._record("fill_null", {"column": column, "value": value})
+
+    @language.step("fill_null", _COLUMN, Param("value", "scalar"),
+                   check=_same_kind("fill_null"))
+    def _fill_null(self, column: str, value: Any) -> Query:
         return self._step("with_columns", **{column: nw.col(column).fill_null(value)})
 
     def drop_nulls(self, *columns: str) -> Query:
         """Drop rows with a null in any of ``columns`` (all columns if none). 1-stable."""
+        return self._record("drop_nulls", {"columns": columns})
+
+    @language.step("drop_nulls", Param("columns", "columns", (), size=(0, 256)))
+    def _drop_nulls(self, columns: Sequence[str]) -> Query:
         cond = None
         for c in columns:
             term = ~nw.col(c).is_null()
@@ -146,8 +230,9 @@ class Query:
         joined table is bounded again to the unit's (M, G, R) like any table before
         aggregation, so every sensitivity is the usual one. Inner join only.
         """
+        query = self._record("join", None)  # a step without a JSON form
         if isinstance(public, Query):
-            return self._join_private(public, on)
+            return query._join_private(public, on)
         if how not in ("left", "inner"):
             raise DomainError("join with a public table supports how='left' or 'inner'")
         table = public if isinstance(public, pl.DataFrame) else pl.DataFrame(public)
@@ -159,10 +244,10 @@ class Query:
             raise DomainError("join keys are not unique in the public table: a private row "
                               "would be copied, which multiplies its influence")
         # keys distinct as given may collide in the private column's type: convert first
-        converted = canonical_keys(table.select(keys), self._schema()[1], "join keys")
+        converted = canonical_keys(table.select(keys), query._schema()[1], "join keys")
         if not converted.equals(table.select(keys)):  # else keep the object (cache key)
             table = table.with_columns(converted)
-        return self._step("join", table, on=keys, how=how)
+        return query._step("join", table, on=keys, how=how)
 
     def _join_private(self, other: Query, on: str | Sequence[str]) -> Query:
         unit = self.session.privacy_unit.column
@@ -251,9 +336,12 @@ class Query:
                 raise DomainError("selection must be dp.PartitionSelection(epsilon, delta)")
             selection.loss()  # validate now
             return replace(self, keys=None, group_columns=tuple(columns), selection=selection)
-        frame = canonical_keys(_keyset(list(columns), keys), self._schema()[1])
+        frame = self._keys_in_schema(_keyset(list(columns), keys))
         return replace(self, keys=frame, keys_digest=_digest(frame),
                        group_columns=tuple(columns), selection=None)
+
+    def _keys_in_schema(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return canonical_keys(frame, self._schema()[1])
 
     # -- aggregations ----------------------------------------------------------------
     def agg(self, *aggs: aggregates.Aggregation) -> Query:
@@ -289,6 +377,84 @@ class Query:
                  **kw: Any) -> Query:
         """Shorthand for ``agg(dp.quantile(column, q, bounds))``."""
         return self.agg(aggregates.quantile(column, q, bounds, **kw))
+
+    # -- JSON form -----------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The query's JSON form: ``{"steps", "group_by", "aggs"}``, the server's request
+        without its budget (:mod:`dpkit.frame.language`). :meth:`from_json` gives back a
+        query with the same :meth:`describe` and plan.
+
+        Raises
+        ------
+        ProtocolError
+            For what has no JSON form: Polars or narwhals expressions (use the grammar's
+            ``col``/``lit``), ``select``, ``join``, positional ``with_columns``, a partition's
+            sub-query, a named table, or values that are not JSON scalars.
+        """
+        if self.part is not None or self.table is not None:
+            raise ProtocolError("a partition's sub-query or a named table has no JSON form")
+        doc: dict[str, Any] = {"steps": [language.encode_step(t, p) for t, p in self.calls]}
+        if self.selection is not None:
+            s = self.selection
+            doc["group_by"] = {"columns": list(self.group_columns), "selection": {
+                "epsilon": language.json_number(s.epsilon),
+                "delta": language.json_number(s.delta), "method": s.method}}
+        elif self.keys is not None:
+            rows = ([language.json_scalar(v) for v in row] for row in self.keys.rows())
+            doc["group_by"] = {"columns": list(self.group_columns), "keys": [
+                row[0] if self.keys.width == 1 else row for row in rows]}
+        doc["aggs"] = [language.encode_agg(a) for a in self.aggs]
+        return doc
+
+    @classmethod
+    def from_json(cls, session: Session, doc: Mapping[str, Any]) -> Query:
+        """The query of a JSON form (see :meth:`to_json`) on ``session``'s first table.
+
+        Every part is checked against the registry's allow-list first (ProtocolError); then
+        the builder methods check the query as they do in Python.
+
+        Raises
+        ------
+        ProtocolError
+            For a malformed form: unknown fields, steps or aggregations, wrong types, values
+            over a limit.
+        DomainError, BoundsError, ColumnError
+            As the corresponding builder methods.
+        """
+        unknown = set(doc) - {"steps", "group_by", "aggs"} if isinstance(doc, Mapping) else {0}
+        steps, aggs = (doc.get(k, []) for k in ("steps", "aggs")) if not unknown else ((), ())
+        if unknown or not isinstance(steps, list) or not isinstance(aggs, list):
+            raise ProtocolError("a query's JSON form is {steps: [...], group_by, aggs: [...]}")
+        query = cls(session)
+        for item in steps:
+            tag, params = language.decode_step(item)
+            check = language.STEPS[tag].check
+            if check is not None:
+                check(query, params)
+            query = query._record(tag, params)
+        if doc.get("group_by") is not None:
+            query = query._group_from_json(doc["group_by"])
+        return query.agg(*map(language.decode_agg, aggs)) if aggs else query
+
+    def _group_from_json(self, group: Any) -> Query:
+        if not isinstance(group, Mapping) or set(group) - {"columns", "keys", "selection"}:
+            raise ProtocolError("group_by is {columns: [...], keys: ... | selection: {...}}")
+        columns = language.decode(Param("columns", "columns", size=(1, 8)),
+                                  group.get("columns"), "group_by")
+        keys, selection = group.get("keys"), group.get("selection")
+        if (keys is None) == (selection is None):
+            raise ProtocolError("group_by needs public keys or a private selection, not both")
+        if selection is not None:
+            if not isinstance(selection, Mapping) or set(selection) - {
+                    "epsilon", "delta", "method"}:
+                raise ProtocolError("selection is {epsilon, delta, method}")
+            return self.group_by(*columns, selection=PartitionSelection(
+                language.number(selection.get("epsilon")),
+                language.number(selection.get("delta")),
+                str(selection.get("method", "truncated_geometric"))))
+        if isinstance(keys, list) and len(columns) > 1:
+            keys = [tuple(k) if isinstance(k, list) else k for k in keys]
+        return self.group_by(*columns, keys=keys)
 
     # -- planning and release ------------------------------------------------------------
     def schema(self) -> Any:

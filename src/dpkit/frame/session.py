@@ -8,11 +8,10 @@ is drawn; only then does the engine compute the exact statistics and the core ad
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ import polars as pl
 
 from dpkit.core.accountant import Accountant, FilterAccountant, ParallelAccountant
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
+from dpkit.core.record import Accuracy, NoiseRow, Release
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine
 from dpkit.frame.bounded_cache import BoundedCache
@@ -61,6 +61,8 @@ class Session:
     ----------
     spent, remaining : PrivacyLoss
         Exact, in the session's measure (including earlier sessions' spend via the ledger).
+    last_release : Release or None
+        The record of the latest release (:class:`~dpkit.core.record.Release`).
 
     Raises
     ------
@@ -125,7 +127,15 @@ class Session:
 
     @property
     def remaining(self) -> PrivacyLoss:
-        return self.budget - self.spent  # type: ignore[operator]
+        return self.budget - self.spent
+
+    @property
+    def last_release(self) -> Release[Any] | None:
+        """The :class:`~dpkit.core.record.Release` of the latest release through this
+        session's accountant (a query, ``query.publish``, a ``dpkit.learn`` fit, a part of a
+        partition): values, loss, noise rows, accuracy, release id, replayed flag, digest.
+        None before the first release, and after a release refused before its debit."""
+        return self.accountant.last
 
     @property
     def _frame(self) -> Any:
@@ -201,8 +211,7 @@ class Session:
                  idempotency_key: str | None = None) -> pl.DataFrame:
         query = replace(query, aggs=query._with_declared_bounds())
         loss = self.total_loss(planned, query.selection)
-        noise = json.dumps({p.stat.key: f"{p.mechanism} scale {float(p.scale * p.unit):.9g}"
-                            for p in planned})
+        noise, accuracy = _record_plan(planned, query.selection, beta)
         # every failure that does not depend on the data happens here, before the debit
         engine.dry_run(query.lazy(empty=True), query.keys, [p.stat for p in planned],
                        self.privacy_unit.column, query.group_columns)
@@ -223,8 +232,7 @@ class Session:
 
         return self._accountant_for(query).run(
             loss, query.describe(), compute, idempotency_key=idempotency_key, noise=noise,
-            digest=lambda r: hashlib.sha256(r.write_csv().encode()).hexdigest(),
-            store=lambda r: r.write_json(),
+            accuracy=accuracy, store=lambda r: r.write_json(),
             replay=lambda text: pl.read_json(io.StringIO(text)))
 
     def _select_partitions(self, bounded: Any, selection: PartitionSelection,
@@ -240,6 +248,27 @@ class Session:
     def __repr__(self) -> str:
         return (f"Session(unit={self.privacy_unit}, budget={self.budget}, spent={self.spent}, "
                 f"ledger={self.ledger.path if self.ledger else None})")
+
+
+def _record_plan(planned: Sequence[PlannedStatistic], selection: PartitionSelection | None,
+                 beta: float) -> tuple[tuple[NoiseRow, ...], Accuracy]:
+    """The release record's noise rows (each statistic's mechanism, scale and sensitivity in
+    the statistic's units; the partition selection's mechanism) and accuracy (each
+    statistic's half-width at β: ranks for a quantile), from the plan alone."""
+    rows: list[NoiseRow] = []
+    widths: dict[str, Callable[[], float]] = {}
+    for p in planned:
+        unit = p.unit
+        rows.append(NoiseRow(p.mechanism, p.scale * unit if unit != 1 else p.scale,
+                             p.sensitivity * unit if unit != 1 else p.sensitivity, p.stat.key))
+        widths[p.stat.key] = partial(_half_width, p, beta, float(unit))  # read on demand
+    if selection is not None:
+        rows.append(NoiseRow(f"partition selection ({selection.method})", None, None, "keys"))
+    return tuple(rows), Accuracy.deferred(beta, widths)
+
+
+def _half_width(p: PlannedStatistic, beta: float, unit: float) -> float:
+    return p.accuracy(beta) * unit
 
 
 def _assemble(query: Query, planned: list[PlannedStatistic], noisy: dict[str, np.ndarray],

@@ -10,9 +10,8 @@ ledger, so a fit is recorded like any release) or any
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
 from functools import cache, lru_cache
@@ -25,6 +24,7 @@ from dpkit.core.accountant import as_accountant
 from dpkit.core.component import Measurement
 from dpkit.core.measures import PrivacyLoss, convert
 from dpkit.core.numbers import Number, positive, to_fraction
+from dpkit.core.record import NoiseRow, Release, digest_of, read_only
 from dpkit.errors import DomainError, MeasureError
 from dpkit.mechanisms import make_noise
 
@@ -45,17 +45,27 @@ def check_epsilon(epsilon: Any) -> Fraction:
 
 
 def charge(accountant: Any, loss: PrivacyLoss, description: str, compute: Callable[[], T],
-           alternatives: tuple[PrivacyLoss, ...] = ()) -> T:
+           alternatives: tuple[PrivacyLoss, ...] = (), noise: Sequence[NoiseRow] = ()) -> T:
     """Charge ``loss`` through the one accountant (:mod:`dpkit.core.accountant`), then run
     ``compute``. ``accountant`` is None (an unaccounted fit: the caller composes), an
     :class:`~dpkit.core.accountant.Accountant`, a :class:`PrivacyFilter` or a Session.
     ``alternatives`` are the same guarantee in other measures (e.g. ρ-zCDP beside the
     (ε, δ) it implies): the first one the accountant's measure can take is debited.
+    ``noise``: the noise rows planned before the fit, if any (most fits calibrate their
+    noise to values released during the fit, so they plan none).
+
+    The fit's :class:`~dpkit.core.record.Release` (its digest over the fitted model,
+    :func:`~dpkit.core.record.digest_of`) is kept by the accountant (``last``) and, when
+    ``compute`` returns a fitted estimator, as its attribute ``release_`` — for an
+    unaccounted fit too (release id None, the loss the fit would cost).
     Under the test stream it raises before debiting (:func:`dpkit.core.rng.require_secure`).
     """
     rng.require_secure()
     if accountant is None:
-        return compute()
+        result = compute()
+        _keep(result, Release(read_only(result), loss, tuple(noise), None, None, False,
+                              digest_of(result), description))
+        return result
     target = as_accountant(accountant)
     for candidate in (loss, *alternatives):
         try:
@@ -66,31 +76,15 @@ def charge(accountant: Any, loss: PrivacyLoss, description: str, compute: Callab
     else:
         raise MeasureError(f"a {type(loss).__name__} loss cannot be debited from a "
                            f"{target.measure.__name__} budget")
-    return target.run(debit, description, compute, digest=model_digest)
+    result = target.run(debit, description, compute, noise=noise)
+    _keep(result, target.last)
+    return result
 
 
-def model_digest(result: Any) -> str:
-    """SHA-256 over the numeric arrays a fit released (arrays, or the arrays among the
-    attributes of a fitted object, tuple or dict), for the ledger's result hash."""
-    h = hashlib.sha256()
-
-    def walk(value: Any) -> None:
-        if isinstance(value, np.ndarray):
-            h.update(str((value.dtype, value.shape)).encode())
-            h.update(np.ascontiguousarray(value).tobytes())
-        elif isinstance(value, tuple | list):
-            for item in value:
-                walk(item)
-        elif isinstance(value, dict):
-            for key in sorted(value, key=str):
-                walk(value[key])
-        elif isinstance(value, int | float | np.number):
-            h.update(repr(value).encode())
-        elif hasattr(value, "__dict__") and not isinstance(value, type):
-            walk({k: v for k, v in vars(value).items() if k.endswith("_")})
-
-    walk(result)
-    return h.hexdigest()
+def _keep(result: Any, release: Release[Any] | None) -> None:
+    """A fitted estimator (scikit-learn style) keeps its release record as ``release_``."""
+    if callable(getattr(result, "get_params", None)) and not isinstance(result, type):
+        result.release_ = release
 
 
 def _scale(sensitivity: Fraction, epsilon: Fraction, size: int) -> Fraction:

@@ -1,13 +1,17 @@
 """The ledger-backed accountant: :class:`~dpkit.core.accountant.Accountant` over the epsilon
-registry, for one dataset and (optionally) one analyst."""
+registry, for one dataset and (optionally) one analyst. It writes every release the same way:
+the noise rows as :func:`dpkit.core.record.noise_json` (a JSON list, ``[]`` when none were
+planned) with the debit, the digest of :func:`dpkit.core.record.digest_of` with the outcome."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dpkit.core.accountant import Accountant
 from dpkit.core.measures import PrivacyLoss
+from dpkit.core.record import NoiseRow, noise_json
 from dpkit.ledger.registry import Ledger
 
 __all__ = ["LedgerAccountant"]
@@ -50,9 +54,10 @@ class LedgerAccountant(Accountant):
         return self.ledger.grant_of(self.analyst, self.dataset)
 
     def debit(self, loss: PrivacyLoss, description: str, *,
-              idempotency_key: str | None = None, noise: str | None = None) -> int | None:
+              idempotency_key: str | None = None, noise: Sequence[NoiseRow] = ()
+              ) -> int | None:
         return self.ledger.debit(self.dataset, loss, description, analyst=self.analyst,
-                                 idempotency_key=idempotency_key, noise=noise)
+                                 idempotency_key=idempotency_key, noise=noise_json(noise))
 
     def mark(self, release_id: int | None, status: str, digest: str | None = None,
              stored: str | None = None) -> None:

@@ -4,7 +4,9 @@ Storage through SQLAlchemy: a SQLite file by default, PostgreSQL by URL
 (``postgresql+psycopg://user@host/db``). Entities: datasets (measure, lifetime cap, privacy
 unit, schema, burn-rate policy), analysts (hashed API tokens) with per-dataset grants (caps
 inside the dataset's), studies, releases (who, when, canonical query, exact loss, noise
-scales, result hash, optionally the stored result) and their outcomes.
+rows, result hash, optionally the stored result) and their outcomes. The noise rows and the
+result hash are written as :mod:`dpkit.core.record` encodes them (the same for every front
+end: see :class:`~dpkit.ledger.LedgerAccountant`).
 
 Guarantees
 ----------
@@ -68,6 +70,15 @@ __all__ = ["Ledger", "IdempotentReplay", "SCHEMA_VERSION", "STALE_SECONDS"]
 STALE_SECONDS = 300  # a debited attempt with no outcome after this long counts as crashed
 _WINDOW_SLACK = timedelta(hours=1)  # burn-rate walk: how far times may run against seq
 _BATCH = 256
+
+
+class _Answered(IdempotentReplay):  # noqa: N818 - a replay, not a failure
+    """An :class:`IdempotentReplay` that also carries the digest chained with the answer
+    (``result_sha256``), so that a replay's release record names the original's digest."""
+
+    def __init__(self, release_id: int, result: str | None, result_sha256: str | None) -> None:
+        super().__init__(release_id, result)
+        self.result_sha256 = result_sha256
 
 
 def token_digest(token: str) -> str:
@@ -413,6 +424,10 @@ class Ledger:
         the burn-rate policy (loss in the last 24 h); each read from a row whose MAC and
         place in the chain are checked first.
 
+        ``noise`` is the release's noise plan as text, chained with the debit and bound to
+        the idempotency key; accountants write :func:`dpkit.core.record.noise_json` (older
+        rows may hold free text or nothing).
+
         Raises
         ------
         BudgetExceededError
@@ -509,7 +524,7 @@ class Ledger:
             if integrity.stored_sha256(prior.result) != last.stored_sha256:
                 raise self._tampered(f"release {prior.id}: its stored answer does not match "
                                      "the hash recorded in the chain; it is not replayed")
-            raise IdempotentReplay(int(prior.id), self._open(prior.result))
+            raise _Answered(int(prior.id), self._open(prior.result), last.result_sha256)
         age = moment - datetime.fromisoformat(prior.time)
         if age < timedelta(seconds=STALE_SECONDS):
             raise LedgerError(f"idempotency key {key!r}: the first attempt (release "

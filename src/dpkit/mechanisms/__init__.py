@@ -31,8 +31,15 @@ make_sample_and_aggregate sample-and-aggregate any function (NRS07), DP mean of 
 make_smooth_median        median with β-smooth sensitivity noise (NRS07), (ε, δ)
 make_smooth_trimmed_mean  trimmed mean with β-smooth sensitivity noise, (ε, δ)
 representable_scale       round a scale up to what the exact samplers take
+registry                  every public make_* registered with its audit cases (the audit
+                          battery reads it: dpkit.audit.CASES)
 """
 
+# every module with a registered constructor is imported here, so the registry is complete
+# whenever dpkit.mechanisms is (the audit battery reads it)
+from dpkit.mechanisms import partition_selection as partition_selection
+from dpkit.mechanisms import registry as registry
+from dpkit.mechanisms import tree_quantile as tree_quantile
 from dpkit.mechanisms._common import representable_scale
 
 # the one calibrated-noise entry: public names, kept out of __all__ until the numpy-type

@@ -9,11 +9,24 @@ from typing import Any
 
 import numpy as np
 
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.numbers import Number, positive, sqrt_up
 from dpkit.core.samplers import MAX_DENOMINATOR, MAX_NUMERATOR, add_on_grid, grid_exponent
 from dpkit.errors import DomainError
 
 DEFAULT_MAX_SIZE = 1 << 16
+AUDIT_MAX_SIZE = 1 << 20  # the audit draws up to this many outputs in one vector
+
+# input domains shared by the noise mechanisms (vectors of atoms are read flat)
+INTEGERS = VectorDomain(AtomDomain(Kind.INTEGER))  # the integer mechanisms: ints and bools
+# one value per individual, NaN allowed (robust statistics count it as the lower bound)
+VALUES = VectorDomain(AtomDomain(Kind.FLOAT, nan=True))
+
+
+def floats(max_size: int | None = None) -> VectorDomain:
+    """The grid mechanisms' input domain: numbers (NaN excluded, ±inf read as ±the largest
+    float), at most ``max_size`` of them."""
+    return VectorDomain(AtomDomain(Kind.FLOAT), max_size=max_size)
 
 
 def representable_scale(scale: Number) -> Fraction:

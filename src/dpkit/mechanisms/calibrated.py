@@ -61,9 +61,15 @@ from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, largest_rho
 from dpkit.core.numbers import Number, integer, positive, sqrt_up
 from dpkit.errors import DomainError, MeasureError
 from dpkit.mechanisms._common import grid_relaxation, grid_steps, representable_scale
-from dpkit.mechanisms.exponential import make_exponential, make_exponential_many
+from dpkit.mechanisms.exponential import (
+    make_exponential,
+    make_exponential_many,
+    sample_exponential,
+    selection_audit,
+)
 from dpkit.mechanisms.gaussian import make_discrete_gaussian, make_gaussian
 from dpkit.mechanisms.laplace import make_discrete_laplace, make_laplace
+from dpkit.mechanisms.registry import AuditCase, register, vector_sampler
 from dpkit.mechanisms.selection import make_permute_and_flip, make_report_noisy_max
 from dpkit.mechanisms.vector import make_vector_laplace
 
@@ -121,10 +127,26 @@ class CalibratedNoise(Measurement):
     mechanism: str = ""
 
 
+def _audit_noise() -> list[AuditCase]:
+    """The calibrated entry at Δ = 1, ε = 1/2, integer output (discrete Laplace, scale 2) on
+    the pair 0, 1; broken: the entry at ε = 1 (half the noise) for the same claim."""
+    return [AuditCase("noise", make_noise(1, epsilon=Fraction(1, 2)),
+                      vector_sampler(make_noise, 1, epsilon=Fraction(1, 2)),
+                      vector_sampler(make_noise, 1, epsilon=1), 0, 1)]
+
+
+def _audit_selection() -> list[AuditCase]:
+    """The calibrated exponential mechanism at Δ = 1, ε = 1 (temperature 2) on the
+    worst-case scores, drawn at its scale; broken: half that temperature."""
+    m = make_selection(1, 1)
+    return [selection_audit("selection", m, sample_exponential, m.scale, m.scale / 2)]
+
+
 def _optional(x: Number | None, name: str) -> Fraction | None:
     return None if x is None else positive(x, name, up=False)  # budgets round down
 
 
+@register(audit=_audit_noise)
 def make_noise(sensitivity: Number, *, epsilon: Number | None = None,
                rho: Number | None = None, delta: Number | None = None, norm: str = "l1",
                output: str = "integer", size: int = 1, scale: Number | None = None
@@ -292,6 +314,7 @@ def _make_noise(sens: Fraction, eps: Fraction | None, rho: Fraction | None,
                        mechanism=name)
 
 
+@register(audit=_audit_selection)
 def make_selection(sensitivity: Number, epsilon: Number, *, mechanism: str = "exponential",
                    monotonic: bool = False) -> CalibratedNoise:
     """The calibrated, map-checked private selection for scores of sensitivity Δ at ε.
@@ -348,4 +371,5 @@ def _make_selection(sens: Fraction, eps: Fraction, mechanism: str, monotonic: bo
 def _calibrated(m: Measurement, **extra: object) -> CalibratedNoise:
     return CalibratedNoise(function=m.function, input_metric=m.input_metric,
                            output_measure=m.output_measure, privacy_map=m.privacy_map,
-                           name=m.name, accuracy=m.accuracy, **extra)  # type: ignore[arg-type]
+                           name=m.name, accuracy=m.accuracy, input_domain=m.input_domain,
+                           **extra)  # type: ignore[arg-type]

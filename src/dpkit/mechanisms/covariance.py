@@ -25,6 +25,7 @@ afterwards if a positive semi-definite matrix is needed (post-processing, no pri
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -33,6 +34,7 @@ import numpy as np
 from dpkit.core import samplers
 from dpkit.core.component import Measurement
 from dpkit.core.compose import calibrate_scale
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import ZCDP
 from dpkit.core.metrics import AddRemoveDistance
 from dpkit.core.numbers import (
@@ -47,6 +49,7 @@ from dpkit.core.numbers import (
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import make_grid_release
 from dpkit.mechanisms.gaussian import make_gaussian
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["make_analyze_gauss"]
 
@@ -135,6 +138,18 @@ def _spectral_bound(sigma: float, d: int, beta: float) -> float:
     return min(frobenius, net)
 
 
+def _audit() -> list[AuditCase]:
+    """d = 1, B = 1, σ = 2 (ρ ≈ 1/8, audited as (ε, δ) at δ = 10^-3) on the tables {0} and
+    {0, 1} (one row added); broken: σ = 1. The n outputs share the exact XᵀX."""
+    def sampler(scale: int) -> Sampler:
+        release = _analyze_gauss(1, 1, scale=scale)[1]
+        return lambda rows, n: release(rows, n)[:, 0, 0]
+
+    return [AuditCase("analyze_gauss", make_analyze_gauss(1, 1, scale=2), sampler(2),
+                      sampler(1), np.array([[0.0]]), np.array([[0.0], [1.0]]))]
+
+
+@register(audit=_audit)
 def make_analyze_gauss(dim: int, data_norm: Number, *, scale: Number | None = None,
                        rho: Number | None = None, clip: bool = False, k: int | None = None
                        ) -> Measurement:
@@ -192,6 +207,14 @@ def make_analyze_gauss(dim: int, data_norm: Number, *, scale: Number | None = No
         or (when called) the input has the wrong shape, a non-numeric dtype, NaN or infinity,
         or a row with norm above B and ``clip`` is False.
     """
+    return _analyze_gauss(dim, data_norm, scale=scale, rho=rho, clip=clip, k=k)[0]
+
+
+def _analyze_gauss(dim: int, data_norm: Number, *, scale: Number | None = None,
+                   rho: Number | None = None, clip: bool = False, k: int | None = None
+                   ) -> tuple[Measurement, Callable[[Any, int], np.ndarray]]:
+    """The measurement and ``release(x, n)``: n independent releases on the same table (one
+    exact XᵀX, n noise draws), shape (n, d, d)."""
     dim = integer(dim, "dim", minimum=1, maximum=MAX_DIM)
     if (scale is None) == (rho is None):
         raise DomainError("pass exactly one of scale and rho")
@@ -205,7 +228,7 @@ def make_analyze_gauss(dim: int, data_norm: Number, *, scale: Number | None = No
     if rho is not None:
         target = ZCDP(positive(rho, "rho", up=False))
         scale = calibrate_scale(
-            lambda s: make_analyze_gauss(d, data_norm, scale=s, clip=clip, k=k), 1, target,
+            lambda s: _analyze_gauss(d, data_norm, scale=s, clip=clip, k=k)[0], 1, target,
             start=delta / sqrt_up(2 * target.rho))
     assert scale is not None
     gauss = make_gaussian(scale, max_size=m, k=k)
@@ -214,21 +237,21 @@ def make_analyze_gauss(dim: int, data_norm: Number, *, scale: Number | None = No
     rows, cols = np.triu_indices(d)
     b2_float, b_float = float_down(b2), float_down(bound)
 
-    def function(x: Any) -> np.ndarray:
+    def release(x: Any, n: int) -> np.ndarray:
         total = _triangle(_rows(x, d, b2_float, b_float, clip), rows, cols, f)
         if kk >= f:  # round the exact sums to the 2^k grid (nearest, ties up)
             q = 1 << (kk - f)
             z = (2 * total + q) // (2 * q)
         else:
             z = total * (1 << (f - kk))
-        noisy = z + samplers.discrete_gaussian(steps, m).astype(object)
-        out = np.zeros((d, d))
-        out[rows, cols] = np.ldexp(noisy.astype(np.float64), kk)
-        out[cols, rows] = out[rows, cols]
+        noisy = z + samplers.discrete_gaussian(steps, n * m).reshape(n, m).astype(object)
+        out = np.zeros((n, d, d))
+        out[:, rows, cols] = np.ldexp(noisy.astype(np.float64), kk)
+        out[:, cols, rows] = out[:, rows, cols]
         return out
 
     return Measurement(
-        function=function,
+        function=lambda x: release(x, 1)[0],
         input_metric=AddRemoveDistance(),
         output_measure=ZCDP,
         privacy_map=lambda d_in: gauss.privacy_map(non_negative(d_in, "d_in") * delta),
@@ -236,4 +259,6 @@ def make_analyze_gauss(dim: int, data_norm: Number, *, scale: Number | None = No
              f"grid=2^{kk})",
         accuracy=lambda beta: _spectral_bound(float(sigma), d, float(beta))
         + d * float(grid) / 2,
-    )
+        input_domain=VectorDomain(VectorDomain(AtomDomain(Kind.FLOAT, infinity=False),
+                                               size=d)),
+    ), release

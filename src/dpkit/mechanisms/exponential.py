@@ -18,14 +18,56 @@ import numpy as np
 
 from dpkit.core import rng, samplers
 from dpkit.core.component import Measurement
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import LInfDistance
 from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.errors import DomainError
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["SCORE_GRID", "SCORE_ALLOWANCE", "make_exponential", "make_exponential_many",
            "sample_exponential", "sample_exponential_many", "exact_gaps", "integer_gaps",
-           "selection_measurement"]
+           "selection_measurement", "selection_audit", "SCORES", "SCORE_VECTORS",
+           "WORST_SCORES"]
+
+# the selections' input domains: one vector of finite scores (ints, floats or Fractions,
+# used exactly), or a sequence of integer score vectors (make_exponential_many)
+SCORES = VectorDomain(AtomDomain(Kind.FLOAT, infinity=False))
+SCORE_VECTORS = VectorDomain(VectorDomain(AtomDomain(Kind.INTEGER)))
+
+
+# the selections' worst-case neighbours for the audit (Δ = 1): 50 scores 0, and one score
+# up by Δ with every other down by Δ
+WORST_SCORES = (np.zeros(50, dtype=np.int64),
+                np.concatenate([[1], -np.ones(49, dtype=np.int64)]).astype(np.int64))
+
+
+def selection_audit(name: str, measurement: Measurement, sample: Callable[..., Any],
+                    scale: Fraction, broken_scale: Fraction) -> AuditCase:
+    """A selection's audit case: ``sample(scores, scale, size=n)`` on the worst-case
+    neighbours, the broken variant at ``broken_scale`` (less noise than claimed)."""
+    def sampler(s: Fraction) -> Sampler:
+        return lambda scores, n: np.asarray(sample(scores, s, size=n))
+
+    return AuditCase(name, measurement, sampler(scale), sampler(broken_scale), *WORST_SCORES)
+
+
+def _audit() -> list[AuditCase]:
+    """Scale 1 (ε = 2 at Δ = 1); broken: scale 1/2."""
+    return [selection_audit("exponential", make_exponential(1), sample_exponential,
+                            Fraction(1), Fraction(1, 2))]
+
+
+def _audit_many() -> list[AuditCase]:
+    """One draw per vector, as many vectors as outputs: scale 1 (ε = 2 at Δ = 1); broken:
+    scale 1/2."""
+    def sampler(scale: Fraction) -> Sampler:
+        def sample(scores: Any, n: int) -> np.ndarray:
+            return np.array(sample_exponential_many(np.tile(scores, (n, 1)), scale))
+        return sample
+
+    return [AuditCase("exponential_many", make_exponential_many(1), sampler(Fraction(1)),
+                      sampler(Fraction(1, 2)), *WORST_SCORES)]
 
 
 SCORE_GRID = 1 << 10  # G: releases put float scores on the grid 1/G (or integers ⌊G·score⌋)
@@ -85,6 +127,7 @@ def sample_exponential(scores: Any, scale: Fraction, size: int | None = None) ->
     return int(draws[0]) if size is None else draws
 
 
+@register(audit=_audit)
 def make_exponential(scale: Number, *, monotonic: bool = False) -> Measurement:
     """Select an index with probability ∝ exp(score/scale), exactly.
 
@@ -110,7 +153,7 @@ def make_exponential(scale: Number, *, monotonic: bool = False) -> Measurement:
     DomainError
         If ``scale`` ≤ 0 or the scores are empty, non-finite or not numbers.
     """
-    return selection_measurement(sample_exponential, scale, monotonic, "exponential")
+    return selection_measurement(sample_exponential, scale, monotonic, "exponential", SCORES)
 
 
 def integer_gaps(scores: np.ndarray, scale: Fraction) -> tuple[np.ndarray, int]:
@@ -120,7 +163,8 @@ def integer_gaps(scores: np.ndarray, scale: Fraction) -> tuple[np.ndarray, int]:
     return (s.max() - s).astype(np.uint64) * np.uint64(scale.denominator), scale.numerator
 
 
-def sample_exponential_many(scores: Sequence[Any], scale: Fraction) -> list[int]:
+def sample_exponential_many(scores: Sequence[Any] | np.ndarray, scale: Fraction
+                            ) -> list[int]:
     """One exact draw of the exponential mechanism per integer score vector: index i of
     vector v with probability ∝ exp(u_{v,i}/s), all vectors sampled together (vectorised).
 
@@ -129,25 +173,34 @@ def sample_exponential_many(scores: Sequence[Any], scale: Fraction) -> list[int]
     Bernoulli(exp(−γ)) of :func:`dpkit.core.samplers.bernoulli_exp` on machine integers; the
     first accepted proposal has the exponential mechanism's law. Falls back to
     :func:`sample_exponential` vector by vector when the integers need more than 63 bits.
-    (Moved from ``dpkit.release.ranges.partition``.)
+    ``scores`` is a sequence of 1-D integer vectors, or a 2-D integer array (rows of one
+    length, read without a loop over the rows). (Moved from ``dpkit.release.ranges.partition``.)
     """
     s = positive(scale, "scale")
     p, q = s.numerator, s.denominator
-    vecs = [np.asarray(v, dtype=np.int64) for v in scores]
-    if not vecs:
+    if isinstance(scores, np.ndarray) and scores.ndim == 2:  # equal lengths: one array
+        flat = scores.astype(np.int64).reshape(-1)
+        sizes = np.full(scores.shape[0], scores.shape[1], dtype=np.int64)
+    else:
+        vecs = [np.asarray(v, dtype=np.int64).reshape(-1) for v in scores]
+        flat = np.concatenate(vecs) if vecs else np.zeros(0, dtype=np.int64)
+        sizes = np.array([v.size for v in vecs], dtype=np.int64)
+    if not sizes.size:
         return []
-    gaps = [v.max() - v for v in vecs]
-    if p >= 1 << 63 or max(int(g.max()) for g in gaps) * q >= 1 << 63:
-        return [int(sample_exponential(v, s)) for v in vecs]
-    sizes = np.array([v.size for v in vecs], dtype=np.int64)
+    if not sizes.all():
+        raise DomainError("every score vector needs at least one score")
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    numer = np.concatenate([integer_gaps(v, s)[0] for v in vecs])
-    acceptance = np.array([max(1e-6, float(np.mean(np.exp(-g.astype(np.float64) * (q / p)))))
-                           for g in gaps])
-    result = np.full(len(vecs), -1, dtype=np.int64)
-    pending = np.arange(len(vecs))
+    gaps = np.repeat(np.maximum.reduceat(flat, offsets), sizes) - flat  # max u − uᵢ ≥ 0
+    if p >= 1 << 63 or int(gaps.max()) * q >= 1 << 63:
+        return [int(sample_exponential(v, s)) for v in np.split(flat, offsets[1:])]
+    numer = gaps.astype(np.uint64) * np.uint64(q)  # as integer_gaps, all vectors at once
+    # the expected acceptance of each vector, in floats: it only sizes the batches
+    acceptance = np.maximum(1e-6, np.add.reduceat(np.exp(-gaps.astype(np.float64) * (q / p)),
+                                                  offsets) / sizes)
+    result = np.full(sizes.size, -1, dtype=np.int64)
+    pending = np.arange(sizes.size)
     while pending.size:
-        batch = np.minimum((1.2 / acceptance[pending]).astype(np.int64) + 16, 1 << 16)
+        batch = np.minimum((1.2 / acceptance[pending]).astype(np.int64) + 2, 1 << 16)
         node = np.repeat(pending, batch)
         local = rng.uniform_below(sizes[node].astype(np.uint64)).astype(np.int64)
         ok = samplers.bernoulli_exp(numer[offsets[node] + local], p)
@@ -157,6 +210,7 @@ def sample_exponential_many(scores: Sequence[Any], scale: Fraction) -> list[int]
     return [int(i) for i in result]
 
 
+@register(audit=_audit_many)
 def make_exponential_many(scale: Number, *, monotonic: bool = False) -> Measurement:
     """The exponential mechanism on several integer score vectors at once, one draw each
     (:func:`sample_exponential_many`), for vectors computed on *disjoint* parts of the data.
@@ -171,13 +225,15 @@ def make_exponential_many(scale: Number, *, monotonic: bool = False) -> Measurem
         so the draws cost that together (parallel composition, McSherry 2009). The caller
         guarantees the disjointness.
     """
-    return selection_measurement(sample_exponential_many, scale, monotonic, "exponential_many")
+    return selection_measurement(sample_exponential_many, scale, monotonic, "exponential_many",
+                                 SCORE_VECTORS)
 
 
 def selection_measurement(sample: Callable[[Any, Fraction], Any], scale: Number, monotonic: bool,
-                   name: str) -> Measurement:
-    """A selection measurement over scores (L∞ input) with the exponential mechanism's map:
-    d_in ↦ PureDP(2·d_in/s), or d_in/s when all scores move the same way."""
+                          name: str, domain: VectorDomain = SCORES) -> Measurement:
+    """A selection measurement over scores (L∞ input, input domain ``domain``) with the
+    exponential mechanism's map: d_in ↦ PureDP(2·d_in/s), or d_in/s when all scores move the
+    same way."""
     s = positive(scale, "scale")
     factor = 1 if monotonic else 2
     return Measurement(
@@ -186,4 +242,5 @@ def selection_measurement(sample: Callable[[Any, Fraction], Any], scale: Number,
         output_measure=PureDP,
         privacy_map=lambda d_in: PureDP(factor * non_negative(d_in, "d_in") / s),
         name=f"{name}(scale={float(s):.6g})",
+        input_domain=domain,
     )

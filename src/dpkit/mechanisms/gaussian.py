@@ -27,13 +27,17 @@ from dpkit.core.numbers import (
 )
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import (
+    AUDIT_MAX_SIZE,
     DEFAULT_MAX_SIZE,
+    INTEGERS,
     add_integer_noise,
     as_vector,
+    floats,
     grid_relaxation,
     make_grid_release,
     unwrap,
 )
+from dpkit.mechanisms.registry import AuditCase, register, vector_sampler
 
 __all__ = [
     "make_discrete_gaussian",
@@ -44,11 +48,38 @@ __all__ = [
 ]
 
 
+GAUSSIAN_DELTA = Fraction(1, 10**3)  # the δ of the analytic Gaussian's audit case
+
+
+def _audit_discrete() -> list[AuditCase]:
+    """σ = 2 on the pair 0, 1 (ρ = 1/8, audited as (ε, δ) at δ = 10^-3); broken: σ = 1."""
+    return [AuditCase("discrete_gaussian", make_discrete_gaussian(2),
+                      vector_sampler(make_discrete_gaussian, 2),
+                      vector_sampler(make_discrete_gaussian, 1), 0, 1)]
+
+
+def _audit_grid() -> list[AuditCase]:
+    """σ = 2 on the pair 0.0, 1.0; broken: σ = 1."""
+    return [AuditCase("gaussian", make_gaussian(2.0, max_size=1),
+                      vector_sampler(make_gaussian, 2.0, max_size=AUDIT_MAX_SIZE),
+                      vector_sampler(make_gaussian, 1.0, max_size=AUDIT_MAX_SIZE), 0.0, 1.0)]
+
+
+def _audit_approx() -> list[AuditCase]:
+    """The analytic map at δ = 10^-3, σ = 2 on the pair 0.0, 1.0; broken: σ = 1."""
+    return [AuditCase("analytic_gaussian", make_approx_gaussian(2.0, GAUSSIAN_DELTA, max_size=1),
+                      vector_sampler(make_approx_gaussian, 2.0, delta=GAUSSIAN_DELTA,
+                                     max_size=AUDIT_MAX_SIZE),
+                      vector_sampler(make_approx_gaussian, 1.0, delta=GAUSSIAN_DELTA,
+                                     max_size=AUDIT_MAX_SIZE), 0.0, 1.0)]
+
+
 def _rho(d_in: Any, sigma: Fraction) -> ZCDP:
     d = non_negative(d_in, "d_in")
     return ZCDP(d * d / (2 * sigma * sigma))
 
 
+@register(audit=_audit_discrete)
 def make_discrete_gaussian(scale: Number) -> Measurement:
     """Add discrete Gaussian noise N_ℤ(0, σ²) to an integer scalar or vector.
 
@@ -60,7 +91,8 @@ def make_discrete_gaussian(scale: Number) -> Measurement:
     Returns
     -------
     Measurement
-        Input: int or int array under :class:`L2Distance`. Privacy map:
+        Input: int or int array under :class:`L2Distance` (input domain: a vector of
+        integers, read flat). Privacy map:
         d_in ↦ ZCDP(d_in²/(2σ²)) (CKS20 Thm 4). ``accuracy(beta)``: a with P(|Z| > a) ≤ β.
         Results are int64: an input beyond ±2^62 is added exactly and the sum saturates at
         the int64 range (never wraps).
@@ -84,9 +116,11 @@ def make_discrete_gaussian(scale: Number) -> Measurement:
         privacy_map=lambda d_in: _rho(d_in, sigma),
         name=f"discrete_gaussian(scale={float(sigma):.6g})",
         accuracy=lambda beta: math.floor(gaussian_tail(float(sigma), float(beta))),
+        input_domain=INTEGERS,
     )
 
 
+@register(audit=_audit_grid)
 def make_gaussian(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | None = None
                   ) -> Measurement:
     """Add Gaussian noise to a float scalar or vector, released on a grid of width 2^k.
@@ -107,7 +141,8 @@ def make_gaussian(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | N
     Returns
     -------
     Measurement
-        Input: floats under :class:`L2Distance`. Privacy map:
+        Input: floats under :class:`L2Distance` (input domain: a vector of at most
+        ``max_size`` numbers, NaN excluded). Privacy map:
         d_in ↦ ZCDP((d_in + 2^k √max_size)²/(2σ²)) (Bun & Steinke 2016 Prop. 1.6; CKS20 Thm 4).
         Every finite input is released without clamping: coordinates with |x| ≤ 2^(60+k)
         (≈ σ·2^30 with the default k) on a vectorised path, larger ones exactly
@@ -130,6 +165,7 @@ def make_gaussian(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | N
         privacy_map=lambda d_in: _rho(non_negative(d_in, "d_in") + relax, sigma),
         name=f"gaussian(scale={float(sigma):.6g}, grid=2^{kk})",
         accuracy=lambda beta: gaussian_tail(float(sigma), float(beta)) + float(grid),
+        input_domain=floats(max_size),
     )
 
 
@@ -187,6 +223,7 @@ def analytic_gaussian_epsilon(sensitivity: Fraction, sigma: Fraction, delta: Fra
     return fraction_up(Fraction(str(mp.nstr(hi, 40))) + Fraction(1, 10**12))
 
 
+@register(audit=_audit_approx)
 def make_approx_gaussian(scale: Number, delta: Number, *, analytic: bool = True,
                          max_size: int = DEFAULT_MAX_SIZE, k: int | None = None
                          ) -> Measurement:
@@ -224,4 +261,5 @@ def make_approx_gaussian(scale: Number, delta: Number, *, analytic: bool = True,
                                                 dlt), dlt),
         name=f"{'analytic' if analytic else 'classic'}_gaussian(scale={float(sigma):.6g})",
         accuracy=lambda beta: gaussian_tail(float(sigma), float(beta)) + float(grid),
+        input_domain=floats(max_size),
     )

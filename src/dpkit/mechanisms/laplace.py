@@ -17,18 +17,43 @@ from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L1Distance
 from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.mechanisms._common import (
+    AUDIT_MAX_SIZE,
     DEFAULT_MAX_SIZE,
+    INTEGERS,
     add_integer_noise,
     as_vector,
+    floats,
     grid_relaxation,
     make_grid_release,
     representable_scale,
     unwrap,
 )
+from dpkit.mechanisms.registry import AuditCase, register, vector_sampler
 
 __all__ = ["make_discrete_laplace", "make_laplace", "make_geometric"]
 
+def _audit_discrete() -> list[AuditCase]:
+    """Scale 2 (ε = 1/2 at Δ = 1) on the pair 0, 1; broken: scale 1."""
+    return [AuditCase("discrete_laplace", make_discrete_laplace(2),
+                      vector_sampler(make_discrete_laplace, 2),
+                      vector_sampler(make_discrete_laplace, 1), 0, 1)]
 
+
+def _audit_grid() -> list[AuditCase]:
+    """Scale 2 on the pair 0.0, 1.0 (the claim at one coordinate); broken: scale 1."""
+    return [AuditCase("laplace", make_laplace(2.0, max_size=1),
+                      vector_sampler(make_laplace, 2.0, max_size=AUDIT_MAX_SIZE),
+                      vector_sampler(make_laplace, 1.0, max_size=AUDIT_MAX_SIZE), 0.0, 1.0)]
+
+
+def _audit_geometric() -> list[AuditCase]:
+    """ε = 1/2 at Δ = 1 on the pair 0, 1; broken: noise for ε = 1."""
+    return [AuditCase("geometric", make_geometric(0.5),
+                      vector_sampler(make_geometric, 0.5), vector_sampler(make_geometric, 1),
+                      0, 1)]
+
+
+@register(audit=_audit_discrete)
 def make_discrete_laplace(scale: Number) -> Measurement:
     """Add discrete Laplace noise to an integer scalar or vector.
 
@@ -41,11 +66,13 @@ def make_discrete_laplace(scale: Number) -> Measurement:
     Returns
     -------
     Measurement
-        Input: int or int array of shape (n,) under :class:`L1Distance`; output the same
-        shape plus i.i.d. noise. Privacy map: d_in ↦ PureDP(d_in / s), i.e. ε = Δ₁/s
-        (Ghosh et al. 2009; Dwork & Roth Thm 3.6). Accuracy: ``accuracy(beta)`` is the
-        smallest integer a with P(|Z| > a) ≤ β. Results are int64: an input beyond ±2^62
-        is added exactly and the sum saturates at the int64 range (never wraps).
+        Input: int or int array of shape (n,) under :class:`L1Distance` (input domain:
+        a vector of integers; bools count as 0/1, arrays of higher rank are read flat);
+        output the same shape plus i.i.d. noise. Privacy map: d_in ↦ PureDP(d_in / s),
+        i.e. ε = Δ₁/s (Ghosh et al. 2009; Dwork & Roth Thm 3.6). Accuracy:
+        ``accuracy(beta)`` is the smallest integer a with P(|Z| > a) ≤ β. Results are
+        int64: an input beyond ±2^62 is added exactly and the sum saturates at the int64
+        range (never wraps).
 
     Raises
     ------
@@ -65,9 +92,11 @@ def make_discrete_laplace(scale: Number) -> Measurement:
         privacy_map=lambda d_in: PureDP(non_negative(d_in, "d_in") / s),
         name=f"discrete_laplace(scale={float(s):.6g})",
         accuracy=lambda beta: laplace_tail(float(s), float(beta), discrete=True),
+        input_domain=INTEGERS,
     )
 
 
+@register(audit=_audit_grid)
 def make_laplace(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | None = None
                  ) -> Measurement:
     """Add Laplace noise to a float scalar or vector, released on a grid of width 2^k.
@@ -91,7 +120,8 @@ def make_laplace(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | No
     Returns
     -------
     Measurement
-        Input: float scalar or array (n ≤ max_size) under :class:`L1Distance`. Privacy map:
+        Input: float scalar or array (n ≤ max_size) under :class:`L1Distance` (input
+        domain: a vector of at most ``max_size`` numbers, NaN excluded). Privacy map:
         d_in ↦ PureDP((d_in + 2^k·max_size)/s) (Dwork & Roth Thm 3.6 on the rounded input).
         Every finite input is released without clamping: coordinates with |x| ≤ 2^(60+k)
         (≈ s·2^30 with the default k) on a vectorised path, larger ones exactly
@@ -115,10 +145,12 @@ def make_laplace(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | No
         name=f"laplace(scale={float(s):.6g}, grid=2^{kk})",
         accuracy=lambda beta: laplace_tail(float(s), float(beta), discrete=False)
         + float(grid),
+        input_domain=floats(max_size),
     )
 
 
 
+@register(audit=_audit_geometric)
 def make_geometric(epsilon: Number, sensitivity: Number = 1) -> Measurement:
     """The (two-sided) geometric mechanism of Ghosh, Roughgarden & Sundararajan 2009.
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from dpkit.core import rng, samplers
 from dpkit.core.component import Measurement
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import ApproxDP, largest_rho
 from dpkit.core.metrics import AddRemoveDistance
 from dpkit.core.numbers import (
@@ -53,8 +54,32 @@ from dpkit.core.numbers import (
 )
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import representable_scale
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["PartitionSelection", "make_partition_selection", "truncated_geometric_probabilities"]
+
+# distinct units per candidate partition: non-negative integers (0: never released)
+UNIT_COUNTS = VectorDomain(AtomDomain(Kind.INTEGER, (0, None)))
+SELECTION_DELTA = Fraction(1, 100)
+
+
+def _audit() -> list[AuditCase]:
+    """Truncated geometric, ε = 1, δ = 1/100, G = 1: whether a partition is released when one
+    unit has rows in it (1) and when it is absent (0). Broken: as if every partition had two
+    more units."""
+    def sampler(shift: int) -> Sampler:
+        m = make_partition_selection(PartitionSelection(1, SELECTION_DELTA), 1)
+
+        def sample(units: Any, n: int) -> np.ndarray:
+            if units == 0:
+                return np.zeros(n, dtype=bool)
+            return np.asarray(m(np.full(n, units + shift)))
+
+        return sample
+
+    return [AuditCase("partition_selection",
+                      make_partition_selection(PartitionSelection(1, SELECTION_DELTA), 1),
+                      sampler(0), sampler(2), 1, 0)]
 
 METHODS = ("truncated_geometric", "laplace", "gaussian")
 _PRECISION = 64  # π(n) is a multiple of 2^-64
@@ -141,6 +166,7 @@ def _gaussian_parameters(epsilon: Fraction, delta: Fraction, groups: int
     return sigma, t + 1
 
 
+@register(audit=_audit)
 def make_partition_selection(selection: PartitionSelection, max_groups: int) -> Measurement:
     """The partition-selection measurement for units in at most ``max_groups`` partitions.
 
@@ -148,7 +174,8 @@ def make_partition_selection(selection: PartitionSelection, max_groups: int) -> 
     -------
     Measurement
         Input: an int array of shape (P,) — distinct units per candidate partition (all
-        ≥ 1) — under :class:`AddRemoveDistance` in units. Output: a bool mask of shape (P,)
+        ≥ 1; the input domain admits 0, never released) — under
+        :class:`AddRemoveDistance` in units. Output: a bool mask of shape (P,)
         of released partitions. Privacy map: d_in ≤ 1 ↦ ApproxDP(ε, δ) (module docstring);
         larger d_in is refused.
 
@@ -194,4 +221,4 @@ def make_partition_selection(selection: PartitionSelection, max_groups: int) -> 
 
     return Measurement(select, AddRemoveDistance(), ApproxDP, privacy_map,
                        f"partition_selection({method}, ε={float(eps):g}, δ={float(dlt):g}, "
-                       f"G={g})")
+                       f"G={g})", input_domain=UNIT_COUNTS)

@@ -16,14 +16,37 @@ import numpy as np
 
 from dpkit.core import rng, samplers
 from dpkit.core.component import Measurement
+from dpkit.core.domains import CategoricalDomain, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
 from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.errors import DomainError
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["make_randomized_response", "make_binary_randomized_response"]
 
 
+def _audit() -> list[AuditCase]:
+    """Three categories at ε = 1 on the pair "a", "b"; broken: ε = 2 for the same claim."""
+    def sampler(epsilon: int) -> Sampler:
+        m = make_randomized_response(["a", "b", "c"], epsilon)
+        return lambda value, n: np.asarray(m(np.array([value] * n, dtype=object)))
+
+    return [AuditCase("randomized_response", make_randomized_response(["a", "b", "c"], 1),
+                      sampler(1), sampler(2), "a", "b")]
+
+
+def _audit_binary() -> list[AuditCase]:
+    """ε = 1 on the pair True, False; broken: ε = 2 for the same claim."""
+    def sampler(epsilon: int) -> Sampler:
+        m = make_binary_randomized_response(epsilon)
+        return lambda value, n: np.asarray(m(np.full(n, value)))
+
+    return [AuditCase("binary_randomized_response", make_binary_randomized_response(1),
+                      sampler(1), sampler(2), True, False)]
+
+
+@register(audit=_audit)
 def make_randomized_response(categories: Sequence[Any], epsilon: Number) -> Measurement:
     """k-ary randomized response with exact sampling.
 
@@ -37,7 +60,8 @@ def make_randomized_response(categories: Sequence[Any], epsilon: Number) -> Meas
     Returns
     -------
     Measurement
-        Input: one value, or an array of values (one per respondent), each in ``categories``;
+        Input: one value, or an array of values (one per respondent), each in ``categories``
+        (input domain: a vector of the categorical domain, checked before any draw);
         output the same shape. Under :class:`HammingDistance` (d_in respondents change their
         value) the privacy map is d_in ↦ PureDP(d_in·ε): P[out = y | x] / P[out = y | x′]
         ≤ e^ε for every y (Kairouz, Oh & Viswanath 2016).
@@ -60,8 +84,8 @@ def make_randomized_response(categories: Sequence[Any], epsilon: Number) -> Meas
         flat = values.reshape(-1)
         try:
             true = np.array([index[v] for v in flat], dtype=np.int64)
-        except KeyError as exc:
-            raise DomainError(f"value {exc.args[0]!r} is not one of the categories") from None
+        except KeyError:
+            raise DomainError("a value is not one of the categories") from None
         out = np.empty(true.size, dtype=np.int64)
         todo = np.arange(true.size)
         while todo.size:
@@ -83,9 +107,11 @@ def make_randomized_response(categories: Sequence[Any], epsilon: Number) -> Meas
         output_measure=PureDP,
         privacy_map=lambda d_in: PureDP(non_negative(d_in, "d_in") * eps),
         name=f"randomized_response(k={k}, epsilon={float(eps):.6g})",
+        input_domain=VectorDomain(CategoricalDomain(cats)),
     )
 
 
+@register(audit=_audit_binary)
 def make_binary_randomized_response(epsilon: Number) -> Measurement:
     """Warner's randomized response on booleans: keep each bit with probability
     e^ε/(e^ε + 1), flip it otherwise (Warner 1965; Dwork & Roth §3.2). ε-DP per respondent.

@@ -21,7 +21,14 @@ from dpkit.core.metrics import LInfDistance
 from dpkit.core.numbers import Number, integer, non_negative, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import representable_scale
-from dpkit.mechanisms.exponential import exact_gaps, sample_exponential, selection_measurement
+from dpkit.mechanisms.exponential import (
+    SCORES,
+    exact_gaps,
+    sample_exponential,
+    selection_audit,
+    selection_measurement,
+)
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = [
     "make_permute_and_flip",
@@ -29,7 +36,37 @@ __all__ = [
     "make_top_k",
     "sample_permute_and_flip",
     "sample_report_noisy_max",
+    "sample_top_k",
 ]
+
+
+def _audit_permute_and_flip() -> list[AuditCase]:
+    """Scale 1 (ε = 2 at Δ = 1) on the worst-case scores; broken: scale 1/2."""
+    return [selection_audit("permute_and_flip", make_permute_and_flip(1),
+                            sample_permute_and_flip, Fraction(1), Fraction(1, 2))]
+
+
+def _audit_report_noisy_max() -> list[AuditCase]:
+    """Scale 1 (ε = 2 at Δ = 1) on the worst-case scores; broken: scale 1/4."""
+    return [selection_audit("report_noisy_max", make_report_noisy_max(1),
+                            sample_report_noisy_max, Fraction(1), Fraction(1, 4))]
+
+
+def _audit_top_k() -> list[AuditCase]:
+    """Top-2 of 4 scores at scale 4 (ε = 2·2Δ/s = 1 at Δ = 1), each ordered pair coded as
+    one integer (post-processing); neighbours: all scores 0, and one up by Δ with the others
+    down by Δ. Broken: scale 1 (four times the ε claimed)."""
+    x = np.zeros(4, dtype=np.int64)
+    x_prime = np.array([1, -1, -1, -1], dtype=np.int64)
+
+    def sampler(scale: Fraction) -> Sampler:
+        def sample(scores: Any, n: int) -> np.ndarray:
+            picks = sample_top_k(scores, 2, scale, size=n)
+            return picks[:, 0] * 4 + picks[:, 1]
+        return sample
+
+    return [AuditCase("top_k", make_top_k(2, 4), sampler(Fraction(4)), sampler(Fraction(1)),
+                      x, x_prime)]
 
 
 def sample_permute_and_flip(scores: Any, scale: Fraction, size: int | None = None) -> Any:
@@ -46,6 +83,7 @@ def sample_permute_and_flip(scores: Any, scale: Fraction, size: int | None = Non
     return int(draws[0]) if size is None else draws
 
 
+@register(audit=_audit_permute_and_flip)
 def make_permute_and_flip(scale: Number, *, monotonic: bool = False) -> Measurement:
     """Select an index by permute-and-flip (McKenna & Sheldon 2020, Alg. 1).
 
@@ -67,6 +105,29 @@ def make_permute_and_flip(scale: Number, *, monotonic: bool = False) -> Measurem
     return selection_measurement(sample_permute_and_flip, scale, monotonic, "permute_and_flip")
 
 
+def sample_top_k(scores: Any, k: int, scale: Fraction, size: int | None = None) -> Any:
+    """k distinct indices, best first, by peeling the exponential mechanism k times: each
+    round draws among the indices not yet chosen with probability ∝ exp(score/scale)
+    (:func:`~dpkit.mechanisms.sample_exponential`, exact). One list of k ints, or ``size``
+    independent draws as an int64 array of shape (size, k) (the draws that share their
+    choices so far are drawn together in each round)."""
+    values = list(np.asarray(scores).tolist())
+    if len(values) < k:
+        raise DomainError(f"top-{k} needs at least {k} candidates")
+    n = 1 if size is None else int(size)
+    chosen = np.zeros((n, k), dtype=np.int64)
+    for j in range(k):
+        prefixes, group = np.unique(chosen[:, :j], axis=0, return_inverse=True)
+        for g, prefix in enumerate(prefixes):
+            rows = np.flatnonzero(group.reshape(-1) == g)
+            taken = set(prefix.tolist())
+            remaining = np.array([i for i in range(len(values)) if i not in taken])
+            picks = sample_exponential([values[i] for i in remaining], scale, size=rows.size)
+            chosen[rows, j] = remaining[picks]
+    return [int(i) for i in chosen[0]] if size is None else chosen
+
+
+@register(audit=_audit_top_k)
 def make_top_k(k: int, scale: Number, *, monotonic: bool = False) -> Measurement:
     """Select k distinct indices by peeling the exponential mechanism k times.
 
@@ -80,9 +141,9 @@ def make_top_k(k: int, scale: Number, *, monotonic: bool = False) -> Measurement
     Returns
     -------
     Measurement
-        Input: 1-D scores under :class:`LInfDistance`; output a list of k indices, best
-        first. Privacy map: d_in ↦ PureDP(k·2·d_in/s) (k-fold basic composition of
-        McSherry & Talwar 2007; Durfee & Rogers 2019).
+        Input: 1-D finite scores under :class:`LInfDistance`; output a list of k indices,
+        best first (:func:`sample_top_k`). Privacy map: d_in ↦ PureDP(k·2·d_in/s) (k-fold
+        basic composition of McSherry & Talwar 2007; Durfee & Rogers 2019).
 
     Raises
     ------
@@ -93,23 +154,13 @@ def make_top_k(k: int, scale: Number, *, monotonic: bool = False) -> Measurement
     s = positive(scale, "scale")
     factor = 1 if monotonic else 2
 
-    def function(scores: Any) -> list[int]:
-        remaining = list(range(len(scores)))
-        values = list(np.asarray(scores).tolist())
-        if len(values) < k:
-            raise DomainError(f"top-{k} needs at least {k} candidates")
-        chosen: list[int] = []
-        for _ in range(k):
-            pick = sample_exponential([values[i] for i in remaining], s)
-            chosen.append(remaining.pop(pick))
-        return chosen
-
     return Measurement(
-        function=function,
+        function=lambda scores: sample_top_k(scores, k, s),
         input_metric=LInfDistance(),
         output_measure=PureDP,
         privacy_map=lambda d_in: PureDP(k * factor * non_negative(d_in, "d_in") / s),
         name=f"top_{k}(scale={float(s):.6g})",
+        input_domain=SCORES,
     )
 
 
@@ -136,6 +187,7 @@ def sample_report_noisy_max(scores: Any, scale: Fraction, size: int | None = Non
     return int(draws[0]) if size is None else draws
 
 
+@register(audit=_audit_report_noisy_max)
 def make_report_noisy_max(scale: Number, *, monotonic: bool = False) -> Measurement:
     """Report Noisy Max with (discrete) Laplace noise (Dwork & Roth Claim 3.9).
 

@@ -37,7 +37,8 @@ from dpkit.core.metrics import HammingDistance
 from dpkit.core.numbers import Number, fraction_down, fraction_up, log_up, non_negative, positive
 from dpkit.core.smooth import smooth_upper_bound
 from dpkit.errors import BoundsError, DomainError
-from dpkit.mechanisms._common import representable_scale
+from dpkit.mechanisms._common import VALUES, representable_scale
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = [
     "make_smooth_median",
@@ -47,6 +48,30 @@ __all__ = [
 ]
 
 _ETA = Fraction(1, 1 << 38)  # smoothness lost to rounding S and the noise scale up
+AUDIT_DELTA = Fraction(1, 10**6)
+AUDIT_PAIR = (np.array([0.0, 0.0, 1.0]), np.array([0.0, 1.0, 1.0]))  # one substitution
+
+
+def _audit_median() -> list[AuditCase]:
+    """Bounds (0, 1), ε = 1, δ = 10^-6 on (0, 0, 1) and (0, 1, 1) (medians 0 and 1);
+    broken: 4ε (a quarter of the noise) for the same claim."""
+    def sampler(epsilon: int) -> Sampler:
+        return lambda x, n: sample_smooth_median(np.asarray(x), (0, 1), epsilon, AUDIT_DELTA, n)
+
+    return [AuditCase("smooth_median", make_smooth_median((0, 1), 1, AUDIT_DELTA), sampler(1),
+                      sampler(4), *AUDIT_PAIR)]
+
+
+def _audit_trimmed_mean() -> list[AuditCase]:
+    """The 10%-trimmed mean (nothing trimmed at n = 3: the mean), bounds (0, 1), ε = 1,
+    δ = 10^-6, on (0, 0, 1) and (0, 1, 1); broken: 4ε for the same claim."""
+    def sampler(epsilon: int) -> Sampler:
+        release = _make("mean", (0, 1), epsilon, AUDIT_DELTA, Fraction(1, 10), None)[1]
+        return lambda x, n: release(np.asarray(x), n)
+
+    return [AuditCase("smooth_trimmed_mean",
+                      make_smooth_trimmed_mean((0, 1), Fraction(1, 10), 1, AUDIT_DELTA),
+                      sampler(1), sampler(4), *AUDIT_PAIR)]
 
 
 def admissible_beta(epsilon: Fraction, delta: Fraction) -> Fraction:
@@ -137,9 +162,11 @@ def _make(statistic: str, bounds: Any, epsilon: Number, delta: Number, trim: Num
         # the actual scale depends on the data and is not released; this bound uses
         # S(x) ≤ U − L and holds for every dataset
         accuracy=lambda beta_: laplace_tail(worst_scale, float(beta_), discrete=False),
+        input_domain=VALUES,
     ), release
 
 
+@register(audit=_audit_median)
 def make_smooth_median(bounds: tuple[Number, Number], epsilon: Number, delta: Number, *,
                        k: int | None = None) -> Measurement:
     """The median with noise scaled to its β-smooth sensitivity (NRS07 §3.1).
@@ -159,11 +186,12 @@ def make_smooth_median(bounds: tuple[Number, Number], epsilon: Number, delta: Nu
     -------
     Measurement
         Input: a 1-D array of n values (one per individual; n is public under substitution
-        neighbours) under :class:`HammingDistance`. Output: the lower median x_m,
-        m = ⌊(n+1)/2⌋, rounded to the grid, plus discrete Laplace noise of scale
-        b(x) = (S(x) + 2^k)/(ε/2), clamped to [L, U]. Privacy map: d_in = 1 ↦ (ε, δ)
-        (module docstring; NRS07 Lemma 2.5 / Example 2 on a lattice). ``accuracy(beta)`` is
-        a data-independent worst case (S ≤ U − L); typical errors are far smaller.
+        neighbours; input domain: numbers, NaN allowed) under :class:`HammingDistance`.
+        Output: the lower median x_m, m = ⌊(n+1)/2⌋, rounded to the grid, plus discrete
+        Laplace noise of scale b(x) = (S(x) + 2^k)/(ε/2), clamped to [L, U]. Privacy map:
+        d_in = 1 ↦ (ε, δ) (module docstring; NRS07 Lemma 2.5 / Example 2 on a lattice).
+        ``accuracy(beta)`` is a data-independent worst case (S ≤ U − L); typical errors are
+        far smaller.
 
     Raises
     ------
@@ -175,6 +203,7 @@ def make_smooth_median(bounds: tuple[Number, Number], epsilon: Number, delta: Nu
     return _make("median", bounds, epsilon, delta, 0, k)[0]
 
 
+@register(audit=_audit_trimmed_mean)
 def make_smooth_trimmed_mean(bounds: tuple[Number, Number], trim: Number, epsilon: Number,
                              delta: Number, *, k: int | None = None) -> Measurement:
     """The t-trimmed mean with noise scaled to its β-smooth sensitivity.

@@ -20,14 +20,33 @@ from fractions import Fraction
 import numpy as np
 
 from dpkit.core import numbers, rng, samplers
+from dpkit.core.component import Measurement
+from dpkit.core.domains import AtomDomain, Kind
 from dpkit.core.measures import PureDP
+from dpkit.core.metrics import LInfDistance
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import BudgetExceededError, DomainError
 from dpkit.mechanisms._common import representable_scale
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["SparseVector"]
 
 
+def _audit() -> list[AuditCase]:
+    """AboveThreshold's first answer (threshold 0, ε = 4 for Δ = 1) on the answers 0.0 and
+    1.0; broken: noise for ε = 400 while the claim stays 4."""
+    def sampler(epsilon: Fraction) -> Sampler:
+        return lambda answer, n: SparseVector(0, epsilon).sample_first_answers(answer, n)
+
+    # the claim: one comparison of an answer of sensitivity d_in costs 4·d_in
+    claim = Measurement(lambda a: SparseVector(0, 4).sample_first_answers(a, 1),
+                        LInfDistance(), PureDP, lambda d: PureDP(4 * Fraction(d)),
+                        "sparse_vector", input_domain=AtomDomain(Kind.FLOAT))
+    return [AuditCase("sparse_vector", claim, sampler(Fraction(4)), sampler(Fraction(400)),
+                      0.0, 1.0)]
+
+
+@register(audit=_audit)
 class SparseVector:
     """Interactive AboveThreshold / NumericSparse over adaptively chosen queries.
 

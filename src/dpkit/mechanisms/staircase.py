@@ -31,13 +31,24 @@ from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L1Distance
 from dpkit.core.numbers import Number, exp_down, fraction_down, non_negative, positive
 from dpkit.errors import DomainError
-from dpkit.mechanisms._common import as_vector, unwrap
+from dpkit.mechanisms._common import as_vector, floats, unwrap
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["make_staircase"]
+
+
+def _audit() -> list[AuditCase]:
+    """ε = 1, Δ = 1 on the pair 0.0, 1.0; broken: ε = 4 for the same claim."""
+    def sampler(epsilon: int) -> Sampler:
+        m = make_staircase(epsilon, 1)
+        return lambda v, n: np.asarray(m(np.full(n, v)))
+
+    return [AuditCase("staircase", make_staircase(1, 1), sampler(1), sampler(4), 0.0, 1.0)]
 
 _STEPS_BITS = 20  # grid cells per sensitivity ≈ 2^20
 
 
+@register(audit=_audit)
 def make_staircase(epsilon: Number, sensitivity: Number, gamma: Number | None = None
                    ) -> Measurement:
     """Add staircase noise to a float scalar or vector.
@@ -55,7 +66,8 @@ def make_staircase(epsilon: Number, sensitivity: Number, gamma: Number | None = 
     Returns
     -------
     Measurement
-        Input: floats under :class:`L1Distance`. Privacy map:
+        Input: floats under :class:`L1Distance` (input domain: a vector of numbers, NaN
+        excluded). Privacy map:
         d_in ↦ PureDP(ε·⌈(d_in + g)/Δ_s⌉), i.e. ε for d_in ≤ Δ (Geng & Viswanath 2014,
         Thm 3 on the grid). ``accuracy(beta)``: half-width Δ_s·(⌈ln(1/β)/ε⌉ + 1).
 
@@ -106,6 +118,7 @@ def make_staircase(epsilon: Number, sensitivity: Number, gamma: Number | None = 
             eps * math.ceil((non_negative(d_in, "d_in") + grid) / delta_s)),
         name=f"staircase(ε={float(eps):g}, Δ={float(delta):g}, γ={j / steps:.4g})",
         accuracy=lambda beta: staircase_tail(float(delta_s), float(eps), beta),
+        input_domain=floats(),
     )
 
 

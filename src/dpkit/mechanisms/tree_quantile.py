@@ -25,13 +25,30 @@ import numpy as np
 from dpkit.core import samplers
 from dpkit.core.accuracy import laplace_abs_sum_tail
 from dpkit.core.component import Measurement
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L1Distance
 from dpkit.core.numbers import Number, as_typed, non_negative, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms.calibrated import make_noise
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["make_tree_quantile", "tree_plan"]
+
+# the audit's neighbours: 16 cells, one unit's count added to cell 8 (Δ = 1)
+_TREE_X = np.array([0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0])
+_TREE_X_PRIME = np.array([0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0])
+
+
+def _audit() -> list[AuditCase]:
+    """The median leaf of 16 cells, b = 4, ε = 1, Δ = 1, on counts with one record added;
+    broken: 4ε (a quarter of the noise) for the same claim. n outputs are n groups."""
+    def sampler(epsilon: int) -> Sampler:
+        m = make_tree_quantile(16, Fraction(1, 2), epsilon, 1, branching=4)
+        return lambda hist, n: np.asarray(m(np.tile(np.asarray(hist), (n, 1))))
+
+    return [AuditCase("tree_quantile", make_tree_quantile(16, Fraction(1, 2), 1, 1, branching=4),
+                      sampler(1), sampler(4), _TREE_X, _TREE_X_PRIME)]
 
 
 def tree_plan(cells: int, epsilon: Number, sensitivity: Number, branching: int = 16
@@ -46,6 +63,7 @@ def tree_plan(cells: int, epsilon: Number, sensitivity: Number, branching: int =
     return depth, make_noise((depth + 1) * delta, epsilon=eps).scale  # L + 1 noisy levels
 
 
+@register(audit=_audit)
 def make_tree_quantile(cells: int, q: Number, epsilon: Number, sensitivity: Number, *,
                        branching: int = 16) -> Measurement:
     """Noisy b-ary tree over ``cells`` leaf counts; release the q-quantile leaf per group.
@@ -67,7 +85,8 @@ def make_tree_quantile(cells: int, q: Number, epsilon: Number, sensitivity: Numb
     Returns
     -------
     Measurement
-        Input: int array of shape (G, n) under :class:`L1Distance` (d_in = Δ·units);
+        Input: int array of shape (G, n) under :class:`L1Distance` (d_in = Δ·units; input
+        domain: rows of n integers);
         output: int array of shape (G,), the chosen leaf index per group. Privacy map:
         d_in ↦ PureDP((L + 1)·d_in/s) with s = (L + 1)·Δ/ε (so ε at d_in = Δ). ``accuracy(beta)``:
         the rank error in the module docstring.
@@ -120,4 +139,5 @@ def make_tree_quantile(cells: int, q: Number, epsilon: Number, sensitivity: Numb
         lambda d_in: PureDP((depth + 1) * non_negative(d_in, "d_in") / scale),
         f"tree_quantile(b={b}, levels={depth}, scale={float(scale):.6g})",
         accuracy=rank_error,
+        input_domain=VectorDomain(VectorDomain(AtomDomain(Kind.INTEGER), size=cells)),
     )

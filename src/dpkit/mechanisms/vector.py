@@ -20,6 +20,7 @@ import numpy as np
 
 from dpkit.core.accuracy import l2_laplace_norm_tail
 from dpkit.core.component import Measurement
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.lattice import check_dimension, lattice_laplace
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L2Distance
@@ -31,10 +32,31 @@ from dpkit.mechanisms._common import (
     make_grid_release,
     representable_scale,
 )
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["make_vector_laplace"]
 
 
+def _audit() -> list[AuditCase]:
+    """Scale 2 in d = 2 on the 2^-10 grid, on the pair (0, 0), (1, 0), audited through the
+    first coordinate (a projection is post-processing); broken: scale 1. The n outputs are
+    drawn at once with the lattice sampler of the mechanism (its noise in grid units)."""
+    def sampler(scale: Fraction) -> Sampler:
+        steps = scale * 1024
+
+        def sample(x: Any, n: int) -> np.ndarray:
+            proposal = steps * Fraction(141422, 100000)  # ≥ √2·steps
+            noise = lattice_laplace(steps, proposal, 2, n)[:, 0]
+            return (np.round(np.asarray(x)[0] * 1024) + noise) / 1024
+
+        return sample
+
+    return [AuditCase("vector_laplace", make_vector_laplace(2.0, 2, k=-10),
+                      sampler(Fraction(2)), sampler(Fraction(1)),
+                      np.zeros(2), np.array([1.0, 0.0]))]
+
+
+@register(audit=_audit)
 def make_vector_laplace(scale: Number, dim: int, *, k: int | None = None) -> Measurement:
     """Add vector-mechanism noise (density ∝ exp(−‖z‖₂/s)) to a float vector of length d.
 
@@ -53,7 +75,8 @@ def make_vector_laplace(scale: Number, dim: int, *, k: int | None = None) -> Mea
     Returns
     -------
     Measurement
-        Input: float array of shape (d,) under :class:`L2Distance`; output the same shape.
+        Input: float array of shape (d,) under :class:`L2Distance` (input domain: a vector
+        of d numbers, NaN excluded); output the same shape.
         Privacy map: Δ₂ ↦ PureDP((Δ₂ + 2^k·√d)/s) (CMS11 Thm 6 on the rounded input; the
         lattice argument is in the module docstring). ``accuracy(beta)`` is the radius r
         with P(‖noise‖₂ > r) ≤ β (the Gamma(d, s) quantile, plus the grid).
@@ -96,4 +119,5 @@ def make_vector_laplace(scale: Number, dim: int, *, k: int | None = None) -> Mea
         name=f"vector_laplace(scale={float(s):.6g}, d={dim}, grid=2^{kk})",
         accuracy=lambda beta: l2_laplace_norm_tail(float(s), dim, float(beta))
         + float(grid) * dim**0.5,
+        input_domain=VectorDomain(AtomDomain(Kind.FLOAT), size=dim),
     )

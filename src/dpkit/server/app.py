@@ -40,6 +40,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
 from dpkit.core.measures import PrivacyLoss
+from dpkit.core.record import noise_rows
 from dpkit.errors import (
     BoundsError,
     BudgetExceededError,
@@ -111,12 +112,26 @@ class ExplainResponse(BaseModel):
     affordable: bool
 
 
+class NoiseRowInfo(BaseModel):
+    """One noise row of a release (:class:`dpkit.core.record.NoiseRow`; exact numbers as
+    fraction strings, null where the release states none)."""
+
+    name: str
+    scale: str | None
+    sensitivity: str | None
+    statistic: str | None
+
+
 class ReleaseResponse(BaseModel):
     release_id: int | None
     replayed: bool
     loss: dict[str, str]
     columns: list[Column]
     records: list[dict[str, Any]]
+    noise: list[NoiseRowInfo]
+    digest: str | None
+
+
 
 
 class ReleaseInfo(BaseModel):
@@ -126,6 +141,7 @@ class ReleaseInfo(BaseModel):
     query: str
     loss: dict[str, str]
     noise: str | None
+    noise_rows: list[NoiseRowInfo] | None  # the noise column read as rows (None: older text)
     status: str
     result_sha256: str | None
     idempotency_key: str | None
@@ -309,8 +325,8 @@ def _routes(app: FastAPI, state: ServerState) -> None:
         with served.source.open() as data:
             session = state.session(served, data, analyst)
             query, kwargs = _build(session, payload)
-            frame = _release(session, query, kwargs)
-        return _release_response(request, session, frame)
+            _release(session, query, kwargs)
+        return _release_response(request, session)
 
     @app.get("/v1/releases", response_model=list[ReleaseInfo], tags=["releases"])
     def releases(request: Request, dataset: str | None = None,
@@ -389,7 +405,7 @@ def _tighter(a: PrivacyLoss, b: PrivacyLoss | None) -> PrivacyLoss:
 
 
 def _remaining(ledger: Ledger, dataset: str, grant: dict[str, Any]) -> PrivacyLoss:
-    left = ledger.cap(dataset) - ledger.spent(dataset)  # type: ignore[operator]
+    left = ledger.cap(dataset) - ledger.spent(dataset)
     mine = None if grant["cap"] is None else grant["cap"] - grant["spent"]
     return _tighter(left, mine)
 
@@ -509,26 +525,31 @@ def _release(session: Session, query: Query, kwargs: dict[str, Any]) -> pl.DataF
     try:
         return query.release(**kwargs)
     except Exception as exc:
-        outcome = session.accountant.last  # what this release debited, if anything
-        if outcome is None or outcome.loss is None:
+        record = session.last_release  # what this release debited, if anything
+        if record is None or record.loss is None:
             raise _refusal(exc) from exc  # refused before (or instead of) a debit
         # debited, then failed: the loss stands and nothing is returned; the error's text
         # may describe data, so only its type is logged
         logging.getLogger("dpkit.server").error(
             "release failed after its debit", exc_info=exc,
-            extra={"fields": {"release_id": outcome.release_id}})
+            extra={"fields": {"release_id": record.release_id}})
         raise ApiError(500, "ReleaseFailed", "the release failed after its loss was debited "
-                       "(the loss stands); no result", release_id=outcome.release_id
+                       "(the loss stands); no result", release_id=record.release_id
                        ) from None
 
 
-def _release_response(request: Request, session: Session, frame: pl.DataFrame
-                      ) -> dict[str, Any]:
-    outcome = session.accountant.last
-    release_id, loss = (outcome.release_id, outcome.loss) if outcome else (None, None)
-    spent = loss if loss is not None else session.measure.zero()
-    _note(request, release_id=release_id, loss=str(spent), replayed=loss is None)
-    return {"release_id": release_id, "replayed": loss is None, "loss": _loss_json(spent),
+def _release_response(request: Request, session: Session) -> dict[str, Any]:
+    """The response rendered from the release record (:class:`dpkit.core.record.Release`):
+    its id, loss (zero for a replay), replayed flag, noise rows, digest and values."""
+    record = session.last_release
+    if record is None or not isinstance(record.values, pl.DataFrame):
+        raise ApiError(500, "InternalError", "internal error")  # a release always records
+    spent = record.loss if record.loss is not None else session.measure.zero()
+    _note(request, release_id=record.release_id, loss=str(spent), replayed=record.replayed)
+    frame = record.values
+    return {"release_id": record.release_id, "replayed": record.replayed,
+            "loss": _loss_json(spent), "noise": [r.as_dict() for r in record.noise],
+            "digest": record.digest,
             "columns": [{"name": c, "dtype": str(t)} for c, t in frame.schema.items()],
             "records": _finite(frame).to_dicts()}
 
@@ -544,4 +565,6 @@ def _finite(frame: pl.DataFrame) -> pl.DataFrame:
 def _release_info(row: dict[str, Any]) -> dict[str, Any]:
     keys = ("id", "dataset", "time", "query", "noise", "status", "result_sha256",
             "idempotency_key")
-    return {**{k: row[k] for k in keys}, "loss": _loss_json(row["loss"])}
+    rows = noise_rows(row["noise"])
+    return {**{k: row[k] for k in keys}, "loss": _loss_json(row["loss"]),
+            "noise_rows": None if rows is None else [r.as_dict() for r in rows]}
