@@ -31,7 +31,7 @@ from stats import FALSE_POSITIVE_RATE
 import dpkit.release as rel
 import dpkit.release.ranges.grid2d as g2
 from dpkit.errors import DomainError
-from dpkit.release.ranges.histogram import _method
+from dpkit.release.ranges.histogram import method
 
 METHODS = ["quadtree", "ug", "ag", "kdtree"]
 
@@ -45,7 +45,7 @@ def _data(shape, seed=0, high=30):
 def test_registered_for_two_dimensions():
     names = rel.methods(2)
     assert set(METHODS) <= set(names)
-    assert [_method(m, 2).data_dependent for m in METHODS] == [False, True, True, True]
+    assert [method(m, 2).data_dependent for m in METHODS] == [False, True, True, True]
 
 
 @pytest.mark.parametrize("method,options", [
@@ -264,7 +264,7 @@ def test_ag_structure(monkeypatch):
     the second-level totals spread."""
     log: list = []
     _zero_noise(monkeypatch, log)
-    g2.ag(np.zeros((256, 256), dtype=np.int64), Fraction(1), scale=10**6)
+    g2.ag(np.zeros((256, 256), dtype=np.int64), Fraction(1), scale=10**6, switch=None)
     assert log[0][0].size == 80 * 80 and log[1][0].size == 80 * 80  # m2 = 1 for N' = 0
     assert log[0][1] == log[1][1] == Fraction(1, 2)
     rows, cols = g2.grid_edges(23, 5), g2.grid_edges(17, 5)

@@ -18,6 +18,7 @@ from dpkit.release import measure
 from dpkit.release.ranges.hierarchical import hb_branching, tree_strategy
 from dpkit.release.ranges.histogram import release_histogram
 from dpkit.release.workload import (
+    RangeWorkload,
     all_range,
     all_range_gram,
     identity,
@@ -271,3 +272,134 @@ def test_public_optimisers_return_normalised_strategies():
     r = mm.optimize_rectangles(random_rectangles((6, 5), 10, np.random.default_rng(0)), 1,
                                restarts=1)
     assert [f.shape for f in r] == [(7, 6), (6, 5)]
+
+
+# --------------------------------------------------------------------------- strategy reuse
+def _snapped_delta(factor):
+    b, _ = factor.integer(mm._BITS_1D)
+    return measure.l1_sensitivity(b)
+
+
+def test_cached_family_strategy_is_bit_identical_to_a_fresh_one():
+    """Two random workloads of one family and shape: the second is a cache hit (counter,
+    not timing) and gets exactly the strategy a fresh search computes for the same key —
+    the same Θ bits, the same exact sensitivity of the snapped integer strategy, the same
+    expected error."""
+    data = np.random.default_rng(8)  # workloads only
+    n = 64
+    first, second = random_ranges(n, 500, data), random_ranges(n, 500, data)
+    mm.strategy_cache_clear()
+    (a,) = mm.mm_strategy((n,), first)
+    (b,) = mm.mm_strategy((n,), second)
+    info = mm.strategy_cache_info()
+    assert (info["misses"], info["hits"], info["size"]) == (1, 1, 1)
+    mm.strategy_cache_clear()
+    (fresh,) = mm.mm_strategy((n,), second)
+    assert mm.strategy_cache_info()["misses"] == 1
+    assert np.array_equal(b.theta, fresh.theta) and np.array_equal(a.theta, b.theta)
+    assert _snapped_delta(b) == _snapped_delta(fresh)
+    assert mm.expected_rmse(second, b, 1.0) == mm.expected_rmse(second, fresh, 1.0)
+    assert not b.theta.flags.writeable  # the cached value cannot be altered by a caller
+    # a release hits the same entry: the search is skipped, the noise is still drawn
+    x = data.integers(0, 50, n)
+    release_histogram(x, 1, "mm", workload=random_ranges(n, 500, data))
+    assert mm.strategy_cache_info()["hits"] == 1
+
+
+def test_families_never_share_an_entry_and_structure_is_read_from_the_queries():
+    """prefix n, all-range n and the uniform random family over n are three entries (a key
+    on (n, query count) or on the name would merge some); a prefix workload shuffled and
+    duplicated is the prefix entry; a random workload built by hand (no declared family) is
+    optimised on its own queries, not served by the family entry."""
+    data = np.random.default_rng(9)
+    n = 24
+    mm.strategy_cache_clear()
+    (pre,) = mm.mm_strategy((n,), prefix(n))
+    (rng_,) = mm.mm_strategy((n,), all_range(n))
+    (uni,) = mm.mm_strategy((n,), random_ranges(n, 300, data))
+    info = mm.strategy_cache_info()
+    assert (info["misses"], info["hits"]) == (3, 0)
+    assert not np.array_equal(pre.theta, rng_.theta)
+    assert not np.array_equal(uni.theta, rng_.theta)  # G_all − ½I, not G_all
+    (none,) = mm.mm_strategy((n,), None)  # workload=None is all ranges: the same entry
+    assert np.array_equal(none.theta, rng_.theta) and mm.strategy_cache_info()["hits"] == 1
+    order = data.permutation(2 * n)
+    shuffled = prefix(n)
+    lo = np.vstack([shuffled.lo, shuffled.lo])[order]
+    hi = np.vstack([shuffled.hi, shuffled.hi])[order]
+    (again,) = mm.mm_strategy((n,), RangeWorkload((n,), lo, hi))
+    assert np.array_equal(again.theta, pre.theta) and mm.strategy_cache_info()["hits"] == 2
+    w = random_ranges(n, 300, data)
+    (own,) = mm.mm_strategy((n,), RangeWorkload(w.shape, w.lo, w.hi))
+    assert mm.strategy_cache_info()["misses"] == 4 and not np.array_equal(own.theta,
+                                                                          uni.theta)
+    (off,) = mm.mm_strategy((n,), w, reuse=False)  # reuse=False: the queries themselves
+    assert np.array_equal(off.theta, own.theta)
+
+
+def test_kronecker_workloads_reuse_the_per_factor_entries():
+    """Random rectangles over n × n are served by the 1-D uniform-family entry on both axes
+    (no new search); a product of prefix ⊗ all-range rectangles is recognised and uses the
+    prefix and all-range entries; rectangles that are no product keep their own search."""
+    data = np.random.default_rng(10)
+    n = 12
+    mm.strategy_cache_clear()
+    (uni,) = mm.mm_strategy((n,), random_ranges(n, 100, data))
+    f1, f2 = mm.mm_strategy((n, n), random_rectangles((n, n), 100, data))
+    assert mm.strategy_cache_info()["misses"] == 1 and mm.strategy_cache_info()["hits"] == 2
+    assert np.array_equal(f1.theta, uni.theta) and np.array_equal(f2.theta, uni.theta)
+    (pre,), (rng_,) = mm.mm_strategy((n,), prefix(n)), mm.mm_strategy((n,), all_range(n))
+    rows, cols = prefix(n), all_range(n)
+    i, j = np.meshgrid(np.arange(len(rows)), np.arange(len(cols)), indexing="ij")
+    product = RangeWorkload((n, n), np.hstack([rows.lo[i.ravel()], cols.lo[j.ravel()]]),
+                            np.hstack([rows.hi[i.ravel()], cols.hi[j.ravel()]]))
+    before = mm.strategy_cache_info()
+    g1, g2 = mm.mm_strategy((n, n), product)
+    after = mm.strategy_cache_info()
+    assert after["hits"] == before["hits"] + 2 and after["misses"] == before["misses"]
+    assert np.array_equal(g1.theta, pre.theta) and np.array_equal(g2.theta, rng_.theta)
+    mm.mm_strategy((n, n), random_rectangles((n, n), 100, data), reuse=False)
+    assert mm.strategy_cache_info()["misses"] == after["misses"] + 1
+
+
+def test_reused_strategy_error_is_within_goal_of_re_optimising():
+    """On held-out random workloads (2,000 queries) the family strategy's exact expected
+    error (measure.expected_rmse, dense) is within 1.1× in squared error of a search on the
+    workload itself (measured: ≤ 1.002 in 1-D n = 64, 1.002 in 2-D 32 × 32). Deterministic:
+    the workloads are fixed and the search has no randomness."""
+    data = np.random.default_rng(12)
+    n = 64
+    for _ in range(2):
+        w = random_ranges(n, 2000, data)
+        (reused,), (own,) = mm.mm_strategy((n,), w), mm.mm_strategy((n,), w, reuse=False)
+        dense = w.matrix().toarray()
+        ratio = (measure.expected_rmse(dense, reused.matrix(), 1.0)
+                 / measure.expected_rmse(dense, own.matrix(), 1.0)) ** 2
+        assert ratio <= 1.1
+        assert mm.expected_rmse(w, reused, 1.0) == pytest.approx(
+            measure.expected_rmse(dense, reused.matrix(), 1.0), rel=1e-9)
+    w2 = random_rectangles((32, 32), 2000, data)
+    reused2, own2 = mm.mm_strategy((32, 32), w2), mm.mm_strategy((32, 32), w2, reuse=False)
+    dense = w2.matrix().toarray()
+    errors = [measure.expected_rmse(dense, np.kron(f[0].matrix(), f[1].matrix()), 1.0)
+              for f in (reused2, own2)]
+    assert (errors[0] / errors[1]) ** 2 <= 1.1
+
+
+def test_strategy_cache_is_bounded_and_options_are_checked(monkeypatch):
+    cache = mm.StrategyCache(2)
+    for k in range(3):
+        cache.get(k, lambda k=k: [np.full(2, float(k))])
+    assert cache.info() == {"hits": 0, "misses": 3, "size": 2, "maxsize": 2}
+    assert cache.get(2, lambda: [np.zeros(1)])[0][0] == 2.0  # kept: a hit
+    cache.get(0, lambda: [np.full(2, 9.0)])  # dropped first (least recently used)
+    assert cache.info()["misses"] == 4
+    with pytest.raises(DomainError):
+        mm.StrategyCache(0)
+    log = record(monkeypatch)
+    with pytest.raises(DomainError, match="reuse"):
+        release_histogram(np.arange(4), 1, "mm", reuse="yes")
+    with pytest.raises(DomainError, match="family"):
+        RangeWorkload((4,), np.zeros((1, 1), np.int64), np.ones((1, 1), np.int64),
+                      family="zipf")
+    assert log == []

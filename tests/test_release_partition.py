@@ -102,7 +102,7 @@ def test_dawa_budget_and_cost_sensitivity(monkeypatch, n):
     x = _data(n, 1)
     eps = Fraction(1, 2)
     log = record(monkeypatch)
-    P.dawa(x, eps, None)
+    P.dawa(x, eps, None, switch=None)
     assert total_epsilon(log) == eps
     levels = len(P.dyadic_deviations(x))
     for k, m in enumerate(log[:levels], start=1):  # stage 1: one vector per dyadic level
@@ -110,7 +110,7 @@ def test_dawa_budget_and_cost_sensitivity(monkeypatch, n):
     base = log[:levels]
     for xp in _neighbours(x, [0, n // 2, n - 1]):
         start = len(log)
-        P.dawa(xp, eps, None)
+        P.dawa(xp, eps, None, switch=None)
         assert total_epsilon(log[start:]) == eps
         for a, b in zip(base, log[start: start + levels], strict=True):
             assert np.abs(a.values - b.values).sum() <= a.sensitivity
@@ -130,14 +130,14 @@ def test_dawa_with_workload_budget(monkeypatch):
     from dpkit.release.workload import prefix
     x = _data(64, 2)
     log = record(monkeypatch)
-    est = P.dawa(x, Fraction(1), prefix(64))
+    est = P.dawa(x, Fraction(1), prefix(64), switch=None)
     assert est.shape == (64,) and total_epsilon(log) == 1
 
 
 def test_noise_first_budget(monkeypatch):
     x = _data(50, 3)
     log = record(monkeypatch)
-    P.noise_first(x, Fraction(1, 3), None)
+    P.noise_first(x, Fraction(1, 3), None, switch=None)
     assert total_epsilon(log) == Fraction(1, 3)
     assert len(log) == 1 and log[0].sensitivity == 1 and np.array_equal(log[0].values, x)
 
@@ -362,12 +362,12 @@ def test_dawa_beats_identity_and_broken_variant_is_caught(monkeypatch):
     x = _two_blocks(n, 10 ** 6)
     bound, identity = _dawa_design(n, eps, ratio)
     assert bound < identity
-    err = float(((P.dawa(x, eps, None, ratio=ratio) - x) ** 2).sum())
+    err = float(((P.dawa(x, eps, None, ratio=ratio, switch=None) - x) ** 2).sum())
     assert err <= bound < identity  # fails with probability ≤ 1e-6
     # broken: skip the partition search (one bucket for everything): every cell is off by
     # about M/2 — caught unless the total's noise exceeds nM/4 (probability far below 1e-6)
     monkeypatch.setattr(P, "dyadic_partition", lambda devs, n, cost: np.array([0, n]))
-    broken = float(((P.dawa(x, eps, None, ratio=ratio) - x) ** 2).sum())
+    broken = float(((P.dawa(x, eps, None, ratio=ratio, switch=None) - x) ** 2).sum())
     assert broken > identity
 
 
@@ -380,7 +380,7 @@ def _dawa_buckets(monkeypatch, x: np.ndarray, ratio: Fraction) -> int:
         return seen[-1]
 
     monkeypatch.setattr(P, "dyadic_partition", spy)
-    P.dawa(x, Fraction(1), None, ratio=ratio)
+    P.dawa(x, Fraction(1), None, ratio=ratio, switch=None)
     return len(seen[-1]) - 1
 
 
@@ -471,12 +471,12 @@ def test_noise_first_never_worse_than_identity_on_the_same_noise(monkeypatch):
         return out
 
     monkeypatch.setattr(P, "laplace_integer", capture)
-    est = P.noise_first(x, eps, None)
+    est = P.noise_first(x, eps, None, switch=None)
     noise = seen[-1].astype(np.float64)
     err = float(((est - x) ** 2).sum())
     assert err <= float((noise ** 2).sum()) * (1 + 1e-9)
     # broken: skip the structure search (one bucket) — the jump is smoothed over
     monkeypatch.setattr(P, "penalized_partition", lambda v, pen: np.array([0, v.size]))
-    broken = P.noise_first(x, eps, None)
+    broken = P.noise_first(x, eps, None, switch=None)
     noise = seen[-1].astype(np.float64)
     assert float(((broken - x) ** 2).sum()) > float((noise ** 2).sum())

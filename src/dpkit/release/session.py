@@ -5,7 +5,6 @@ imported; ``frame`` never imports ``release``)."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
@@ -15,15 +14,18 @@ import numpy as np
 import polars as pl
 
 from dpkit.core.numbers import Number, positive
+from dpkit.core.record import NoiseRow, Release
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine, register_query_namespace
+from dpkit.frame.compiler import Noise, resolve_target
 from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
+from dpkit.release.ranges.histogram import method as histogram_method
 
 __all__ = ["ReleaseNamespace", "release_query_histogram", "pmw_query", "SessionPMW"]
 
 
 def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
-                            method: str = "hb", *, epsilon: Number, **options: Any
+                            method: str = "auto", *, epsilon: Number, **options: Any
                             ) -> HistogramRelease:
     """Release the histogram of ``column`` (bins [eᵢ, eᵢ₊₁), the last closed) of a session
     query with a :mod:`dpkit.release` algorithm.
@@ -44,7 +46,8 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     bins : sequence of numbers
         Increasing bin edges e₀ < … < e_m (m cells); values outside, nulls and NaN are dropped.
     method : str
-        A registered algorithm (:func:`dpkit.release.methods`); default "hb".
+        A registered algorithm (:func:`dpkit.release.methods`); default "auto"
+        (:mod:`dpkit.release.ranges.auto`).
     epsilon : number
         ε > 0 (nats) to spend.
     **options
@@ -54,7 +57,9 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     Returns
     -------
     HistogramRelease
-        ``counts`` (m,), ``labels`` the bins, ``epsilon`` the ε charged to the session.
+        ``counts`` (m,), ``labels`` the bins, ``epsilon`` the ε charged to the session. Its
+        release record (:class:`~dpkit.core.record.Release`: loss, noise row, release id,
+        digest) is ``query.session.last_release``.
 
     Raises
     ------
@@ -69,7 +74,7 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     q = query.agg(hist)
     lf, planned = q.plan(eps)
     stat = planned[0]
-    if "laplace" not in stat.mechanism.lower():
+    if resolve_target(query.session.measure, eps, None, None).noise is not Noise.LAPLACE:
         raise DomainError("histogram release needs Laplace-calibrated (pure ε) budgets")
     delta_l1 = Fraction(stat.sensitivity)
     session = query.session
@@ -77,9 +82,7 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     m = len(hist.edges()) - 1
     if workload is not None and tuple(workload.shape) != (m,):
         raise DomainError(f"workload shape {workload.shape} != ({m},) bins")
-    from dpkit.release.ranges.histogram import _method  # validate the method before spending
-
-    _method(method, 1)
+    histogram_method(method, 1)  # validate the method before spending
     engine.dry_run(q.lazy(empty=True), None, [stat.stat], session.privacy_unit.column)
 
     def compute() -> HistogramRelease:
@@ -90,9 +93,11 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
         return replace(out, epsilon=eps, labels=tuple(hist.labels()))
 
     description = f"{q.describe()} released by {method}"
-    return session.accountant.run(
-        session.total_loss(planned, None), description, compute,
-        digest=lambda r: hashlib.sha256(r.counts.tobytes()).hexdigest())
+    # the algorithm splits ε′ = ε/Δ over its own measurements (its docstring gives them):
+    # one row, the algorithm at sensitivity Δ, with no single scale
+    noise = (NoiseRow(method, None, delta_l1, stat.stat.key),)
+    return session.accountant.run(session.total_loss(planned, None), description, compute,
+                                  noise=noise)
 
 
 class SessionPMW:
@@ -107,10 +112,19 @@ class SessionPMW:
         The declared encoding of the columns (their categories or bins).
     epsilon : Fraction
         ε charged to the session for the whole interaction.
+    release : Release or None
+        The record of the debit that started the interaction (set when it returns).
     """
 
     def __init__(self, pmw: Any, codec: Any, epsilon: Fraction) -> None:
         self.pmw, self.codec, self.epsilon = pmw, codec, epsilon
+        self.release: Release[Any] | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        """What the debit released, for its digest (:func:`~dpkit.core.record.digest_of`):
+        nothing of the data yet — ε and the declared domain (answers come later, each from
+        the public hypothesis or a budgeted update)."""
+        return {"epsilon": self.epsilon, "domain": self.codec.domain}
 
     def answer(self, weights: Any) -> Any:
         """Answer a counting query given as a 0/1 weight per cell (shape of the domain);
@@ -229,7 +243,7 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
     Domain(tuple(sizes), tuple(sizes.values()))  # validates names
     q = query.agg(aggregates.count())
     lf, planned = q.plan(eps)
-    if "laplace" not in planned[0].mechanism.lower():
+    if resolve_target(query.session.measure, eps, None, None).noise is not Noise.LAPLACE:
         raise DomainError("pmw needs Laplace-calibrated (pure ε) budgets")
     session = query.session
     unit = session.privacy_unit
@@ -258,7 +272,12 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
 
     description = f"{q.describe()} via private multiplicative weights (α={alpha})"
     # nothing is released at the debit (answers come later, each from the hypothesis)
-    return session.accountant.run(session.total_loss(planned, None), description, compute)
+    noise = (NoiseRow("private multiplicative weights", None, Fraction(delta_rows),
+                      "counting queries"),)
+    result = session.accountant.run(session.total_loss(planned, None), description, compute,
+                                    noise=noise)
+    result.release = session.accountant.last
+    return result
 
 
 @register_query_namespace("publish")
@@ -278,7 +297,7 @@ class ReleaseNamespace:
     def __init__(self, query: Any) -> None:
         self.query = query
 
-    def histogram(self, column: str, bins: Sequence[Number], method: str = "hb", *,
+    def histogram(self, column: str, bins: Sequence[Number], method: str = "auto", *,
                   epsilon: Number, **options: Any) -> HistogramRelease:
         """Release the histogram of ``column`` over the bin edges ``bins`` once, with a
         non-interactive algorithm (``method``: "identity", "hb", "privelet", …; see

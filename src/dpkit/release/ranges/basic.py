@@ -22,10 +22,15 @@ def identity(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
     return laplace_integer(x, Fraction(1), epsilon).astype(np.float64)
 
 
-@register("uniform", dims=(1, 2, 3, 4), data_dependent=True)
+@register("uniform", dims=(1, 2, 3, 4), data_dependent=True, robust=False)
 def uniform(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
             ) -> np.ndarray:
     """Uniform: a noisy total (discrete Laplace, scale 1/ε; sensitivity 1, so ε-DP) spread
-    evenly over the cells (DPBench's baseline for data-independent shape)."""
+    evenly over the cells (DPBench's baseline for data-independent shape).
+
+    Not robust (registered ``robust=False``): its bias does not shrink with the scale, so it
+    loses to Identity by orders of magnitude at large scale·ε (bench/results/histograms.md);
+    ``method="auto"`` picks it only in the signal decades where it won on every training
+    dataset and their neighbours."""
     total = int(laplace_integer(np.array([int(x.sum())]), Fraction(1), epsilon)[0])
     return np.full(x.shape, total / x.size, dtype=np.float64)

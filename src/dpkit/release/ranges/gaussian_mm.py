@@ -18,6 +18,15 @@ column normalisation; start from G^{1/2}, the eigen-design of Li & Miklau. Dense
 n ≤ 1,024 cells (each step is O(n³)). Noise: :func:`dpkit.mechanisms.make_gaussian`
 (discrete Gaussian on a 2^k grid, the grid rounding charged in its privacy map), calibrated
 by :func:`dpkit.mechanisms.make_noise`.
+
+Strategy reuse: the optimised A depends only on the (public) workload, so it is cached — a
+bounded LRU (:func:`strategy_cache_clear`, :func:`strategy_cache_info`) keyed by the
+workload's structure (:func:`dpkit.release.workload.structure`): ``("prefix", n)``,
+``("all-range", n)``, ``("identity", n)``, ``("uniform-ranges", n)`` for a workload that
+declares the uniform random family (optimised for the family's expected Gram
+G_all − ½I, which minimises the family's expected error since the error is linear in G; see
+:mod:`dpkit.release.ranges.matrix`), or a digest of any other set of ranges. Δ₂ and σ are
+computed from the strategy actually used on every release.
 """
 
 from __future__ import annotations
@@ -36,14 +45,27 @@ from dpkit.core.numbers import Number, fraction_up, non_negative, positive, sqrt
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise
 from dpkit.release.measure import check_counts
-from dpkit.release.workload import RangeWorkload
+from dpkit.release.ranges.matrix import range_gram
+from dpkit.release.ranges.strategy_cache import StrategyCache
+from dpkit.release.workload import Factor, RangeWorkload, all_range_gram, structure
 
 __all__ = ["l2_sensitivity", "optimize_l2", "l2_error", "gaussian_expected_rmse",
-           "gaussian_matrix_mechanism", "make_gaussian_matrix_release", "MAX_CELLS"]
+           "gaussian_matrix_mechanism", "make_gaussian_matrix_release", "MAX_CELLS",
+           "strategy_cache_clear", "strategy_cache_info"]
 
 MAX_CELLS = 1024
 _U = 2.0 ** -53  # float64 unit roundoff
-_STRATEGIES: dict[tuple, np.ndarray] = {}
+_STRATEGIES = StrategyCache(16)  # n ≤ 1,024: at most 8 MB per entry
+
+
+def strategy_cache_clear() -> None:
+    """Empty the Gaussian matrix mechanism's strategy cache and reset its counters."""
+    _STRATEGIES.clear()
+
+
+def strategy_cache_info() -> dict[str, int]:
+    """The strategy cache's ``hits``, ``misses``, ``size`` and ``maxsize``."""
+    return _STRATEGIES.info()
 
 
 def l2_sensitivity(strategy: np.ndarray) -> Fraction:
@@ -114,8 +136,7 @@ def optimize_l2(gram: np.ndarray, maxiter: int = 1000) -> np.ndarray:
 
 
 def _gram(workload: RangeWorkload | None, n: int) -> tuple[np.ndarray, int]:
-    from dpkit.release.workload import all_range_gram
-
+    """The workload's own WᵀW and query count (all ranges for None)."""
     if workload is None:
         return all_range_gram(n), n * (n + 1) // 2
     if len(workload.shape) != 1 or workload.shape[0] != n:
@@ -125,14 +146,40 @@ def _gram(workload: RangeWorkload | None, n: int) -> tuple[np.ndarray, int]:
     return w.T @ w, w.shape[0]
 
 
-def _strategy(workload: RangeWorkload | None, n: int) -> np.ndarray:
-    gram, _ = _gram(workload, n)
-    key = (n, gram.tobytes())
-    if key not in _STRATEGIES:
-        if len(_STRATEGIES) > 16:
-            _STRATEGIES.clear()
-        _STRATEGIES[key] = optimize_l2(gram)
-    return _STRATEGIES[key]
+def _factor_gram(factor: Factor) -> np.ndarray:
+    """Dense WᵀW of a structural factor, a function of its key alone (named families from
+    n; a "ranges" key's digest covers its ranges and weights)."""
+    kind, n = factor.key[0], int(factor.key[1])
+    i = np.arange(n)
+    if kind == "all-range":
+        return all_range_gram(n)
+    if kind == "uniform-ranges":  # E[r rᵀ] ∝ G_all − ½I (module docstring)
+        return all_range_gram(n) - 0.5 * np.eye(n)
+    if kind == "prefix":  # prefixes [0, k) holding i and j: n − max(i, j)
+        return (n - np.maximum.outer(i, i)).astype(np.float64)
+    if kind == "identity":
+        return np.eye(n)
+    if factor.lo is None or factor.hi is None or factor.weights is None:
+        raise DomainError(f"the factor {kind!r} carries no ranges")
+    return range_gram(factor.lo, factor.hi, n, factor.weights)
+
+
+def _strategy(workload: RangeWorkload | None, n: int, reuse: bool = True) -> np.ndarray:
+    """The cached strategy for the workload's structure (module docstring)."""
+    if not isinstance(reuse, bool):
+        raise DomainError(f"reuse must be True or False; got {reuse!r}")
+    if workload is None:
+        factor = Factor(("all-range", n))
+    else:
+        if len(workload.shape) != 1 or workload.shape[0] != n:
+            raise DomainError(f"the workload is over {workload.shape}; the histogram has "
+                              f"{n} cells")
+        # a 1-D workload is always one factor (the fallback only satisfies the type checker)
+        (factor,) = structure(workload, use_family=reuse) or (Factor(("identity", n)),)
+    if n > MAX_CELLS:
+        raise DomainError(f"the L2 strategy optimisation is dense O(n³) per step; n = {n} > "
+                          f"{MAX_CELLS} (pass your own strategy)")
+    return _STRATEGIES.get(("l2", factor.key), lambda: [optimize_l2(_factor_gram(factor))])[0]
 
 
 def _sigma(delta: Fraction, rho: Fraction, size: int) -> tuple[Measurement, Fraction]:
@@ -153,7 +200,8 @@ def gaussian_expected_rmse(workload: RangeWorkload | None, n: int, rho: Number,
 
 
 def gaussian_matrix_mechanism(x: np.ndarray, rho: Number, workload: RangeWorkload | None = None,
-                              strategy: np.ndarray | None = None) -> np.ndarray:
+                              strategy: np.ndarray | None = None, *, reuse: bool = True
+                              ) -> np.ndarray:
     """Release a 1-D histogram by the matrix mechanism with Gaussian noise. ρ-zCDP.
 
     Parameters
@@ -166,6 +214,10 @@ def gaussian_matrix_mechanism(x: np.ndarray, rho: Number, workload: RangeWorkloa
         The ranges to optimise the strategy for (default: all ranges).
     strategy : ndarray, shape (n, n), optional
         A full-rank strategy to use instead of the optimised one.
+    reuse : bool
+        True (default): a workload declaring a random family gets the family's cached
+        strategy; False optimises on the queries themselves. Either way Δ₂ is that of the
+        strategy used.
 
     Returns
     -------
@@ -175,12 +227,13 @@ def gaussian_matrix_mechanism(x: np.ndarray, rho: Number, workload: RangeWorkloa
     Raises
     ------
     DomainError
-        Bad counts, ρ ≤ 0, a workload of another domain, a strategy of the wrong shape.
+        Bad counts, ρ ≤ 0, a workload of another domain, a strategy of the wrong shape,
+        ``reuse`` not a bool.
     """
     counts = check_counts(x, (1,))
     r = positive(rho, "rho", up=False)
     n = counts.size
-    a = _strategy(workload, n) if strategy is None else np.asarray(strategy, np.float64)
+    a = _strategy(workload, n, reuse) if strategy is None else np.asarray(strategy, np.float64)
     if a.shape != (n, n):
         raise DomainError(f"the strategy must be {n}×{n}; got {a.shape}")
     delta = l2_sensitivity(a)

@@ -15,10 +15,19 @@ from fractions import Fraction
 import numpy as np
 
 from dpkit.errors import DomainError
-from dpkit.release.ranges.histogram import _method, register
+from dpkit.release.ranges.histogram import method as histogram_method
+from dpkit.release.ranges.histogram import register
+from dpkit.release.ranges.partition import dawa_options
+from dpkit.release.ranges.switch import scale_switched
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["hilbert_order", "on_hilbert_curve"]
+
+# Signal N̂·ε/cells at and above which DAWA-2D hands over to Identity
+# (dpkit.release.ranges.switch): a decade below signal 1.5, the smallest at which it lost to
+# Identity by more than 1.1× (switch off: up to 3.6× at signal 153) on the DPBench 2-D and
+# synthetic shapes; checked by leaving each dataset out (bench/results/auto.md).
+SWITCH_DAWA_2D = 0.15
 
 
 def hilbert_order(side: int) -> np.ndarray:
@@ -55,18 +64,30 @@ def on_hilbert_curve(method: str, x: np.ndarray, epsilon: Fraction,
         raise DomainError(f"the Hilbert curve needs a square 2-D histogram; got {x.shape}")
     order = hilbert_order(x.shape[0])
     flat = x.ravel()[order]
-    est = _method(method, 1).function(flat, epsilon, None, **options)
+    est = histogram_method(method, 1).function(flat, epsilon, None, **options)
     out = np.empty(x.size, dtype=np.float64)
     out[order] = est
     return out.reshape(x.shape)
 
 
+def _dawa_2d_options(ratio: Fraction | float = Fraction(1, 4), strategy: str = "identity"
+                     ) -> None:
+    dawa_options(ratio, strategy)
+
+
 @register("dawa", dims=(2,), data_dependent=True)
+@scale_switched(SWITCH_DAWA_2D, _dawa_2d_options, dims=(2,))
 def dawa_2d(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
             **options: object) -> np.ndarray:
     """DAWA on 2-D data along the Hilbert curve (Li et al. PVLDB 2014 §6; DPBench). ε-DP as
     the 1-D algorithm (the flattening is a bijection of cells). Stage 2 defaults to Identity
     on the buckets: rectangles are not ranges on the curve, and a tree over the curve's
-    buckets measured 1.1–1.4× worse on DPBench's 2-D data (``strategy="tree"`` to use it)."""
+    buckets measured 1.1–1.4× worse on DPBench's 2-D data (``strategy="tree"`` to use it).
+
+    Scale switch (default on, :mod:`dpkit.release.ranges.switch`; options ``switch``,
+    ``scale``, ``scale_fraction``): with N̂·ε'/cells ≥ ``switch`` (default
+    :data:`SWITCH_DAWA_2D`, 0.15) Identity runs at ε' instead; ``ratio`` and ``strategy``
+    are checked first, on either branch."""
     options.setdefault("strategy", "identity")
+    options["switch"] = None  # this wrapper's own switch has run
     return on_hilbert_curve("dawa", x, epsilon, None, **options)

@@ -32,32 +32,38 @@ from dpkit.errors import DomainError
 from dpkit.release.measure import check_counts
 from dpkit.release.workload import RangeWorkload, rmse, scaled_error
 
-__all__ = ["HistogramRelease", "release_histogram", "make_histogram_release", "register",
-           "methods"]
+__all__ = ["HistogramRelease", "HistogramMethod", "release_histogram", "make_histogram_release",
+           "register", "methods", "method"]
 
 Algorithm = Callable[..., np.ndarray]
 
 
 @dataclass(frozen=True)
-class _Method:
+class HistogramMethod:
+    """A registered histogram algorithm: its function, the ranks it handles, whether it
+    reads the data to choose its strategy, a one-line summary, and whether it is robust
+    (never more than 1.2× Identity's error on DPBench's shapes at any scale, its docstring
+    says; ``method="auto"`` never picks a non-robust one where it loses)."""
+
     function: Algorithm
     dims: tuple[int, ...]
     data_dependent: bool
     summary: str
+    robust: bool = True
 
 
-_METHODS: dict[str, list[_Method]] = {}
+_METHODS: dict[str, list[HistogramMethod]] = {}
 
 
-def register(name: str, *, dims: tuple[int, ...] = (1,), data_dependent: bool = False
-             ) -> Callable[[Algorithm], Algorithm]:
+def register(name: str, *, dims: tuple[int, ...] = (1,), data_dependent: bool = False,
+             robust: bool = True) -> Callable[[Algorithm], Algorithm]:
     """Register a histogram algorithm under ``name`` for histograms of rank ``dims`` (one
     name may have different functions for different ranks, e.g. DAWA on the Hilbert curve
-    in 2-D)."""
+    in 2-D); ``robust=False`` flags one that can lose to Identity by more than 1.2×."""
     def deco(fn: Algorithm) -> Algorithm:
         doc = (fn.__doc__ or name).strip().splitlines()[0]
         entries = [m for m in _METHODS.get(name, []) if not set(m.dims) & set(dims)]
-        _METHODS[name] = [*entries, _Method(fn, dims, data_dependent, doc)]
+        _METHODS[name] = [*entries, HistogramMethod(fn, dims, data_dependent, doc, robust)]
         return fn
     return deco
 
@@ -68,7 +74,14 @@ def methods(dims: int | None = None) -> dict[str, str]:
             if dims is None or dims in m.dims}
 
 
-def _method(name: str, ndim: int) -> _Method:
+def method(name: str, ndim: int) -> HistogramMethod:
+    """The algorithm registered under ``name`` for histograms of rank ``ndim``.
+
+    Raises
+    ------
+    DomainError
+        For an unknown name, or a known one that does not handle rank ``ndim``.
+    """
     if name not in _METHODS:
         raise DomainError(f"unknown histogram method {name!r}; choose from "
                           f"{', '.join(sorted(_METHODS))}")
@@ -78,6 +91,9 @@ def _method(name: str, ndim: int) -> _Method:
     ranks = sorted(d for m in _METHODS[name] for d in m.dims)
     raise DomainError(f"method {name!r} handles {ranks}-dimensional histograms; this one "
                       f"has {ndim} dimensions")
+
+
+_find = method  # for the functions below, whose parameter ``method`` is the name
 
 
 @dataclass(frozen=True)
@@ -121,7 +137,7 @@ def _postprocess(est: np.ndarray, non_negative_counts: bool, integer: bool) -> n
     return out
 
 
-def release_histogram(counts: Any, epsilon: Number, method: str = "identity", *,
+def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
                       workload: RangeWorkload | None = None, non_negative: bool = False,
                       integer: bool = False, **options: Any) -> HistogramRelease:
     """Release a histogram with one algorithm at ε-DP.
@@ -133,7 +149,8 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "identity", *,
     epsilon : number
         ε > 0 in nats, spent in total.
     method : str
-        A name from :func:`methods` (default "identity").
+        A name from :func:`methods`; default "auto" (:mod:`~dpkit.release.ranges.auto`:
+        5% of ε on a noisy record count, the rest on the algorithm its learned rule picks).
     workload : RangeWorkload, optional
         The queries to be answered; workload-adaptive methods (matrix mechanism, DAWA)
         optimise for it, others ignore it.
@@ -160,7 +177,7 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "identity", *,
     """
     x = check_counts(counts, (1, 2, 3, 4))
     eps = positive(epsilon, "epsilon", up=False)
-    m = _method(method, x.ndim)
+    m = _find(method, x.ndim)
     if workload is not None and tuple(workload.shape) != x.shape:
         raise DomainError(f"workload shape {workload.shape} != histogram shape {x.shape}")
     est = m.function(x, eps, workload, **options)
@@ -168,7 +185,7 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "identity", *,
                             dict(options))
 
 
-def make_histogram_release(epsilon: Number, method: str = "identity", *,
+def make_histogram_release(epsilon: Number, method: str = "auto", *,
                            workload: RangeWorkload | None = None, **options: Any
                            ) -> Measurement:
     """:func:`release_histogram` as a Measurement on count arrays under L1 distance.
@@ -177,9 +194,9 @@ def make_histogram_release(epsilon: Number, method: str = "identity", *,
     distance 1 and group privacy scales it (Dwork & Roth Thm 2.2)."""
     eps = positive(epsilon, "epsilon", up=False)
     if workload is not None:
-        _method(method, len(workload.shape))
+        _find(method, len(workload.shape))
     elif method not in _METHODS:
-        _method(method, 0)  # raises: unknown method
+        _find(method, 0)  # raises: unknown method
     return Measurement(
         function=lambda x: release_histogram(x, eps, method, workload=workload,
                                              **options).counts,
@@ -187,3 +204,6 @@ def make_histogram_release(epsilon: Number, method: str = "identity", *,
         output_measure=PureDP,
         privacy_map=lambda d_in: PureDP(non_negative(d_in, "d_in") * eps),
         name=f"histogram[{method}](epsilon={float(eps):.6g})")
+
+
+from dpkit.release.ranges import auto as _auto  # noqa: E402,F401  (registers "auto")

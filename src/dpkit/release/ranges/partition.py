@@ -49,9 +49,18 @@ _INT_LIMIT = 1 << 62  # integer arithmetic must stay below this (int64 headroom)
 
 # ----------------------------------------------------------------------------- helpers
 
-# Signal N̂·ε/n above which StructureFirst and P-HPartition hand over to Identity
-# (dpkit.release.ranges.switch); on DPBench's 1-D data both lose to Identity from ≈ 2.4 on.
-SWITCH = 1.0
+# Signals N̂·ε/n at and above which the partitioning algorithms hand over to Identity
+# (dpkit.release.ranges.switch). Each is a decade below the smallest signal at which the
+# algorithm (switch off) lost to Identity by more than 1.1× on any of the 10 DPBench 1-D
+# shapes and 3 synthetic ones (scales 10^3–10^7, ε ∈ {0.1, 1}, 3 trials): the measured signals
+# are a decade apart, so the crossover may sit anywhere in the decade below. Checked out of
+# sample by leaving each dataset out (bench/auto_rule.py; bench/results/auto.md). NoiseFirst
+# and P-HPartition already lose at the smallest measured signal (0.024): their thresholds only
+# bound the damage, and they are registered robust=False.
+SWITCH = 0.024  # StructureFirst (lost from signal 0.24 on; 2.05× held out at 0.24 in issue 18)
+SWITCH_PHPARTITION = 0.0024
+SWITCH_DAWA = 24.0  # lost 1.26× at signal 244 on one shape
+SWITCH_NOISE_FIRST = 0.0024
 
 
 def _ratio(ratio: object, name: str = "ratio") -> Fraction:
@@ -218,7 +227,26 @@ def _stage_two(totals: np.ndarray, edges: np.ndarray, epsilon: Fraction,
     return tree_inference(parts, 2)[:k], "tree"
 
 
+def dawa_options(ratio: Fraction | float = Fraction(1, 4), strategy: str = "auto"
+                 ) -> tuple[Fraction, str]:
+    """DAWA's options checked (for the scale switch, before any noise is drawn).
+
+    Raises
+    ------
+    DomainError
+        ``ratio`` outside (0, 1) or ``strategy`` not "auto", "identity" or "tree"."""
+    if strategy not in ("auto", "identity", "tree"):
+        raise DomainError(f"strategy must be 'auto', 'identity' or 'tree'; got {strategy!r}")
+    return _ratio(ratio), strategy
+
+
+def _no_options() -> None:
+    return None
+
+
 @register("dawa", dims=(1,), data_dependent=True)
+@scale_switched(SWITCH_DAWA, dawa_options,
+                check_data=lambda x: _check_magnitude(x, 4 * x.size, "dawa"))
 def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
          ratio: Fraction | float = Fraction(1, 4), strategy: str = "auto") -> np.ndarray:
     """DAWA: private L1 partition on dyadic intervals, then bucket totals by a simplified
@@ -263,6 +291,12 @@ def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
 
     Stage 2: the bucket totals (sensitivity 1 per strategy row; tree: h + 1 levels) at ε₂,
     least squares, uniform spread. Total ε₁ + ε₂ = ε by sequential composition.
+
+    Scale switch (default on, :mod:`dpkit.release.ranges.switch`; options ``switch``, ``scale``,
+    ``scale_fraction``): with N̂·ε'/n ≥ ``switch`` (default :data:`SWITCH_DAWA`, 24) Identity
+    runs at ε' instead: switch off, DAWA lost 1.26× to Identity at signal 244 on one DPBench
+    shape (bias of the buckets on a smooth shape). Out of sample (that shape held out, the
+    threshold would not fire) the loss is that 1.26×.
     """
     r = _ratio(ratio)
     n = x.size
@@ -315,7 +349,8 @@ def penalized_partition(values: np.ndarray, penalty: float) -> np.ndarray:
     return np.array(edges[::-1], dtype=np.int64)
 
 
-@register("noise_first", dims=(1,), data_dependent=True)
+@register("noise_first", dims=(1,), data_dependent=True, robust=False)
+@scale_switched(SWITCH_NOISE_FIRST, _no_options)
 def noise_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
                 ) -> np.ndarray:
     """NoiseFirst: Laplace on every cell, then the v-optimal merge of the noisy cells with
@@ -334,6 +369,13 @@ def noise_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
     k-bucket histograms; minimising over k and the partition jointly is the penalised problem
     with penalty 2σ² per bucket, solved exactly by :func:`penalized_partition` (O(n²) worst
     case, near-linear with pruning). The output is each bucket's noisy mean.
+
+    Scale switch (:mod:`dpkit.release.ranges.switch`; options ``switch``, ``scale``,
+    ``scale_fraction``): with N̂·ε'/n ≥ ``switch`` (default :data:`SWITCH_NOISE_FIRST`,
+    0.0024) plain Identity runs at ε' instead. Not robust (registered ``robust=False``):
+    switch off, the merge lost to Identity by 1.6–2.7× at every measured signal (0.024–2,441,
+    DPBench 1-D shapes; the bias of merging cells whose true counts differ); below the
+    threshold it may still lose. ``method="auto"`` never picks it.
     """
     noisy = laplace_integer(x, Fraction(1), epsilon).astype(np.float64)
     sigma2 = _discrete_laplace_variance(1 / epsilon)
@@ -416,8 +458,9 @@ def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | 
     Laplace 1/ε₂) follow. Adaptive sequential composition: ε₁ + ε₂ = ε.
 
     Scale switch (default on, :mod:`dpkit.release.ranges.switch`; options ``switch``, ``scale``,
-    ``scale_fraction``): with N̂·ε'/n ≥ ``switch`` (default 1) Identity runs instead — k
-    buckets cannot follow a detailed shape once the noise is small.
+    ``scale_fraction``): with N̂·ε'/n ≥ ``switch`` (default :data:`SWITCH`, 0.024) Identity
+    runs instead — k buckets cannot follow a detailed shape once the noise is small (switch
+    off it lost to Identity from signal 0.24 on, up to 10⁴×).
     """
     k, f, r, g = _structure_first_options(buckets, bound, ratio, grid)
     n = x.size
@@ -541,8 +584,8 @@ def _phpartition_options(ratio: Fraction | float = Fraction(1, 2), depth: int | 
             _positive_int(max_cuts, "max_cuts"))
 
 
-@register("phpartition", dims=(1,), data_dependent=True)
-@scale_switched(SWITCH, _phpartition_options)
+@register("phpartition", dims=(1,), data_dependent=True, robust=False)
+@scale_switched(SWITCH_PHPARTITION, _phpartition_options)
 def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                 ratio: Fraction | float = Fraction(1, 2), depth: int | None = None,
                 max_cuts: int = 128) -> np.ndarray:
@@ -580,8 +623,12 @@ def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
     and the 1/ε₂ penalty (as in DAWA's cost) are this implementation's stopping rule.
 
     Scale switch (default on, :mod:`dpkit.release.ranges.switch`; options ``switch``, ``scale``,
-    ``scale_fraction``): with N̂·ε'/n ≥ ``switch`` (default 1) Identity runs instead — D
-    greedy bisections cannot isolate many spikes.
+    ``scale_fraction``): with N̂·ε'/n ≥ ``switch`` (default :data:`SWITCH_PHPARTITION`,
+    0.0024) Identity runs instead — D greedy bisections cannot isolate many spikes.
+
+    Not robust (registered ``robust=False``): switch off, it lost to Identity by 1.5–1.6× even
+    at the smallest measured signal (0.024, DPBench 1-D shapes); below the threshold it may
+    still lose. ``method="auto"`` never picks it.
     """
     r, depth, k = _phpartition_options(ratio, depth, max_cuts)
     n = x.size
