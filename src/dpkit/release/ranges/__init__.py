@@ -1,6 +1,8 @@
 """Range queries and histograms: publish a histogram once, answer any range query from it.
 
-- :mod:`~dpkit.release.ranges.histogram` — :func:`release_histogram`, the algorithm registry.
+- :mod:`~dpkit.release.ranges.histogram` — :func:`release_histogram`, the algorithm registry;
+  :mod:`~dpkit.release.ranges.auto` — ``method="auto"`` (the default): a small share of ε on
+  a noisy count, then the algorithm a rule learned leave-one-dataset-out picks.
 - algorithms: :mod:`~dpkit.release.ranges.basic` (identity, uniform),
   :mod:`~dpkit.release.ranges.hierarchical` (H_b, HB), :mod:`~dpkit.release.ranges.wavelet`
   (Privelet), :mod:`~dpkit.release.ranges.partition` (DAWA, NoiseFirst, StructureFirst,
@@ -8,7 +10,8 @@
   :mod:`~dpkit.release.ranges.grid2d` (quadtree, UG, AG, k-d tree),
   :mod:`~dpkit.release.ranges.matrix` (the matrix mechanism, HDMM's strategies) and
   :mod:`~dpkit.release.ranges.gaussian_mm` (its Gaussian/zCDP form);
-  :mod:`~dpkit.release.ranges.switch`, the scale switch to Identity.
+  :mod:`~dpkit.release.ranges.switch`, the scale switch to Identity;
+  :mod:`~dpkit.release.ranges.strategy_cache`, strategies reused by workload structure.
 - :mod:`~dpkit.release.ranges.dpbench` — DPBench's evaluation protocol
   (``dpkit bench histograms``); an evaluation harness, not a release.
 """
