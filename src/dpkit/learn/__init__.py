@@ -18,8 +18,10 @@ them, never reading them off the data.
 - :class:`LinearRegression` (sufficient statistics / functional mechanism, Zhang et al. 2012)
 - :class:`RandomForestClassifier` (random decision trees, Jagannathan et al. 2009)
 - :class:`DecisionTreeClassifier` (DiffP-ID3/C4.5, Friedman & Schuster 2010; SuLQ ID3)
-- :mod:`dpkit.learn.itemsets` (top-k frequent itemsets, Bhaskar et al. 2010) and
-  :mod:`dpkit.learn.privbasis` (PrivBasis, Li, Qardaji, Su & Cao 2012)
+- :func:`frequent_itemsets` (top-k frequent itemsets on sparse transactions; ``method``
+  "smarttrunc" by default, :mod:`dpkit.learn.smarttrunc`, truncation after Zeng, Naughton &
+  Cai 2012; "privbasis", :mod:`dpkit.learn.privbasis`, Li, Qardaji, Su & Cao 2012; "tf",
+  :func:`top_k_itemsets`, Bhaskar et al. 2010) and :class:`FrequentItemsets`
 
 Inputs are checked by scikit-learn's validators (:mod:`dpkit.learn._validation`): finite
 dense features, declared labels; tests/test_learn_sklearn.py runs scikit-learn's
@@ -30,12 +32,14 @@ from dpkit.learn.bounds import private_bounds
 from dpkit.learn.cluster import KMeans
 from dpkit.learn.decision_tree import DecisionTreeClassifier
 from dpkit.learn.decomposition import PCA
+from dpkit.learn.itemsets import FrequentItemsets, top_k_itemsets
 from dpkit.learn.linear import LinearRegression
 from dpkit.learn.logistic import LogisticRegression
 from dpkit.learn.naive_bayes import CategoricalNB, GaussianNB
 from dpkit.learn.preprocessing import StandardScaler
+from dpkit.learn.smarttrunc import frequent_itemsets
 from dpkit.learn.tree import RandomForestClassifier
 
-__all__ = ["CategoricalNB", "DecisionTreeClassifier", "GaussianNB", "KMeans",
-           "LinearRegression", "LogisticRegression", "PCA", "RandomForestClassifier",
-           "StandardScaler", "private_bounds"]
+__all__ = ["CategoricalNB", "DecisionTreeClassifier", "FrequentItemsets", "GaussianNB",
+           "KMeans", "LinearRegression", "LogisticRegression", "PCA", "RandomForestClassifier",
+           "StandardScaler", "frequent_itemsets", "private_bounds", "top_k_itemsets"]

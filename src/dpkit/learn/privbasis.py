@@ -49,13 +49,15 @@ F and P, so they cost nothing). Defaults α₁ = 0.1, α₂ = 0.4, α₃ = 0.1 (
 
 Only the item universe declared by ``items`` is used (never inferred); transactions are
 parsed and checked against it before the debit, and no statistic is computed until after.
+Every count is taken on the sparse incidence (:func:`dpkit.learn.itemsets.sparse_incidence`:
+f_k by a pruned best-first search, pairs from the selected columns, cells from each basis's
+columns), and subsets are keyed by their item indices, so memory grows with the items
+present and the bases, not with n·M.
 """
 
 from __future__ import annotations
 
-import heapq
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -65,50 +67,41 @@ from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import charge, check_epsilon
-from dpkit.learn.itemsets import FrequentItemsets, incidence
+from dpkit.learn.itemsets import (
+    FrequentItemsets,
+    as_csr,
+    count_candidates,
+    item_supports,
+    sparse_incidence,
+    top_supports,
+)
+from dpkit.learn.itemsets import incidence as incidence  # re-exported (tests, callers)
 from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["privbasis", "exact_top_k_all", "basis_bin_counts", "basis_set",
-           "DEFAULT_SPLIT"]
+           "reconstruct_keys", "DEFAULT_SPLIT"]
 
 DEFAULT_SPLIT = (Fraction(1, 10), Fraction(4, 10), Fraction(1, 10))
 _MAX_THETA = 16  # 2^16 bins per basis
 
 
-def _top_supports(matrix: np.ndarray, k: int, max_size: int | None = None
+def _top_supports(matrix: Any, k: int, max_size: int | None = None
                   ) -> list[tuple[int, tuple[int, ...]]]:
-    """The k non-empty itemsets (column-index tuples, at most ``max_size`` items) of largest
-    support, exactly, in the order (support descending, size, indices): best-first search
-    of the set-enumeration tree, whose children never beat their parent, so pops come out
-    in that order. Itemsets of support 0 are not listed (fewer than k may come back)."""
-    m = matrix.shape[1]
-    dense = matrix.astype(np.float32)  # counts < 2^24 are exact
-    first = matrix.sum(axis=0)
-    heap: list[tuple[int, int, tuple[int, ...]]] = [
-        (-int(first[j]), 1, (j,)) for j in range(m) if first[j] > 0]
-    heapq.heapify(heap)
-    out: list[tuple[int, tuple[int, ...]]] = []
-    while heap and len(out) < k:
-        neg, size, items = heapq.heappop(heap)
-        out.append((-neg, items))
-        last = items[-1]
-        if last + 1 < m and (max_size is None or size < max_size):
-            tid = matrix[:, list(items)].all(axis=1).astype(np.float32)
-            sup = np.rint(tid @ dense[:, last + 1:]).astype(np.int64)
-            for j in np.flatnonzero(sup).tolist():
-                heapq.heappush(heap, (-int(sup[j]), size + 1, items + (last + 1 + j,)))
-    return out
+    """The k non-empty itemsets of largest support, exactly (sparse best-first search:
+    :func:`dpkit.learn.itemsets.top_supports`)."""
+    return top_supports(matrix, k, max_size)
 
 
-def exact_top_k_all(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: int,
+def exact_top_k_all(transactions: Any, items: Sequence[Any], k: int,
                     max_size: int | None = None) -> list[tuple[Any, ...]]:
     """The true top-k itemsets of any size (or of ≤ ``max_size`` items; ties: smaller
     first, then by position in ``items``). Not private: for evaluation."""
     universe = list(items)
     return [tuple(universe[i] for i in s)
-            for _, s in _top_supports(incidence(transactions, universe), int(k), max_size)]
+            for _, s in _top_supports(sparse_incidence(transactions, universe), int(k),
+                                      max_size)]
 
 
 def _lambda_scores(item_supports: np.ndarray, fk: int, k: int) -> np.ndarray:
@@ -224,15 +217,17 @@ def basis_set(n_items: int, pairs: Sequence[tuple[int, int]], theta: int) -> lis
     return [tuple(_bits(m)) for m in kept]
 
 
-def basis_bin_counts(matrix: np.ndarray, bases: Sequence[Sequence[int]]) -> list[np.ndarray]:
-    """Exact bin counts of each basis (column indices of the boolean matrix): entry S of
-    basis B counts the transactions t with t ∩ B = S, S as the bitmask Σ_{j: B_j ∈ S} 2^j.
-    Each transaction is in exactly one bin per basis."""
+def basis_bin_counts(matrix: Any, bases: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    """Exact bin counts of each basis (column indices of the incidence matrix, dense or
+    sparse): entry S of basis B counts the transactions t with t ∩ B = S, S as the bitmask
+    Σ_{j: B_j ∈ S} 2^j. Each transaction is in exactly one bin per basis."""
+    x = as_csr(matrix)
     out = []
     for basis in bases:
         b = len(basis)
-        codes = matrix[:, list(basis)].astype(np.int64) @ (np.int64(1) << np.arange(b))
-        out.append(np.bincount(codes, minlength=1 << b).astype(np.int64))
+        codes = x[:, list(basis)] @ (np.int64(1) << np.arange(b, dtype=np.int64))
+        out.append(np.bincount(np.asarray(codes, dtype=np.int64).ravel(),
+                               minlength=1 << b).astype(np.int64))
     return out
 
 
@@ -259,32 +254,52 @@ def _superset_sums(counts: np.ndarray, b: int) -> np.ndarray:
     return f
 
 
-def _reconstruct(bins: Sequence[np.ndarray], bases: Sequence[Sequence[int]], m: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every non-empty subset of a basis as a boolean row over the M items, and its support
-    estimate: superset sums of the bins, inverse-variance averaged across bases."""
-    members, estimates, weights = [], [], []
+def reconstruct_keys(bins: Sequence[np.ndarray], bases: Sequence[Sequence[int]]
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every non-empty subset of a basis and its support estimate: superset sums of the
+    bins, inverse-variance averaged across bases (module docstring, step 4).
+
+    Returns ``(keys, sizes, estimates)``: ``keys`` (u, ℓ) int64 rows, each subset's column
+    indices ascending and padded with −1 at the end (ℓ the largest basis), one row per
+    distinct subset in lexicographic order of the padded rows' non-negative part."""
+    width = max((len(b) for b in bases), default=1)
+    keys, estimates, weights = [], [], []
     for counts, basis in zip(bins, bases, strict=True):
         b = len(basis)
         f = _superset_sums(counts, b)
         masks = np.arange(1, 1 << b)
         bits = ((masks[:, None] >> np.arange(b)) & 1).astype(bool)
-        member = np.zeros((masks.size, m), dtype=bool)
-        member[:, list(basis)] = bits
-        members.append(member)
+        cols = np.where(bits, np.asarray(basis, dtype=np.int64)[None, :], np.int64(-1))
+        # basis ascending: stable-sort each row's present columns to the front
+        order = np.argsort(~bits, axis=1, kind="stable")
+        key = np.full((masks.size, width), -1, dtype=np.int64)
+        key[:, :b] = np.take_along_axis(cols, order, axis=1)
+        keys.append(key)
         estimates.append(f[1:].astype(np.float64))
         weights.append(np.exp2(bits.sum(axis=1) - b))  # 1 / (number of bins summed)
-    member = np.concatenate(members)
-    packed = np.packbits(member, axis=1)
-    _, first, inverse = np.unique(packed, axis=0, return_index=True, return_inverse=True)
+    allkeys = np.concatenate(keys)
+    sortable = np.where(allkeys < 0, np.iinfo(np.int64).max, allkeys)
+    uniq, first, inverse = np.unique(sortable, axis=0, return_index=True,
+                                     return_inverse=True)
     inverse = inverse.reshape(-1)
     w = np.concatenate(weights)
     est = (np.bincount(inverse, w * np.concatenate(estimates), minlength=first.size)
            / np.bincount(inverse, w, minlength=first.size))
-    return member[first], est
+    out = allkeys[first]
+    return out, (out >= 0).sum(axis=1), est
 
 
-def privbasis(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: int,
+def _reconstruct(bins: Sequence[np.ndarray], bases: Sequence[Sequence[int]], m: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`reconstruct_keys` with each subset as a boolean row over the M items."""
+    keys, _, est = reconstruct_keys(bins, bases)
+    member = np.zeros((keys.shape[0], m), dtype=bool)
+    row, col = np.nonzero(keys >= 0)
+    member[row, keys[row, col]] = True
+    return member, est
+
+
+def privbasis(transactions: Any, items: Sequence[Any], k: int,
               epsilon: Any, *, accountant: Any = None, max_size: int | None = None,
               max_basis_size: int = 12, split: Sequence[Any] = DEFAULT_SPLIT
               ) -> FrequentItemsets:
@@ -338,9 +353,10 @@ def privbasis(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: in
                                  or max_size < 1):
         raise DomainError("max_size must be a positive integer or None")
     size_cap = m if max_size is None else min(int(max_size), m)
-    total = sum(math.comb(m, s) for s in range(1, size_cap + 1))
+    total = count_candidates(m, size_cap, limit=k if isinstance(k, int | np.integer) else None)
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= total:
-        raise DomainError(f"k must be an integer in 1 … {total} (the candidate itemsets)")
+        raise DomainError("k must be a positive integer, at most the number of candidate "
+                          "itemsets")
     k = int(k)
     if isinstance(max_basis_size, bool) or not 1 <= int(max_basis_size) <= _MAX_THETA:
         raise DomainError(f"max_basis_size must be in 1 … {_MAX_THETA}")
@@ -351,11 +367,11 @@ def privbasis(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: in
         raise DomainError("split must be three positive numbers (α₁, α₂, α₃)") from None
     if min(a1, a2, a3) <= 0 or a1 + a2 + a3 >= 1:
         raise DomainError("split must be three positive shares summing to less than 1")
-    matrix = incidence(transactions, universe)  # parsing only: no statistic yet
+    matrix = sparse_incidence(transactions, universe)  # parsing only: no statistic yet
 
     def compute() -> FrequentItemsets:
         eps1, eps2, eps3 = a1 * eps, a2 * eps, a3 * eps
-        item_sup = matrix.sum(axis=0).astype(np.int64)
+        item_sup = item_supports(matrix)
         top = _top_supports(matrix, k, size_cap)
         fk = top[k - 1][0] if len(top) >= k else 0
         # step 1: λ by the exponential mechanism, sensitivity 1, not monotone: scale 2/ε₁
@@ -370,8 +386,8 @@ def privbasis(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: in
             n_pairs = 0 if size_cap == 1 else min(k - lam, lam * (lam - 1) // 2)
             pairs: list[tuple[int, int]] = []
             if n_pairs > 0:
-                sub = matrix[:, chosen].astype(np.float32)
-                counts = np.rint(sub.T @ sub).astype(np.int64)
+                sub = matrix[:, chosen]
+                counts = (sub.T @ sub).toarray().astype(np.int64)
                 iu = np.triu_indices(lam, 1)
                 picks = _select(counts[iu], n_pairs, eps3)
                 pairs = [(int(iu[0][p]), int(iu[1][p])) for p in picks]
@@ -380,13 +396,12 @@ def privbasis(transactions: Iterable[Iterable[Any]], items: Sequence[Any], k: in
                      for b in basis_set(lam, pairs, theta)]
         # step 4: bin counts at the rest of the budget, then supports of every subset
         bins = _noisy_bins(matrix, bases, eps - spent)
-        member, est = _reconstruct(bins, bases, m)
-        sizes = member.sum(axis=1)
+        keys, sizes, est = reconstruct_keys(bins, bases)
         keep = sizes <= size_cap
-        member, est, sizes = member[keep], est[keep], sizes[keep]
+        keys, est, sizes = keys[keep], est[keep], sizes[keep]
         order = np.lexsort((sizes, -est))[:k]
         return FrequentItemsets(
-            [tuple(universe[i] for i in np.flatnonzero(member[c])) for c in order],
+            [tuple(universe[i] for i in keys[c] if i >= 0) for c in order],
             np.rint(est[order]).astype(np.int64), eps)
 
     return charge(accountant, PureDP(eps), f"privbasis(k={k}, ε={eps})", compute)
