@@ -71,3 +71,20 @@ def test_randomised_rounding_keeps_the_total_and_expected_counts():
     counts = S._round_counts(p, 7)
     assert counts.sum() == 7
     assert np.all(np.abs(counts - 7 * p) < 1)
+
+
+def test_sample_from_the_numpy_model_follows_its_marginals():
+    """AIM's NumPy model (dpkit.release.synthetic.jtree) through the same sampler: the b–c
+    marginal (off the model's cliques) within the same Hoeffding tolerance."""
+    from dpkit.release.synthetic import jtree
+
+    p_a = np.full(4, 0.25)
+    ab = 1000 * p_a[:, None] * (0.5 * np.eye(4) + 0.125)
+    ms = [Measured(("a", "b"), ab.ravel(), 1.0), Measured(("a", "c"), ab.ravel(), 1.0)]
+    model = jtree.fit(DOM, jtree.Measurements.pool(ms), 1000.0, 500, 2.0)
+    data = S.sample_model(model, ROWS)
+    codes = np.column_stack([data[a] for a in DOM.attributes])
+    for pair in (("a", "b"), ("a", "c"), ("b", "c")):
+        want = model.marginal(pair)
+        got = marginal_counts(codes, DOM, pair)
+        assert 0.5 * float(np.abs(got / ROWS - want / want.sum()).sum()) <= TOLERANCE

@@ -14,7 +14,7 @@ import pytest
 
 from dpkit.errors import DomainError
 from dpkit.release.synthetic import mst as M  # noqa: N812
-from dpkit.release.synthetic.domain import Bins, Domain
+from dpkit.release.synthetic.domain import Bins, Codec, Domain
 from dpkit.release.synthetic.synthesize import evaluate, synthesize
 
 pytest.importorskip("mbi")
@@ -182,6 +182,49 @@ def test_aim_spends_exactly_rho_and_measures_the_strong_pair(monkeypatch):
     assert len(log["gauss"]) == len(result.measurements) == 4 + len(result.selected)
 
 
+def test_aim_round_schedule_is_the_papers(monkeypatch):
+    """Replays the accounting from what the mechanisms were called with: d one-way
+    measurements at 0.9ρ/T; each round one selection at ρ_sel = ρ_meas/9 (scale
+    2Δ(1 + allowance)/ε, ε = √(8ρ_sel) rounded down, Δ the largest weight) then one
+    measurement at ρ_meas; ρ_meas stays or quadruples (annealing) except the last round,
+    which takes 0.9 of what is left; the total is exactly ρ. Attack: a rewrite of the
+    scoring/inference that also changed a round's budget, its selection scale or the
+    annealing factor fails here."""
+    import itertools
+
+    from dpkit.mechanisms import make_selection
+    from dpkit.release.synthetic import aim as A  # noqa: N812
+
+    calls = []
+    real_g, real_e = A.gaussian_integer, A.sample_exponential
+    monkeypatch.setattr(A, "gaussian_integer", lambda v, s, r: (
+        calls.append(("meas", Fraction(r))), real_g(v, s, r))[1])
+    monkeypatch.setattr(A, "sample_exponential", lambda u, sc: (
+        calls.append(("sel", Fraction(sc))), real_e(u, sc))[1])
+    rho, t = Fraction(1, 2), 12
+    A.aim(_codes(), DOM, rho, rounds=t, iters=30, final_iters=30)
+    d = len(DOM.attributes)
+    assert calls[:d] == [("meas", Fraction(9, 10) * rho / t)] * d
+    weights = A.candidates(list(itertools.combinations(DOM.attributes, 2)))
+    delta = max(weights.values()) * (1 + A._ROUND_ALLOWANCE)  # DOM: every candidate fits
+    rounds = calls[d:]
+    assert [k for k, _ in rounds] == ["sel", "meas"] * (len(rounds) // 2)
+    meas = Fraction(9, 10) * rho / t
+    used = d * meas
+    for i in range(0, len(rounds), 2):
+        got = rounds[i + 1][1]
+        last = i + 2 == len(rounds)
+        if last:
+            assert got == Fraction(9, 10) * (rho - used)
+        else:
+            assert got in (meas, 4 * meas)
+        meas = got
+        sel = got / 9
+        assert rounds[i][1] == make_selection(delta, A._epsilon_for_rho(sel)).scale
+        used += got + sel
+    assert used == rho
+
+
 def test_aim_candidates_and_weights():
     from dpkit.release.synthetic.aim import candidates
 
@@ -211,3 +254,182 @@ def test_independent_baseline_at_rho_splits_rho_over_the_marginals(monkeypatch):
     for bad in ({}, {"epsilon": 1, "rho": 1}, {"rho": 0}):
         with pytest.raises(DomainError):
             S.independent_sample(codes, dom, **bad)
+
+
+def test_mwem_workload_is_3way_where_every_3way_marginal_is_small():
+    """The rule is a function of the declared domain only. Attack (issue 18): MWEM through
+    synthesize() always used the 2-way workload, which on a 16-attribute binary survey
+    barely beat the 1-way baseline on 3-way marginals."""
+    from dpkit.release.synthetic.synthesize import MWEM_3WAY_CELLS, mwem_workload
+
+    binary = Domain(tuple(f"y{i}" for i in range(16)), (2,) * 16)
+    w = mwem_workload(binary)
+    assert len(w.cliques) == 560 and {len(c) for c in w.cliques} == {3}
+    # at the cap (4·4·4 = 64 cells): still 3-way; one more value: 2-way
+    assert MWEM_3WAY_CELLS == 64
+    assert {len(c) for c in mwem_workload(Domain.from_dict(
+        {"a": 4, "b": 4, "c": 4, "d": 2})).cliques} == {3}
+    big = mwem_workload(Domain.from_dict({"a": 4, "b": 4, "c": 5, "d": 2}))
+    assert len(big.cliques) == 6 and {len(c) for c in big.cliques} == {2}
+    # the three *largest* sizes decide, wherever they are declared
+    assert {len(c) for c in mwem_workload(Domain.from_dict(
+        {"a": 2, "b": 9, "c": 2, "d": 2, "e": 3})).cliques} == {3}  # 9·3·2 = 54
+    assert {len(c) for c in mwem_workload(Domain.from_dict(
+        {"a": 2, "b": 9, "c": 3, "d": 2, "e": 3})).cliques} == {2}  # 9·3·3 = 81
+    assert {len(c) for c in mwem_workload(DOM, max_cells=1000).cliques} == {3}
+    assert {len(c) for c in mwem_workload(DOM, max_cells=47).cliques} == {2}  # 4·4·3 = 48
+    # fewer than three attributes: the one d-way marginal, whatever its size
+    assert mwem_workload(Domain.from_dict({"a": 300, "b": 200})).cliques == (("a", "b"),)
+    assert mwem_workload(Domain.from_dict({"a": 3})).cliques == (("a",),)
+    for bad in (0, -5):
+        with pytest.raises(DomainError):
+            mwem_workload(DOM, max_cells=bad)
+
+
+def test_synthesize_mwem_runs_on_the_rules_workload(monkeypatch):
+    import dpkit.release.synthetic.mwem as MW  # noqa: N812
+
+    seen = []
+    real = MW.mwem
+
+    def spy(codes, workload, epsilon, **kw):
+        seen.append(workload.cliques)
+        return real(codes, workload, epsilon, **kw)
+
+    monkeypatch.setattr(MW, "mwem", spy)
+    table = pl.DataFrame({c: np.arange(200) % 2 for c in "abcd"})
+    spec = {c: [0, 1] for c in "abcd"}
+    synthesize(table, spec, method="mwem", epsilon=1, rounds=2)
+    assert seen[-1] == tuple(__import__("itertools").combinations("abcd", 3))
+    synthesize(table, spec, method="mwem", epsilon=1, rounds=2, workload=[("a", "b")])
+    assert seen[-1] == (("a", "b"),)
+
+
+def _features(domain: Domain, eps: float) -> dict[str, float]:
+    """The rule's public features, computed here independently of choose_method."""
+    sizes = sorted(domain.sizes)
+    return {"d": float(len(sizes)), "log2_cells": float(sum(math.log2(s) for s in sizes)),
+            "log2_max_pair": math.log2(sizes[-1] * sizes[-2]), "epsilon": float(eps)}
+
+
+def _around(rule):
+    """(domain, ε) pairs just at-or-below and just above the rule's threshold."""
+    feature, threshold = rule[0], rule[1]
+    pool = [(Domain(tuple(f"y{i}" for i in range(d)), (2,) * d), e)
+            for d in range(2, 80) for e in (0.1, 1)]
+    pool += [(Domain(("a", "b", "c"), (s, s, 2)), e) for s in range(2, 400) for e in (0.1, 1)]
+    pool += [(Domain(("a", "b", "c"), (3, 3, 2)), e) for e in (0.01, 0.05, 0.1, 0.5, 1, 2, 8)]
+    below = [p for p in pool if _features(*p)[feature] <= threshold]
+    above = [p for p in pool if _features(*p)[feature] > threshold]
+    key = lambda p: abs(_features(*p)[feature] - threshold)  # noqa: E731
+    return ([min(below, key=key)] if below else []) + ([min(above, key=key)] if above else [])
+
+
+def test_choose_method_follows_the_shipped_rules():
+    """Each branch of each rule, from the declared domain and ε only (no data, no budget).
+    Attack (issue 18): synthesize() without a method always ran MST."""
+    from dpkit.release.synthetic.synthesize import DEFAULT_RULE, PURE_RULE, choose_method
+
+    for rule, have in ((DEFAULT_RULE, True), (PURE_RULE, False)):
+        feature, threshold, low, high = rule
+        cases = _around(rule)
+        wanted = {low if _features(*c)[feature] <= threshold else high for c in cases}
+        assert wanted == {low, high}  # both branches reached (a constant rule: one)
+        for domain, eps in cases:
+            want = low if _features(domain, eps)[feature] <= threshold else high
+            assert choose_method(domain, eps, have_mbi=have) == want
+            assert choose_method(domain, Fraction(eps), have_mbi=have) == want
+    for have in (True, False):  # one attribute: no marginal to model but its own
+        assert choose_method(Domain.from_dict({"a": 5}), 1, have_mbi=have) == "independent"
+    for bad in (0, -1):
+        with pytest.raises(DomainError):
+            choose_method(DOM, bad)
+
+
+def test_shipped_rules_are_the_ones_the_study_fits():
+    """The rules are data: bench/aim_scale.py report refits them from
+    bench/results/aim_scale_choice.json; the code must ship exactly that fit."""
+    import importlib.util
+    from pathlib import Path
+
+    from dpkit.release.synthetic.synthesize import DEFAULT_RULE, PURE_RULE
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "aim_scale.py"
+    if not (path.parent / "results" / "aim_scale_choice.json").exists():
+        pytest.skip("the method-choice study's results are not here")
+    spec = importlib.util.spec_from_file_location("aim_scale", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cells = [c for c in bench._cells_of_choice().values() if c["feat"]]
+    assert bench.shipped_form(bench._fit_rule(cells), cells) == DEFAULT_RULE
+    pure = bench._fit_rule(cells, ("mwem", "independent"))
+    assert bench.shipped_form(pure, cells) == PURE_RULE
+
+
+def _stop_at(monkeypatch, log):
+    """Every method's entry point records its name and stops (no noise is drawn)."""
+    import dpkit.release.synthetic.aim as A  # noqa: N812
+    import dpkit.release.synthetic.mwem as MW  # noqa: N812
+    import dpkit.release.synthetic.synthesize as S  # noqa: N812
+
+    class StopError(Exception):
+        pass
+
+    def stop(name):
+        def f(*args, **kw):
+            log.append(name)
+            raise StopError
+
+        return f
+
+    monkeypatch.setattr(M, "mst", stop("mst"))
+    monkeypatch.setattr(A, "aim", stop("aim"))
+    monkeypatch.setattr(MW, "mwem", stop("mwem"))
+    monkeypatch.setattr(S, "independent_sample", stop("independent"))
+    return StopError
+
+
+@pytest.mark.parametrize("chosen", ["mst", "aim", "mwem", "independent"])
+def test_auto_runs_the_chosen_method(monkeypatch, chosen):
+    import dpkit.release.synthetic.synthesize as S  # noqa: N812
+
+    log, asked = [], []
+    stop = _stop_at(monkeypatch, log)
+    monkeypatch.setattr(S, "choose_method", lambda domain, eps: asked.append(
+        (domain.attributes, eps)) or chosen)
+    with pytest.raises(stop):
+        synthesize(_table(300), SPEC, method="auto", epsilon=Fraction(1, 2))
+    assert log == [chosen] and asked == [(tuple(SPEC), Fraction(1, 2))]
+    log.clear()
+    with pytest.raises(stop):  # and "auto" is the default
+        synthesize(_table(300), SPEC, epsilon=Fraction(1, 2))
+    assert log == [chosen]
+
+
+def test_auto_end_to_end_is_the_rules_method(monkeypatch):
+    import dpkit.release.synthetic.synthesize as S  # noqa: N812
+
+    ran = []
+    real = S.choose_method
+    monkeypatch.setattr(S, "choose_method", lambda domain, eps: ran.append(
+        real(domain, eps)) or ran[-1])
+    out = synthesize(_table(300), SPEC, epsilon=2, rows=50, iters=100)
+    assert out.columns == list(SPEC) and out.height == 50
+    assert ran == [real(Codec.declare(_table(300), SPEC).domain, 2)]
+
+
+def test_unknown_method_raises_before_any_budget_is_spent(monkeypatch):
+    """Validated first: no method runs, no noise is drawn, the rule is not even asked."""
+    import dpkit.release.measure as ME  # noqa: N812
+    import dpkit.release.synthetic.synthesize as S  # noqa: N812
+
+    log = []
+    _stop_at(monkeypatch, log)
+    monkeypatch.setattr(S, "choose_method", lambda *a: log.append("choose"))
+    for name in ("gaussian_integer", "laplace_integer"):
+        monkeypatch.setattr(ME, name, lambda *a, n=name: log.append(n))
+        monkeypatch.setattr(S, name, lambda *a, n=name: log.append(n))
+    for bad in ("Auto", "gan", "", "mwem2"):
+        with pytest.raises(DomainError, match="unknown method"):
+            synthesize(_table(100), SPEC, method=bad, epsilon=1)
+    assert log == []

@@ -21,6 +21,15 @@ Privacy: a score moves by ≤ w_r when a record is added or removed (one cell of
 Rogers 2021). Each measurement (one marginal, L2 sensitivity 1) is ρ_meas-zCDP (CKS20).
 Everything else — fitting, the size filter (it depends on past outputs only), annealing —
 is post-processing. zCDP composes adaptively and additively: the total is exactly ρ.
+
+Implementation (issue 18; bench/aim_scale.py): the model is Private-PGM's, fitted by the
+same mirror descent, but on NumPy tables (:mod:`dpkit.release.synthetic.jtree`) — the JAX
+programs were compiled anew every round, and on a 16-attribute binary table with all 3-way
+marginals as the workload a run took 30 minutes and 2.7 GB. The candidates' model marginals
+are exact (the calibrated junction tree; they were estimated from a sample of 10n records)
+and scored in one pass (:func:`score_vector`); the size filter computes mbi's junction-tree
+size on bitmasks and only when it can matter (:class:`SizeFilter`); true marginals are
+counted when a candidate first passes the filter; each fit is warm-started.
 """
 
 from __future__ import annotations
@@ -37,19 +46,20 @@ from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise, make_selection
 from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID, sample_exponential
 from dpkit.release.measure import gaussian_integer
+from dpkit.release.synthetic import jtree
 from dpkit.release.synthetic.domain import Domain, marginal_counts
 from dpkit.release.synthetic.mst import (
     Measured,
     MSTResult,
     _epsilon_for_rho,
-    pgm_estimate,
+    loss_lipschitz,
     require_mbi,
 )
-from dpkit.release.synthetic.pgm_sample import sample_model
 
-__all__ = ["aim", "candidates", "model_marginals"]
+__all__ = ["aim", "candidates", "score_vector", "SizeFilter"]
 
 _ROUND_ALLOWANCE = SCORE_ALLOWANCE
+_BIAS = math.sqrt(2 / math.pi)
 
 
 def candidates(workload: Sequence[Sequence[str]]) -> dict[tuple[str, ...], int]:
@@ -63,33 +73,61 @@ def candidates(workload: Sequence[Sequence[str]]) -> dict[tuple[str, ...], int]:
         closure, key=lambda c: (len(c), c))}
 
 
-def model_marginals(model: object, domain: Domain, cliques: Sequence[tuple[str, ...]],
-                    total: float, sample_factor: int) -> dict[tuple[str, ...], np.ndarray]:
-    """The model's marginals (counts) on ``cliques``: exact where the model's own cliques
-    contain them, else from a synthetic sample of ``sample_factor``·total records scaled to
-    the total (post-processing either way)."""
-    out: dict[tuple[str, ...], np.ndarray] = {}
-    own = getattr(model, "cliques", [])
-    rest = []
-    for c in cliques:
-        if sample_factor <= 0 or any(set(c) <= set(k) for k in own):
-            out[c] = np.asarray(model.project(c).datavector()).reshape(  # type: ignore
-                domain.shape(c))
-        else:
-            rest.append(c)
-    if rest:
-        rows = max(int(sample_factor * max(total, 1.0)), 1)
-        data = sample_model(model, rows)
-        sample = np.column_stack([data[a] for a in domain.attributes])
-        for c in rest:
-            out[c] = marginal_counts(sample, domain, c) * (total / rows)
-    return out
+def score_vector(truth: Sequence[np.ndarray], estimates: Sequence[np.ndarray],
+                 weights: Sequence[int], sigma: float) -> np.ndarray:
+    """AIM's scores w_r(‖M_r(x) − M_r(model)‖₁ − √(2/π)·σ·n_r) for all candidates at once:
+    one subtraction over the concatenated cells, then each candidate's L1 norm as a
+    correctly rounded sum (``math.fsum``, which the float allowance of the sensitivity
+    assumes) of its slice."""
+    sizes = np.array([t.size for t in truth], dtype=np.int64)
+    if not sizes.size:
+        return np.zeros(0)
+    diff = np.abs(np.concatenate([np.ravel(t) for t in truth]).astype(np.float64)
+                  - np.concatenate([np.ravel(e) for e in estimates]))
+    ends = np.cumsum(sizes)
+    l1 = np.array([math.fsum(diff[e - n: e]) for e, n in zip(ends.tolist(), sizes.tolist(),
+                                                              strict=True)])
+    return np.asarray(weights, dtype=np.float64) * (l1 - _BIAS * sigma * sizes)
+
+
+class SizeFilter:
+    """Which candidates keep the model's junction tree within a size limit (MB), as
+    :func:`mbi.junction_tree.hypothetical_model_size` of the measured cliques plus the
+    candidate — computed by :func:`dpkit.release.synthetic.jtree.model_size` and only when
+    needed: never when :func:`~dpkit.release.synthetic.jtree.size_bound` (any tree over the
+    domain) is within the limit; a candidate inside a measured clique adds nothing to the
+    graph (mbi's elimination order sees the same unions), so it has the current size; other
+    sizes are cached until the set of maximal measured cliques changes. A function of the
+    public measured cliques only (post-processing)."""
+
+    def __init__(self, domain: Domain) -> None:
+        self.domain = domain
+        self.bound = jtree.size_bound(domain)
+        self._key: frozenset[frozenset[str]] = frozenset()
+        self._sizes: dict[tuple[str, ...], float] = {}
+
+    def __call__(self, have: Sequence[tuple[str, ...]], cands: Sequence[tuple[str, ...]],
+                 limit: float) -> list[tuple[str, ...]]:
+        if self.bound <= limit:
+            return list(cands)
+        sets = {frozenset(c) for c in have}
+        key = frozenset(s for s in sets if not any(s < o for o in sets))
+        if key != self._key:
+            self._key, self._sizes = key, {}
+        out = []
+        for c in cands:
+            if c not in self._sizes:
+                inside = any(set(c) <= k for k in key)
+                self._sizes[c] = jtree.model_size(self.domain, list(have) + ([] if inside
+                                                                            else [c]))
+            if self._sizes[c] <= limit:
+                out.append(c)
+        return out
 
 
 def aim(codes: np.ndarray, domain: Domain, rho: Number,
         workload: Sequence[Sequence[str]] | None = None, *, max_size: float = 80.0,
-        rounds: int | None = None, iters: int = 300, final_iters: int = 1000,
-        sample_factor: int = 10) -> MSTResult:
+        rounds: int | None = None, iters: int = 300, final_iters: int = 1000) -> MSTResult:
     """Run AIM (module docstring) and return the fitted model (``result.sample(rows)``).
 
     Parameters
@@ -106,20 +144,22 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
     rounds : int, optional
         T (default 16d, the paper's).
     iters, final_iters : int
-        Mirror-descent iterations per round (warm-started) and for the final fit. 300 a
-        round (Private-PGM's reference runs 1000) against 100: mean TV on Adult's 2-way
-        workload 0.127 → 0.110 at ε = 0.1 and 0.043 → 0.040 at ε = 1, in 82–111 s there.
-    sample_factor : int
-        Model marginals that are not on the model's own cliques are estimated from
-        ``sample_factor``·n̂ records drawn from the model (exact variable elimination for
-        ~100 candidates cost 90% of the run time); 0 computes them exactly.
+        Mirror-descent iterations per round (warm-started) and for the final fit
+        (:func:`dpkit.release.synthetic.jtree.fit`).
 
     Raises
     ------
     DomainError
         Bad ρ or codes, an empty workload; ImportError without ``mbi``.
+
+    Notes
+    -----
+    The model's marginals on the candidates are exact (the calibrated junction tree,
+    :meth:`dpkit.release.synthetic.jtree.JunctionTree.marginals`), as in the paper's code;
+    the true marginals are counted once per candidate, when it first passes the size
+    filter.
     """
-    mbi = require_mbi()
+    require_mbi()
     r = positive(rho, "rho", up=False)
     d = len(domain.attributes)
     codes = np.asarray(codes)
@@ -139,11 +179,15 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
     if t < 1:
         raise DomainError("rounds must be positive")
     rho_meas, rho_sel = Fraction(9, 10) * r / t, Fraction(1, 10) * r / t
-    truth = {c: marginal_counts(codes, domain, c) for c in weights}
-    mdom = mbi.Domain(domain.attributes, domain.sizes)
+    truth: dict[tuple[str, ...], np.ndarray] = {}
+
+    def true_marginal(clique: tuple[str, ...]) -> np.ndarray:
+        if clique not in truth:
+            truth[clique] = marginal_counts(codes, domain, clique)
+        return truth[clique]
 
     def measure(clique: tuple[str, ...], rho_m: Fraction) -> Measured:
-        noisy = gaussian_integer(truth[clique].ravel(), Fraction(1), rho_m)
+        noisy = gaussian_integer(true_marginal(clique).ravel(), Fraction(1), rho_m)
         return Measured(clique, noisy.astype(np.float64),
                         float(make_noise(1, rho=rho_m, norm="l2").scale))
 
@@ -152,9 +196,12 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
         raise DomainError("rounds too small for the one-way measurements")
     measurements = [measure(c, rho_meas) for c in one_way]
     rho_used = len(one_way) * rho_meas
+    # the mean of the 1-way sums; Private-PGM's minimum-variance total over all measurements
+    # was no better (Adult, 2-way, 3 runs at ε = 1: mean TV 0.0376 against 0.0366)
     total = float(np.mean([m.values.sum() for m in measurements]))
-    model = pgm_estimate(domain, measurements, total, iters)
+    model = _fit(domain, measurements, total, iters, None)
     selected: list[tuple[str, ...]] = []
+    sizes = SizeFilter(domain)
     while rho_used < r:
         remaining = r - rho_used
         if remaining < 2 * (rho_meas + rho_sel):
@@ -162,30 +209,38 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
         rho_used += rho_meas + rho_sel
         sigma = float(make_noise(1, rho=rho_meas, norm="l2").scale)
         limit = max_size * float(rho_used / r)
-        have = [m.clique for m in measurements]
-        cands = [c for c in weights
-                 if mbi.junction_tree.hypothetical_model_size(mdom, have + [c]) <= limit]
+        cands = sizes([m.clique for m in measurements], list(weights), limit)
         if not cands:  # post-processing choice; the round's budget is still counted
             cands = [c for c in weights if len(c) == 1]
         delta = max(weights[c] for c in cands) * (1 + _ROUND_ALLOWANCE)
         eps = _epsilon_for_rho(rho_sel)
         scale = make_selection(delta, eps).scale  # 2Δ/ε rounded up, map-checked
-        scores = []
-        estimates = model_marginals(model, domain, cands, total, sample_factor)
-        for c in cands:
-            err = math.fsum(np.abs(truth[c] - estimates[c]).ravel())
-            scores.append(weights[c] * (err - math.sqrt(2 / math.pi) * sigma * truth[c].size))
-        u = np.rint(np.asarray(scores) * SCORE_GRID) / SCORE_GRID
-        pick = cands[sample_exponential(u, scale)]
-        before = estimates[pick].ravel()  # exact or sampled; exact VE here cost ~2 s a round
+        estimates = model.marginals(cands)
+        scores = score_vector([true_marginal(c) for c in cands], estimates,
+                              [weights[c] for c in cands], sigma)
+        u = np.rint(scores * SCORE_GRID) / SCORE_GRID
+        index = sample_exponential(u, scale)
+        pick = cands[index]
+        before = estimates[index].ravel()
         measurements.append(measure(pick, rho_meas))
         selected.append(pick)
-        model = pgm_estimate(domain, measurements, total, iters, potentials=model.potentials)
-        after = np.asarray(model.project(pick).datavector())
-        if np.abs(after - before).sum() <= math.sqrt(2 / math.pi) * sigma * after.size:
+        model = _fit(domain, measurements, total, iters, model)
+        after = model.marginal(pick).ravel()
+        if np.abs(after - before).sum() <= _BIAS * sigma * after.size:
             rho_meas, rho_sel = 4 * rho_meas, 4 * rho_sel
     kept = {a: np.arange(s) for a, s in zip(domain.attributes, domain.sizes, strict=True)}
     result = MSTResult(domain, domain, kept, measurements, selected, r, total)
-    result.model = pgm_estimate(domain, measurements, total, final_iters,
-                                potentials=model.potentials)
+    result.model = _fit(domain, measurements, total, final_iters, model)
     return result
+
+
+def _fit(domain: Domain, measurements: list[Measured], total: float, iters: int,
+         start: jtree.Model | None) -> jtree.Model:
+    """Private-PGM's fit of the measurements (post-processing), with the closed-form
+    Lipschitz constant of :func:`dpkit.release.synthetic.mst.loss_lipschitz` on the
+    maximal measured cliques (as ``pgm_estimate`` takes it)."""
+    from mbi.clique_utils import maximal_subset
+
+    top = maximal_subset([m.clique for m in measurements])
+    return jtree.fit(domain, jtree.Measurements.pool(measurements), total, iters,
+                     loss_lipschitz(domain, measurements, top), start)

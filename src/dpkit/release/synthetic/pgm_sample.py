@@ -85,11 +85,12 @@ def quick_compile() -> Iterator[None]:
 
 
 def sample_model(model: Any, rows: int) -> dict[str, np.ndarray]:
-    """Draw ``rows`` records from a Private-PGM ``MarkovRandomField``.
+    """Draw ``rows`` records from a Private-PGM ``MarkovRandomField`` or a
+    :class:`dpkit.release.synthetic.jtree.Model`.
 
     Parameters
     ----------
-    model : mbi.MarkovRandomField
+    model : mbi.MarkovRandomField or jtree.Model
     rows : int
         ≥ 0.
 
@@ -97,27 +98,35 @@ def sample_model(model: Any, rows: int) -> dict[str, np.ndarray]:
     -------
     dict attribute → ndarray of int64 codes, shape (rows,)
     """
+    from mbi import Domain as MDomain
     from mbi import junction_tree, marginal_oracles
 
-    domain = model.potentials.domain
-    jtree, elimination = junction_tree.make_junction_tree(domain, [set(c) for c in
-                                                                   model.cliques])
+    from dpkit.release.synthetic.jtree import Model
+
+    if isinstance(model, Model):
+        domain = MDomain(model.tree.domain.attributes, model.tree.domain.sizes)
+        cliques = list(model.tree.nodes)
+    else:
+        domain, cliques = model.potentials.domain, list(model.cliques)
+    jtree, elimination = junction_tree.make_junction_tree(domain, [set(c) for c in cliques])
     holders = {a: set().union(*[set(c) for c in jtree.nodes if a in c]) for a in domain.attrs}
     order: list[tuple[tuple[str, ...], str]] = []  # (parents, attribute), in sampling order
     for col in elimination[::-1]:
         order.append((tuple(c for _, c in order if c in holders[col]), col))
-    fitted = getattr(model, "marginals", None)
-    if fitted is not None and all(fitted.supports(p + (c,)) for p, c in order):
-        marginals = fitted  # the fit's own clique marginals: no second compiled pass
+    if isinstance(model, Model):
+        tables = model.marginals([p + (c,) for p, c in order])
     else:
-        with quick_compile():
-            marginals = marginal_oracles.message_passing_stable(
-                model.potentials.expand(list(jtree.nodes)))
+        fitted = getattr(model, "marginals", None)
+        if fitted is not None and all(fitted.supports(p + (c,)) for p, c in order):
+            marginals = fitted  # the fit's own clique marginals: no second compiled pass
+        else:
+            with quick_compile():
+                marginals = marginal_oracles.message_passing_stable(
+                    model.potentials.expand(list(jtree.nodes)))
+        tables = [marginals.project(p + (c,)).datavector(flatten=False) for p, c in order]
     data: dict[str, np.ndarray] = {}
-    for parents, col in order:
-        joint = np.asarray(marginals.project(parents + (col,)).datavector(flatten=False),
-                           dtype=np.float64)
-        joint = np.maximum(joint, 0)
+    for (parents, col), table in zip(order, tables, strict=True):
+        joint = np.maximum(np.asarray(table, dtype=np.float64), 0)
         if not parents:
             data[col] = np.repeat(np.arange(joint.size), _round_counts(joint + 1e-300, rows))
             data[col] = data[col][np.argsort(uniforms(rows))]
