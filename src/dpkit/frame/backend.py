@@ -6,6 +6,9 @@ their order random and independent of other units' data. All randomness comes fr
 :mod:`dpkit.core.rng`:
 
 - Polars (:func:`bound_polars`): a CSPRNG word per row, ties broken by the row index.
+- Polars over a scan (:func:`bound_polars_lazy`, streaming): the same layout, the word being
+  the high 32 bits of Polars' ``hash`` of (row index XOR a CSPRNG salt) under a second
+  CSPRNG salt — a keyed pseudo-random order, like DuckDB's; the plan stays lazy.
 - DuckDB: the same layout with the high bits from DuckDB's ``hash`` of (CSPRNG salt,
   row number) — a keyed pseudo-random order; the row number makes keys unique.
 - Spark: the string ``hex(xxhash64(salt, id)) ‖ hex(id)`` with ``id`` Spark's
@@ -27,7 +30,8 @@ import polars as pl
 from dpkit.core import rng
 from dpkit.errors import DomainError
 
-__all__ = ["with_row_keys", "materialise", "public_like", "bound_polars", "SUPPORTED"]
+__all__ = ["with_row_keys", "materialise", "public_like", "bound_polars", "bound_polars_lazy",
+           "stream_buckets", "SUPPORTED"]
 
 SUPPORTED = (nw.Implementation.POLARS, nw.Implementation.DUCKDB, nw.Implementation.PYSPARK)
 _DUCKDB_ROW_BITS = 40  # row numbers below 2^40 (10^12 rows)
@@ -230,6 +234,107 @@ def bound_polars(frame: pl.DataFrame, unit: str, key_columns: list[str], max_gro
         kept = _bound_sorted(frame, unit, key_columns, max_groups, max_rows_per_group,
                              max_rows, rand)
     return frame.filter(pl.Series(kept))
+
+
+_HIGH32 = 0xFFFF_FFFF_0000_0000
+
+
+def bound_polars_lazy(lf: pl.LazyFrame, unit: str, key_columns: list[str], max_groups: int,
+                      max_rows_per_group: int, max_rows: int, words: pl.Expr | None = None,
+                      buckets: int = 1) -> pl.LazyFrame:
+    """Contribution bounding of a Polars scan as a lazy plan (window filters) for Polars'
+    streaming engine, optionally in buckets of units to cap its memory; collects nothing.
+
+    The rule is :func:`bound_polars`'s: per unit the G groups whose smallest row key is
+    smallest, the R rows with the smallest keys in each kept group, M in all. A row's key is
+    (word, row index) packed into one uint64 (the index in the low 32 bits: Polars' row
+    index type must be UInt32, so keys are unique); ``words`` gives the 32-bit words (tests
+    pass their own; by default the high bits of a keyed hash, module docstring). The plan
+    is a deterministic function of the data and the two salts drawn here, so every collect
+    of it within a release reads the same rows, as a materialised table would. A group's key
+    is its smallest row key (ties between equal words broken by the row index).
+
+    Memory. Polars' window state holds its whole input, so with ``buckets`` > 1 the units are
+    split by a hash of the unit into that many buckets, each bounded by its own windows and
+    the results concatenated in order (``parallel=False``: Polars runs one bucket's windows
+    after the other): a unit's rows all fall in one bucket and row keys are computed before
+    the split, so the kept rows are the same for every number of buckets; peak memory is
+    about 1/``buckets`` of the unsplit plan's and each bucket re-reads the source
+    (:func:`stream_buckets` chooses the number).
+
+    Parameters
+    ----------
+    lf : polars.LazyFrame
+        The rows to bound (the unit, group and statistic columns).
+    unit, key_columns : str, list of str
+        The privacy unit column and the group-by columns (none: one group).
+    max_groups, max_rows_per_group, max_rows : int
+        G, R and M (positive).
+    words : polars.Expr, optional
+        Unsigned words below 2^32, one per row (tests only).
+    buckets : int, default 1
+        Unit buckets bounded one after the other (see Memory).
+
+    Returns
+    -------
+    polars.LazyFrame
+        ``lf``'s columns, the kept rows only.
+
+    Raises
+    ------
+    DomainError
+        If Polars' row index is not 32-bit (a ``polars-u64-idx`` build); the engine checks
+        this before using the function.
+    """
+    if pl.get_index_type() != pl.UInt32:
+        raise DomainError("streaming contribution bounding needs Polars' 32-bit row index")
+    idx, rand, pair_key = "__dpkit_idx", "__dpkit_rand", "__dpkit_pair"
+    i = pl.col(idx).cast(pl.UInt64)
+    if words is None:
+        s0, s1 = (int(w) for w in rng.words(2))
+        high = (i ^ pl.lit(s0, pl.UInt64)).hash(s1) & pl.lit(_HIGH32, pl.UInt64)
+    else:
+        high = words.cast(pl.UInt64) * pl.lit(1 << 32, pl.UInt64)
+    keyed = lf.with_row_index(idx).with_columns((high | i).alias(rand)).drop(idx)
+    parts = [keyed] if buckets <= 1 else [
+        keyed.filter(pl.col(unit).hash(0) % buckets == b) for b in range(buckets)]
+    out = [_window_rule(part, unit, key_columns, max_groups, max_rows_per_group, max_rows,
+                        rand, pair_key).drop(rand) for part in parts]
+    return out[0] if len(out) == 1 else pl.concat(out, parallel=False)
+
+
+def _window_rule(frame: pl.LazyFrame, unit: str, key_columns: list[str], max_groups: int,
+                 max_rows_per_group: int, max_rows: int, rand: str, pair_key: str,
+                 ) -> pl.LazyFrame:
+    """The G, R and M rules of :func:`bound_polars_lazy` as window filters on ``rand``."""
+    pair = [unit, *key_columns]
+    if not key_columns:
+        limit = min(max_rows, max_rows_per_group)
+        return frame.filter(pl.col(rand).rank("ordinal").over(unit) <= limit)
+    g_rule, r_rule = max_groups < max_rows, max_rows_per_group < max_rows
+    if g_rule:
+        frame = frame.with_columns(pl.col(rand).min().over(pair).alias(pair_key))
+        frame = frame.filter(pl.col(pair_key).rank("dense").over(unit) <= max_groups)
+        frame = frame.drop(pair_key)
+    if r_rule:
+        frame = frame.filter(pl.col(rand).rank("ordinal").over(pair) <= max_rows_per_group)
+    if not (g_rule and r_rule and max_groups * max_rows_per_group <= max_rows):
+        frame = frame.filter(pl.col(rand).rank("ordinal").over(unit) <= max_rows)  # M
+    return frame
+
+
+_BUCKET_BYTES = 3 << 28  # 768 MiB of window input (8 bytes a cell) per bucket
+_MAX_BUCKETS = 64
+
+
+def stream_buckets(lf: pl.LazyFrame) -> int:
+    """How many unit buckets :func:`bound_polars_lazy` should split ``lf`` into so that one
+    bucket's window input stays near 768 MiB (8 bytes per cell, one more column for the
+    key), 1 to 64: counts ``lf``'s rows with the streaming engine (a Parquet file's
+    metadata when no step filters it)."""
+    rows = int(lf.select(pl.len()).collect(engine="streaming").item())
+    width = 8 * (len(lf.collect_schema()) + 1)
+    return max(1, min(_MAX_BUCKETS, -(-rows * width // _BUCKET_BYTES)))
 
 
 def materialise(lf: nw.LazyFrame) -> nw.LazyFrame:

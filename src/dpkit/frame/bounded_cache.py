@@ -18,6 +18,12 @@ booleans, None and containers of them) by value and anything else (Polars expres
 public tables, functions) by identity — a Python function inside an expression has no
 printable identity, so equal-looking steps built from different objects never share an
 entry. The entry keeps those objects alive so that an identity is never reused.
+
+Scans are never cached. A session over a file or a lazy Polars scan (larger than memory)
+does not materialise its bounded table: bounding is a lazy plan that Polars' streaming engine
+runs inside each release (:func:`dpkit.frame.engine.bound_contributions`), with fresh salts
+each time, and keeping its rows here would defeat the point. ``Session.bounded`` consults
+the cache only for in-memory Polars frames (which also cannot change under the session).
 """
 
 from __future__ import annotations

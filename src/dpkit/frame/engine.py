@@ -5,10 +5,18 @@ binned counts per public group); it never decides a sensitivity and never draws 
 only randomness is the choice of rows in contribution bounding, whose random column comes
 from :mod:`dpkit.core.rng`. Polars is the embedded backend; any narwhals-supported lazy
 frame goes through the same code.
+
+Larger than memory. A Polars plan that reads a file (a CSV/Parquet path or a lazy scan
+given to the session; :func:`is_scan`) stays lazy through the whole release: contribution
+bounding is a lazy plan (:func:`backend.bound_polars_lazy`) instead of a table collected in
+memory, and every collect of a release — the dry run, partition selection's counts, the
+statistics — runs with Polars' streaming engine and returns only aggregated rows
+(:func:`collect`). In-memory frames keep the in-memory path.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,13 +31,32 @@ from dpkit.frame.aggregates import Statistic, StatKind
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.rowwise import check_step
 
-__all__ = ["to_lazy", "to_polars", "apply_steps", "bound_contributions", "compute"]
+__all__ = ["to_lazy", "to_polars", "apply_steps", "bound_contributions", "compute",
+           "is_scan", "collect"]
 
 _RAND = "__dpkit_rand"
 _ROW = "__dpkit_row"
 _PAIR = "__dpkit_pair"
 _BIN = "__dpkit_bin"
 _LEN = "__dpkit_len"
+_SCAN = re.compile(r"^\s*\w+ SCAN \[", re.MULTILINE)  # a file scan in Polars' plan text
+
+
+def is_scan(lf: nw.LazyFrame) -> bool:
+    """True when ``lf`` is a Polars plan that reads a file (``scan_parquet``, ``scan_csv``,
+    ``scan_ipc``…, as the source or a joined table): such a plan is run with the streaming
+    engine and never materialised. Reads no data (the unoptimised plan's text)."""
+    if lf.implementation is not nw.Implementation.POLARS:
+        return False
+    return _SCAN.search(nw.to_native(lf).explain(optimized=False)) is not None
+
+
+def collect(lf: nw.LazyFrame, streaming: bool | None = None) -> Any:
+    """Collect ``lf`` (aggregated rows): with Polars' streaming engine when it reads a file
+    (:func:`is_scan`; or when ``streaming`` says so), else with the backend's default."""
+    if is_scan(lf) if streaming is None else streaming:
+        return nw.from_native(nw.to_native(lf).collect(engine="streaming"))
+    return lf.collect()
 
 
 def to_lazy(data: Any) -> nw.LazyFrame:
@@ -109,11 +136,21 @@ def bound_contributions(lf: nw.LazyFrame, unit: PrivacyUnit, columns: Sequence[s
     are unique, so no rank ties and no unit can exceed a bound. The bounded table is
     materialised once (:func:`backend.materialise`), so every statistic of a release reads
     the same rows. Without ``key_columns`` the table is one group: min(M, R) rows per unit.
+    A Polars plan over a file (:func:`is_scan`) is not materialised: it is bounded by a
+    lazy plan with the same rule (:func:`backend.bound_polars_lazy`), deterministic given
+    its salts, so that every collect of the release reads the same rows; the units are
+    split into buckets bounded one after another to cap the memory
+    (:func:`backend.stream_buckets`; one row count first).
     """
     if unit.column is None:
         return lf.select(list(dict.fromkeys(columns))) if columns else lf
     keep = list(dict.fromkeys([*columns, *key_columns, unit.column]))
     b = unit.bounds if key_columns else unit.bounds.single_group()
+    if is_scan(lf) and pl.get_index_type() == pl.UInt32:
+        native = nw.to_native(lf.select(keep))
+        return nw.from_native(backend.bound_polars_lazy(
+            native, unit.column, list(key_columns), b.max_groups, b.max_rows_per_group,
+            b.max_rows, buckets=backend.stream_buckets(native)))
     if lf.implementation is nw.Implementation.POLARS:
         fast = backend.bound_polars(lf.select(keep).collect().to_native(), unit.column,
                                     list(key_columns), b.max_groups, b.max_rows_per_group,
@@ -145,13 +182,15 @@ def _key_index(keys: pl.DataFrame, result: pl.DataFrame, key_cols: list[str]) ->
 
 
 def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statistic],
-            unit_column: str | None = None) -> dict[str, np.ndarray]:
+            unit_column: str | None = None, streaming: bool | None = None,
+            ) -> dict[str, np.ndarray]:
     """Exact statistics per public group, aligned with the rows of ``keys``.
 
     Returns arrays of int64: shape (G,) for ``count``/``sum``/``distinct`` (privacy units:
     ``unit_column``'s distinct values, or rows) statistics and (G, n_bins) for ``bins``
     statistics, G = len(keys) (1 without group-by). Rows whose keys are not in
-    ``keys`` are dropped; keys absent from the data get zeros.
+    ``keys`` are dropped; keys absent from the data get zeros. Each collect streams as
+    :func:`collect` decides (``streaming``: None for "when ``lf`` reads a file").
     """
     key_cols = list(keys.columns) if keys is not None else []
     groups = len(keys) if keys is not None else 1
@@ -162,11 +201,11 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
         exprs = [(distinct if s.kind is StatKind.DISTINCT else s.expr).alias(s.key)
                  for s in scalar]
         if key_cols:
-            res = to_polars(lf.group_by(key_cols).agg(*exprs).collect())
+            res = to_polars(collect(lf.group_by(key_cols).agg(*exprs), streaming))
             joined = _key_index(keys, res, key_cols)  # type: ignore[arg-type]
             rows = joined[_ROW].to_numpy()
         else:
-            joined = to_polars(lf.select(*exprs).collect())
+            joined = to_polars(collect(lf.select(*exprs), streaming))
             rows = np.zeros(len(joined), dtype=np.int64)
         for s in scalar:
             arr = np.zeros(groups, dtype=np.int64)
@@ -175,7 +214,7 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
     for s in (s for s in stats if s.kind is StatKind.BINS):
         binned = lf.with_columns(s.bin_expr.alias(_BIN)).group_by([*key_cols, _BIN]).agg(
             nw.len().alias(_LEN))
-        res = to_polars(binned.collect()).filter(
+        res = to_polars(collect(binned, streaming)).filter(
             (pl.col(_BIN) >= 0) & (pl.col(_BIN) < s.n_bins))
         if key_cols:
             res = _key_index(keys, res, key_cols)  # type: ignore[arg-type]
@@ -210,11 +249,15 @@ def _saturated(values: pl.Series) -> np.ndarray:
 
 
 def dry_run(empty: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statistic],
-            unit_column: str | None, key_columns: Sequence[str] = ()) -> None:
+            unit_column: str | None, key_columns: Sequence[str] = (),
+            streaming: bool = False) -> None:
     """Run the data side on ``empty``, the query's steps applied to zero rows of its tables
     (:meth:`dpkit.frame.Query.lazy` with ``empty=True``; reads no row), so that every
     failure that does not depend on the data (a type mismatch, a bound the column type
-    cannot hold, a backend's binding error) refuses the release *before* its debit.
+    cannot hold, a backend's binding error) refuses the release *before* its debit. With
+    ``streaming`` (the release reads a file, :func:`is_scan` of its plan: Polars turns zero
+    rows of a scan into an in-memory frame) it runs the streaming engine and the streaming
+    bounding plan (every rule of it) as the release will.
 
     Raises
     ------
@@ -223,8 +266,12 @@ def dry_run(empty: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Stat
     """
     try:
         if keys is None and key_columns:  # keys chosen later by partition selection
-            keys = to_polars(empty.select(list(key_columns)).collect())
-        compute(empty, keys, stats, unit_column)
+            keys = to_polars(collect(empty.select(list(key_columns)), streaming))
+        if unit_column is not None and streaming and pl.get_index_type() == pl.UInt32:
+            empty = nw.from_native(backend.bound_polars_lazy(  # as the release will bound
+                nw.to_native(empty), unit_column, list(key_columns), 2, 2, 3,
+                words=pl.lit(0, pl.UInt32), buckets=2))
+        compute(empty, keys, stats, unit_column, streaming)
     except DomainError:
         raise
     except (Exception, pl.exceptions.PanicException) as exc:  # zero rows: no data to quote
@@ -238,7 +285,7 @@ def partition_counts(lf: nw.LazyFrame, key_columns: Sequence[str], unit_column: 
     """Distinct privacy units per group key present in the data (column ``__dpkit_units``);
     rows are units when ``unit_column`` is None."""
     n = nw.col(unit_column).n_unique() if unit_column else nw.len()
-    res = lf.group_by(list(key_columns)).agg(n.alias("__dpkit_units")).collect()
+    res = collect(lf.group_by(list(key_columns)).agg(n.alias("__dpkit_units")))
     return to_polars(res).sort(list(key_columns), nulls_last=True)
 
 

@@ -214,7 +214,7 @@ class Session:
         noise, accuracy = _record_plan(planned, query.selection, beta)
         # every failure that does not depend on the data happens here, before the debit
         engine.dry_run(query.lazy(empty=True), query.keys, [p.stat for p in planned],
-                       self.privacy_unit.column, query.group_columns)
+                       self.privacy_unit.column, query.group_columns, engine.is_scan(lf))
 
         def compute() -> pl.DataFrame:
             nonlocal query
