@@ -518,7 +518,7 @@ def test_version_2_ledger_is_migrated_and_covered(tmp_path, monkeypatch):
     tamper(str(path), "UPDATE grants SET cap = :c", c='{"epsilon": "9"}')  # now covered
     assert said(Ledger(path).verify(), "grants ('ana', 'd')", "cap")
     version = read(str(path), "SELECT value FROM meta WHERE key = 'schema_version'")[0][0]
-    assert version == "3"
+    assert version == "4"
 
 
 def test_version_2_ledger_with_a_broken_chain_is_not_migrated(tmp_path, monkeypatch):
@@ -548,5 +548,5 @@ def test_cli_verify_names_the_problem_and_exits_1(tmp_path, monkeypatch):
 def test_export_and_listing_still_work_on_a_clean_ledger(location):
     reg = setup(location)
     exported = reg.export()
-    assert exported["schema_version"] == 3 and json.dumps(exported, default=str)
+    assert exported["schema_version"] == 4 and json.dumps(exported, default=str)
     assert [d["name"] for d in reg.datasets()] == ["d"]

@@ -26,17 +26,18 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["GENESIS", "ROW_FIELDS", "canonical", "link_hash", "legacy_link_hash", "row_mac",
-           "key_id", "request_digest", "release_body", "outcome_body", "event_body",
-           "legacy_body", "subject", "verify_links"]
+__all__ = ["GENESIS", "ROW_FIELDS", "RELEASE_FIELDS", "OUTCOME_FIELDS", "EVENT_FIELDS",
+           "V3_DATASET_FIELDS", "canonical", "link_hash", "legacy_link_hash", "row_mac",
+           "bucket_mac", "checkpoint_mac", "key_id", "request_digest", "release_body",
+           "outcome_body", "event_body", "legacy_body", "subject", "verify_links"]
 
 GENESIS = "0" * 64
 
-_RELEASE_FIELDS = ("id", "dataset", "analyst", "study", "time", "query", "measure", "loss",
+RELEASE_FIELDS = ("id", "dataset", "analyst", "study", "time", "query", "measure", "loss",
                    "noise", "idempotency_key", "request_sha256", "dataset_spent",
                    "grant_spent", "seq")
-_OUTCOME_FIELDS = ("release_id", "time", "status", "result_sha256", "stored_sha256", "seq")
-_EVENT_FIELDS = ("subject", "time", "body", "seq")
+OUTCOME_FIELDS = ("release_id", "time", "status", "result_sha256", "stored_sha256", "seq")
+EVENT_FIELDS = ("subject", "time", "body", "seq")
 
 # schema version 2 (unkeyed SHA-256), read once when a version-2 ledger is migrated
 _V2_RELEASE_FIELDS = ("id", "dataset", "analyst", "study", "time", "query", "measure", "loss",
@@ -45,16 +46,24 @@ _V2_OUTCOME_FIELDS = ("release_id", "time", "status", "result_sha256", "seq")
 
 ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "datasets": ("name", "measure", "cap", "privacy_unit", "schema", "created", "spent",
-                 "per_day", "seq"),
+                 "per_day", "seq", "window_minute", "window_spent"),
     "analysts": ("name", "token_sha256", "created", "seq"),
     "grants": ("analyst", "dataset", "cap", "spent", "seq"),
     "studies": ("name", "dataset", "description", "created", "seq"),
 }
 
 
+# schema version 3 signed the dataset rows without the burn-rate window (read once, when a
+# version-3 ledger is migrated)
+V3_DATASET_FIELDS = ROW_FIELDS["datasets"][:-2]
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical(body: Any) -> str:
     """Canonical JSON: sorted keys, no spaces, UTF-8 characters kept."""
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(body)
 
 
 def _mac(key: bytes, message: str) -> str:
@@ -71,11 +80,28 @@ def legacy_link_hash(prev_hash: str, body: Mapping[str, Any]) -> str:
     return hashlib.sha256((prev_hash + canonical(body)).encode()).hexdigest()
 
 
-def row_mac(key: bytes, table: str, row: Mapping[Any, Any]) -> str:
+def row_mac(key: bytes, table: str, row: Mapping[Any, Any],
+            fields: tuple[str, ...] | None = None) -> str:
     """The MAC of a mutable row: HMAC-SHA256 over ``row:<table>:`` and its canonical
     fields (``ROW_FIELDS[table]``, including the ``seq`` of the last link that changed
-    it). The prefix keeps it apart from link hashes, whose input starts with a hex digest."""
-    return _mac(key, f"row:{table}:" + canonical({k: row[k] for k in ROW_FIELDS[table]}))
+    it; ``fields``: another list, for an older schema). The prefix keeps it apart from link
+    hashes, whose input starts with a hex digest."""
+    names = ROW_FIELDS[table] if fields is None else fields
+    return _mac(key, f"row:{table}:" + canonical({k: row[k] for k in names}))
+
+
+def bucket_mac(key: bytes, dataset: str, minute: int, spent: str) -> str:
+    """The MAC of a burn-rate bucket (:mod:`dpkit.ledger.window`): HMAC-SHA256 over
+    ``burn:`` and its dataset, minute and sum. A bucket only grows, so an older signed copy
+    or a deleted bucket can only make the window count *more* loss when it expires; ``verify``
+    re-derives every bucket from the chained releases."""
+    return _mac(key, "burn:" + canonical([dataset, minute, spent]))
+
+
+def checkpoint_mac(key: bytes, text: str) -> str:
+    """The MAC of a checkpoint (:mod:`dpkit.ledger.checkpoint`): HMAC-SHA256 over
+    ``checkpoint:`` and its canonical JSON."""
+    return _mac(key, "checkpoint:" + text)
 
 
 def key_id(key: bytes) -> str:
@@ -99,15 +125,15 @@ def subject(table: str, *key: str) -> str:
 
 
 def release_body(row: Mapping[Any, Any]) -> dict[str, Any]:
-    return {"kind": "release", **{k: row[k] for k in _RELEASE_FIELDS}}
+    return {"kind": "release", **{k: row[k] for k in RELEASE_FIELDS}}
 
 
 def outcome_body(row: Mapping[Any, Any]) -> dict[str, Any]:
-    return {"kind": "outcome", **{k: row[k] for k in _OUTCOME_FIELDS}}
+    return {"kind": "outcome", **{k: row[k] for k in OUTCOME_FIELDS}}
 
 
 def event_body(row: Mapping[Any, Any]) -> dict[str, Any]:
-    return {"kind": "event", "event": row["kind"], **{k: row[k] for k in _EVENT_FIELDS}}
+    return {"kind": "event", "event": row["kind"], **{k: row[k] for k in EVENT_FIELDS}}
 
 
 def legacy_body(kind: str, row: Mapping[Any, Any]) -> dict[str, Any]:
@@ -126,10 +152,11 @@ def describe(body: Mapping[str, Any]) -> str:
 
 
 def verify_links(links: Iterable[tuple[dict[str, Any], str, str]], key: bytes | None,
-                 ) -> list[str]:
+                 start: tuple[str, int] = (GENESIS, 1)) -> list[str]:
     """Check (body, prev_hash, hash) links in ``seq`` order; return the problems found.
-    ``key`` None checks version-2 (unkeyed) links."""
-    problems, expected_prev, expected_seq = [], GENESIS, 1
+    ``key`` None checks version-2 (unkeyed) links; ``start``: the hash the first link must
+    follow and its ``seq`` (after a checkpoint)."""
+    problems, (expected_prev, expected_seq) = [], start
     for body, prev, digest in links:
         where = describe(body)
         if body["seq"] != expected_seq:

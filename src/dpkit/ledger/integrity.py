@@ -12,16 +12,20 @@ it was made. Each problem names the row or link and what differs.
 from __future__ import annotations
 
 import hashlib
+import heapq
+import hmac
+import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, select
 
-from dpkit.ledger import chain, codec, store
-from dpkit.ledger.schema import events, meta, outcomes, releases
+from dpkit.ledger import chain, codec, store, window
+from dpkit.ledger.schema import burn, events, meta, outcomes, releases
 
-__all__ = ["State", "verify", "links", "stored_sha256"]
+__all__ = ["State", "Start", "verify", "check", "replay", "links", "stored_sha256"]
 
 
 def stored_sha256(stored: str | None) -> str | None:
@@ -32,17 +36,51 @@ def stored_sha256(stored: str | None) -> str | None:
 class State:
     """The mutable rows that a chain implies, built by applying its links in order.
 
-    ``rows[table][ident]`` holds every signed field of a row (:data:`chain.ROW_FIELDS`);
-    ``outcomes[release_id]`` the last outcome link of each release; ``problems`` what the
-    links themselves get wrong (a debit over a cap, a running total that is not the sum).
+    ``rows[table][ident]`` holds every signed field of a row (:data:`chain.ROW_FIELDS`; the
+    burn-rate window's fields are filled in by :meth:`finish`); ``windows`` the burn-rate
+    windows and buckets (:class:`~dpkit.ledger.window.Tracker`); ``outcomes[release_id]``
+    (status, result hash, stored-answer hash) of the last outcome link of each release;
+    ``problems`` what the links themselves get wrong (a debit over a cap, a running total
+    that is not the sum).
     """
 
     def __init__(self) -> None:
         self.rows: dict[str, dict[tuple[str, ...], dict[str, Any]]] = {
             t: {} for t in store.ROW_TABLES}
-        self.outcomes: dict[int, dict[str, Any]] = {}
+        self.outcomes: dict[int, tuple[str, str | None, str | None]] = {}
         self.releases: set[int] = set()
         self.problems: list[str] = []
+        self.windows = window.Tracker()
+        self.release_floor = 0  # from a checkpoint: releases up to this id were before it
+        self._parsed: dict[str, window.Raw] = {}  # recent texts of losses and totals
+
+    def _raw(self, textual: str) -> window.Raw:
+        """The exact fields of a loss or total written as text, remembering recent texts (a
+        running total is read once after it is written; caps and common losses repeat).
+        The dicts returned are shared: never changed in place."""
+        found = self._parsed.get(textual)
+        if found is None:
+            if len(self._parsed) > 65536:
+                self._parsed.clear()
+            found = self._parsed[textual] = window.raw(textual)
+        return found
+
+    def _plus(self, measure: str, total: str, release: Mapping[Any, Any]) -> str:
+        """``total`` (in ``measure``) after the release's loss, as the ledger writes it:
+        exact sums, δ capped at 1 as composition caps it."""
+        if release["measure"] != measure:  # older rows: compose through the measures
+            return codec.dump(codec.load(measure, total)
+                              + codec.load(release["measure"], release["loss"]))
+        summed = window.compose(self._raw(total), self._raw(release["loss"]))
+        textual = window.text(summed)
+        self._parsed[textual] = summed
+        return textual
+
+    def _within(self, measure: str, total: str, cap: str) -> bool:
+        a, b = self._raw(total), self._raw(cap)
+        if a.keys() == b.keys():  # one measure
+            return window.within(a, b)
+        return codec.load(measure, total) <= codec.load(measure, cap)
 
     # -- the running totals a release link must carry ------------------------------------
     def totals_after(self, release: Mapping[Any, Any]) -> tuple[str | None, str | None]:
@@ -51,12 +89,19 @@ class State:
         ds = self.rows["datasets"].get((release["dataset"],))
         if ds is None:
             return None, None
-        loss = codec.load(release["measure"], release["loss"])
-        total = codec.dump(codec.load(ds["measure"], ds["spent"]) + loss)
+        measure = ds["measure"]
+        total = self._plus(measure, ds["spent"], release)
         grant = self.rows["grants"].get((str(release["analyst"]), release["dataset"]))
         if release["analyst"] is None or grant is None:
             return total, None
-        return total, codec.dump(codec.load(ds["measure"], grant["spent"]) + loss)
+        return total, self._plus(measure, grant["spent"], release)
+
+    def finish(self) -> State:
+        """Fill in the burn-rate window fields of the dataset rows; returns self."""
+        for (name,), row in self.rows["datasets"].items():
+            zero = codec.dump(codec.MEASURES[row["measure"]].zero())
+            row.update(self.windows.row_fields(name, zero))
+        return self
 
     def apply(self, body: Mapping[str, Any]) -> None:
         if body["kind"] == "event":
@@ -64,17 +109,19 @@ class State:
         elif body["kind"] == "release":
             self._release(body)
         else:
-            if body["release_id"] not in self.releases:
+            if body["release_id"] not in self.releases and not (
+                    0 < body["release_id"] <= self.release_floor):
                 self.problems.append(f"{chain.describe(body)}: no such release before it")
-            self.outcomes[body["release_id"]] = dict(body)
+            self.outcomes[body["release_id"]] = (body["status"], body["result_sha256"],
+                                                 body["stored_sha256"])
 
     def _event(self, link: Mapping[str, Any]) -> None:
         kind, seq, b = link["event"], link["seq"], json.loads(link["body"])
         rows, where = self.rows, chain.describe(link)
         if kind == "dataset":
-            rows["datasets"][(b["name"],)] = {
-                **b, "spent": codec.dump(codec.MEASURES[b["measure"]].zero()), "per_day": None,
-                "seq": seq}
+            zero = codec.dump(codec.MEASURES[b["measure"]].zero())
+            rows["datasets"][(b["name"],)] = {**b, "spent": zero, "per_day": None, "seq": seq,
+                                              "window_minute": None, "window_spent": zero}
         elif kind == "analyst":
             rows["analysts"][(b["name"],)] = {**b, "seq": seq}
         elif kind == "study":
@@ -115,26 +162,47 @@ class State:
                                  "releases before it")
         measure = ds["measure"]
         assert dataset_spent is not None
-        if not codec.load(measure, dataset_spent) <= codec.load(measure, ds["cap"]):
+        if not self._within(measure, dataset_spent, ds["cap"]):
             self.problems.append(f"{where}: exceeds the dataset's lifetime cap")
         ds.update(spent=dataset_spent, seq=body["seq"])
+        self.windows.debit(body["dataset"], body["time"], self._raw(body["loss"]))
         grant = self.rows["grants"].get((str(body["analyst"]), body["dataset"]))
         if grant is not None and grant_spent is not None:
-            if grant["cap"] is not None and not (
-                    codec.load(measure, grant_spent) <= codec.load(measure, grant["cap"])):
+            if grant["cap"] is not None and not self._within(measure, grant_spent,
+                                                             grant["cap"]):
                 self.problems.append(f"{where}: exceeds the analyst's grant")
             grant.update(spent=grant_spent, seq=body["seq"])
 
 
-def links(conn: Connection) -> list[tuple[dict[str, Any], str, str]]:
-    """Every link as (body, prev_hash, hash), in ``seq`` order."""
-    found = [(chain.release_body(r), r["prev_hash"], r["hash"])
-             for r in conn.execute(select(releases)).mappings()]
-    found += [(chain.outcome_body(o), o["prev_hash"], o["hash"])
-              for o in conn.execute(select(outcomes)).mappings()]
-    found += [(chain.event_body(e), e["prev_hash"], e["hash"])
-              for e in conn.execute(select(events)).mappings()]
-    return sorted(found, key=lambda link: link[0]["seq"] or 0)
+_RELEASE_COLUMNS = [releases.c[f] for f in chain.RELEASE_FIELDS]
+_OUTCOME_COLUMNS = [outcomes.c[f] for f in chain.OUTCOME_FIELDS]
+_EVENT_COLUMNS = [events.c.kind, *(events.c[f] for f in chain.EVENT_FIELDS)]
+
+
+def _stream(conn: Connection, query: Any) -> Iterator[Any]:
+    """Rows of ``query`` fetched in batches (a server-side cursor on PostgreSQL)."""
+    yield from conn.execution_options(stream_results=True, yield_per=4096).execute(query)
+
+
+def links(conn: Connection, after: int = 0) -> Iterator[tuple[dict[str, Any], str, str]]:
+    """Every link (after ``seq`` ``after``) as (body, prev_hash, hash), in ``seq`` order,
+    streamed: the three tables are read in ``seq`` order (indexed) and merged, so memory
+    does not grow with the ledger."""
+    n_rel, n_out = len(chain.RELEASE_FIELDS), len(chain.OUTCOME_FIELDS)
+    rel = ((dict(zip(chain.RELEASE_FIELDS, r[:n_rel], strict=True)), r[n_rel], r[n_rel + 1])
+           for r in _stream(conn, select(*_RELEASE_COLUMNS, releases.c.prev_hash,
+                                         releases.c.hash).where(releases.c.seq > after)
+                                         .order_by(releases.c.seq)))
+    out = ((dict(zip(chain.OUTCOME_FIELDS, r[:n_out], strict=True)), r[n_out], r[n_out + 1])
+           for r in _stream(conn, select(*_OUTCOME_COLUMNS, outcomes.c.prev_hash,
+                                         outcomes.c.hash).where(outcomes.c.seq > after)
+                                         .order_by(outcomes.c.seq)))
+    ev = ((chain.event_body(r._mapping), r.prev_hash, r.hash)
+          for r in _stream(conn, select(*_EVENT_COLUMNS, events.c.prev_hash, events.c.hash)
+                           .where(events.c.seq > after).order_by(events.c.seq)))
+    tagged = (({"kind": "release", **b}, p, h) for b, p, h in rel)
+    tagged_out = (({"kind": "outcome", **b}, p, h) for b, p, h in out)
+    yield from heapq.merge(tagged, tagged_out, ev, key=lambda link: link[0]["seq"] or 0)
 
 
 def _meta(conn: Connection, key: str) -> str | None:
@@ -168,41 +236,122 @@ def _compare_rows(conn: Connection, key: bytes, state: State) -> list[str]:
     return problems
 
 
-def _compare_releases(conn: Connection, state: State) -> list[str]:
+def _compare_buckets(conn: Connection, key: bytes, state: State,
+                     since: dict[str, int] | None) -> list[str]:
+    """Every burn-rate bucket against the one the chained releases imply, and its MAC (from
+    a checkpoint: the buckets of each dataset from ``since[dataset]`` on)."""
+    problems, expected = [], dict(state.windows.buckets)
+    for b in _stream(conn, select(burn)):
+        if since is not None and b.minute < since.get(b.dataset, b.minute):
+            continue
+        name = f"burn-rate bucket {b.dataset!r} minute {b.minute}"
+        want = expected.pop((b.dataset, b.minute), None)
+        if want is None:
+            problems.append(f"{name}: not implied by the chain (inserted outside the ledger)")
+            continue
+        if b.spent != window.text(want):
+            problems.append(f"{name}: spent is {b.spent!r} but the chain says "
+                            f"{window.text(want)!r} (edited outside the ledger)")
+        if not hmac.compare_digest(str(b.mac), chain.bucket_mac(key, b.dataset, b.minute,
+                                                                b.spent)):
+            problems.append(f"{name}: its MAC does not match (edited outside the ledger)")
+    problems += [f"burn-rate bucket {d!r} minute {m}: in the chain but missing (deleted "
+                 "outside the ledger)" for d, m in expected]
+    return problems
+
+
+def _compare_releases(conn: Connection, state: State, after: Start | None) -> list[str]:
+    """Each release row's status, result hash and stored answer against its last chained
+    outcome: every release, or (from a checkpoint) those debited or answered after it."""
     problems = []
-    for r in conn.execute(select(releases)).mappings():
-        last = state.outcomes.get(r["id"])
-        status = last["status"] if last else "debited"
-        found = (r["status"], r["result_sha256"], stored_sha256(r["result"]))
-        want = (status, last["result_sha256"] if last else None,
-                last["stored_sha256"] if last else None)
-        for field, got, expected in zip(("status", "result_sha256", "stored result"), found,
-                                        want, strict=True):
-            if got != expected:
-                problems.append(f"release {r['id']}: {field} differs from its chained outcome "
+    query = select(releases.c.id, releases.c.status, releases.c.result_sha256,
+                   releases.c.result)
+    found = _stream(conn, query if after is None else query.where(
+        releases.c.id > after.max_release))
+    if after is not None:
+        earlier = sorted(i for i in state.outcomes if i <= after.max_release)
+        found = itertools.chain(found, *(conn.execute(query.where(releases.c.id.in_(
+            earlier[i:i + 500]))) for i in range(0, len(earlier), 500)))
+    for r in found:
+        last = state.outcomes.get(r.id)
+        if last is None and after is not None and r.id <= after.max_release:
+            continue
+        want = last if last is not None else ("debited", None, None)
+        got = (r.status, r.result_sha256, stored_sha256(r.result))
+        for field, value, expected in zip(("status", "result_sha256", "stored result"), got,
+                                          want, strict=True):
+            if value != expected:
+                problems.append(f"release {r.id}: {field} differs from its chained outcome "
                                 "(edited outside the ledger)")
     return problems
 
 
-def verify(conn: Connection, key: bytes, head: str | None = None) -> list[str]:
-    """Every problem found in the ledger (empty when intact); ``head``, a head saved earlier,
-    must still be on the chain (or be the version-2 head the migration started from)."""
-    found = links(conn)
-    problems = chain.verify_links(found, key)
+@dataclass
+class Start:
+    """Where a verify starts from a signed checkpoint (:mod:`dpkit.ledger.checkpoint`): the
+    state the chain implied after link ``seq`` (hash ``head``), the last release id then,
+    and per dataset the first bucket minute the checkpoint still holds."""
+
+    seq: int
+    head: str
+    state: State
+    max_release: int
+    bucket_since: dict[str, int]
+
+
+def replay(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None
+           ) -> tuple[list[str], State, str, int]:
+    """Check the links (from ``start``, else from the genesis) in one pass and replay them:
+    returns the problems of the links themselves, the state they imply (window fields
+    filled in), and the hash and ``seq`` of the last link."""
+    state = State() if start is None else start.state
+    last: list[Any] = [chain.GENESIS, 0] if start is None else [start.head, start.seq]
+    heads_seen = [head is None or (start is not None and head == start.head)]
+
+    def tap(found: Iterator[tuple[dict[str, Any], str, str]]
+            ) -> Iterator[tuple[dict[str, Any], str, str]]:
+        for link in found:
+            body = link[0]
+            state.apply(body)
+            last[0], last[1] = link[2], body["seq"]
+            if head is not None and not heads_seen[0]:
+                previous = (json.loads(body["body"]).get("previous_head") or chain.GENESIS
+                            if body["kind"] == "event" and body["event"] == "migration"
+                            else None)
+                heads_seen[0] = head in (link[2], previous)
+            yield link
+
+    problems = chain.verify_links(tap(links(conn, last[1])), key, (last[0], last[1] + 1))
     stored_head, stored_seq = _meta(conn, "chain_head"), _meta(conn, "chain_seq")
-    last_hash, last_seq = (found[-1][2], found[-1][0]["seq"]) if found else (chain.GENESIS, 0)
-    if stored_head != last_hash or str(stored_seq) != str(last_seq):
+    if stored_head != last[0] or str(stored_seq) != str(last[1]):
         problems.append("the stored chain head is not the last link (truncated or extended "
                         "log)")
     if _meta(conn, "mac_key_id") != chain.key_id(key):
         problems.append("meta.mac_key_id does not name this ledger's key")
-    state = State()
-    heads = {link[2] for link in found}
-    for body, _, _ in found:
-        state.apply(body)
-        if body["kind"] == "event" and body["event"] == "migration":
-            heads.add(json.loads(body["body"]).get("previous_head") or chain.GENESIS)
-    if head is not None and head not in heads:
-        problems.append("the saved head is not on the chain (rewritten history)")
-    return (problems + state.problems + _compare_rows(conn, key, state)
-            + _compare_releases(conn, state))
+    if not heads_seen[0]:
+        problems.append("the saved head is not on the chain (rewritten history)" if start
+                        is None else "the saved head is not on the chain after the checkpoint "
+                        "(run a full verify)")
+    return problems + state.problems, state.finish(), str(last[0]), int(last[1])
+
+
+def verify(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None
+           ) -> list[str]:
+    """Every problem found in the ledger (empty when intact); ``head``, a head saved earlier,
+    must still be on the chain (or be the version-2 head the migration started from). One
+    pass over the chain in ``seq`` order, then one over each table of rows. From ``start``
+    (a checkpoint), only the links after it and the releases and buckets they touched are
+    read; the rows are all compared."""
+    return check(conn, key, head, start)[0]
+
+
+def check(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None
+          ) -> tuple[list[str], State, str, int]:
+    """:func:`verify`, also returning the state the chain implies and the hash and ``seq``
+    of its last link (for a checkpoint)."""
+    problems, state, last_hash, last_seq = replay(conn, key, head, start)
+    problems += (_compare_rows(conn, key, state)
+                 + _compare_buckets(conn, key, state,
+                                    None if start is None else start.bucket_since)
+                 + _compare_releases(conn, state, start))
+    return problems, state, last_hash, last_seq

@@ -10,7 +10,8 @@ per existing dataset, policy, analyst, grant and study — the state as found, w
 did not protect — then the old links in their order, each release now carrying its request
 hash and the running totals recomputed from the releases (a tampered cached total is
 replaced, not trusted), each outcome the hash of the stored answer. Finally every mutable
-row is rewritten from the replayed chain with its ``seq`` and MAC.
+row is rewritten from the replayed chain with its ``seq`` and MAC, and the burn-rate buckets
+are written (:mod:`dpkit.ledger.window`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from dpkit.errors import LedgerError
-from dpkit.ledger import chain, codec, store
+from dpkit.ledger import chain, codec, store, window
 from dpkit.ledger.integrity import State, stored_sha256
 from dpkit.ledger.schema import analysts, datasets, grants, meta, outcomes, releases, studies
 
@@ -155,8 +156,9 @@ def rechain(conn: Connection, key: bytes, found: int) -> None:
                 latest = last[row["release_id"]] == row["id"]
                 stored = stored_sha256(rel[row["release_id"]]["result"]) if latest else None
                 w.outcome(row, stored, row["id"])
-    for table, rows in w.state.rows.items():
+    for table, rows in w.state.finish().rows.items():
         for state_row in rows.values():
             store.put_row(conn, key, table, state_row, new=False)
+    window.write_buckets(conn, key, w.state.windows)
     conn.execute(meta.update().where(meta.c.key == "chain_head").values(value=w.head))
     conn.execute(meta.update().where(meta.c.key == "chain_seq").values(value=str(w.seq)))

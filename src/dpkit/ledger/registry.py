@@ -29,6 +29,11 @@ Guarantees
   recorded an answer (it failed, or crashed more than ``STALE_SECONDS`` ago) debits again,
   since nothing was released.
 - Losses compose in the dataset's measure exactly (Fractions; basic composition).
+- Every check-and-debit reads a constant number of rows, whatever the ledger's size: running
+  totals on the dataset and grant rows, the burn-rate window's running total on the dataset
+  row with per-minute buckets (:mod:`dpkit.ledger.window`: rounded outward, never
+  under-counting), indexed idempotency look-ups. ``verify`` can start from a signed
+  checkpoint (:mod:`dpkit.ledger.checkpoint`).
 """
 
 from __future__ import annotations
@@ -36,13 +41,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import os
 import secrets
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy.engine import make_url
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: SQLite's busy handler alone
+    fcntl = None  # type: ignore[assignment]
 
 from dpkit.core.measures import PrivacyLoss, convert
 from dpkit.errors import (
@@ -52,7 +64,7 @@ from dpkit.errors import (
     LedgerError,
     LedgerIntegrityError,
 )
-from dpkit.ledger import chain, integrity, store
+from dpkit.ledger import chain, checkpoint, integrity, store, window
 from dpkit.ledger.codec import MEASURES, dump, load, now, stamp
 from dpkit.ledger.keys import resolve_key
 from dpkit.ledger.rechain import rechain
@@ -68,8 +80,41 @@ from dpkit.ledger.schema import (
 __all__ = ["Ledger", "IdempotentReplay", "SCHEMA_VERSION", "STALE_SECONDS"]
 
 STALE_SECONDS = 300  # a debited attempt with no outcome after this long counts as crashed
-_WINDOW_SLACK = timedelta(hours=1)  # burn-rate walk: how far times may run against seq
-_BATCH = 256
+
+# the statements of every debit and outcome, as SQL text run on the DBAPI cursor
+# (store.run): building and compiling SQLAlchemy statements cost more than the work itself
+_HEAD = """SELECT "value" FROM "meta" WHERE "key" = 'chain_head'"""
+_SEQ_AND_ID = """SELECT (SELECT "value" FROM "meta" WHERE "key" = 'chain_seq'),
+    (SELECT max("id") FROM "releases")"""
+_HEAD_SEQ_AND_ID = """SELECT (SELECT "value" FROM "meta" WHERE "key" = 'chain_head'),
+    (SELECT "value" FROM "meta" WHERE "key" = 'chain_seq'), (SELECT max("id") FROM "releases")"""
+_ADVANCE = """UPDATE "meta" SET "value" = CASE WHEN "key" = 'chain_head' THEN :head ELSE :seq END
+    WHERE "key" IN ('chain_head', 'chain_seq')"""
+_RELEASE_COLUMNS = store.columns(releases)
+_NEWEST = f"""SELECT {_RELEASE_COLUMNS} FROM "releases" WHERE "dataset" = :dataset
+    ORDER BY "seq" DESC LIMIT 1"""
+_PRIOR = {named: f"""SELECT {_RELEASE_COLUMNS} FROM "releases" WHERE "dataset" = :dataset
+    AND "idempotency_key" = :key AND {'"analyst" = :analyst' if named else '"analyst" IS NULL'}
+    ORDER BY "id" DESC LIMIT 1""" for named in (True, False)}
+_LAST_OUTCOME = f"""SELECT {store.columns(outcomes)} FROM "outcomes"
+    WHERE "release_id" = :rid ORDER BY "seq" DESC LIMIT 1"""
+_BUCKETS = """SELECT "dataset", "minute", "spent", "mac" FROM "burn"
+    WHERE "dataset" = :dataset AND "minute" >= :lo AND "minute" <= :hi"""
+_BUCKET_UPDATE = """UPDATE "burn" SET "spent" = :spent, "mac" = :mac
+    WHERE "dataset" = :dataset AND "minute" = :minute"""
+_BUCKET_INSERT = """INSERT INTO "burn" ("dataset", "minute", "spent", "mac")
+    VALUES (:dataset, :minute, :spent, :mac)"""
+
+
+def _insert(table: str, names: list[str]) -> str:
+    quoted = ", ".join(f'"{n}"' for n in names)
+    return f'INSERT INTO "{table}" ({quoted}) VALUES (' + ", ".join(f":{n}" for n in names) + ")"
+
+
+_RELEASE_INSERT = _insert("releases", [c.name for c in releases.columns])
+_OUTCOME_INSERT = _insert("outcomes", [c.name for c in outcomes.columns if c.name != "id"])
+_MARK = """UPDATE "releases" SET "status" = :status, "result_sha256" = :result_sha256,
+    "result" = :result WHERE "id" = :rid"""
 
 
 class _Answered(IdempotentReplay):  # noqa: N818 - a replay, not a failure
@@ -103,7 +148,8 @@ def _engine(location: str | Path) -> tuple[Engine, str]:
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, before any read
+            conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
+                "BEGIN IMMEDIATE")  # the write lock, before any read
     else:
         engine = create_engine(url, pool_pre_ping=True)
     return engine, url
@@ -124,6 +170,10 @@ class Ledger:
         The key of the chain and of the row MACs. Default: ``$DPKIT_LEDGER_MAC_KEY``, else a
         key file (``<ledger file>.key``, created with a new ledger); see
         :mod:`dpkit.ledger.keys`.
+    sync_outcomes : bool, default False
+        Wait for the disk when recording an outcome (:meth:`mark`) as well as a debit. By
+        default an outcome's commit survives a crash of the process but not a power loss
+        until the next debit's commit; a lost outcome never refunds (its debit is durable).
 
     Raises
     ------
@@ -133,9 +183,14 @@ class Ledger:
     """
 
     def __init__(self, location: str | Path, *, encryption_key: bytes | None = None,
-                 mac_key: bytes | str | None = None) -> None:
+                 mac_key: bytes | str | None = None, sync_outcomes: bool = False) -> None:
         self.engine, self.url = _engine(location)
         self.path = location
+        self._fast_outcomes = not sync_outcomes
+        database = make_url(self.url).database if self.url.startswith("sqlite") else None
+        self._lock_path = (None if database in (None, "", ":memory:") or fcntl is None
+                           else f"{database}.lock")
+        self._lock_pid, self._lock_file = -1, cast(Any, None)
         self._fernet: Any = None
         if encryption_key is not None:
             from cryptography.fernet import Fernet
@@ -152,6 +207,8 @@ class Ledger:
                         conn.execute(meta.insert().values(key=name, value=value))
                 if found in (1, 2):
                     rechain(conn, self._key, found)
+                elif found == 3:
+                    window.upgrade(conn, self._key)
         except LedgerError:
             self.engine.dispose()
             raise
@@ -161,28 +218,63 @@ class Ledger:
 
     # -- plumbing ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[Connection]:
-        with self.engine.begin() as conn:
-            yield conn
+    def _transaction(self, durable: bool = True) -> Iterator[Connection]:
+        """A write transaction. ``durable`` False (outcomes only) commits without waiting
+        for the disk (SQLite ``synchronous=NORMAL`` in WAL mode, PostgreSQL
+        ``synchronous_commit = off``): it survives a crash of the process, and is made
+        durable by the next durable commit; a power loss before then can lose the outcome
+        — never a debit, so never a refund (the release then reads as debited, unanswered)."""
+        with self._queue(), self.engine.connect() as conn:
+            if self.url.startswith("sqlite"):
+                raw = conn.connection
+                mode = "FULL" if durable or not self._fast_outcomes else "NORMAL"
+                if raw.info.get("synchronous") != mode:
+                    dbapi: Any = raw.dbapi_connection
+                    dbapi.execute(f"PRAGMA synchronous={mode}")
+                    raw.info["synchronous"] = mode
+            with conn.begin():
+                if not durable and self._fast_outcomes and not self.url.startswith("sqlite"):
+                    conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+                yield conn
 
-    def _lock_head(self, conn: Connection) -> tuple[str, int]:
+    @contextlib.contextmanager
+    def _queue(self) -> Iterator[None]:
+        """For a SQLite file: queue on an OS lock (``flock`` on ``<ledger>.lock``) before
+        ``BEGIN IMMEDIATE``, so that a waiting writer wakes as soon as the lock is free
+        instead of sleeping in SQLite's busy handler (which backs off up to 100 ms). Only
+        a queue: the database lock still serialises writers, whoever holds this one."""
+        path = self._lock_path
+        if path is None:
+            yield
+            return
+        if self._lock_pid != os.getpid():  # a forked process opens its own lock file
+            self._lock_file = open(path, "a")  # noqa: SIM115 - kept open, by design
+            self._lock_pid = os.getpid()
+        fcntl.flock(self._lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+
+    def _lock_head(self, conn: Connection) -> tuple[str, int, int]:
         """Take the ledger's write lock (the chain head's row; SQLite already holds its
-        database lock) and read the head; every writer passes here first, so one lock
-        serialises them and no two can deadlock."""
-        head = conn.execute(select(meta.c.value).where(meta.c.key == "chain_head")
-                            .with_for_update()).scalar_one()
-        seq = conn.execute(select(meta.c.value).where(meta.c.key == "chain_seq")).scalar_one()
-        return str(head), int(seq)
+        database lock) and read the head, its ``seq`` and the last release id; every writer
+        passes here first, so one lock serialises them and no two can deadlock."""
+        if self.url.startswith("sqlite"):  # BEGIN IMMEDIATE took the lock: one statement
+            head, seq, last_id = store.run(conn, _HEAD_SEQ_AND_ID).fetchone()
+        else:  # lock the head's row first, then read (a statement started before the lock
+            head = store.run(conn, _HEAD + " FOR UPDATE").fetchone()[0]  # sees old rows)
+            seq, last_id = store.run(conn, _SEQ_AND_ID).fetchone()
+        return str(head), int(seq), int(last_id or 0)
 
     def _advance(self, conn: Connection, head: str, seq: int) -> None:
-        conn.execute(meta.update().where(meta.c.key == "chain_head").values(value=head))
-        conn.execute(meta.update().where(meta.c.key == "chain_seq").values(value=str(seq)))
+        store.run(conn, _ADVANCE, {"head": head, "seq": str(seq)})
 
     def _append(self, conn: Connection, kind: str, table: str, key: tuple[str, ...],
                 body: dict[str, Any], time: str) -> int:
         """Append an event link (an administrative change of row ``table`` ``key``);
         returns its ``seq``. The caller holds the write lock."""
-        head, seq = self._lock_head(conn)
+        head, seq, _ = self._lock_head(conn)
         digest, _ = store.insert_event(conn, self._key, head, seq + 1, kind,
                                        chain.subject(table, *key), body, time)
         self._advance(conn, digest, seq + 1)
@@ -223,7 +315,8 @@ class Ledger:
         return row
 
     def _sum(self, conn: Connection, dataset: str, measure: str, analyst: str) -> PrivacyLoss:
-        """The recorded loss of ``analyst``'s releases on ``dataset`` (for display)."""
+        """The recorded loss of ``analyst``'s releases on ``dataset`` (for display; the
+        debit reads the grant's running total instead)."""
         query = select(releases.c.measure, releases.c.loss).where(
             (releases.c.dataset == dataset) & (releases.c.analyst == analyst))
         total = MEASURES[measure].zero()
@@ -231,38 +324,53 @@ class Ledger:
             total = total + load(m, loss)
         return total
 
-    def _recent(self, conn: Connection, dataset: str, measure: str, since: datetime
-                ) -> PrivacyLoss:
-        """The loss of the dataset's releases made at or after ``since``, for the burn-rate
-        policy. Walks its releases newest first (index on (dataset, seq)) in batches,
-        checking each link, and stops at the first made more than ``_WINDOW_SLACK`` before
-        ``since`` (release times grow with ``seq`` up to lock waits and clock skew): the
-        cost is the releases of the window, and an edited time or loss is refused rather
-        than trusted.
+    def _bucket_ok(self, bucket: Any) -> None:
+        if not hmac.compare_digest(str(bucket.mac), chain.bucket_mac(
+                self._key, bucket.dataset, bucket.minute, bucket.spent)):
+            raise self._tampered(f"the burn-rate bucket of {bucket.dataset!r} at minute "
+                                 f"{bucket.minute} was edited outside the ledger")
+
+    def _window(self, conn: Connection, row: dict[str, Any], moment: datetime,
+                loss: window.Raw) -> tuple[int, window.Raw, window.Raw, bool]:
+        """The burn-rate window after debiting ``loss`` at ``moment``
+        (:mod:`dpkit.ledger.window`): the ledger minute, the window's total, the minute's
+        bucket, and whether that bucket exists already. Reads only the buckets that leave
+        the window (each once in the ledger's life) and the current one, each MAC-checked.
 
         Raises
         ------
         LedgerIntegrityError
-            If a release read was edited outside the ledger.
+            If a bucket read was edited outside the ledger.
         """
-        total, before = MEASURES[measure].zero(), None
-        while True:
-            query = (select(releases).where(releases.c.dataset == dataset)
-                     .order_by(releases.c.seq.desc()).limit(_BATCH))
-            if before is not None:
-                query = query.where(releases.c.seq < before)
-            batch = conn.execute(query).all()
-            for row in batch:
-                if not self._link_ok(row, chain.release_body(row._mapping)):
-                    raise self._tampered(f"release {row.id} was edited outside the ledger")
-                when = datetime.fromisoformat(row.time)
-                if when < since - _WINDOW_SLACK:
-                    return total
-                if when >= since:
-                    total = total + load(row.measure, row.loss)
-            if len(batch) < _BATCH:
-                return total
-            before = batch[-1].seq
+        dataset, previous = row["name"], row["window_minute"]
+        minute, gone, reset = window.expiry(previous, window.minute_of(moment))
+        total = {} if reset else window.raw(row["window_spent"])
+        if gone is not None:
+            for old in store.rows(store.run(conn, _BUCKETS, {"dataset": dataset,
+                                                             "lo": gone[0], "hi": gone[1]})):
+                self._bucket_ok(old)
+                total = window.sub(total, window.raw(old.spent))
+        current: window.Raw = {}
+        exists = False
+        if minute == previous:
+            found = store.first(conn, _BUCKETS, {"dataset": dataset, "lo": minute,
+                                                 "hi": minute})
+            if found is not None:
+                self._bucket_ok(found)
+                current, exists = window.raw(found.spent), True
+        return minute, window.add(total, loss), window.add(current, loss), exists
+
+    def _newest_ok(self, conn: Connection, row: dict[str, Any]) -> None:
+        """The dataset's newest release link is intact and carries the row's running total
+        (one index lookup: an edit of the last debit is refused at the next one)."""
+        newest = store.first(conn, _NEWEST, {"dataset": row["name"]})
+        if newest is None:
+            return
+        if not self._link_ok(newest, chain.release_body(newest._mapping)):
+            raise self._tampered(f"release {newest.id} was edited outside the ledger")
+        if newest.dataset_spent is not None and newest.dataset_spent != row["spent"]:
+            raise self._tampered(f"datasets {row['name']!r}: its running total differs from "
+                                 f"its last release's ({newest.id})")
 
     def _link_ok(self, row: Any, body: dict[str, Any]) -> bool:
         return hmac.compare_digest(str(row.hash), chain.link_hash(self._key, row.prev_hash, body))
@@ -290,7 +398,8 @@ class Ledger:
                 seq = self._append(conn, "dataset", "datasets", (dataset,), body,
                                    body["created"])
                 store.put_row(conn, self._key, "datasets", {
-                    **body, "spent": dump(type(cap).zero()), "per_day": None, "seq": seq},
+                    **body, "spent": dump(type(cap).zero()), "per_day": None, "seq": seq,
+                    "window_minute": None, "window_spent": dump(type(cap).zero())},
                     new=True)
                 return cap
         stored = load(row["measure"], row["cap"])
@@ -444,61 +553,72 @@ class Ledger:
             attempt is still in progress.
         """
         with self._transaction() as conn:
-            head, seq = self._lock_head(conn)
+            head, seq, last_id = self._lock_head(conn)
             moment = now()  # under the lock: release times grow with seq
             row = self._dataset(conn, dataset)
+            self._newest_ok(conn, row)
             measure = row["measure"]
             if type(loss).__name__ != measure:
                 loss = convert(loss, MEASURES[measure])
-            request = chain.request_digest(dataset, analyst, query, dump(loss), noise)
+            loss_text = dump(loss)
+            request = chain.request_digest(dataset, analyst, query, loss_text, noise)
             if idempotency_key is not None:
                 self._check_key(conn, dataset, analyst, idempotency_key, request, moment)
-            cap, spent = load(measure, row["cap"]), load(measure, row["spent"])
-            if not (spent + loss) <= cap:
+            loss_raw = window.raw(loss_text)  # exact fields: no measure objects per debit
+            total = window.compose(window.raw(row["spent"]), loss_raw)
+            if not window.within(total, window.raw(row["cap"])):
+                cap, spent = load(measure, row["cap"]), load(measure, row["spent"])
                 raise BudgetExceededError(
                     f"ledger {self.url}: dataset {dataset!r} has spent {spent} of its lifetime "
                     f"cap {cap}; this release ({loss}) would exceed it. Nothing was released.")
             grant = None if analyst is None else self._check_grant(conn, analyst, dataset,
-                                                                   measure, loss)
+                                                                   measure, loss, loss_raw)
+            minute, recent, bucket, exists = self._window(conn, row, moment, loss_raw)
             if row["per_day"] is not None:
                 limit = load(measure, row["per_day"])
-                recent = self._recent(conn, dataset, measure, moment - timedelta(days=1))
-                if not (recent + loss) <= limit:
+                if not window.as_loss(measure, recent) <= limit:
+                    before = window.as_loss(measure, window.sub(recent, window.raw(loss_text)))
                     raise BudgetExceededError(
-                        f"dataset {dataset!r}: {recent} spent in the last 24 h; this release "
+                        f"dataset {dataset!r}: {before} spent in the last 24 h; this release "
                         f"({loss}) would exceed the burn-rate limit {limit} per day")
-            fields = {"dataset": dataset, "analyst": analyst, "study": study,
-                      "time": stamp(moment), "query": query, "measure": measure,
-                      "loss": dump(loss), "noise": noise, "idempotency_key": idempotency_key,
-                      "request_sha256": request, "dataset_spent": dump(spent + loss),
-                      "grant_spent": None if grant is None else dump(grant["spent"]),
+            fields = {"id": last_id + 1, "dataset": dataset, "analyst": analyst,
+                      "study": study, "time": stamp(moment), "query": query,
+                      "measure": measure, "loss": loss_text, "noise": noise,
+                      "idempotency_key": idempotency_key, "request_sha256": request,
+                      "dataset_spent": window.text(total),
+                      "grant_spent": None if grant is None else grant["spent"],
                       "seq": seq + 1}
-            new_id = conn.execute(releases.insert().values(
-                status="debited", **fields)).inserted_primary_key[0]  # type: ignore[index]
-            digest = chain.link_hash(self._key, head,
-                                     chain.release_body({**fields, "id": new_id}))
-            conn.execute(releases.update().where(releases.c.id == new_id)
-                         .values(prev_hash=head, hash=digest))
-            store.put_row(conn, self._key, "datasets",
-                          {**row, "spent": fields["dataset_spent"], "seq": seq + 1}, new=False)
-            if grant is not None:
-                store.put_row(conn, self._key, "grants",
-                              {**grant["row"], "spent": fields["grant_spent"], "seq": seq + 1},
+            digest = chain.link_hash(self._key, head, chain.release_body(fields))
+            with store.batch(conn):  # the writes: one round trip on PostgreSQL
+                store.run(conn, _RELEASE_INSERT, {
+                    **fields, "status": "debited", "result_sha256": None, "result": None,
+                    "prev_hash": head, "hash": digest})
+                store.put_row(conn, self._key, "datasets",
+                              {**row, "spent": fields["dataset_spent"], "seq": seq + 1,
+                               "window_minute": minute, "window_spent": window.text(recent)},
                               new=False)
-            self._advance(conn, digest, seq + 1)
-            return int(new_id)
+                spent_text = window.text(bucket)
+                mac = chain.bucket_mac(self._key, dataset, minute, spent_text)
+                if exists:
+                    store.run(conn, _BUCKET_UPDATE, {"dataset": dataset, "minute": minute,
+                                                     "spent": spent_text, "mac": mac})
+                else:
+                    store.run(conn, _BUCKET_INSERT, {"dataset": dataset, "minute": minute,
+                                                     "spent": spent_text, "mac": mac})
+                if grant is not None:
+                    store.put_row(conn, self._key, "grants",
+                                  {**grant["row"], "spent": fields["grant_spent"], "seq": seq + 1},
+                                  new=False)
+                self._advance(conn, digest, seq + 1)
+            return last_id + 1
 
     def _check_key(self, conn: Connection, dataset: str, analyst: str | None, key: str,
                    request: str, moment: datetime) -> None:
         """Replay, refuse or let through a request with an idempotency key: its first
         release must be intact and for the same request; a recorded answer is returned only
         if it matches the hash chained in its outcome."""
-        prior = conn.execute(
-            select(releases)
-            .where((releases.c.dataset == dataset) & (releases.c.idempotency_key == key)
-                   & (releases.c.analyst.is_(None) if analyst is None
-                      else releases.c.analyst == analyst))
-            .order_by(releases.c.id.desc())).first()
+        prior = store.first(conn, _PRIOR[analyst is not None],
+                            {"dataset": dataset, "key": key, "analyst": analyst})
         if prior is None:
             return
         if not self._link_ok(prior, chain.release_body(prior._mapping)):
@@ -508,8 +628,7 @@ class Ledger:
                 f"idempotency key {key!r} was first used for another request (release "
                 f"{prior.id}: another query, loss or noise plan); use a new key for a new "
                 "request. Nothing was debited.")
-        last = conn.execute(select(outcomes).where(outcomes.c.release_id == prior.id)
-                            .order_by(outcomes.c.seq.desc())).first()
+        last = store.first(conn, _LAST_OUTCOME, {"rid": prior.id})
         if last is not None and not self._link_ok(last, chain.outcome_body(last._mapping)):
             raise self._tampered(f"the outcome of release {prior.id} was edited outside the "
                                  "ledger")
@@ -531,19 +650,19 @@ class Ledger:
                               f"{prior.id}) is still in progress; retry later")
 
     def _check_grant(self, conn: Connection, analyst: str, dataset: str, measure: str,
-                     loss: PrivacyLoss) -> dict[str, Any]:
-        """The analyst's checked grant with their spend after ``loss`` (``spent``) and the
-        row (``row``); raises if the grant is missing or ``loss`` would exceed it."""
+                     loss: PrivacyLoss, loss_raw: window.Raw) -> dict[str, Any]:
+        """The analyst's checked grant with their spend after ``loss`` as text (``spent``)
+        and the row (``row``); raises if the grant is missing or ``loss`` would exceed it."""
         row = self._row(conn, "grants", (analyst, dataset))
         if row is None:
             raise LedgerError(f"analyst {analyst!r} has no grant on dataset {dataset!r}")
-        spent = load(measure, row["spent"])
-        if row["cap"] is not None and not (spent + loss) <= load(measure, row["cap"]):
+        total = window.compose(window.raw(row["spent"]), loss_raw)
+        if row["cap"] is not None and not window.within(total, window.raw(row["cap"])):
             raise BudgetExceededError(
-                f"analyst {analyst!r} has spent {spent} of their cap "
+                f"analyst {analyst!r} has spent {load(measure, row['spent'])} of their cap "
                 f"{load(measure, row['cap'])} on {dataset!r}; this release ({loss}) would "
                 "exceed it")
-        return {"row": row, "spent": spent + loss}
+        return {"row": row, "spent": window.text(total)}
 
     def mark(self, release_id: int, status: str, result_sha256: str | None,
              result: str | None = None) -> None:
@@ -554,16 +673,17 @@ class Ledger:
         if status not in ("released", "failed"):
             raise LedgerError(f"unknown status {status!r}")
         sealed = self._seal(result)
-        with self._transaction() as conn:
-            head, seq = self._lock_head(conn)
+        with self._transaction(durable=False) as conn:
+            head, seq, _ = self._lock_head(conn)
             body = {"release_id": release_id, "time": stamp(now()), "status": status,
                     "result_sha256": result_sha256,
                     "stored_sha256": integrity.stored_sha256(sealed), "seq": seq + 1}
             digest = chain.link_hash(self._key, head, chain.outcome_body(body))
-            conn.execute(outcomes.insert().values(prev_hash=head, hash=digest, **body))
-            conn.execute(releases.update().where(releases.c.id == release_id).values(
-                status=status, result_sha256=result_sha256, result=sealed))
-            self._advance(conn, digest, seq + 1)
+            with store.batch(conn):
+                store.run(conn, _OUTCOME_INSERT, {"prev_hash": head, "hash": digest, **body})
+                store.run(conn, _MARK, {"rid": release_id, "status": status,
+                                        "result_sha256": result_sha256, "result": sealed})
+                self._advance(conn, digest, seq + 1)
 
     def _seal(self, result: str | None) -> str | None:
         if result is None or self._fernet is None:
@@ -611,14 +731,34 @@ class Ledger:
             return str(conn.execute(select(meta.c.value).where(meta.c.key == "chain_head")
                                     ).scalar_one())
 
-    def verify(self, head: str | None = None) -> list[str]:
+    def verify(self, head: str | None = None, *, since_checkpoint: bool = False
+               ) -> list[str]:
         """Check the whole ledger against its keyed chain (:mod:`dpkit.ledger.integrity`):
-        every link, the head, and every dataset, policy, analyst, grant, study, release
-        status, result hash and stored answer; return the problems, each naming what is
-        wrong (empty when the ledger is intact). ``head``: a previously saved chain head
-        that must still be on the chain."""
+        every link, the head, and every dataset, policy, analyst, grant, study, burn-rate
+        bucket, release status, result hash and stored answer; return the problems, each
+        naming what is wrong (empty when the ledger is intact). ``head``: a previously saved
+        chain head that must still be on the chain. ``since_checkpoint``: start from the
+        newest signed checkpoint (:meth:`checkpoint`, :mod:`dpkit.ledger.checkpoint`):
+        only the links after it are replayed (a full verify if there is none)."""
         with self.engine.connect() as conn:
-            return integrity.verify(conn, self._key, head)
+            start, problems = (checkpoint.latest(conn, self._key) if since_checkpoint
+                               else (None, []))
+            return problems + integrity.verify(conn, self._key, head, start)
+
+    def checkpoint(self) -> list[str]:
+        """Verify the whole ledger under its write lock and, if it is intact, sign and store
+        its state at the chain head (:mod:`dpkit.ledger.checkpoint`), so that later
+        ``verify(since_checkpoint=True)`` replays only what came after. Returns the problems
+        found (nothing is stored unless it is empty). Writers wait while it runs."""
+        with self._transaction() as conn:
+            self._lock_head(conn)
+            problems, state, head, seq = integrity.check(conn, self._key)
+            if problems:
+                return problems
+            last_id = store.run(conn, _SEQ_AND_ID).fetchone()[1]
+            text = checkpoint.dump(state, seq, head, int(last_id or 0))
+            checkpoint.write(conn, self._key, text, seq, stamp(now()))
+        return []
 
     def export(self) -> dict[str, Any]:
         """Everything but tokens and stored results, as JSON-ready data (losses as exact

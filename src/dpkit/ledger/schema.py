@@ -7,8 +7,15 @@ releases and on the append-only ``outcomes`` table). Version 3 keys the chain (H
 extends it to everything that decides a spend or an answer: the append-only ``events`` table
 (administrative changes), the running totals and the request hash in each release link, the
 hash of the stored answer in each outcome link, and a ``seq`` and a MAC on every mutable row
-(:mod:`dpkit.ledger.chain`). Migrations run in one transaction on open and are recorded in
-``meta.schema_version``; the ledger then rebuilds the chain (:mod:`dpkit.ledger.rechain`).
+(:mod:`dpkit.ledger.chain`). Version 4 makes every check-and-debit O(1) in the size of the
+ledger: the burn-rate window's running total on the dataset row (``window_minute``,
+``window_spent``, signed with it) and the ``burn`` table of per-minute buckets
+(:mod:`dpkit.ledger.window`), computed once from the releases when a version-3 ledger is
+opened (:func:`dpkit.ledger.window.upgrade`), the ``checkpoints`` table (signed states for an
+incremental ``verify``, :mod:`dpkit.ledger.checkpoint`), and indexes on the ``seq`` of releases and
+outcomes (``verify`` streams the chain in order). Migrations run in one transaction on open
+and are recorded in ``meta.schema_version``; the ledger then rebuilds the chain
+(:mod:`dpkit.ledger.rechain`).
 """
 
 from __future__ import annotations
@@ -30,9 +37,9 @@ from sqlalchemy import (
 )
 
 __all__ = ["METADATA", "SCHEMA_VERSION", "migrate", "meta", "datasets", "analysts", "grants",
-           "studies", "releases", "outcomes", "events"]
+           "studies", "releases", "outcomes", "events", "burn", "checkpoints"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 METADATA = MetaData()
 
 meta = Table("meta", METADATA, Column("key", String(64), primary_key=True),
@@ -50,6 +57,8 @@ datasets = Table(
     Column("per_day", Text),  # burn-rate policy: at most this loss per rolling 24 h
     Column("seq", Integer),  # the last link that changed this row
     Column("mac", String(64)),  # chain.row_mac over the fields above
+    Column("window_minute", Integer),  # burn-rate window: ledger minute of the last debit
+    Column("window_spent", Text),  # the sum of its buckets in the window (window.py)
 )
 
 analysts = Table(
@@ -108,6 +117,7 @@ Index("releases_idempotency", releases.c.dataset, releases.c.analyst,
       releases.c.idempotency_key)
 Index("releases_dataset_seq", releases.c.dataset, releases.c.seq)
 Index("releases_grant_seq", releases.c.dataset, releases.c.analyst, releases.c.seq)
+Index("releases_seq", releases.c.seq)
 
 outcomes = Table(
     "outcomes", METADATA,
@@ -122,6 +132,7 @@ outcomes = Table(
     Column("stored_sha256", String(64)),  # SHA-256 of releases.result as stored (sealed)
 )
 Index("outcomes_release", outcomes.c.release_id, outcomes.c.seq)
+Index("outcomes_seq", outcomes.c.seq)
 
 events = Table(
     "events", METADATA,
@@ -134,6 +145,22 @@ events = Table(
     Column("hash", String(64), nullable=False),
 )
 Index("events_subject", events.c.subject, events.c.seq)
+
+burn = Table(  # burn-rate buckets: the exact loss debited per dataset and ledger minute
+    "burn", METADATA,
+    Column("dataset", String(255), primary_key=True),
+    Column("minute", Integer, primary_key=True, autoincrement=False),
+    Column("spent", Text, nullable=False),  # raw componentwise sum (window.text)
+    Column("mac", String(64), nullable=False),  # chain.bucket_mac
+)
+
+checkpoints = Table(  # signed states of the chain for an incremental verify (checkpoint.py)
+    "checkpoints", METADATA,
+    Column("seq", Integer, primary_key=True, autoincrement=False),  # its last link
+    Column("time", String(32), nullable=False),
+    Column("state", Text, nullable=False),  # canonical JSON
+    Column("mac", String(64), nullable=False),  # chain.checkpoint_mac
+)
 
 # columns added by version 3 to tables that may already exist
 _V3_COLUMNS = {
@@ -181,7 +208,18 @@ def _v2_to_v3(conn: Connection) -> None:
                 conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
 
-_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+def _v3_to_v4(conn: Connection) -> None:
+    """Add the burn-rate window's columns to ``datasets`` (the ``burn`` table and the new
+    indexes are created after); the ledger then computes the totals from the releases once
+    (:func:`dpkit.ledger.window.upgrade`)."""
+    present = {c["name"] for c in inspect(conn).get_columns("datasets")}
+    for column, kind in (("window_minute", "INTEGER"), ("window_spent", "TEXT")):
+        if column not in present:
+            conn.execute(text(f"ALTER TABLE datasets ADD COLUMN {column} {kind}"))
+
+
+_MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3,
+                                                        3: _v3_to_v4}
 
 
 def migrate(conn: Connection) -> int:
