@@ -24,10 +24,18 @@ does not materialise its bounded table: bounding is a lazy plan that Polars' str
 runs inside each release (:func:`dpkit.frame.engine.bound_contributions`), with fresh salts
 each time, and keeping its rows here would defeat the point. ``Session.bounded`` consults
 the cache only for in-memory Polars frames (which also cannot change under the session).
+
+Sharing. A server builds a session per request; it passes one cache per served dataset
+(``Session(..., bounded_cache=...)``) so that requests reuse each other's bounded tables, as
+the releases of one session do (the privacy argument above holds for any sequence of
+releases over the same fixed keys, whoever asks them). A cache is bound to the first
+session's tables (by identity) and privacy unit: a session over other tables or another
+unit is refused (:meth:`BoundedCache.bind`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -45,6 +53,30 @@ class BoundedCache:
         self.entries = entries
         self._items: OrderedDict[tuple, tuple[Any, list[Any]]] = OrderedDict()
         self.hits = 0
+        self._owner: tuple[Any, ...] | None = None
+        self._lock = threading.Lock()
+
+    def bind(self, tables: Sequence[Any], privacy_unit: str) -> None:
+        """Bind the cache to these in-memory tables (by identity, kept alive) and this
+        privacy unit on first use; later calls must give the same ones.
+
+        Raises
+        ------
+        DomainError
+            If the cache is already bound to other tables or another privacy unit.
+        """
+        owner = (tuple(tables), privacy_unit)
+        with self._lock:
+            if self._owner is None:
+                self._owner = owner
+                return
+        same = (len(self._owner[0]) == len(owner[0]) and self._owner[1] == owner[1]
+                and all(a is b for a, b in zip(self._owner[0], owner[0], strict=True)))
+        if not same:
+            from dpkit.errors import DomainError
+
+            raise DomainError("this bounded-table cache belongs to sessions over other tables "
+                              "or another privacy unit; give each dataset its own cache")
 
     @staticmethod
     def key(table: str, steps: Sequence[tuple[str, tuple, dict]], columns: Sequence[str],
@@ -66,13 +98,17 @@ class BoundedCache:
         return (table, steps_key, tuple(columns), tuple(key_columns)), refs
 
     def get_or_compute(self, key: tuple, refs: list[Any], compute: Callable[[], Any]) -> Any:
-        hit = self._items.get(key)
-        if hit is not None:
-            self._items.move_to_end(key)
-            self.hits += 1
-            return hit[0]
+        # a server's worker threads share one cache: the dictionary is guarded, the
+        # computation is not (two threads may both compute a missing entry; either is valid)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return hit[0]
         value = compute()
-        self._items[key] = (value, refs)
-        while len(self._items) > self.entries:
-            self._items.popitem(last=False)
+        with self._lock:
+            self._items[key] = (value, refs)
+            while len(self._items) > self.entries:
+                self._items.popitem(last=False)
         return value

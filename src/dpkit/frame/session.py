@@ -56,6 +56,10 @@ class Session:
         The dataset's name in the ledger (required with a ledger).
     analyst : str, optional
         Who spends (a ledger analyst with a grant on the dataset; their cap applies too).
+    bounded_cache : BoundedCache, optional
+        A cache of bounded tables shared with other sessions over the same in-memory tables
+        and privacy unit (a server shares one per dataset across requests; see
+        :mod:`dpkit.frame.bounded_cache`). Default: the session's own.
 
     Attributes
     ----------
@@ -67,14 +71,16 @@ class Session:
     Raises
     ------
     DomainError
-        For a budget that is not a privacy loss, or a ledger without a dataset name.
+        For a budget that is not a privacy loss, a ledger without a dataset name, or a
+        ``bounded_cache`` bound to other tables or another privacy unit.
     LedgerError
         If the ledger has the dataset with a different measure or cap.
     """
 
     def __init__(self, data: Any, privacy_unit: PrivacyUnit | None = None,
                  budget: PrivacyLoss | None = None, *, ledger: str | Path | Ledger | None = None,
-                 dataset: str | None = None, analyst: str | None = None) -> None:
+                 dataset: str | None = None, analyst: str | None = None,
+                 bounded_cache: BoundedCache | None = None) -> None:
         if not isinstance(budget, PureDP | ApproxDP | ZCDP):
             raise DomainError("budget must be dp.PureDP(ε), dp.ApproxDP(ε, δ) or dp.ZCDP(ρ)")
         self.privacy_unit = privacy_unit or PrivacyUnit.rows()
@@ -87,7 +93,9 @@ class Session:
         # in-memory Polars tables cannot change under the session: their bounded tables
         # can be reused across releases (see dpkit.frame.bounded_cache)
         self._in_memory = {name for name, t in tables.items() if isinstance(t, pl.DataFrame)}
-        self._bounded = BoundedCache()
+        self._bounded = BoundedCache() if bounded_cache is None else bounded_cache
+        self._bounded.bind([t for name, t in tables.items() if name in self._in_memory],
+                           str(self.privacy_unit))
         self.default_table = next(iter(self._tables))
         schemas = {name: t.collect_schema() for name, t in self._tables.items()}
         if self.privacy_unit.column is not None:

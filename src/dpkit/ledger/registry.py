@@ -187,6 +187,9 @@ class Ledger:
         self.engine, self.url = _engine(location)
         self.path = location
         self._fast_outcomes = not sync_outcomes
+        # datasets this object registered or checked: a cap is fixed at registration, so
+        # a later register() of the same (measure, cap) needs no write transaction
+        self._registered: dict[str, tuple[str, PrivacyLoss]] = {}
         database = make_url(self.url).database if self.url.startswith("sqlite") else None
         self._lock_path = (None if database in (None, "", ":memory:") or fcntl is None
                            else f"{database}.lock")
@@ -388,6 +391,8 @@ class Ledger:
             If its row was changed outside the ledger.
         """
         measure = type(cap).__name__
+        if self._registered.get(dataset) == (measure, cap):
+            return cap  # checked by this object before; a dataset's cap never changes
         with self._transaction() as conn:
             self._lock_head(conn)
             row = self._row(conn, "datasets", (dataset,))
@@ -401,12 +406,14 @@ class Ledger:
                     **body, "spent": dump(type(cap).zero()), "per_day": None, "seq": seq,
                     "window_minute": None, "window_spent": dump(type(cap).zero())},
                     new=True)
+                self._registered[dataset] = (measure, cap)
                 return cap
         stored = load(row["measure"], row["cap"])
         if row["measure"] != measure or stored != cap:
             raise LedgerError(
                 f"dataset {dataset!r} is registered with lifetime cap {stored} "
                 f"({row['measure']}); open it with that budget or use another dataset name")
+        self._registered[dataset] = (measure, stored)
         return stored
 
     def set_policy(self, dataset: str, per_day: PrivacyLoss | None) -> None:

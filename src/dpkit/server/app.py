@@ -27,7 +27,7 @@ import logging
 import os
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from dpkit.errors import (
     LedgerError,
     MeasureError,
 )
+from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.query import Query
 from dpkit.frame.session import Session
 from dpkit.ledger import Ledger
@@ -150,10 +151,12 @@ class ReleaseInfo(BaseModel):
 # -- state -----------------------------------------------------------------------------------
 @dataclass
 class Served:
-    """A dataset as served: its configuration and its loaded source."""
+    """A dataset as served: its configuration, its loaded source, and the bounded tables
+    its requests share (one cache per dataset and worker: dpkit.frame.bounded_cache)."""
 
     config: DatasetConfig
     source: Source
+    bounded: BoundedCache = field(default_factory=BoundedCache)
 
 
 class ServerState:
@@ -181,7 +184,7 @@ class ServerState:
         c = served.config
         try:
             return Session(data, c.privacy_unit, c.budget, ledger=self.ledger,
-                                  dataset=c.name, analyst=analyst)
+                           dataset=c.name, analyst=analyst, bounded_cache=served.bounded)
         except Exception as exc:
             raise _refusal(exc) from exc
 

@@ -1,0 +1,95 @@
+"""The server's per-request work is constant (issue 19): a dataset is registered once per
+worker (later sessions check it without a write transaction), and the bounded tables of an
+in-memory dataset are shared by the requests of a worker (dpkit.frame.bounded_cache)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import polars as pl
+import pytest
+
+import dpkit as dp
+from dpkit.errors import DomainError, LedgerError
+from dpkit.frame.bounded_cache import BoundedCache
+from dpkit.ledger import Ledger
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from dpkit.server.app import create_app  # noqa: E402
+from dpkit.server.config import parse_config  # noqa: E402
+
+UNIT = dp.PrivacyUnit.by("u", max_rows=2)
+
+
+def _frame() -> pl.DataFrame:
+    return pl.DataFrame({"u": [1, 1, 2, 3, 3, 3], "k": ["a", "b", "a", "b", "b", "a"]})
+
+
+def test_register_again_opens_no_transaction(tmp_path, monkeypatch):
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.register("d", dp.PureDP(2))
+    opened = []
+    original = ledger._transaction
+    monkeypatch.setattr(ledger, "_transaction", lambda *a, **k: opened.append(1) or original(
+        *a, **k))
+    assert ledger.register("d", dp.PureDP(2)) == dp.PureDP(2)
+    assert opened == []
+    with pytest.raises(LedgerError, match="lifetime cap"):  # another cap still checks the row
+        ledger.register("d", dp.PureDP(3))
+    assert opened == [1]
+    # a second object over the same file checks the row once, then remembers
+    other = Ledger(tmp_path / "l.sqlite")
+    with pytest.raises(LedgerError, match="lifetime cap"):
+        other.register("d", dp.ApproxDP(2, 1e-9))
+    assert other.register("d", dp.PureDP(2)) == dp.PureDP(2)
+    ledger.dispose()
+    other.dispose()
+
+
+def test_sessions_share_a_cache_over_the_same_table_and_unit():
+    df, cache = _frame(), BoundedCache()
+    for _ in range(3):
+        s = dp.Session(df, UNIT, dp.PureDP(10), bounded_cache=cache)
+        s.query().group_by("k", keys=["a", "b"]).agg(dp.count()).release(epsilon=1)
+        assert s.spent == dp.PureDP(1)  # reuse never skips the debit
+    assert cache.hits == 2
+
+
+@pytest.mark.parametrize("other", ["table", "unit"])
+def test_a_shared_cache_refuses_other_tables_or_units(other):
+    df, cache = _frame(), BoundedCache()
+    dp.Session(df, UNIT, dp.PureDP(10), bounded_cache=cache)
+    data = df.clone() if other == "table" else df
+    unit = UNIT if other == "table" else dp.PrivacyUnit.by("u", max_rows=1)
+    with pytest.raises(DomainError, match="other tables or another privacy unit"):
+        dp.Session(data, unit, dp.PureDP(10), bounded_cache=cache)
+
+
+def test_requests_reuse_bounded_tables_and_register_once(tmp_path, monkeypatch):
+    _frame().write_csv(tmp_path / "t.csv")
+    cfg = parse_config({
+        "ledger": "ledger.sqlite",
+        "datasets": [{"name": "t", "source": {"kind": "csv", "path": "t.csv"},
+                      "privacy_unit": {"column": "u", "max_rows": 2},
+                      "budget": {"measure": "pure", "epsilon": 10}}]}, base=tmp_path)
+    app = create_app(cfg)
+    state = app.state.dpkit
+    token = state.ledger.add_analyst("alice")
+    state.ledger.grant("alice", "t")
+    registered = []
+    original = state.ledger.register
+    monkeypatch.setattr(state.ledger, "register", lambda *a, **k: registered.append(
+        state.ledger._registered.get(a[0])) or original(*a, **k))
+    body = {"group_by": {"columns": ["k"], "keys": {"k": ["a", "b"]}},
+            "aggs": [{"agg": "count"}], "budget": {"epsilon": "1/2"}}
+    with TestClient(app) as http:
+        for _ in range(3):
+            r = http.post("/v1/datasets/t/release", json=body,
+                          headers={"Authorization": f"Bearer {token}"})
+            assert r.status_code == 200, r.text
+    assert state.datasets["t"].bounded.hits == 2
+    assert len(registered) == 3 and all(r is not None for r in registered)  # all memo hits
+    assert state.ledger.spent("t") == dp.PureDP(Fraction(3, 2))
