@@ -1,21 +1,28 @@
 """Learn and check the selection rule of ``release_histogram(method="auto")``.
 
-    python bench/auto_rule.py collect --dims 1 --part 0 --parts 2   # one process per core;
-    python bench/auto_rule.py collect --dims 1 --part 1 --parts 2   # trial 0 -> results/
-    python bench/auto_rule.py collect --dims 2                      # auto_runs_*_t0.csv
-    (the same three with --first-trial 1 --trials 2 for trials 1–2)
-    python bench/auto_rule.py fit --trials 2   # rule -> src/dpkit/release/ranges/auto_rule.py,
-                                               # leave-one-dataset-out table -> results/auto.md
+    python bench/auto_rule.py collect --dims 1 --trials 3                 # candidates' trials
+    python bench/auto_rule.py collect --dims 1 --trials 7 --first-trial 3  # 0–9 -> results/
+    python bench/auto_rule.py collect --dims 2 --trials 3                 # auto_runs_*.csv
+    python bench/auto_rule.py collect --dims 2 --trials 7 --first-trial 3  # (one at a time)
+    python bench/auto_rule.py fit --trials 10 --border-trials 10   # lists borderline cells
+    python bench/auto_rule.py refine --upto 30     # their 2 best candidates + pick: 30 trials
+    python bench/auto_rule.py fit --trials 10 --border-trials 30   # rule -> src/dpkit/release/
+                                    # ranges/auto_rule.py, LOO table -> results/auto.md
+    (results/auto.md: then `refine --upto 30` once more and the last `fit` again)
 
-``collect`` runs every candidate algorithm (:data:`dpkit.release.ranges.auto.CANDIDATES`, each
-with its own scale switch off: ``auto`` has already measured the scale) on every dataset
-(the DPBench shapes in ``shared/data/dpbench`` plus three synthetic shapes per dimension,
-:func:`synthetic`) × scale × ε × trial × workload, DPBench's protocol (multinomial
-resampling to the scale, scaled L2 error per query). ``fit`` builds the lookup table
+(``--methods mm`` runs only the named candidates, e.g. one added later: its file gets the
+names as a suffix.) ``collect`` runs every candidate algorithm
+(:data:`dpkit.release.ranges.auto.CANDIDATES`, each with its own scale switch off: ``auto``
+has already measured the scale) on every dataset (the DPBench shapes in
+``shared/data/dpbench`` plus three synthetic shapes per dimension, :func:`synthetic`) ×
+scale × ε × trial × workload, DPBench's protocol (multinomial resampling to the scale,
+scaled L2 error per query). ``fit`` builds the lookup table
 (:func:`dpkit.release.ranges.auto.fit_rule`) on all datasets and ships it; then, for every
 dataset D, it fits the table on the others, runs ``auto`` with that table on D's cells (fresh
 noise, the same resampled inputs) and compares its error with the best candidate's and with
-Identity's on that cell: D's cells never inform the rule that is scored on them.
+Identity's on that cell: D's cells never inform the rule that is scored on them. ``refine``
+adds trials where the first ``fit`` found ``auto`` within 1.25–2× of the best (the winner's
+curse of a minimum over noisy means, and auto's own noise, decide those cells).
 
 Every input (resampling, random workloads, synthetic shapes) comes from a seeded NumPy
 Generator keyed by the cell, so ``fit`` rebuilds exactly the inputs ``collect`` scored.
@@ -26,6 +33,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import os
 import sys
 import time
 from collections import defaultdict
@@ -49,7 +57,7 @@ RULE_FILE = Path(auto.__file__).with_name("auto_rule.py")
 # with ε ∈ {0.1, 1}, scales 10^3, 10^5, 10^7 already cover every signal decade in 1-D
 SCALES = {1: [10**3, 10**5, 10**7], 2: [10**3, 10**4, 10**5, 10**6, 10**7]}
 EPSILONS = [0.1, 1.0]  # the issue's ε; scale·ε spans 10^2–10^7 (signal decades −2…3)
-TRIALS = 1  # per collect process; results/auto.md used 3 (--first-trial 0, then 1 with 2)
+TRIALS = 1  # per collect process; results/auto.md used 10 (the docstring's commands)
 ADAPTIVE = {"dawa", "mm"}  # the others ignore the workload: released once, scored on all
 FIELDS = ["dataset", "dims", "scale", "epsilon", "trial", "workload", "method", "error"]
 
@@ -91,18 +99,23 @@ def cell_inputs(names: list[str], data: dict[str, np.ndarray], name: str, scale:
     x = bench.resample(data[name], scale, g)
     if x.ndim == 1:
         return x, [prefix(x.size), random_ranges(x.size, bench.RANGE_QUERIES, g)]
-    return x, [random_rectangles(x.shape, bench.RANGE_QUERIES, g)]  # type: ignore[arg-type]
+    return x, [random_rectangles(x.shape, bench.RANGE_QUERIES, g)]
 
 
 def kind(workload: RangeWorkload) -> str:
     return workload.name.split("(")[0]
 
 
-def collect(dims: int, trials: int, part: int = 0, parts: int = 1, first: int = 0) -> None:
+def collect(dims: int, trials: int, part: int = 0, parts: int = 1, first: int = 0,
+            methods: list[str] | None = None) -> None:
+    """Run ``methods`` (default every candidate) on every cell of rank ``dims`` for trials
+    ``first`` … ``first + trials − 1``; rows -> results/auto_runs_<dims>d_<part>_t<first>
+    [_<methods>].csv."""
     data = datasets(dims)
     names = sorted(data)
-    candidates = auto.CANDIDATES[dims]
-    out = RESULTS / f"auto_runs_{dims}d_{part}_t{first}.csv"
+    candidates = tuple(methods or auto.CANDIDATES[dims])
+    tag = "_" + "-".join(methods) if methods else ""
+    out = RESULTS / f"auto_runs_{dims}d_{part}_t{first}{tag}.csv"
     RESULTS.mkdir(exist_ok=True)
     t0 = time.perf_counter()
     with open(out, "w", newline="") as fh:
@@ -140,10 +153,13 @@ def load_runs() -> list[dict]:
     return rows
 
 
-def cell_means(rows: list[dict]) -> dict[tuple, dict[str, float]]:
-    """(dataset, dims, scale, ε, workload) -> {method: mean scaled error over trials}."""
+def cell_means(rows: list[dict], below: int | None = None) -> dict[tuple, dict[str, float]]:
+    """(dataset, dims, scale, ε, workload) -> {method: mean scaled error over trials}
+    (only trials < ``below`` if given: the old estimator's first :data:`OLD_TRIALS`)."""
     acc: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
+        if below is not None and r["trial"] >= below:
+            continue
         key = (r["dataset"], r["dims"], r["scale"], r["epsilon"], r["workload"])
         acc[key][r["method"]].append(r["error"])
     return {k: {m: float(np.mean(v)) for m, v in ms.items()} for k, ms in acc.items()}
@@ -156,7 +172,7 @@ def training_cells(means: dict[tuple, dict[str, float]], exclude: str | None = N
         if name == exclude:
             continue
         cells_n = 4096 if dims == 1 else 65536
-        cells.append(auto.Cell(dims, workload, scale * eps / cells_n, errs))
+        cells.append(auto.Cell(dims, workload, scale * eps / cells_n, errs, name))
     return cells
 
 
@@ -238,10 +254,41 @@ def before_after(means: dict[tuple, dict[str, float]]) -> list[str]:
     return lines
 
 
-def fit(trials: int) -> None:
-    """Fit the shipped rule on all datasets, then the leave-one-dataset-out evaluation."""
-    means = cell_means(load_runs())
-    rule = auto.fit_rule(training_cells(means))
+OLD_TRIALS, OLD_AUTO = 3, 2  # the old estimator: candidates' first 3 trials, auto's first 2
+BORDER = (1.25, 2.0)  # a cell is borderline when auto's error ÷ best falls in this range
+EDGES = ("neighbours", "interpolated")  # fit_rule's safety variants, chosen by LOO score
+
+
+def proxy_loo(means: dict[tuple, dict[str, float]], edges: str) -> tuple[float, float, float]:
+    """Leave-one-dataset-out share of cells within 1.25× of the best, from the candidates'
+    runs alone: auto's error taken as its pick's at the true scale ÷ 0.95 (error ∝ 1/ε).
+    Overall, 1-D, 2-D. Used only to choose between :data:`EDGES`."""
+    hits: dict[int, list[bool]] = {1: [], 2: []}
+    for held in sorted({k[0] for k in means}):
+        rule = auto.fit_rule(training_cells(means, exclude=held), edges=edges)
+        for (name, dims, scale, eps, workload), errs in means.items():
+            if name == held:
+                pick = auto.choose(scale, eps * 0.95, 4096 if dims == 1 else 65536, dims,
+                                   workload, rule)
+                hits[dims].append(errs[pick] / 0.95 <= 1.25 * min(errs.values()))
+    both = hits[1] + hits[2]
+    return float(np.mean(both)), float(np.mean(hits[1])), float(np.mean(hits[2]))
+
+
+def fit(trials: int, border_trials: int) -> None:
+    """Fit the shipped rule on all datasets, then the leave-one-dataset-out evaluation:
+    ``trials`` runs of auto per cell, up to ``border_trials`` on borderline cells. Writes
+    results/auto.md, the rule, and results/auto_borderline.csv (for ``refine``)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    runs = load_runs()
+    means, old = cell_means(runs), cell_means(runs, below=OLD_TRIALS)
+    counts: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in runs:
+        counts[(r["dataset"], r["dims"], r["scale"], r["epsilon"], r["workload"])][
+            r["method"]] += 1
+    variants = {e: proxy_loo(means, e) for e in EDGES}
+    edges = max(EDGES, key=lambda e: (variants[e][0], e == EDGES[0]))
+    rule = auto.fit_rule(training_cells(means), edges=edges)
     body = "\n".join(f"    {k!r}: {dict(sorted(v.items()))!r}," for k, v in sorted(rule.items()))
     RULE_FILE.write_text(
         '"""The selection table of ``method="auto"`` (generated by ``bench/auto_rule.py fit``;'
@@ -249,74 +296,147 @@ def fit(trials: int) -> None:
         'algorithm}."""\n\nRULE: dict[str, dict[int, str]] = {\n' + body + "\n}\n")
     data = {1: datasets(1), 2: datasets(2)}
     names = {d: sorted(v) for d, v in data.items()}
-    rows = []
+    rows, border = [], []
     for held in sorted({k[0] for k in means}):
-        loo_rule = auto.fit_rule(training_cells(means, exclude=held))
-        for (name, dims, scale, eps, workload), errs in sorted(means.items()):
+        loo_rule = auto.fit_rule(training_cells(means, exclude=held), edges=edges)
+        for key, errs in sorted(means.items()):
+            name, dims, scale, eps, workload = key
             if name != held:
                 continue
-            ei = EPSILONS.index(eps)
-            got = []
-            for trial in range(trials):
-                x, loads = cell_inputs(names[dims], data[dims], name, scale, ei, trial)
+            best = min(errs, key=lambda m: errs[m])
+            got: list[float] = []
+            n_runs = trials  # decided once, after `trials` runs: no optional stopping
+            while len(got) < n_runs:
+                x, loads = cell_inputs(names[dims], data[dims], name, scale,
+                                       EPSILONS.index(eps), len(got))
                 w = next(w for w in loads if kind(w) == workload)
                 est = release_histogram(x, eps, "auto", workload=w, rule=loo_rule).counts
                 got.append(scaled_error(w, x, est))
-            n_hat = float(scale)
-            chosen = auto.choose(n_hat, eps * 0.95, x.size, dims,
+                if len(got) == trials and BORDER[0] <= np.mean(got) / errs[best] <= BORDER[1]:
+                    n_runs = max(trials, border_trials)
+            chosen = auto.choose(float(scale), eps * 0.95, x.size, dims,
                                  auto.workload_kind(w, dims), loo_rule)
-            err = float(np.mean(got))
-            best = min(errs, key=lambda m: errs[m])
+            err, err_old = float(np.mean(got)), float(np.mean(got[:OLD_AUTO]))
+            o = old[key]
             rows.append((name, dims, scale, eps, workload, chosen, best, err / errs[best],
-                         err / errs["identity"]))
+                         err / errs["identity"], err_old / min(o.values()),
+                         err_old / o["identity"], len(got), counts[key][best]))
+            if BORDER[0] <= err / errs[best] <= BORDER[1]:
+                second = sorted(errs, key=lambda m: errs[m])[1]
+                border.append({"dataset": name, "dims": dims, "scale": scale, "epsilon": eps,
+                               "workload": workload,
+                               "methods": " ".join(sorted({best, second, chosen}))})
         print(f"held out {held}", file=sys.stderr)
-    write_report(rows, means, rule, trials)
+    with open(RESULTS / "auto_borderline.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["dataset", "dims", "scale", "epsilon",
+                                                "workload", "methods"])
+        writer.writeheader()
+        writer.writerows(border)
+    cost = (time.perf_counter() - t0, time.process_time() - c0, os.getloadavg()[0])
+    write_report(rows, means, rule, trials, border_trials, variants, edges, cost)
+
+
+def refine(upto: int) -> None:
+    """Extra trials (up to ``upto`` per method) on the borderline cells that the last ``fit``
+    listed in results/auto_borderline.csv, for the two best candidates and the pick; rows
+    -> results/auto_runs_<dims>d_refine.csv (appended; trials already there are skipped)."""
+    with open(RESULTS / "auto_borderline.csv") as fh:
+        todo = list(csv.DictReader(fh))
+    runs = load_runs()
+    have: dict[tuple, int] = defaultdict(int)
+    for r in runs:
+        have[(r["dataset"], r["dims"], r["scale"], r["epsilon"], r["workload"],
+              r["method"])] += 1
+    t0 = time.perf_counter()
+    for dims in (1, 2):
+        data = datasets(dims)
+        names = sorted(data)
+        out = RESULTS / f"auto_runs_{dims}d_refine.csv"
+        new = not out.exists()
+        with open(out, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=FIELDS)
+            if new:
+                writer.writeheader()
+            for c in todo:
+                if int(c["dims"]) != dims:
+                    continue
+                name, scale, eps, workload = (c["dataset"], int(c["scale"]),
+                                              float(c["epsilon"]), c["workload"])
+                for m in c["methods"].split():
+                    for trial in range(have[(name, dims, scale, eps, workload, m)], upto):
+                        x, loads = cell_inputs(names, data, name, scale,
+                                               EPSILONS.index(eps), trial)
+                        w = next(w for w in loads if kind(w) == workload)
+                        est = release_histogram(x, eps, m, workload=w,
+                                                **auto.PLAIN.get(m, {})).counts
+                        writer.writerow({"dataset": name, "dims": dims, "scale": scale,
+                                         "epsilon": eps, "trial": trial, "workload": workload,
+                                         "method": m, "error": scaled_error(w, x, est)})
+                fh.flush()
+        print(f"{dims}-D refined at {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+
+
+def _summary(rows: list[tuple], ratio: int, ident: int, label: str) -> list[str]:
+    """Goal lines for one estimator: ``ratio``/``ident`` index the rows' ÷ best / ÷ Identity."""
+    n = len(rows)
+    within = sum(r[ratio] <= 1.25 for r in rows)
+    worst = max(rows, key=lambda r: r[ident])
+    return [
+        f"- {label}: within 1.25× of the best candidate in {within}/{n} cells = "
+        f"{within / n:.1%} (goal ≥ 90%: {'met' if within / n >= 0.9 else 'NOT met'}); worst "
+        f"÷ Identity {worst[ident]:.2f} ({worst[0]}, scale {worst[2]:,}, ε = {worst[3]:g}, "
+        f"{worst[4]}; chose {worst[5]}; goal ≤ 1.2: "
+        f"{'met' if worst[ident] <= 1.2 else 'NOT met'}); "
+        + "; ".join(f"{d}-D {np.mean([r[ratio] <= 1.25 for r in rows if r[1] == d]):.1%} of "
+                    f"{sum(r[1] == d for r in rows)}, worst ÷ Identity "
+                    f"{max(r[ident] for r in rows if r[1] == d):.2f}" for d in (1, 2))]
 
 
 def write_report(rows: list[tuple], means: dict[tuple, dict[str, float]],
-                 rule: dict[str, dict[int, str]], trials: int) -> None:
-    n = len(rows)
+                 rule: dict[str, dict[int, str]], trials: int, border_trials: int,
+                 variants: dict[str, tuple[float, float, float]], edges: str,
+                 cost: tuple[float, float, float]) -> None:
     decades = sorted({d for table in rule.values() for d in table})
-    within = sum(r[7] <= 1.25 for r in rows)
-    worst_id = max(rows, key=lambda r: r[8])
+    n_border = sum(r[11] > trials for r in rows)
     lines = [
         "# `method=\"auto\"`: leave-one-dataset-out evaluation", "",
-        "Reproduce (see bench/auto_rule.py's docstring): `python bench/auto_rule.py collect "
-        "--dims 1|2 [--part k --parts 2] [--first-trial 1 --trials 2]` (3 trials in all), then "
-        "`python bench/auto_rule.py fit --trials 2` (writes this file and "
-        "`src/dpkit/release/ranges/auto_rule.py`).", "",
+        "Reproduce (bench/auto_rule.py's docstring): `collect` the candidates' trials 0–9, "
+        f"`fit --trials {trials} --border-trials {trials}`, `refine --upto {border_trials}`, "
+        f"`fit --trials {trials} --border-trials {border_trials}`, `refine --upto "
+        f"{border_trials}` again (the cells that became borderline), then the same `fit` "
+        "(writes this file, `src/dpkit/release/ranges/auto_rule.py` and "
+        "`results/auto_borderline.csv`).", "",
         f"Protocol: DPBench (multinomial resampling to scales {SCALES[1]} in 1-D, "
-        f"{SCALES[2]} in 2-D, ε ∈ {EPSILONS}; 3 trials per cell for the candidates, {trials} "
-        "for `auto` — fewer than DPBench's, 2 shared cores; Prefix1D and 2,000 random "
-        "ranges in 1-D, "
-        "2,000 random rectangles in 2-D; scaled L2 error per query). Datasets: the shared "
-        "DPBench shapes (10 1-D, 5 2-D) and 3 synthetic shapes per rank (bench/auto_rule.py "
+        f"{SCALES[2]} in 2-D, ε ∈ {EPSILONS}; Prefix1D and 2,000 random ranges in 1-D, 2,000 "
+        "random rectangles in 2-D; scaled L2 error per query). Datasets: the shared DPBench "
+        "shapes (10 1-D, 5 2-D) and 3 synthetic shapes per rank (bench/auto_rule.py "
         "`synthetic`). For each dataset D the rule is fitted on the other datasets only, and "
         "`auto` (5% of ε on the noisy count, the rest on the pick) runs on D's cells with fresh "
-        "noise. Best = the best candidate (switch off, all of ε) on that cell; candidates: "
+        "noise on the same resampled inputs and workloads as the candidates' trials. Best = "
+        "the best candidate (switch off, all of ε) on that cell; candidates: "
         f"{', '.join(auto.CANDIDATES[1])} (1-D), {', '.join(auto.CANDIDATES[2])} (2-D).", "",
-        f"Measured {time.strftime('%Y-%m-%d')}.", "",
-        "## Goals", "",
-        f"- within 1.25× of the best candidate: {within}/{n} cells = {within / n:.1%} "
-        f"(goal ≥ 90%): {'met' if within / n >= 0.9 else 'NOT met'}",
-        f"- worst ratio to Identity: {worst_id[8]:.2f} ({worst_id[0]}, scale {worst_id[2]:,}, "
-        f"ε = {worst_id[3]:g}, {worst_id[4]}; chose {worst_id[5]}) (goal ≤ 1.2): "
-        f"{'met' if worst_id[8] <= 1.2 else 'NOT met'}",
-        f"- cells above 1.2× Identity: {sum(r[8] > 1.2 for r in rows)}; median error ÷ best: "
-        f"{np.median([r[7] for r in rows]):.2f}; median error ÷ Identity: "
-        f"{np.median([r[8] for r in rows]):.2f}",
-        *[f"- {d}-D: {np.mean([r[7] <= 1.25 for r in rows if r[1] == d]):.1%} of "
-          f"{sum(r[1] == d for r in rows)} cells within 1.25× of the best; worst ÷ Identity "
-          f"{max(r[8] for r in rows if r[1] == d):.2f}" for d in (1, 2)], "",
-        "Why the 90% goal is missed: the features (noisy scale, rank, workload type) do not "
-        "decide the winner. At one signal decade the best algorithm differs by dataset (2-D: "
-        "k-d tree 11–37× better than MM on Adult at 10^6–10^7 records and 16–88× worse on "
-        "others; UG on the synthetic blocks, DAWA on cabspotting), and the data-dependent "
-        "winners' errors vary by 2–5× between runs at small scale, so even the right pick "
-        "lands beyond 1.25× of a 3-trial best on some cells. A noisy non-zero-cell fraction "
-        "(Pythia's sparsity feature) did not help in an offline check on these runs (75.8% vs "
-        "75.0% with the true-scale pick); `auto` pays 5% of ε (≈ 1.05× on its pick's error).",
+        "Two estimators of error ÷ best. *Old*: each candidate's mean over its first "
+        f"{OLD_TRIALS} trials, auto's over its first {OLD_AUTO} (the minimum over ~10 noisy "
+        "means is biased low: a winner's curse). *New*: every candidate's mean over its 10 "
+        f"trials (up to {border_trials} for the two best and the pick on the borderline "
+        f"cells, where auto fell within {BORDER[0]}–{BORDER[1]}× of the best: `refine`), "
+        f"auto's over {trials} trials ({border_trials} on the {n_border} cells still "
+        "borderline after those). Both score the same rule, which is fitted on the new means.",
         "",
+        f"Measured {time.strftime('%Y-%m-%d')}; `fit` took {cost[0]:.0f} s wall, {cost[1]:.0f} "
+        f"s CPU, load average {cost[2]:.1f} (2 shared cores).", "",
+        "## Goals", "",
+        *_summary(rows, 7, 8, "new estimator"),
+        *_summary(rows, 9, 10, "old estimator"),
+        f"- median error ÷ best (new): {np.median([r[7] for r in rows]):.2f}; median ÷ "
+        f"Identity: {np.median([r[8] for r in rows]):.2f}; cells above 1.2× Identity: "
+        f"{sum(r[8] > 1.2 for r in rows)}", "",
+        "Rule variant (fit_rule's safety check at a decade's edges), chosen by the "
+        "leave-one-dataset-out share within 1.25× computed from the candidates' runs alone "
+        "(auto ≈ its pick ÷ 0.95): "
+        + "; ".join(f"`{e}` {v[0]:.1%} (1-D {v[1]:.1%}, 2-D {v[2]:.1%})"
+                    for e, v in variants.items()) + f". Shipped: `{edges}`.", "",
+        "Why the 90% goal is missed: see `## Why` below.", "",
         "## Scale switches: derived thresholds and their out-of-sample check", "",
         f"A method loses on a cell when its error (switch off) exceeds {LOSS}× Identity's; the "
         "threshold is a decade below the smallest signal N·ε/cells at which it loses on any "
@@ -325,7 +445,7 @@ def write_report(rows: list[tuple], means: dict[tuple, dict[str, float]],
         "(0: none).", "",
         *threshold_lines(means), "",
         "## Every registered method: worst ratio to Identity before and after", "",
-        "From the switch-off runs above (hdmm and 1-D mm not run: data-independent, as HB).",
+        "From the switch-off runs above (hdmm not run: an alias of mm).",
         "", *before_after(means), "",
         "## The shipped rule (fitted on all datasets)", "",
         "Columns: the decade of the signal N̂·ε'/cells (a signal beyond the table uses the "
@@ -334,29 +454,74 @@ def write_report(rows: list[tuple], means: dict[tuple, dict[str, float]],
         "|---|" + "---|" * len(decades)]
     for key, table in sorted(rule.items()):
         lines.append(f"| {key} | " + " | ".join(table.get(d, "—") for d in decades) + " |")
-    lines += ["", "## Per cell (leave-one-dataset-out)", "",
-              "| dataset | scale | ε | workload | chosen (at the true scale) | best | "
-              "÷ best | ÷ Identity |", "|---|---:|---:|---|---|---|---:|---:|"]
+    lines += ["", "## Why", "", WHY, "",
+              "## Per cell (leave-one-dataset-out)", "",
+              "| dataset | scale | ε | workload | chosen (at the true scale) | best | ÷ best | "
+              "÷ Identity | ÷ best (old) | ÷ Identity (old) | auto trials | best's trials |",
+              "|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r[0]} | {r[2]:,} | {r[3]:g} | {r[4]} | {r[5]} | {r[6]} | "
-                     f"{r[7]:.2f} | {r[8]:.2f} |")
+                     f"{r[7]:.2f} | {r[8]:.2f} | {r[9]:.2f} | {r[10]:.2f} | {r[11]} | "
+                     f"{r[12]} |")
     (RESULTS / "auto.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:20]))
 
 
+WHY = (
+    "What changed the score (2026-11-25): (1) mm joined the 1-D candidates (its strategy is "
+    "now cached by workload family: ≈ 0.01 s per 1-D release after the first); it is the best "
+    "or within 1.25× on nearly every 1-D cell from signal 10^0 up, 1.2–1.4× better than HB. "
+    "(2) The estimator: 10 trials per candidate and cell instead of 3, 30 for the two best "
+    "and the pick on the borderline cells, and 10 (30) for auto instead of 2. On the same "
+    "rule the old estimator reports 64–66% within 1.25×, the new one 81–82% (two `fit` "
+    "runs on the same candidate runs: 82.2% / 64.0%, then 80.9% / 66.1%; auto's fresh "
+    "noise moves the score by about 1.5 points): most "
+    "of the old misses were a 3-trial minimum over ~10 noisy means (a winner's curse) and a "
+    "2-trial auto. (3) fit_rule's `interpolated` edge check, chosen by the "
+    "leave-one-dataset-out score above: it lets StructureFirst serve the lowest 1-D "
+    "decade of ranges, where the `neighbours` check excluded it for losing 2.6–3.2× to "
+    "Identity a whole decade higher.\n\n"
+    "Why the 90% goal is still missed: in 2-D the features (noisy scale, rank, workload "
+    "type) do not decide the winner. Scored in-sample on the candidates' means (the best "
+    "single choice per rank, workload type and decade, fitted and scored on all datasets) "
+    "these features reach 93.6% of the 1-D cells but 66.3% of the 2-D cells, 84.3% "
+    "overall: a ceiling below 90% before any leave-one-out loss. At one signal decade each "
+    "2-D dataset has its own winner: the k-d tree on Adult (10–31× better than the pick at "
+    "10^5–10^7 records; no other dataset teaches it, so leave-one-out cannot learn it), UG on "
+    "the synthetic blocks and smooth shapes at low signal, AG on BeijingTaxi, DAWA on "
+    "cabspotting; none of the 2-D misses is a cell where auto picked the per-cell best, and "
+    "18 of them are beyond 2×. The 1-D misses are at signal 10^-2 (100 records over 4,096 "
+    "cells: Uniform wins on the flat bids sets, StructureFirst or DAWA elsewhere) and at "
+    "10^0 (DAWA 1.4–1.9× better than mm on GrossCompen and MEDCOST, mm better on bids and "
+    "the spikes). Second features: the domain size and a finer signal resolution carry no "
+    "information on this grid (every 1-D set has 4,096 cells, every 2-D set 256 × 256; "
+    "scales are powers of ten and ε ∈ {0.1, 1}, so every training signal sits exactly on a "
+    "decade). The noise-free fraction of non-zero cells as a second feature (two buckets) "
+    "raised the leave-one-out proxy from 80.1% to at most 82.2% (with its threshold picked "
+    "among four on the same score, so optimistic), before paying a further share of ε to "
+    "measure it: not shipped. `auto` also pays 5% of ε for its count (≈ 1.05× on its pick's "
+    "error).")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=["collect", "fit"])
+    ap.add_argument("step", choices=["collect", "fit", "refine"])
     ap.add_argument("--dims", type=int, default=1)
     ap.add_argument("--trials", type=int, default=TRIALS)
     ap.add_argument("--part", type=int, default=0, help="this process's share of datasets")
     ap.add_argument("--parts", type=int, default=1)
     ap.add_argument("--first-trial", type=int, default=0)
+    ap.add_argument("--methods", nargs="*", help="collect only these candidates")
+    ap.add_argument("--border-trials", type=int, default=30,
+                    help="fit: auto's trials on borderline cells")
+    ap.add_argument("--upto", type=int, default=30, help="refine: trials per method")
     args = ap.parse_args()
     if args.step == "collect":
-        collect(args.dims, args.trials, args.part, args.parts, args.first_trial)
+        collect(args.dims, args.trials, args.part, args.parts, args.first_trial, args.methods)
+    elif args.step == "refine":
+        refine(args.upto)
     else:
-        fit(args.trials)
+        fit(args.trials, args.border_trials)
 
 
 if __name__ == "__main__":

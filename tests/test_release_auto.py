@@ -119,6 +119,50 @@ def test_fit_rule_minimises_the_log_ratio_among_methods_safe_against_identity():
     assert A.fit_rule(cells) == {"1/Range1D": {0: "identity", 1: "identity"}}
 
 
+def test_fit_rule_interpolated_edges_pair_cells_of_one_dataset():
+    """edges="interpolated": a candidate is safe on a decade if the ratio to Identity,
+    interpolated log-linearly to the half-decade edge with the same dataset's cell on the
+    neighbouring decade, stays within the margin (neighbours: every neighbour cell must)."""
+    def cell(signal, a, dataset="D"):
+        return A.Cell(1, "Range1D", signal, {"identity": 1.0, "a": a, "b": 0.9}, dataset)
+
+    cells = [cell(1.0, 0.5), cell(10.0, 2.0)]  # edge: √(0.5·2.0) = 1.0 ≤ 1.1
+    assert A.fit_rule(cells) == {"1/Range1D": {0: "b", 1: "b"}}
+    assert A.fit_rule(cells, edges="interpolated") == {"1/Range1D": {0: "a", 1: "b"}}
+    cells[1] = cell(10.0, 3.0)  # edge: √(0.5·3.0) = 1.22 > 1.1
+    assert A.fit_rule(cells, edges="interpolated") == {"1/Range1D": {0: "b", 1: "b"}}
+    cells[1] = cell(10.0, 3.0, dataset="E")  # another dataset's cell: not interpolated with
+    assert A.fit_rule(cells, edges="interpolated") == {"1/Range1D": {0: "a", 1: "b"}}
+    with pytest.raises(ValueError):
+        A.fit_rule(cells, edges="nearest")
+
+
+def test_too_many_records_raise_before_the_count_is_spent(monkeypatch):
+    """The matrix mechanism refuses histograms of 2^31 records or more; auto checks that
+    input domain before its noisy count (the old auto spent ε₀, then mm raised)."""
+    x = np.array([2**31 - 1, 1, 0, 0], dtype=np.int64)
+    log = record(monkeypatch)
+    with pytest.raises(DomainError):
+        release_histogram(x, 1, "auto", rule={"1/Range1D": {0: "mm"}})
+    assert log == []
+    release_histogram(x - np.array([1, 0, 0, 0]), 1, "auto", rule={"1/Range1D": {0: "mm"}})
+    assert len(log) == 2  # 2^31 − 1 records: the count, then mm
+
+
+def test_mm_pick_on_a_large_1d_domain_runs_hb(monkeypatch):
+    """Above MM_CELLS_1D cells (strategy optimisation takes tens of seconds) a pick of mm
+    runs HB; at or below it, mm. The domain size is public: no privacy cost."""
+    assert 4096 <= A.MM_CELLS_1D <= 8192  # the rule's training domain; measured time
+    seen: list[str] = []
+    monkeypatch.setattr(A, "histogram_method",
+                        lambda name, dims: (seen.append(name), method(name, dims))[1])
+    monkeypatch.setattr(A, "MM_CELLS_1D", 64)  # small, to keep mm's optimisation fast
+    rule = {"1/Range1D": {0: "mm"}}
+    release_histogram(np.ones(65, dtype=np.int64), 1, "auto", rule=rule)
+    release_histogram(np.ones(64, dtype=np.int64), 1, "auto", rule=rule)
+    assert seen == ["hb", "mm"]
+
+
 def test_auto_is_the_default():
     for fn in (release_histogram, make_histogram_release, release_query_histogram,
                ReleaseNamespace.histogram):

@@ -2,7 +2,7 @@
 edit by hand): "rank/workload type" -> {decade of the signal N̂·ε/cells: algorithm}."""
 
 RULE: dict[str, dict[int, str]] = {
-    '1/Prefix1D': {-2: 'dawa', -1: 'dawa', 0: 'hb', 1: 'hb', 2: 'hb', 3: 'hb'},
-    '1/Range1D': {-2: 'dawa', -1: 'dawa', 0: 'dawa', 1: 'hb', 2: 'hb', 3: 'hb'},
-    '2/Range2D': {-3: 'ag', -2: 'ag', -1: 'ag', 0: 'ag', 1: 'mm', 2: 'mm'},
+    '1/Prefix1D': {-2: 'dawa', -1: 'dawa', 0: 'mm', 1: 'mm', 2: 'mm', 3: 'mm'},
+    '1/Range1D': {-2: 'structure_first', -1: 'dawa', 0: 'dawa', 1: 'mm', 2: 'mm', 3: 'mm'},
+    '2/Range2D': {-3: 'ag', -2: 'ag', -1: 'dawa', 0: 'ag', 1: 'mm', 2: 'mm'},
 }
