@@ -550,3 +550,18 @@ def test_export_and_listing_still_work_on_a_clean_ledger(location):
     exported = reg.export()
     assert exported["schema_version"] == 4 and json.dumps(exported, default=str)
     assert [d["name"] for d in reg.datasets()] == ["d"]
+
+
+def test_cli_checkpoint_then_verify_since_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("DPKIT_LEDGER_MAC_KEY", raising=False)
+    path = str(tmp_path / "l.sqlite")
+    setup(path)
+    run = CliRunner().invoke
+    res = run(cli, ["ledger", "checkpoint", "--ledger", path])
+    assert res.exit_code == 0 and "checkpoint signed" in res.output
+    assert run(cli, ["ledger", "verify", "--since-checkpoint", "--ledger", path]).exit_code == 0
+    tamper(path, "UPDATE grants SET spent = :z", z='{"epsilon": "0"}')
+    res = run(cli, ["ledger", "verify", "--since-checkpoint", "--ledger", path])
+    assert res.exit_code == 1 and "grants ('ana', 'd')" in res.output
+    res = run(cli, ["ledger", "checkpoint", "--ledger", path])  # nothing signed over an edit
+    assert res.exit_code == 1 and "no checkpoint stored" in res.output

@@ -104,12 +104,16 @@ def noise_text(stored: str | None) -> str:
 @ledger_app.command("verify")
 def verify(ledger: str = typer.Option(None, help=LEDGER_HELP),
            head: str = typer.Option(None, help="A chain head saved earlier, to detect a "
-                                               "rewritten history.")) -> None:
+                                               "rewritten history."),
+           since_checkpoint: bool = typer.Option(
+               False, "--since-checkpoint",
+               help="Start from the newest signed checkpoint ('dpkit ledger checkpoint'): "
+                    "replay only the links after it.")) -> None:
     """Check every link of the keyed chain and every row it covers (datasets, caps,
-    policies, analysts, grants, running totals, releases, outcomes, stored answers); print
-    each problem and exit 1 on any."""
+    policies, analysts, grants, running totals, burn-rate buckets, releases, outcomes,
+    stored answers); print each problem and exit 1 on any."""
     reg = _open(ledger)
-    problems = reg.verify(head)
+    problems = reg.verify(head, since_checkpoint=since_checkpoint)
     console = Console()
     if problems:
         for p in problems:
@@ -117,6 +121,22 @@ def verify(ledger: str = typer.Option(None, help=LEDGER_HELP),
         console.print(f"[red]{len(problems)} problem(s)[/red] in {reg.url}")
         raise typer.Exit(1)
     console.print(f"[green]✓[/green] {reg.count()} releases verified; chain head {reg.head()}")
+
+
+@ledger_app.command("checkpoint")
+def checkpoint(ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
+    """Verify the whole ledger (writers wait) and, if it is intact, sign its state so that
+    'dpkit ledger verify --since-checkpoint' replays only what comes after; exit 1 and
+    store nothing on any problem."""
+    reg = _open(ledger)
+    problems = reg.checkpoint()
+    console = Console()
+    if problems:
+        for p in problems:
+            console.print(f"[red]✗[/red] {p}", soft_wrap=True)
+        console.print(f"[red]{len(problems)} problem(s)[/red]: no checkpoint stored")
+        raise typer.Exit(1)
+    console.print(f"[green]✓[/green] checkpoint signed at chain head {reg.head()}")
 
 
 @ledger_app.command("export")
