@@ -113,14 +113,19 @@ def verify(ledger: str = typer.Option(None, help=LEDGER_HELP),
     policies, analysts, grants, running totals, burn-rate buckets, releases, outcomes,
     stored answers); print each problem and exit 1 on any."""
     reg = _open(ledger)
-    problems = reg.verify(head, since_checkpoint=since_checkpoint)
-    console = Console()
+    _exit_on_problems(reg.verify(head, since_checkpoint=since_checkpoint), f"in {reg.url}")
+    Console().print(f"[green]✓[/green] {reg.count()} releases verified; chain head "
+                    f"{reg.head()}")
+
+
+def _exit_on_problems(problems: list[str], where: str) -> None:
+    """Print each problem and exit 1 if there is any."""
     if problems:
+        console = Console()
         for p in problems:
             console.print(f"[red]✗[/red] {p}", soft_wrap=True)
-        console.print(f"[red]{len(problems)} problem(s)[/red] in {reg.url}")
+        console.print(f"[red]{len(problems)} problem(s)[/red] {where}")
         raise typer.Exit(1)
-    console.print(f"[green]✓[/green] {reg.count()} releases verified; chain head {reg.head()}")
 
 
 @ledger_app.command("checkpoint")
@@ -129,14 +134,8 @@ def checkpoint(ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
     'dpkit ledger verify --since-checkpoint' replays only what comes after; exit 1 and
     store nothing on any problem."""
     reg = _open(ledger)
-    problems = reg.checkpoint()
-    console = Console()
-    if problems:
-        for p in problems:
-            console.print(f"[red]✗[/red] {p}", soft_wrap=True)
-        console.print(f"[red]{len(problems)} problem(s)[/red]: no checkpoint stored")
-        raise typer.Exit(1)
-    console.print(f"[green]✓[/green] checkpoint signed at chain head {reg.head()}")
+    _exit_on_problems(reg.checkpoint(), "found: no checkpoint stored")
+    Console().print(f"[green]✓[/green] checkpoint signed at chain head {reg.head()}")
 
 
 @ledger_app.command("export")
