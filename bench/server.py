@@ -478,6 +478,7 @@ def _load_client(url: str, token: str, seconds: float, go: Any, out: Any) -> Non
     http = httpx.Client(base_url=url, timeout=120, headers={"Authorization": f"Bearer {token}"})
     body, latencies, errors = release_body(SMALL_EPS), [], Counter()
     go.wait()
+    cpu = time.process_time()
     end = time.perf_counter() + seconds
     while (t := time.perf_counter()) < end:
         try:
@@ -488,7 +489,17 @@ def _load_client(url: str, token: str, seconds: float, go: Any, out: Any) -> Non
                 errors[str(r.status_code)] += 1
         except httpx.HTTPError as exc:
             errors[type(exc).__name__] += 1
-    out.put((latencies, dict(errors)))
+    out.put((latencies, dict(errors), time.process_time() - cpu))
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of processes (from /proc; 0 for one that is gone)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, Any]:
@@ -502,10 +513,13 @@ def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, 
             p.start()
         time.sleep(3)
         load_before = os.getloadavg()
+        server_pids = [server.proc.pid, *server.live_workers()] if server.proc else []
+        server_cpu = _cpu_seconds(server_pids)
         start = time.perf_counter()
         go.set()
         results = [out.get(timeout=seconds + 300) for _ in procs]
         elapsed = time.perf_counter() - start
+        server_cpu = _cpu_seconds(server_pids) - server_cpu
         for p in procs:
             p.join(60)
         lat = sorted(x for r in results for x in r[0])
@@ -514,6 +528,8 @@ def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, 
             errors.update(r[1])
         verify = server.ledger.verify()
         count = server.ledger.count()
+        spent = server.ledger.spent(DATASET).epsilon
+        logged = sum((r["loss"].epsilon for r in server.ledger.releases(DATASET)), Fraction(0))
 
     def pct(q: float) -> float:
         return round(1000 * lat[min(len(lat) - 1, int(q * len(lat)))], 1) if lat else float("nan")
@@ -523,6 +539,13 @@ def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, 
             "p50_ms": pct(0.5), "p90_ms": pct(0.9), "p99_ms": pct(0.99),
             "max_ms": round(1000 * lat[-1], 1) if lat else None, "errors": dict(errors),
             "ledger_releases": count, "verify": verify,
+            "spent": str(spent), "sum_logged": str(logged),
+            "spend_equals_logged": spent == logged,
+            # CPU per answered request (all requests end in a release, errors included):
+            # the server's master and workers, and the 8 client processes
+            "server_cpu_ms_per_request": round(1000 * server_cpu / max(1, count), 2),
+            "client_cpu_ms_per_request": round(
+                1000 * sum(r[2] for r in results) / max(1, len(lat)), 2),
             "loadavg_at_start": [round(x, 2) for x in load_before]}
 
 
@@ -589,7 +612,12 @@ def summary(data: dict[str, Any]) -> list[str]:
         elif name.startswith("load"):
             lines.append(
                 f"- **{name}**: {r['requests_per_s']} requests/s, p50 {r['p50_ms']} ms, "
-                f"p99 {r['p99_ms']} ms, errors {r['errors'] or 0} over {r['seconds']} s")
+                f"p99 {r['p99_ms']} ms, errors {r['errors'] or 0} over {r['seconds']} s"
+                + (f"; server CPU {r['server_cpu_ms_per_request']} ms/request, clients "
+                   f"{r['client_cpu_ms_per_request']} ms/request; spend = Σ logged "
+                   f"{'yes' if r['spend_equals_logged'] else 'NO'}"
+                   if "server_cpu_ms_per_request" in r else "")
+                + f" (load {r.get('loadavg_at_start', ['?'])[0]})")
     return [*lines, ""] if lines else []
 
 

@@ -386,7 +386,8 @@ def _series(h: Any, s: Any) -> None:
         _put(h, wire[0], np.ascontiguousarray(s.to_numpy(), dtype=wire[1]).tobytes())
         return
     try:  # nulls, text, categories, dates: the values as JSON text (null for a null)
-        items = s.to_list() if dtype in _NUMERIC else s.cast(str).to_list()
+        # (a String column is its own text: no cast)
+        items = s.to_list() if dtype in _NUMERIC or dtype == "String" else s.cast(str).to_list()
         text = json.dumps(items, ensure_ascii=False, allow_nan=True)
     except Exception:  # a type with no text form (nested): its values one by one
         _put(h, "items", str(len(s)).encode())

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -337,11 +339,11 @@ class Query:
             selection.loss()  # validate now
             return replace(self, keys=None, group_columns=tuple(columns), selection=selection)
         frame = self._keys_in_schema(_keyset(list(columns), keys))
-        return replace(self, keys=frame, keys_digest=_digest(frame),
+        return replace(self, keys=frame, keys_digest=_keys_digest(frame),
                        group_columns=tuple(columns), selection=None)
 
     def _keys_in_schema(self, frame: pl.DataFrame) -> pl.DataFrame:
-        return canonical_keys(frame, self._schema()[1])
+        return _canonical_keys(frame, self._schema()[1])
 
     # -- aggregations ----------------------------------------------------------------
     def agg(self, *aggs: aggregates.Aggregation) -> Query:
@@ -463,6 +465,8 @@ class Query:
 
     def _schema(self) -> Any:
         lf = self.lazy()
+        if not self.steps:  # the table's own schema, read once by the session
+            return lf, self.session._schemas[self.table or self.session.default_table]
         return lf, lf.collect_schema()
 
     def lazy(self, bound_joins: bool = False, *, empty: bool = False) -> Any:
@@ -648,7 +652,9 @@ class Query:
             budget = self.calibrate(alpha, confidence=confidence, delta=delta, split=split)
             epsilon, rho = budget.get("epsilon"), budget.get("rho")
         lf, planned = self.plan(epsilon, rho=rho, delta=delta, split=split)
-        return self.session._release(self, lf, planned, 1 - confidence, idempotency_key)
+        plan_args = (epsilon, rho, delta, None if split is None else tuple(split))
+        return self.session._release(self, lf, planned, 1 - confidence, idempotency_key,
+                                     plan_args)
 
     def release_histogram(self, column: str, bins: Sequence[Number], method: str = "hb", *,
                           epsilon: Number, **options: Any) -> Any:
@@ -702,6 +708,47 @@ def _digest(frame: pl.DataFrame) -> str:
     """A short content digest of a public table (keys, join tables) for the ledger's text."""
     body = frame.write_csv().encode() + str(frame.schema).encode()
     return "sha256:" + hashlib.sha256(body).hexdigest()[:16]
+
+
+# canonical key frames remembered by what their conversion reads, with their digests
+_KEYS_MEMO: OrderedDict[Hashable, tuple[pl.DataFrame, str]] = OrderedDict()
+_DIGESTS: dict[int, tuple[pl.DataFrame, str]] = {}  # id of a remembered frame → digest
+_KEYS_MEMO_SIZE = 256  # key lists remembered
+_KEYS_MEMO_CELLS = 4096  # larger key frames are converted every time
+_KEYS_LOCK = threading.Lock()
+
+
+def _canonical_keys(frame: pl.DataFrame, schema: Any) -> pl.DataFrame:
+    """:func:`canonical_keys` of ``frame``, remembered for small key frames by the given
+    values, their types and the key columns' types — all that the conversion reads. Only
+    successes are remembered (a refused key list is converted, and refused, again). The
+    result is shared: never modify it in place."""
+    if frame.height * frame.width > _KEYS_MEMO_CELLS or not all(c in schema
+                                                                for c in frame.columns):
+        return canonical_keys(frame, schema)
+    key = (tuple((c, str(t), str(schema[c])) for c, t in frame.schema.items()),
+           tuple(frame.rows()))
+    with _KEYS_LOCK:
+        hit = _KEYS_MEMO.get(key)
+        if hit is not None:
+            _KEYS_MEMO.move_to_end(key)
+            return hit[0]
+    out = canonical_keys(frame, schema)
+    value = (out, _digest(out))
+    with _KEYS_LOCK:
+        _KEYS_MEMO[key] = value
+        _DIGESTS[id(out)] = value
+        while len(_KEYS_MEMO) > _KEYS_MEMO_SIZE:
+            old, _ = _KEYS_MEMO.popitem(last=False)[1]
+            _DIGESTS.pop(id(old), None)
+    return out
+
+
+def _keys_digest(frame: pl.DataFrame) -> str:
+    """:func:`_digest` of a key frame (remembered for the frames :func:`_canonical_keys`
+    remembers)."""
+    hit = _DIGESTS.get(id(frame))
+    return hit[1] if hit is not None and hit[0] is frame else _digest(frame)
 
 
 def _describe_agg(agg: aggregates.Aggregation) -> str:

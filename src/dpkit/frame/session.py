@@ -9,7 +9,10 @@ is drawn; only then does the engine compute the exact statistics and the core ad
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Mapping, Sequence
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -25,6 +28,7 @@ from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine
 from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.compiler import PlannedStatistic
+from dpkit.frame.language import ProtocolError
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import Query
 from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
@@ -32,7 +36,69 @@ from dpkit.mechanisms.partition_selection import PartitionSelection, make_partit
 if TYPE_CHECKING:
     from dpkit.ledger import Ledger
 
-__all__ = ["Session"]
+__all__ = ["Session", "PlanMemo"]
+
+
+class PlanMemo:
+    """The plan-time checks (dry runs on zero rows) that passed, remembered by everything
+    they read, so that a server answering the same query again skips them.
+
+    A key is the query's canonical JSON form (:meth:`Query.to_json`), the schema text of
+    the session's tables, the backend, whether the plan reads a file, the privacy unit and
+    the measure, and for a release's dry run its budget arguments (which fix the
+    statistics): the outcome of a dry run on zero rows is a function of these alone, so a
+    remembered key passes exactly when the dry run would. Only successes are remembered
+    (a query that fails runs its dry run again, and fails again); queries without a JSON
+    form are never remembered. Holds at most ``size`` keys (least recently used dropped).
+    Thread-safe: a server's requests share one per dataset and worker.
+
+    Parameters
+    ----------
+    size : int
+        How many keys to keep (default 1024).
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._keys: OrderedDict[Hashable, None] = OrderedDict()
+        self._schemas: dict[int, tuple[pl.DataFrame, list[str], list[Any], Any]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def schema(self, table: Any, lazy: Any) -> Any:
+        """``lazy.collect_schema()`` (``lazy``: the session's lazy frame over ``table``),
+        remembered for an in-memory Polars ``table`` while its column names and types are
+        unchanged (a few tables at most)."""
+        if not isinstance(table, pl.DataFrame):
+            return lazy.collect_schema()
+        columns, dtypes = table.columns, table.dtypes
+        with self._lock:
+            hit = self._schemas.get(id(table))
+        if hit is not None and hit[0] is table and hit[1] == columns and hit[2] == dtypes:
+            return hit[3]
+        schema = lazy.collect_schema()
+        with self._lock:
+            if len(self._schemas) >= 16:
+                self._schemas.clear()
+            self._schemas[id(table)] = (table, columns, dtypes, schema)
+        return schema
+
+    def run_once(self, key: Hashable | None, check: Callable[[], Any]) -> None:
+        """Run ``check`` unless ``key`` is remembered; remember ``key`` if it passes
+        (``key`` None: always run, remember nothing). ``check``'s errors propagate."""
+        if key is not None:
+            with self._lock:
+                if key in self._keys:
+                    self._keys.move_to_end(key)
+                    return
+        check()
+        if key is not None:
+            with self._lock:
+                self._keys[key] = None
+                while len(self._keys) > self.size:
+                    self._keys.popitem(last=False)
 
 
 class Session:
@@ -60,6 +126,9 @@ class Session:
         A cache of bounded tables shared with other sessions over the same in-memory tables
         and privacy unit (a server shares one per dataset across requests; see
         :mod:`dpkit.frame.bounded_cache`). Default: the session's own.
+    plan_memo : PlanMemo, optional
+        Plan-time dry runs that passed, shared with other sessions (a server shares one per
+        dataset and worker; see :class:`PlanMemo`). Default: the session's own.
 
     Attributes
     ----------
@@ -80,7 +149,8 @@ class Session:
     def __init__(self, data: Any, privacy_unit: PrivacyUnit | None = None,
                  budget: PrivacyLoss | None = None, *, ledger: str | Path | Ledger | None = None,
                  dataset: str | None = None, analyst: str | None = None,
-                 bounded_cache: BoundedCache | None = None) -> None:
+                 bounded_cache: BoundedCache | None = None,
+                 plan_memo: PlanMemo | None = None) -> None:
         if not isinstance(budget, PureDP | ApproxDP | ZCDP):
             raise DomainError("budget must be dp.PureDP(ε), dp.ApproxDP(ε, δ) or dp.ZCDP(ρ)")
         self.privacy_unit = privacy_unit or PrivacyUnit.rows()
@@ -97,7 +167,9 @@ class Session:
         self._bounded.bind([t for name, t in tables.items() if name in self._in_memory],
                            str(self.privacy_unit))
         self.default_table = next(iter(self._tables))
-        schemas = {name: t.collect_schema() for name, t in self._tables.items()}
+        self.plan_memo = PlanMemo() if plan_memo is None else plan_memo
+        schemas = {name: self.plan_memo.schema(tables[name], t)
+                   for name, t in self._tables.items()}
         if self.privacy_unit.column is not None:
             for table_schema in schemas.values():
                 engine.check_columns(table_schema, [self.privacy_unit.column])
@@ -108,6 +180,8 @@ class Session:
             ",".join(f"{k}:{v}" for k, v in sc.items()) if len(schemas) == 1 else
             f"{name}(" + ",".join(f"{k}:{v}" for k, v in sc.items()) + ")"
             for name, sc in schemas.items())
+        self._schemas = schemas
+        self._schema_text = schema_text
         self.measure: type[PrivacyLoss] = type(budget)
         self._budget = budget
         self._partitions: dict[int, ParallelAccountant] = {}
@@ -215,14 +289,31 @@ class Session:
         return self._bounded.get_or_compute(key, refs, compute)
 
     # -- release -----------------------------------------------------------------------
+    def plan_key(self, what: str, query: Query, *extra: Any) -> Hashable | None:
+        """The :class:`PlanMemo` key of a plan-time check ``what`` of ``query`` on this
+        session's tables (with ``extra``: what else the check reads), or None for a query
+        without a JSON form (never remembered)."""
+        try:
+            text = json.dumps(query.to_json(), sort_keys=True, separators=(",", ":"))
+        except (ProtocolError, TypeError, ValueError):
+            return None
+        return (what, text, self._schema_text, str(self.privacy_unit), self.measure.__name__,
+                *extra)
+
     def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float,
-                 idempotency_key: str | None = None) -> pl.DataFrame:
+                 idempotency_key: str | None = None,
+                 plan_args: tuple[Any, ...] | None = None) -> pl.DataFrame:
         query = replace(query, aggs=query._with_declared_bounds())
         loss = self.total_loss(planned, query.selection)
         noise, accuracy = _record_plan(planned, query.selection, beta)
-        # every failure that does not depend on the data happens here, before the debit
-        engine.dry_run(query.lazy(empty=True), query.keys, [p.stat for p in planned],
-                       self.privacy_unit.column, query.group_columns, engine.is_scan(lf))
+        # every failure that does not depend on the data happens here, before the debit;
+        # remembered by everything it reads (the plan arguments fix the statistics)
+        scan = engine.is_scan(lf)
+        key = None if plan_args is None else self.plan_key(
+            "release", query, repr(plan_args), scan, lf.implementation.name)
+        self.plan_memo.run_once(key, lambda: engine.dry_run(
+            query.lazy(empty=True), query.keys, [p.stat for p in planned],
+            self.privacy_unit.column, query.group_columns, scan))
 
         def compute() -> pl.DataFrame:
             nonlocal query
@@ -300,6 +391,8 @@ def _assemble(query: Query, planned: list[PlannedStatistic], noisy: dict[str, np
         return out.with_columns(**series)
     if keys is None:
         return pl.DataFrame(list(series.values()))
+    if set(series).isdisjoint(keys.columns):  # (eager: no query plan to run)
+        return keys.hstack(list(series.values()))
     return keys.with_columns(**series)
 
 

@@ -32,6 +32,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -50,9 +51,10 @@ from dpkit.errors import (
     LedgerError,
     MeasureError,
 )
+from dpkit.frame import engine
 from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.query import Query
-from dpkit.frame.session import Session
+from dpkit.frame.session import PlanMemo, Session
 from dpkit.ledger import Ledger
 from dpkit.server import protocol
 from dpkit.server.config import ConfigError, DatasetConfig, ServerConfig, load_config
@@ -151,12 +153,14 @@ class ReleaseInfo(BaseModel):
 # -- state -----------------------------------------------------------------------------------
 @dataclass
 class Served:
-    """A dataset as served: its configuration, its loaded source, and the bounded tables
-    its requests share (one cache per dataset and worker: dpkit.frame.bounded_cache)."""
+    """A dataset as served: its configuration, its loaded source, and what its requests
+    share (one per dataset and worker): bounded tables (dpkit.frame.bounded_cache) and the
+    plan-time dry runs that passed (dpkit.frame.session.PlanMemo)."""
 
     config: DatasetConfig
     source: Source
     bounded: BoundedCache = field(default_factory=BoundedCache)
+    plans: PlanMemo = field(default_factory=PlanMemo)
 
 
 class ServerState:
@@ -184,7 +188,8 @@ class ServerState:
         c = served.config
         try:
             return Session(data, c.privacy_unit, c.budget, ledger=self.ledger,
-                           dataset=c.name, analyst=analyst, bounded_cache=served.bounded)
+                           dataset=c.name, analyst=analyst, bounded_cache=served.bounded,
+                           plan_memo=served.plans)
         except Exception as exc:
             raise _refusal(exc) from exc
 
@@ -458,7 +463,10 @@ def _refusal(exc: BaseException) -> ApiError:
 def _build(session: Session, payload: protocol.QueryRequest) -> tuple[Query, dict[str, Any]]:
     try:
         query, kwargs = protocol.to_query(session, payload)
-        _dry_run(query)
+        lf = session.table()
+        session.plan_memo.run_once(  # keyed on all it reads: query, schema, backend
+            session.plan_key("steps", query, lf.implementation.name, engine.is_scan(lf)),
+            lambda: _dry_run(query))
         return query, _resolve_budget(query, kwargs)
     except Exception as exc:
         raise _refusal(exc) from exc
@@ -560,6 +568,8 @@ def _release_response(request: Request, session: Session) -> dict[str, Any]:
 def _finite(frame: pl.DataFrame) -> pl.DataFrame:
     """NaN and infinities become null (JSON has neither)."""
     floats = [c for c, t in frame.schema.items() if t.is_float()]
+    if all(np.isfinite(frame[c].to_numpy()).all() for c in floats):
+        return frame  # the usual case (a null reads as NaN here, so is never skipped)
     return frame.with_columns(
         pl.when(pl.col(c).is_finite()).then(pl.col(c)).otherwise(None).alias(c)
         for c in floats)
