@@ -517,10 +517,16 @@ class Ledger:
 
     # -- spending -----------------------------------------------------------------------
     def cap(self, dataset: str) -> PrivacyLoss:
-        """The dataset's lifetime cap (checked against the chain)."""
+        """The dataset's lifetime cap (checked against the chain the first time this object
+        reads or registers it; a cap never changes, and every debit checks the row again)."""
+        known = self._registered.get(dataset)
+        if known is not None:
+            return known[1]
         with self.engine.connect() as conn:
             row = self._dataset(conn, dataset)
-        return load(row["measure"], row["cap"])
+        cap = load(row["measure"], row["cap"])
+        self._registered[dataset] = (row["measure"], cap)
+        return cap
 
     def spent(self, dataset: str, analyst: str | None = None) -> PrivacyLoss:
         """Total recorded loss (every debit, released or failed), exact; per analyst if
