@@ -1,6 +1,6 @@
 """dpkit.stream: the continual counters' error and speed (issue 20's goals).
 
-    python bench/stream.py [--quick]
+    python bench/stream.py [--quick] [--real] [--frames]
 
 For T = 365, 10^4 and 10^6 steps, ρ = 1/2 (zCDP), event level, Δ = 1: every mechanism's
 per-step MSE (closed form: the mean over t of Var_t; measured: the mean over t and trials
@@ -19,7 +19,10 @@ non-commercial, local benchmark only — never shipped), ρ = 0.005 for every co
 event level (one rental / one case, Δ = 1),
 and draws true vs private running bike rentals with their 95% intervals in
 bench/results/stream_real.png (the COVID series gets numbers only, no figure).
-Writes bench/results/stream.md. The machine is shared: CPU seconds and the load average
+``--frames`` runs only the section on dpkit.stream.frames (sliding-window errors against their
+closed forms or bounds, with interval coverage; the cost of a frame step of a continual
+histogram with and without the unit column) and replaces it in stream.md; the full run
+includes it. Writes bench/results/stream.md. The machine is shared: CPU seconds and the load average
 are recorded beside the wall times.
 """
 
@@ -155,11 +158,76 @@ def run_real() -> list[str]:
             "![true vs private running bike rentals](stream_real.png)", ""]
 
 
+FRAMES = "## Histograms, sliding windows and frame steps (dpkit.stream.frames)"
+
+
+def run_frames() -> list[str]:
+    """Window errors against their closed forms or bounds, and the cost of frame steps."""
+    import polars as pl
+
+    from dpkit.stream import ContinualRelease, make_counter
+    from dpkit.stream.base import half_width, noise_variance
+    from dpkit.stream.frames import window_weights
+
+    horizon, trials = 365, 400
+    lines = [FRAMES, "",
+             f"Window W over T = {horizon}, ρ = 1/2, {trials} trials (release_many), error at "
+             "every t ≥ W: measured MSE, the closed form (increments, tree, factorization: "
+             "exact) or the bound ‖a−b‖ ≤ ‖a‖+‖b‖ used for the intervals (others), and "
+             "the 95% interval's measured coverage.", "",
+             "| mechanism | W | MSE measured | closed form / bound | ratio | coverage |",
+             "|---|---|---|---|---|---|"]
+    x = np.zeros(horizon, dtype=np.int64)
+    for name in ("increments", "tree", "honaker", "smooth", "factorization"):
+        c = make_counter(name, horizon, rho=RHO)
+        out = c.release_many(x, trials)
+        scale2 = float(c.noise.scale) ** 2
+        v = noise_variance(c.noise) / scale2
+        for width in (7, 30):
+            ts = np.arange(width, horizon + 1)
+            before = np.concatenate([np.zeros((trials, 1)), out[:, ts[1:] - width - 1]], axis=1)
+            err = out[:, ts - 1] - before  # S_t − S_{t−W}, S_0 = 0
+            w = np.array([window_weights(c, int(t), width) for t in ts])
+            form = float(np.mean(w[:, 0])) * v
+            h = half_width(c.gaussian, w[:, 0], w[:, 1], 0.05)
+            cover = float(np.mean(np.abs(err) <= h))
+            mse = float(np.mean(err**2))
+            lines.append(f"| {name} | {width} | {mse:.4g} | {form:.4g} | {form / mse:.3f} | "
+                         f"{cover:.4f} |")
+    # frame steps: a continual histogram of events with a unit column (w enforced)
+    rng = np.random.default_rng(0)  # synthetic *data* only; the noise is dpkit's CSPRNG
+    rows, steps = 10_000, 60
+    frames = [pl.DataFrame({"day": np.full(rows, d + 1), "k": rng.integers(1, 5, rows),
+                            "u": rng.integers(0, 100_000, rows)}) for d in range(steps)]
+    lines += ["", f"Frame steps: a continual histogram over 4 keys, {rows} event rows per "
+              f"step, {steps} steps (T = 365, tree, ρ = 1/2, window 7):", "",
+              "| unit column | CPU s per step | wall s per step |", "|---|---|---|"]
+    for unit in (None, "u"):
+        s = ContinualRelease(horizon, accountant=FilterAccountant(ZCDP(1)), mechanism="tree",
+                             rho=RHO, keys=[1, 2, 3, 4], by="k", unit=unit, contributions=50,
+                             time="day", window=7)
+        c0, w0 = time.process_time(), time.perf_counter()
+        for f in frames:
+            s.feed(f)
+        lines.append(f"| {unit or '—'} | {(time.process_time() - c0) / steps:.4f} | "
+                     f"{(time.perf_counter() - w0) / steps:.4f} |")
+    return [*lines, "", f"Load average {os.getloadavg()[0]:.2f} (2 shared cores).", ""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="skip T = 10^6")
     parser.add_argument("--real", action="store_true", help="also the real daily series")
+    parser.add_argument("--frames", action="store_true",
+                        help="only the histogram/window/frame section (replaced in stream.md)")
     args = parser.parse_args()
+    if args.frames:
+        path = HERE / "results" / "stream.md"
+        kept = path.read_text().split(FRAMES)[0].rstrip("\n") if path.exists() else ""
+        section = run_frames()
+        path.write_text(kept + "\n\n" + "\n".join(section))
+        print("\n".join(section))
+        return
     horizons = [365, 10_000] + ([] if args.quick else [1_000_000])
     rows: list[dict] = []
     load0 = os.getloadavg()
@@ -197,6 +265,7 @@ def main() -> None:
     lines += [f"- T = 10^4, per-step-increment noise MSE / mechanism MSE: {ratios}.", ""]
     if args.real:
         lines += run_real()
+    lines += run_frames()
     (HERE / "results" / "stream.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -46,6 +46,7 @@ from dpkit.mechanisms.partition_selection import PartitionSelection
 # query.publish.histogram(…) / .pmw(…): dpkit.release registers the namespace when imported,
 # which happens on first use (frame, above release on the layer map, never imports it)
 _namespace.provide_query_namespace("publish", "dpkit.release")
+_namespace.provide_query_namespace("continual", "dpkit.stream")
 
 __version__ = "0.1.0"
 

@@ -11,12 +11,18 @@ tree                 the binary mechanism (p-sums) and Honaker's estimator
 smooth               the smooth binary mechanism (Andersson & Pagh 2023)
 factorization        the square-root factorisation counter (exact discrete Gaussian)
 hybrid               the hybrid mechanism for an unknown horizon (Chan, Shi & Song 2011)
+frames               ContinualRelease: histograms, sums, windows, frames, w enforced, save
+session              ``query.continual(…)`` on a Session (a query namespace)
+audit                the audit cases of the tree and the factorisation (registry)
 """
 
+from dpkit.stream import audit as audit  # registers the counters' audit cases
 from dpkit.stream.base import Budget, Counter, Unit
 from dpkit.stream.counters import Increments, RunningTotals
 from dpkit.stream.factorization import SqrtFactorization
+from dpkit.stream.frames import ContinualRelease, ContinualStep
 from dpkit.stream.hybrid import Hybrid
+from dpkit.stream.session import ContinualNamespace, ContinualQuery
 from dpkit.stream.smooth import SmoothBinary
 from dpkit.stream.stream import (
     MECHANISMS,
@@ -34,4 +40,5 @@ from dpkit.stream.tree import BinaryTree, HonakerTree, psums
 __all__ = ["Stream", "StepRelease", "PrefixSums", "release_prefix_sums", "make_counter",
            "MECHANISMS", "HorizonExceededError", "clamp", "isotonic", "Budget", "Counter",
            "Unit", "Increments", "RunningTotals", "BinaryTree", "HonakerTree", "SmoothBinary",
-           "SqrtFactorization", "Hybrid", "psums"]
+           "SqrtFactorization", "Hybrid", "psums", "ContinualRelease", "ContinualStep",
+           "ContinualQuery", "ContinualNamespace"]

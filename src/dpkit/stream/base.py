@@ -264,6 +264,12 @@ class Counter(ABC):
     def release(self, x: np.ndarray) -> np.ndarray:
         """The private prefix sums of the int64 increments ``x`` (len ≤ horizon), float64."""
 
+    def release_many(self, x: np.ndarray, copies: int) -> np.ndarray:
+        """``copies`` independent releases of the same increments, shape (copies, len(x)):
+        for the audit and the benchmarks (the tree and the factorisation vectorise it, and
+        their :meth:`release` is its first row, so both read the same code)."""
+        return np.stack([self.release(x) for _ in range(int(copies))])
+
     @abstractmethod
     def start(self) -> dict[str, Any]:
         """The initial streaming state: a small JSON-ready dict (ints, floats, lists)."""

@@ -57,8 +57,8 @@ def sqrt_coefficients(n: int) -> np.ndarray:
 
 
 def _convolve(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
-    size = 1 << max(1, (len(a) + len(b) - 1).bit_length())
-    return np.asarray(sfft.irfft(sfft.rfft(a, size) * sfft.rfft(b, size), size)[:n])
+    size = 1 << max(1, (a.shape[-1] + len(b) - 1).bit_length())
+    return np.asarray(sfft.irfft(sfft.rfft(a, size) * sfft.rfft(b, size), size)[..., :n])
 
 
 _LIMB = 8  # bits per limb of the exact convolution
@@ -164,10 +164,14 @@ class SqrtFactorization(Counter):
         return self._sq[t - 1], self._amax[t - 1]
 
     def release(self, x: np.ndarray) -> np.ndarray:
+        return self.release_many(x, 1)[0]
+
+    def release_many(self, x: np.ndarray, copies: int) -> np.ndarray:
         x = np.asarray(x, dtype=np.int64)
         n = len(x)
         u = exact_convolve(x, self.coef, n, self._spectra)  # R·x, exact (no overflow: bits)
-        noisy = u + self._noise(n)  # the private release: everything below reads only it
+        # the private release (each row): everything below reads only it
+        noisy = u + self._noise(int(copies) * n).reshape(int(copies), n)
         return _convolve(noisy.astype(np.float64), self.g[:n], n)  # A·R⁻¹·(R·x + z)
 
     def start(self) -> dict[str, Any]:

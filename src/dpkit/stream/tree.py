@@ -86,18 +86,22 @@ class BinaryTree(Counter):
         t = np.asarray(t, dtype=np.int64)
         return np.bitwise_count(t).astype(np.float64), np.ones(t.shape)
 
-    def _error(self, n: int) -> np.ndarray:
+    def _error(self, n: int, copies: int = 1) -> np.ndarray:
         t = np.arange(1, n + 1, dtype=np.int64)
-        err = np.zeros(n, dtype=np.int64)
+        err = np.zeros((copies, n), dtype=np.int64)
         for j in range(levels(n)):
             mask = (t >> j & 1).astype(bool)
             idx = t[mask] >> (j + 1)
-            err[mask] += self._noise(int(idx[-1]) + 1, j)[idx]
+            m = int(idx[-1]) + 1
+            err[:, mask] += self._noise(copies * m, j).reshape(copies, m)[:, idx]
         return err.astype(np.float64)
 
     def release(self, x: np.ndarray) -> np.ndarray:
+        return self.release_many(x, 1)[0]
+
+    def release_many(self, x: np.ndarray, copies: int) -> np.ndarray:
         x = np.asarray(x, dtype=np.int64)
-        return np.cumsum(x).astype(np.float64) + self._error(len(x))
+        return np.cumsum(x).astype(np.float64) + self._error(len(x), int(copies))
 
     def start(self) -> dict[str, Any]:
         return {"t": 0, "acc": [0] * self.levels, "est": [0.0] * self.levels}
@@ -121,6 +125,7 @@ class HonakerTree(BinaryTree):
     """Honaker's estimator on the full binary tree (module docstring)."""
 
     name = "honaker"
+    release_many = Counter.release_many  # its own release below, copy by copy
 
     def weights(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         t = np.asarray(t, dtype=np.int64)

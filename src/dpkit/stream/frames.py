@@ -1,0 +1,534 @@
+"""Continual release beyond one counter (issue 20): continual histograms (a counter per public
+key), continual sums of bounded values, sliding windows, steps given as Polars frames with a
+time column, the privacy unit enforced from a unit column, and persistence of an open stream.
+
+Privacy (a :class:`ContinualRelease` is charged its budget once, at creation)
+-----------------------------------------------------------------------------
+One event adds at most Δ to one step of one key's increments: Δ = 1 for a count, Δ =
+max(|lower|, |upper|) for a sum of values clamped to [lower, upper]. A privacy unit
+contributes at most w events over the whole stream (``contributions``; enforced when a
+``unit`` column is given, below). Stack every key's node vector into one vector: a unit's
+difference v over all keys and steps has ‖v‖₁ ≤ w·Δ, and each key's node matrix has column
+norms c₁, c₂, so the stacked node difference has L1 norm ≤ w·Δ·c₁ and L2 norm ≤ w·Δ·c₂
+(triangle inequality, as in :mod:`dpkit.stream.base`). Hence every key's counter is the
+single counter calibrated at unit (Δ, w) and the full budget: for event level (w = 1) this is
+parallel composition over keys (an event touches one key); for user level the bound w·Δ is
+the sum of the per-key sensitivities w_k·Δ over any split Σ w_k ≤ w of a unit's events.
+
+Sliding windows (post-processing): the count over the last W steps is S_t − S_{t−W} of the
+released prefix sums (S_0 = 0). Its error is e_t − e_{t−W}; the half-width uses the coefficient
+vector a_t − a_{t−W}: exact for "increments" (min(t, W) noises), "running_totals" (two),
+"tree" (the symmetric difference of the two dyadic covers) and "factorization" (the
+difference of the two rows of A·R⁻¹, O(t) per step); for the other mechanisms the
+bound ‖a − b‖₂ ≤ ‖a‖₂ + ‖b‖₂ and max|a − b| ≤ max|a| + max|b| (conservative).
+
+Frames and the time column. Step t covers the times [origin + (t − 1)·every, origin + t·every)
+(integers: ``origin`` default 1, ``every`` default 1; dates/datetimes: ``origin`` required,
+``every`` a ``timedelta``, default one day). :meth:`ContinualRelease.feed` takes the next
+step's rows: rows whose time is null or outside the step's interval are dropped (late rows
+are never counted), rows whose key is not a declared key are dropped, values follow the
+clamp rule of :mod:`dpkit.stream.stream` (a null or non-finite value becomes ``lower``). The
+frame's *schema* (column names and kinds) is public and checked before the step advances
+(``DomainError``, nothing drawn); after that the step is total.
+
+Enforcing w. With ``unit=`` (a column naming the privacy unit), the stream keeps a count per
+unit in its state and keeps only a unit's first w events over the whole stream (in feed
+order, rows in frame order), dropping the rest: the declared w then holds whatever the data.
+Without it, w is declared (each row is its own unit when w = 1).
+
+Persistence and threat model. :meth:`ContinualRelease.save` writes the whole state — the
+open node sums (raw data sums and secret noise: with the released values they reveal the
+raw counts), the per-unit counts (unit identifiers) and the configuration — as one Fernet
+token (AES-128-CBC + HMAC-SHA256; ``cryptography``), with the ledger release id and
+description of the debit that paid for the stream inside it; nothing is written in plain
+text. :meth:`ContinualRelease.restore` decrypts and authenticates the token (a changed or
+truncated file, or a wrong key, is refused), rebuilds the plan, and checks against the ledger
+that release id's dataset, description, exact loss and "released" status: no second debit,
+and a stream cannot be restored against a ledger that did not pay for it. The spend persists
+through the ledger's debit. Protected: reading or changing the file without the key. Not
+protected (the operator's duty, stated in the report): a *rollback* to an older token or two
+processes restoring one token (each re-draws the noise of the steps released since, and the
+releases of a step then average out); keep one writer per stream and the token with the same
+care as the ledger's encryption key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from dpkit.core.accountant import as_accountant
+from dpkit.core.measures import PrivacyLoss
+from dpkit.core.numbers import Number, integer
+from dpkit.errors import DomainError
+from dpkit.stream.base import Counter, half_width
+from dpkit.stream.factorization import MAX_VALUE
+from dpkit.stream.stream import HorizonExceededError, StepRelease, _bounds, clamp, make_counter
+
+__all__ = ["ContinualRelease", "ContinualStep", "window_weights"]
+
+VERSION = 1
+
+
+def _cover(t: int) -> set[tuple[int, int]]:
+    return {(j, (t >> j) - 1) for j in range(int(t).bit_length()) if t >> j & 1}
+
+
+def window_weights(counter: Counter, t: int, width: int) -> tuple[float, float]:
+    """Σ(aᵢ − bᵢ)²·scaleᵢ² and max|aᵢ − bᵢ|·scaleᵢ of the window error e_t − e_{t−W} (module
+    docstring: exact for increments, running_totals, tree, factorization; an upper bound
+    otherwise)."""
+    s = float(counter.noise.scale) if counter.name != "hybrid" else 0.0
+    u = max(t - width, 0)
+    if counter.name == "increments":
+        return (t - u) * s * s, s
+    if counter.name == "running_totals":
+        return (2.0 if u else 1.0) * s * s, s
+    if counter.name == "tree":
+        return len(_cover(t) ^ _cover(u)) * s * s, s
+    if counter.name == "factorization":  # e_t = Σ_k g_k z_{t−k}: the coefficients' difference
+        g = counter.g  # type: ignore[attr-defined]
+        a = np.concatenate([g[:t - u], g[t - u:t] - g[:u]])
+        return float(np.sum(a * a)) * s * s, float(np.max(np.abs(a))) * s
+    parts = []
+    for step in (t, u):
+        if step == 0:
+            parts.append((0.0, 0.0))
+        elif counter.name == "hybrid":  # two scales: checkpoints and the step's segment
+            k, inner, blocks = counter._parts(np.array([step]))  # type: ignore[attr-defined]
+            b = float(counter.noise.scale)
+            seg = counter._per_segment(k, "scale")  # type: ignore[attr-defined]
+            parts.append((float(blocks[0] * b * b + inner[0] * seg[0] ** 2),
+                          max(b, float(seg[0]) if inner[0] else 0.0)))
+        else:
+            sq_, am = counter.weights(np.array([step]))
+            parts.append((float(sq_[0]) * s * s, float(am[0]) * s))
+    (a2, am_a), (b2, am_b) = parts
+    return (a2 ** 0.5 + b2 ** 0.5) ** 2, am_a + am_b
+
+
+def _paid_row(accountant: Any, release_id: int | None) -> dict[str, Any] | None:
+    """The ledger row that paid for a stream (id, dataset, description, loss, status and its
+    chained hash), or None without a ledger."""
+    ledger, dataset = getattr(accountant, "ledger", None), getattr(accountant, "dataset", None)
+    if ledger is None or release_id is None:
+        return None
+    for row in ledger.releases(dataset):
+        if row["id"] == release_id:
+            return {"id": row["id"], "dataset": row["dataset"], "query": row["query"],
+                    "loss": str(row["loss"]), "status": row["status"], "hash": row["hash"]}
+    return None
+
+
+@dataclass(frozen=True)
+class ContinualStep:
+    """One step's releases.
+
+    Attributes
+    ----------
+    t : int
+        The step (1-based).
+    releases : dict
+        Key → :class:`~dpkit.stream.StepRelease` of the running total (key None without
+        ``keys``).
+    windows : dict
+        Key → the release of the count over the last W steps (empty without ``window``).
+    """
+
+    t: int
+    releases: dict[Any, StepRelease]
+    windows: dict[Any, StepRelease]
+
+    def __getitem__(self, key: Any) -> StepRelease:
+        return self.releases[key]
+
+    @property
+    def value(self) -> float | int:
+        """The running total of the only key (None)."""
+        return self.releases[None].value
+
+
+def _time_kind(origin: Any) -> str:
+    if isinstance(origin, datetime):
+        return "datetime"
+    if isinstance(origin, date):
+        return "date"
+    return "int"
+
+
+class ContinualRelease:
+    """A continual count or sum, one counter per public key, charged once when created and
+    fed one step at a time (an int, a mapping key → int, or a Polars frame of new rows).
+
+    Parameters
+    ----------
+    horizon : int or None
+        T steps (None for "increments" and "hybrid").
+    accountant : Accountant, PrivacyFilter or Session
+        Charged once, here, with the budget (whatever the number of keys or steps).
+    mechanism, epsilon, rho, beta, nonnegative, monotone, integer
+        As :class:`~dpkit.stream.Stream`.
+    value : str, optional
+        A column to sum (frames); None counts rows.
+    bounds : (int, int), optional
+        [lower, upper] of one value (sums; required with ``value``): Δ = max(|lower|, |upper|).
+    keys : sequence, optional
+        The public keys of a continual histogram; ``by`` is then their column.
+    by : str, optional
+        The key column of a frame.
+    unit : str, optional
+        The privacy-unit column of a frame: w is then enforced (module docstring).
+    contributions : int
+        w ≥ 1: events per unit over the whole stream.
+    time, origin, every
+        The time column and the step grid (module docstring).
+    window : int, optional
+        W ≥ 1: also release the count over the last W steps.
+
+    Raises
+    ------
+    DomainError
+        At plan time, before the debit.
+    BudgetExceededError
+        If the accountant cannot pay (nothing debited).
+    """
+
+    def __init__(self, horizon: int | None, *, accountant: Any, mechanism: str = "smooth",
+                 epsilon: Number | None = None, rho: Number | None = None,
+                 value: str | None = None, bounds: tuple[int, int] | None = None,
+                 keys: Sequence[Any] | None = None, by: str | None = None,
+                 unit: str | None = None, contributions: int = 1, time: str | None = None,
+                 origin: Any = None, every: Any = None, window: int | None = None,
+                 beta: float = 0.05, nonnegative: bool = False, monotone: bool = False,
+                 integer: bool = False, _restore: Mapping[str, Any] | None = None,
+                 _schema: pl.DataFrame | None = None) -> None:
+        self.config = self._plan(horizon, mechanism, epsilon, rho, value, bounds, keys, by, unit,
+                                 contributions, time, origin, every, window, beta, nonnegative,
+                                 monotone, integer)
+        self._build()
+        if _schema is not None:
+            self.check_schema(_schema)  # the rows' schema, at plan time
+        if _restore is not None:
+            self.state = json.loads(json.dumps(_restore["state"]))
+            self.release_id, self.description = _restore["release_id"], _restore["description"]
+            self.paid = _restore.get("paid")
+            self.record = None
+            return
+        self.description = self._describe()
+        counters = self.counters
+
+        def opened() -> dict[str, Any]:
+            return {"t": 0, "counters": [c.start() for c in counters],
+                    "last": [None] * len(counters), "recent": [[] for _ in counters],
+                    "units": {}}
+
+        target = as_accountant(accountant)
+        state = target.run(self.loss, self.description, opened,
+                           noise=counters[0].noise_rows())
+        self.state = json.loads(json.dumps(state))  # the record keeps the opening
+        self.record = target.last
+        self.release_id = None if self.record is None else self.record.release_id
+        self.paid = _paid_row(target, self.release_id)
+
+    # -- plan ------------------------------------------------------------------------------
+    @staticmethod
+    def _plan(horizon: Any, mechanism: str, epsilon: Any, rho: Any, value: Any, bounds: Any,
+              keys: Any, by: Any, unit: Any, contributions: Any, time: Any, origin: Any,
+              every: Any, window: Any, beta: Any, nonnegative: Any, monotone: Any,
+              as_int: Any) -> dict[str, Any]:
+        if value is not None:
+            if bounds is None:
+                raise DomainError("a continual sum needs bounds=(lower, upper)")
+            lo, hi = _bounds(*bounds)
+        else:
+            lo, hi = 0, 1
+        if (keys is None) != (by is None):
+            raise DomainError("keys= and by= go together (a continual histogram)")
+        key_list = None if keys is None else list(keys)
+        if key_list is not None:
+            if not key_list or len(set(map(repr, key_list))) != len(key_list):
+                raise DomainError("keys must be a non-empty list of distinct public keys")
+            if not all(isinstance(k, str | int | bool) for k in key_list):
+                raise DomainError("keys must be str or int")
+        for name, col in (("value", value), ("by", by), ("unit", unit), ("time", time)):
+            if col is not None and not isinstance(col, str):
+                raise DomainError(f"{name} must be a column name")
+        kind = _time_kind(origin)
+        if time is not None:
+            if kind == "int":
+                origin = 1 if origin is None else integer(origin, "origin")
+                every = 1 if every is None else integer(every, "every", minimum=1)
+            else:
+                every = timedelta(days=1) if every is None else every
+                if not isinstance(every, timedelta) or every <= timedelta(0):
+                    raise DomainError("every must be a positive timedelta for a date origin")
+        if window is not None:
+            window = integer(window, "window", minimum=1)
+        if not 0 < float(beta) < 1:
+            raise DomainError("beta must be in (0, 1)")
+        return {"version": VERSION, "horizon": horizon, "mechanism": mechanism,
+                "epsilon": None if epsilon is None else str(Fraction(epsilon)),
+                "rho": None if rho is None else str(Fraction(rho)),
+                "value": value, "bounds": [lo, hi], "keys": key_list, "by": by, "unit": unit,
+                "contributions": integer(contributions, "contributions", minimum=1),
+                "time": time, "time_kind": kind,
+                "origin": origin.isoformat() if kind != "int" else origin,
+                "every": every.total_seconds() if isinstance(every, timedelta) else every,
+                "window": window, "beta": float(beta),
+                "options": [bool(nonnegative), bool(monotone), bool(as_int)]}
+
+    def _build(self) -> None:
+        c = self.config
+        lo, hi = c["bounds"]
+        delta = max(abs(lo), abs(hi)) if c["value"] is not None else 1
+        self.delta = max(delta, 1)
+        n = 1 if c["keys"] is None else len(c["keys"])
+        eps, rho = (None if v is None else Fraction(v) for v in (c["epsilon"], c["rho"]))
+        # every key's counter is the same plan (module docstring); one object per key keeps
+        # the hybrid's segment cache per key
+        self.counters: list[Counter] = [
+            make_counter(c["mechanism"], c["horizon"], epsilon=eps, rho=rho,
+                         sensitivity=self.delta, contributions=c["contributions"])
+            for _ in range(n)]
+        self.keys: list[Any] = [None] if c["keys"] is None else list(c["keys"])
+        self._index = {repr(k): i for i, k in enumerate(self.keys)}
+
+    def _describe(self) -> str:
+        c, counter = self.config, self.counters[0]
+        what = f"sum of {c['value']} in {c['bounds']}" if c["value"] else "count"
+        keys = "" if c["keys"] is None else f" by {c['by']} over {len(c['keys'])} keys"
+        return (f"continual {what}{keys}: {counter.name}, horizon {c['horizon']}, "
+                f"{counter.unit.level} level (Δ = {self.delta}, w = {c['contributions']}"
+                f"{', enforced on ' + c['unit'] if c['unit'] else ''}), window {c['window']}, "
+                f"{counter.budget.loss}")
+
+    @property
+    def loss(self) -> PrivacyLoss:
+        """The whole stream's loss (the budget, charged once)."""
+        return self.counters[0].loss
+
+    @property
+    def t(self) -> int:
+        return int(self.state["t"])
+
+    @property
+    def horizon(self) -> int | None:
+        return self.counters[0].horizon
+
+    # -- data side -------------------------------------------------------------------------
+    def _interval(self, t: int) -> tuple[Any, Any]:
+        c = self.config
+        if c["time_kind"] == "int":
+            lo = c["origin"] + (t - 1) * c["every"]
+            return lo, lo + c["every"]
+        origin: Any = (datetime.fromisoformat(c["origin"]) if c["time_kind"] == "datetime"
+                       else date.fromisoformat(c["origin"]))
+        every = timedelta(seconds=c["every"])
+        return origin + (t - 1) * every, origin + t * every
+
+    def check_schema(self, frame: Any) -> pl.DataFrame:
+        """The frame's public schema checked (plan-like: raises before the step advances)."""
+        if isinstance(frame, pl.LazyFrame):
+            frame = frame.collect()
+        if not isinstance(frame, pl.DataFrame):
+            raise DomainError("a step is an int, a mapping key → int, or a Polars frame")
+        c = self.config
+        needed = [col for col in (c["value"], c["by"], c["unit"], c["time"]) if col]
+        missing = [col for col in needed if col not in frame.columns]
+        if missing:
+            raise DomainError(f"the step's frame lacks the columns {missing}")
+        if c["value"] and not frame.schema[c["value"]].is_numeric():
+            raise DomainError(f"column {c['value']} must be numeric")
+        if c["time"]:
+            dtype = frame.schema[c["time"]]
+            ok = (dtype.is_integer() if c["time_kind"] == "int" else
+                  dtype == pl.Date if c["time_kind"] == "date" else isinstance(dtype, pl.Datetime))
+            if not ok:
+                raise DomainError(f"time column {c['time']} is {dtype}, not {c['time_kind']}")
+        return frame
+
+    def _increments(self, frame: pl.DataFrame) -> list[int]:
+        """Per key, the step's increment from the frame's rows (total; module docstring)."""
+        c = self.config
+        n = len(frame)
+        keep = np.ones(n, dtype=bool)
+        if c["time"]:
+            lo, hi = self._interval(self.t + 1)
+            times = frame.get_column(c["time"])
+            keep &= ((times >= lo) & (times < hi)).fill_null(False).to_numpy()
+        idx = np.zeros(n, dtype=np.int64)
+        if c["by"]:
+            ks = frame.get_column(c["by"]).to_list()
+            idx = np.array([self._index.get(repr(k), -1) for k in ks], dtype=np.int64)
+            keep &= idx >= 0
+        lo_v, hi_v = c["bounds"]
+        if c["value"]:
+            vals = [clamp(v, lo_v, hi_v) for v in frame.get_column(c["value"]).to_list()]
+        else:
+            vals = [1] * n
+        units = frame.get_column(c["unit"]).to_list() if c["unit"] else None
+        seen: dict[str, int] = self.state["units"]
+        w = c["contributions"]
+        out = [0] * len(self.keys)
+        for r in np.flatnonzero(keep).tolist():
+            if units is not None:
+                u = repr(units[r])
+                if seen.get(u, 0) >= w:
+                    continue  # the unit's w events are spent: dropped
+                seen[u] = seen.get(u, 0) + 1
+            out[int(idx[r])] += vals[r]
+        return [min(max(v, -MAX_VALUE), MAX_VALUE) for v in out]
+
+    def feed(self, step: Any) -> ContinualStep:
+        """Feed the next step; its releases.
+
+        Parameters
+        ----------
+        step : int, mapping or polars frame
+            An int (one key), a mapping key → int (absent keys are 0; others ignored), or
+            the step's new rows. An int is the step's total (clamp rule of
+            :mod:`dpkit.stream.stream`, to [0, 2^31 − 1] for a count, to the signs the
+            bounds allow for a sum); its privacy unit is declared, as in
+            :class:`~dpkit.stream.Stream` — frames enforce it.
+
+        Raises
+        ------
+        HorizonExceededError
+            If the horizon has been reached.
+        DomainError
+            For a frame whose schema does not fit, or an int fed to a histogram (before
+            anything advances).
+        """
+        if self.horizon is not None and self.t >= self.horizon:
+            raise HorizonExceededError(f"the stream's horizon of {self.horizon} steps is "
+                                       "reached; open a new stream (with its own budget)")
+        c = self.config
+        # an int is the step's total: a count in [0, 2^31 − 1]; a sum with the sign its
+        # bounds allow (the neighbouring relation stays the declared one, as in Stream)
+        lo = -MAX_VALUE if c["value"] and c["bounds"][0] < 0 else 0
+        hi = MAX_VALUE if not c["value"] or c["bounds"][1] > 0 else 0
+        if isinstance(step, pl.DataFrame | pl.LazyFrame):
+            incs = self._increments(self.check_schema(step))
+        elif isinstance(step, Mapping):
+            incs = [clamp(step.get(k, 0), lo, hi) for k in self.keys]
+        elif c["keys"] is None:
+            incs = [clamp(step, lo, hi)]
+        else:
+            raise DomainError("a continual histogram takes a mapping key → int or a frame")
+        self.state["t"] = t = self.t + 1
+        releases, windows = {}, {}
+        for i, (key, counter) in enumerate(zip(self.keys, self.counters, strict=True)):
+            raw = counter.step(self.state["counters"][i], incs[i])
+            releases[key] = self._post(i, t, raw)
+            if c["window"]:
+                windows[key] = self._window(i, t, raw)
+        return ContinualStep(t, releases, windows)
+
+    def _post(self, i: int, t: int, raw: float) -> StepRelease:
+        counter = self.counters[i]
+        h = float(counter.half_widths(np.array([t]), self.config["beta"])[0])
+        value, low, high = raw, raw - h, raw + h
+        nonnegative, monotone, as_int = self.config["options"]
+        if nonnegative:
+            value, low, high = max(value, 0.0), max(low, 0.0), max(high, 0.0)
+        last = self.state["last"][i]
+        if monotone and last is not None:
+            value = max(value, last)
+        self.state["last"][i] = value
+        return StepRelease(t, int(round(value)) if as_int else value, raw, h, low, high)
+
+    def _window(self, i: int, t: int, raw: float) -> StepRelease:
+        width = self.config["window"]
+        recent: list[float] = self.state["recent"][i]
+        recent.append(raw)
+        before = recent[-width - 1] if len(recent) > width else 0.0
+        del recent[:-width - 1]
+        sq, am = window_weights(self.counters[i], t, width)
+        h = float(half_width(self.counters[i].gaussian, np.array([sq]), np.array([am]),
+                             self.config["beta"])[0])
+        est = raw - before
+        value = max(est, 0.0) if self.config["options"][0] else est
+        if self.config["options"][2]:
+            value = int(round(value))
+        return StepRelease(t, value, est, h, est - h, est + h)
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path: str | Path, key: bytes) -> None:
+        """Write the stream (configuration, state, the paying release) encrypted and
+        authenticated with the Fernet ``key`` (module docstring), atomically, mode 0600."""
+        from cryptography.fernet import Fernet
+
+        payload = json.dumps({"config": self.config, "state": self.state,
+                              "release_id": self.release_id,
+                              "description": self.description, "paid": self.paid},
+                             separators=(",", ":"))
+        token = Fernet(key).encrypt(payload.encode())
+        target = Path(path)
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(token)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+
+    @classmethod
+    def restore(cls, path: str | Path, key: bytes, accountant: Any) -> ContinualRelease:
+        """Reopen a saved stream after a restart, without a new debit.
+
+        Parameters
+        ----------
+        path : str or Path
+            Written by :meth:`save`.
+        key : bytes
+            Its Fernet key.
+        accountant : LedgerAccountant or Session
+            Over the ledger and dataset that paid for the stream.
+
+        Raises
+        ------
+        DomainError
+            For a wrong key or a changed file, an accountant without a ledger, or a ledger
+            without that paid release (dataset, description, loss, status "released").
+        """
+        from cryptography.fernet import Fernet, InvalidToken
+
+        try:
+            doc = json.loads(Fernet(key).decrypt(Path(path).read_bytes()))
+        except (InvalidToken, ValueError):
+            raise DomainError("the stream's state does not decrypt with this key (a wrong "
+                              "key, or the file was changed)") from None
+        c = doc["config"]
+        if c.get("version") != VERSION:
+            raise DomainError(f"unknown stream state version {c.get('version')}")
+        kind = c["time_kind"]
+        origin = (c["origin"] if kind == "int" else datetime.fromisoformat(c["origin"])
+                  if kind == "datetime" else date.fromisoformat(c["origin"]))
+        every = c["every"] if kind == "int" else timedelta(seconds=c["every"])
+        nonneg, mono, as_int = c["options"]
+        stream = cls(c["horizon"], accountant=None, mechanism=c["mechanism"],
+                     epsilon=c["epsilon"], rho=c["rho"], value=c["value"],
+                     bounds=tuple(c["bounds"]) if c["value"] else None, keys=c["keys"],
+                     by=c["by"], unit=c["unit"], contributions=c["contributions"],
+                     time=c["time"], origin=origin if c["time"] else None,
+                     every=every if c["time"] else None, window=c["window"], beta=c["beta"],
+                     nonnegative=nonneg, monotone=mono, integer=as_int, _restore=doc)
+        target = as_accountant(accountant)
+        if getattr(target, "ledger", None) is None or doc["release_id"] is None:
+            raise DomainError("a stream is restored against the ledger that paid for it")
+        paid = _paid_row(target, doc["release_id"])
+        if not (paid is not None and paid == doc["paid"] and paid["query"] == doc["description"]
+                and paid["status"] == "released" and paid["loss"] == str(stream.loss)
+                and stream._describe() == doc["description"]):
+            raise DomainError("the ledger has no paid release for this stream state")
+        return stream
