@@ -4,6 +4,7 @@ Tumult Analytics, PipelineDP (local), SmartNoise SQL and the non-private Polars 
     /work/venv/bin/python bench/interface.py --rows 1000000 10000000
         [--systems dpkit-polars,opendp-context,...] [--repeats 3] [--timeout 600]
         [--peers-python /work/peers-venv/bin/python] [--tumult-python ...] [--snsql-python ...]
+        [--spark-driver-memory 2g]
     /work/venv/bin/python bench/interface.py --report-only   # rewrite the .md from the .json
 
 Task (per size): synthetic data written once to a Parquet file in a temporary directory
@@ -82,7 +83,11 @@ SEMANTICS = {
     "dpkit-duckdb": "As dpkit-polars, on duckdb.read_parquet(path) (a lazy relation: every "
                     "release reads the file).",
     "dpkit-spark": "As dpkit-polars, on spark.read.parquet(path) (not cached) with a local[2] "
-                   "SparkSession (8 GB driver); Spark start-up is inside first result.",
+                   "SparkSession (driver memory: --spark-driver-memory, recorded per run as "
+                   "spark_driver_memory; other settings Spark's defaults, so 200 shuffle "
+                   "partitions with adaptive coalescing); contribution bounding is one lazy "
+                   "plan (one shuffle by user, window ranks, salted-hash row keys, no "
+                   "checkpoint); Spark start-up is inside first result.",
     "opendp-context": "unit_of(contributions=1, identifier='user_id'); truncate_num_groups(5, "
                       "keep='first') + truncate_per_group(2) then len + sum + mean joined to "
                       "the public keys (with_keys); median over the same 1,001 candidates "
@@ -122,7 +127,8 @@ OBSERVED = """\
 - PipelineDP's LocalBackend is pure Python over tuples (~70 s per grouped release at 10^6
   rows); at 10^7 it did not finish the first release in 600 s.
 - Tumult's first task at 10^6 rows took 548 s (each of its 4 queries is several Spark jobs
-  with Python UDFs); at 10^7 it did not finish the first query in 600 s.
+  with Python UDFs); at 10^7 it did not finish the first query in 600 s (8 GB driver) nor in
+  540 s (2 GB driver).
 """
 
 # -- data ------------------------------------------------------------------------------
@@ -169,8 +175,8 @@ def kill_session(sid: int) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def run_system(name: str, python: str, data: Path, rows: int, repeats: int, timeout: float
-               ) -> dict:
+def run_system(name: str, python: str, data: Path, rows: int, repeats: int, timeout: float,
+               driver_memory: str = "2g") -> dict:
     _, script, extra = SYSTEMS[name]
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, text=True,
                           capture_output=True).stdout.strip()  # src may move during a run
@@ -183,7 +189,8 @@ def run_system(name: str, python: str, data: Path, rows: int, repeats: int, time
         cmd = [python, str(PEERS / script), str(data), str(rows), str(repeats), *extra]
         if Path("/usr/bin/time").exists():
             cmd = ["/usr/bin/time", "-v", "-o", tfile.name, *cmd]
-        env = dict(os.environ, BENCH_T0=repr(time.time()), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, BENCH_T0=repr(time.time()), PYTHONUNBUFFERED="1",
+                   BENCH_SPARK_DRIVER_MEMORY=driver_memory)
         env.pop("PYSPARK_PYTHON", None)
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -432,6 +439,8 @@ def main() -> None:
     ap.add_argument("--peers-python", default="/work/peers-venv/bin/python")
     ap.add_argument("--tumult-python", default="/work/tumult-venv/bin/python")
     ap.add_argument("--snsql-python", default="/work/snsql-venv/bin/python")
+    ap.add_argument("--spark-driver-memory", default="2g",
+                    help="spark.driver.memory of dpkit-spark and tumult-analytics (local[2])")
     ap.add_argument("--data-dir", default=None, help="keep the Parquet files here")
     ap.add_argument("--out", default=str(RESULTS / "interface"),
                     help="path prefix of the .json and .md results")
@@ -481,7 +490,7 @@ def main() -> None:
             for name in systems:
                 print(f"[{time.strftime('%H:%M:%S')}] {rows:,} rows: {name} …", flush=True)
                 rec = run_system(name, pythons[SYSTEMS[name][0]], data, rows, args.repeats,
-                                 args.timeout)
+                                 args.timeout, args.spark_driver_memory)
                 print(f"    {rec.get('status')}: first {fmt(first(rec)[0])} s, steady "
                       f"{fmt(steady_of(rec)[0])} s, peak {fmt(rec.get('peak_mib'), 4)} MiB",
                       flush=True)

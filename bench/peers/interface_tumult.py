@@ -4,9 +4,10 @@
     python interface_tumult.py DATA ROWS REPEATS
 
 ``spark.read.parquet(DATA)`` on a ``local[2]`` SparkSession (same configuration as
-dpkit-Spark: 8 GB driver, UI off); its start-up is inside time to first result and reported
-as ``startup_s``. One Session with ``AddRowsWithID("user_id")`` holds the whole run's budget
-(PureDP, ε = 1 per release × 2 releases × (1 + REPEATS)).
+dpkit-Spark: driver memory from ``BENCH_SPARK_DRIVER_MEMORY``, default 2g, UI off); its
+start-up is inside time to first result and reported as ``startup_s``. One Session with
+``AddRowsWithID("user_id")`` holds the whole run's budget (PureDP, ε = 1 per
+release × 2 releases × (1 + REPEATS)).
 
 - grouped: Tumult 0.21 has no multi-aggregation query, so the "release" is three queries on
   ``enforce(MaxGroupsPerID("key", 5)).enforce(MaxRowsPerGroupPerID("key", 2))
@@ -37,6 +38,8 @@ from _interface_common import (  # noqa: E402
     steady,
 )
 
+DRIVER_MEMORY = os.environ.get("BENCH_SPARK_DRIVER_MEMORY", "2g")  # set by bench/interface.py
+
 
 def main() -> None:
     data, rows, repeats = args()
@@ -61,10 +64,11 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers in this venv
     t = time.perf_counter()
     spark = (SparkSession.builder.master("local[2]").appName("tumult-interface")
-             .config("spark.driver.memory", "8g")
+             .config("spark.driver.memory", DRIVER_MEMORY)
              .config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     out["startup_s"] = time.perf_counter() - t
+    out["spark_driver_memory"] = DRIVER_MEMORY
     sdf = spark.read.parquet(data)
     releases = 2 * (1 + repeats)
     session = Session.from_dataframe(

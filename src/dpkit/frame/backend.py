@@ -11,9 +11,10 @@ their order random and independent of other units' data. All randomness comes fr
   CSPRNG salt — a keyed pseudo-random order, like DuckDB's; the plan stays lazy.
 - DuckDB: the same layout with the high bits from DuckDB's ``hash`` of (CSPRNG salt,
   row number) — a keyed pseudo-random order; the row number makes keys unique.
-- Spark: the string ``hex(xxhash64(salt, id)) ‖ hex(id)`` with ``id`` Spark's
-  ``monotonically_increasing_id`` (unique), so keys are unique and ordered by the keyed
-  hash. The keyed frame is checkpointed so every later read sees the same keys.
+- Spark (:func:`bound_spark`): the key is (``xxhash64(salt, row)``, the row's values), a
+  keyed pseudo-random order that is a total order on distinct rows and needs no row number,
+  so the plan is recomputed identically by every job of a release (no checkpoint, no cache);
+  one shuffle (rows repartitioned by unit) and window functions within each partition.
 
 The salt only decides which rows are kept; privacy never depends on the choice being
 uniform, only on every unit respecting the bounds, which uniqueness guarantees.
@@ -31,7 +32,7 @@ from dpkit.core import rng
 from dpkit.errors import DomainError
 
 __all__ = ["with_row_keys", "materialise", "public_like", "bound_polars", "bound_polars_lazy",
-           "stream_buckets", "SUPPORTED"]
+           "bound_spark", "stream_buckets", "SUPPORTED"]
 
 SUPPORTED = (nw.Implementation.POLARS, nw.Implementation.DUCKDB, nw.Implementation.PYSPARK)
 _DUCKDB_ROW_BITS = 40  # row numbers below 2^40 (10^12 rows)
@@ -42,8 +43,9 @@ def _salt() -> int:
 
 
 def with_row_keys(lf: nw.LazyFrame, name: str) -> nw.LazyFrame:
-    """``lf`` (DuckDB or Spark) with a column ``name`` of unique keys in random order
-    (module docstring); Polars frames are bounded by :func:`bound_polars` directly."""
+    """``lf`` (DuckDB) with a column ``name`` of unique keys in random order (module
+    docstring); Polars frames are bounded by :func:`bound_polars` and Spark frames by
+    :func:`bound_spark` directly."""
     impl = lf.implementation
     if impl is nw.Implementation.DUCKDB:
         rel = nw.to_native(lf)
@@ -51,15 +53,6 @@ def with_row_keys(lf: nw.LazyFrame, name: str) -> nw.LazyFrame:
         rn = "(row_number() OVER ())::UBIGINT"
         expr = (f"((hash({_salt()}::UBIGINT, {rn}) >> {bits}) << {bits}) | {rn}")
         return nw.from_native(rel.project(f'*, {expr} AS "{name}"'))
-    if impl is nw.Implementation.PYSPARK:
-        from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
-
-        df = nw.to_native(lf).withColumn("__dpkit_id", F.monotonically_increasing_id())
-        ident = F.col("__dpkit_id")
-        key = F.concat(F.lpad(F.hex(F.xxhash64(F.lit(_salt()), ident)), 16, "0"),
-                       F.lpad(F.hex(ident), 16, "0"))
-        df = df.withColumn(name, key).drop("__dpkit_id").localCheckpoint(eager=True)
-        return nw.from_native(df)
     raise DomainError(f"backend {impl} is not supported; use Polars, DuckDB or Spark")
 
 
@@ -337,6 +330,86 @@ def stream_buckets(lf: pl.LazyFrame) -> int:
     return max(1, min(_MAX_BUCKETS, -(-rows * width // _BUCKET_BYTES)))
 
 
+def bound_spark(df: Any, unit: str, key_columns: list[str], max_groups: int,
+                max_rows_per_group: int, max_rows: int, salt: int | None = None) -> Any:
+    """Contribution bounding of a Spark DataFrame as one lazy plan: one shuffle, no
+    checkpoint, no cache, nothing collected.
+
+    The rule is :func:`bound_polars`'s: per unit the G groups (of ``key_columns``) whose
+    smallest row key is smallest, the R rows with the smallest keys in each kept group, and
+    the M rows with the smallest keys among those; without ``key_columns``, min(M, R) rows
+    per unit. A row's key is (``xxhash64(salt, row)``, the row's values): the hash of the
+    row's atomic columns under a CSPRNG salt (:mod:`dpkit.core.rng`), ties broken by the
+    values themselves, so distinct rows never tie and identical rows are interchangeable.
+    The rows are repartitioned by unit (the one shuffle); within a partition, a window by
+    (unit, group) ordered by key gives each row its rank R and each group its first key,
+    and a window by unit ranks the groups by (first key, group) — ``dense_rank`` on a
+    total order of groups, so a unit never keeps more than G — then the M rule is a
+    ``row_number`` by unit. Each rule is skipped when the others imply it.
+
+    Determinism. The plan is a function of the rows' values and the salt only (no row
+    number, no partition id), so every job that reads it within a release — partition
+    selection's counts, each statistic — keeps the same rows as long as ``df`` yields the
+    same rows each time it is read (a file or a table that does not change; for a
+    nondeterministic source, ``df.localCheckpoint()`` it first).
+
+    Privacy. Whatever the salt and the hash's quality, every unit keeps at most G groups,
+    R rows per group and M rows (ranks over a total order), and which rows a unit keeps
+    depends only on its own rows and the salt: adding or removing one unit changes only
+    that unit's kept rows, so the bounded table is a stable transformation with the
+    declared per-unit bounds, on which the sensitivities are computed. The salt is secret
+    and fresh per call, so the choice is not predictable from the data.
+
+    Parameters
+    ----------
+    df : pyspark.sql.DataFrame
+        The rows to bound (the unit, group and statistic columns).
+    unit, key_columns : str, list of str
+        The privacy unit column and the group-by columns (none: one group).
+    max_groups, max_rows_per_group, max_rows : int
+        G, R and M (positive).
+    salt : int, optional
+        The hash salt, below 2^62 (tests only; by default drawn from the CSPRNG).
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        ``df``'s columns, the kept rows only (a lazy plan).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
+    from pyspark.sql.types import AtomicType
+
+    rand, rank, first, grank = "__dpkit_rand", "__dpkit_r", "__dpkit_first", "__dpkit_g"
+    columns = df.columns
+    atomic = [F.col(f.name) for f in df.schema.fields if isinstance(f.dataType, AtomicType)]
+    salt = _salt() if salt is None else salt
+    # hashed after the shuffle (it is a function of the row): one column less to move
+    df = df.repartition(F.col(unit)).withColumn(rand, F.xxhash64(F.lit(salt), *atomic))
+    order = [F.col(rand), *atomic]  # a total order on distinct rows
+    by_unit = Window.partitionBy(unit)
+    if not key_columns:
+        limit = min(max_rows, max_rows_per_group)
+        df = df.withColumn(rank, F.row_number().over(by_unit.orderBy(*order)))
+        return df.filter(F.col(rank) <= limit).select(columns)
+    g_rule, r_rule = max_groups < max_rows, max_rows_per_group < max_rows
+    if g_rule or r_rule:
+        pair = Window.partitionBy(unit, *key_columns).orderBy(*order)
+        df = df.withColumn(rank, F.row_number().over(pair))
+        if g_rule:  # the first row of a group in key order carries its smallest key
+            rows = pair.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+            df = df.withColumn(first, F.first(rand).over(rows))
+            df = df.withColumn(grank, F.dense_rank().over(
+                by_unit.orderBy(F.col(first), *[F.col(c) for c in key_columns])))
+            df = df.filter(F.col(grank) <= max_groups)
+        if r_rule:
+            df = df.filter(F.col(rank) <= max_rows_per_group)
+    if not (g_rule and r_rule and max_groups * max_rows_per_group <= max_rows):
+        df = df.withColumn(rank, F.row_number().over(by_unit.orderBy(*order)))
+        df = df.filter(F.col(rank) <= max_rows)
+    return df.select(columns)
+
+
 def materialise(lf: nw.LazyFrame) -> nw.LazyFrame:
     """Compute ``lf`` once, so every statistic of a release reads the same rows."""
     impl = lf.implementation
@@ -346,8 +419,6 @@ def materialise(lf: nw.LazyFrame) -> nw.LazyFrame:
         import duckdb
 
         return nw.from_native(duckdb.from_arrow(nw.to_native(lf).to_arrow_table()))
-    if impl is nw.Implementation.PYSPARK:
-        return nw.from_native(nw.to_native(lf).localCheckpoint(eager=True))
     raise DomainError(f"backend {impl} is not supported; use Polars, DuckDB or Spark")
 
 

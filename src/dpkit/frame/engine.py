@@ -140,7 +140,10 @@ def bound_contributions(lf: nw.LazyFrame, unit: PrivacyUnit, columns: Sequence[s
     lazy plan with the same rule (:func:`backend.bound_polars_lazy`), deterministic given
     its salts, so that every collect of the release reads the same rows; the units are
     split into buckets bounded one after another to cap the memory
-    (:func:`backend.stream_buckets`; one row count first).
+    (:func:`backend.stream_buckets`; one row count first). A Spark frame is bounded by one
+    lazy plan too (:func:`backend.bound_spark`: one shuffle by unit, windows within it,
+    row keys from a salted hash of the row, so every job of the release recomputes the
+    same rows without a checkpoint).
     """
     if unit.column is None:
         return lf.select(list(dict.fromkeys(columns))) if columns else lf
@@ -156,6 +159,10 @@ def bound_contributions(lf: nw.LazyFrame, unit: PrivacyUnit, columns: Sequence[s
                                     list(key_columns), b.max_groups, b.max_rows_per_group,
                                     b.max_rows)
         return nw.from_native(fast.lazy())
+    if lf.implementation is nw.Implementation.PYSPARK:
+        return nw.from_native(backend.bound_spark(
+            nw.to_native(lf.select(keep)), unit.column, list(key_columns), b.max_groups,
+            b.max_rows_per_group, b.max_rows))
     frame = backend.with_row_keys(lf.select(keep), _RAND)
     pair = [unit.column, *key_columns]
     if key_columns and b.max_groups < b.max_rows:
@@ -257,7 +264,8 @@ def dry_run(empty: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Stat
     cannot hold, a backend's binding error) refuses the release *before* its debit. With
     ``streaming`` (the release reads a file, :func:`is_scan` of its plan: Polars turns zero
     rows of a scan into an in-memory frame) it runs the streaming engine and the streaming
-    bounding plan (every rule of it) as the release will.
+    bounding plan (every rule of it) as the release will; a Spark plan is bounded by the
+    Spark plan (:func:`backend.bound_spark`, every rule) on its zero rows.
 
     Raises
     ------
@@ -271,6 +279,9 @@ def dry_run(empty: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Stat
             empty = nw.from_native(backend.bound_polars_lazy(  # as the release will bound
                 nw.to_native(empty), unit_column, list(key_columns), 2, 2, 3,
                 words=pl.lit(0, pl.UInt32), buckets=2))
+        if unit_column is not None and empty.implementation is nw.Implementation.PYSPARK:
+            empty = nw.from_native(backend.bound_spark(  # Spark analyses the plan here
+                nw.to_native(empty), unit_column, list(key_columns), 2, 2, 3, salt=0))
         compute(empty, keys, stats, unit_column, streaming)
     except DomainError:
         raise
