@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import dpkit.local  # noqa: F401  (registers the local randomizers' cases)
 import dpkit.stream  # noqa: F401  (registers the continual counters' cases)
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.mechanisms.registry import AuditCase, audit_cases

@@ -1,0 +1,34 @@
+"""dpkit.local — local differential privacy: no trusted curator.
+
+Each user randomises their own value on their device (``.randomize``, exact randomness
+from :mod:`dpkit.core.rng`); the collector estimates frequencies from the reports
+(``.estimate``: a Polars frame of value, estimate, standard error and confidence interval).
+
+Contents
+--------
+GRR               generalised randomized response (k-RR; Warner 1965 for k = 2)
+SUE, OUE          symmetric / optimised unary encoding (SUE = basic RAPPOR's encoding)
+OLH, BLH          optimised / binary local hashing with an exact, vectorised aggregator
+HadamardResponse  Hadamard response (Acharya, Sun & Zhang 2019)
+SubsetSelection   k-subset selection (Wang et al. 2016; Ye & Barg 2018)
+auto              GRR if k < 3e^ε + 2, else OLH (Wang et al. 2017)
+norm_sub          non-negativity with consistency (Wang et al. NDSS 2020)
+
+Out-of-domain values are replaced by the oracle's ``fallback`` (default 0) before
+randomising (see :func:`dpkit.local.base.to_index`); ε ≤ 0 and k < 2 raise
+:class:`~dpkit.errors.DomainError`.
+"""
+
+from dpkit.local.base import FrequencyOracle, norm_sub
+from dpkit.local.choose import auto
+from dpkit.local.grr import GRR
+from dpkit.local.hadamard import HadamardResponse
+from dpkit.local.hashing import BLH, OLH
+from dpkit.local.subset import SubsetSelection
+from dpkit.local.unary import OUE, SUE
+
+__all__ = ["FrequencyOracle", "GRR", "SUE", "OUE", "OLH", "BLH", "HadamardResponse",
+           "SubsetSelection", "auto", "norm_sub", "ORACLES"]
+
+ORACLES = {"grr": GRR, "sue": SUE, "oue": OUE, "olh": OLH, "blh": BLH,
+           "hadamard": HadamardResponse, "subset": SubsetSelection}
