@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -474,8 +474,8 @@ class ContinualRelease:
                              separators=(",", ":"))
         token = Fernet(key).encrypt(payload.encode())
         target = Path(path)
-        tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # mkstemp: a fresh name, created with O_EXCL and mode 0600
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(token)
             f.flush()
