@@ -502,6 +502,40 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def _rss_mib(pids: list[int]) -> float:
+    """Summed resident memory of processes in MiB (from /proc; 0 for one that is gone)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    return total * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _sample_rss(pids: list[int], every: float, stop: threading.Event,
+                samples: list[tuple[float, float]]) -> None:
+    """Append (seconds since start, server RSS MiB) every ``every`` seconds until ``stop``."""
+    t0 = time.perf_counter()
+    while not stop.wait(every):
+        samples.append((time.perf_counter() - t0, _rss_mib(pids)))
+
+
+def _memory_trend(samples: list[tuple[float, float]]) -> dict[str, Any]:
+    """Server RSS over the run: the mean of its first and last tenth, the maximum, and the
+    least-squares slope in MiB per minute (memory is flat when the slope is near 0)."""
+    if len(samples) < 4:
+        return {}
+    t = [x for x, _ in samples]
+    m = [y for _, y in samples]
+    tenth = max(1, len(m) // 10)
+    mt, mm = sum(t) / len(t), sum(m) / len(m)
+    slope = (sum((a - mt) * (b - mm) for a, b in zip(t, m, strict=True))
+             / max(sum((a - mt) ** 2 for a in t), 1e-9))
+    return {"server_rss_mib_first_tenth": round(sum(m[:tenth]) / tenth, 1),
+            "server_rss_mib_last_tenth": round(sum(m[-tenth:]) / tenth, 1),
+            "server_rss_mib_max": round(max(m), 1),
+            "server_rss_mib_per_min": round(60 * slope, 2), "rss_samples": len(m)}
+
+
 def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, ledger_location(backend, Path(tmp)) as where, \
             Server(Path(tmp), where, workers, Fraction(10**6)) as server:
@@ -515,10 +549,16 @@ def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, 
         load_before = os.getloadavg()
         server_pids = [server.proc.pid, *server.live_workers()] if server.proc else []
         server_cpu = _cpu_seconds(server_pids)
+        samples: list[tuple[float, float]] = []
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sample_rss, daemon=True,
+                                   args=(server_pids, max(seconds / 120, 0.5), stop, samples))
+        sampler.start()
         start = time.perf_counter()
         go.set()
         results = [out.get(timeout=seconds + 300) for _ in procs]
         elapsed = time.perf_counter() - start
+        stop.set()
         server_cpu = _cpu_seconds(server_pids) - server_cpu
         for p in procs:
             p.join(60)
@@ -540,7 +580,7 @@ def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, 
             "max_ms": round(1000 * lat[-1], 1) if lat else None, "errors": dict(errors),
             "ledger_releases": count, "verify": verify,
             "spent": str(spent), "sum_logged": str(logged),
-            "spend_equals_logged": spent == logged,
+            "spend_equals_logged": spent == logged, **_memory_trend(samples),
             # CPU per answered request (all requests end in a release, errors included):
             # the server's master and workers, and the 8 client processes
             "server_cpu_ms_per_request": round(1000 * server_cpu / max(1, count), 2),
