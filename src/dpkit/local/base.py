@@ -260,6 +260,17 @@ class FrequencyOracle:
             input_domain=VectorDomain(AnyDomain()))
 
 
+class BitReports(FrequencyOracle):
+    """Oracles whose report is a k-bit vector (a boolean matrix (n, k) for n reports) that
+    supports exactly the values whose bit is set: the unary encodings and subset selection."""
+
+    def support(self, reports: np.ndarray) -> np.ndarray:
+        return np.asarray(reports, dtype=bool).sum(axis=0, dtype=np.int64)
+
+    def supports(self, reports: np.ndarray) -> np.ndarray:
+        return np.asarray(reports, dtype=bool)
+
+
 def audit_cases(cls: Any, name: str, **kwargs: Any) -> list[Any]:
     """The audit case of a local randomizer: k = 4 at ε = 1 on the neighbours 0, 1 (any two
     inputs are neighbours in the local model); broken: the same protocol at ε = 2 under the

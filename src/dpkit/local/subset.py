@@ -18,7 +18,7 @@ from dpkit.core import rng
 from dpkit.core.numbers import Number, integer
 from dpkit.local.base import (
     BITS,
-    FrequencyOracle,
+    BitReports,
     audit_cases,
     bernoulli_dyadic,
     dyadic_down,
@@ -56,7 +56,7 @@ def _random_subsets(sizes: np.ndarray, skip: np.ndarray, k: int) -> np.ndarray:
 
 
 @register(audit=lambda: audit_cases(SubsetSelection, "subset"))
-class SubsetSelection(FrequencyOracle):
+class SubsetSelection(BitReports):
     """Report a subset S of size d of the domain (a boolean row of length k).
 
     Exact output law: P[S | x] = π/C(k−1, d−1) if x ∈ S and (1 − π)/C(k−1, d) otherwise,
@@ -104,12 +104,6 @@ class SubsetSelection(FrequencyOracle):
                               for s in range(0, n, rows)]) if n else np.zeros((0, k), bool)
         out[np.arange(n), idx] = member
         return out
-
-    def support(self, reports: np.ndarray) -> np.ndarray:
-        return np.asarray(reports, dtype=bool).sum(axis=0, dtype=np.int64)
-
-    def supports(self, reports: np.ndarray) -> np.ndarray:
-        return np.asarray(reports, dtype=bool)
 
     def output_law(self, x: int) -> np.ndarray:
         """P[S | x] for the bitmask codes c = 0 … 2^k − 1 (exact Fractions; small k)."""

@@ -15,7 +15,7 @@ import numpy as np
 from dpkit.core.numbers import Number, dyadic_up
 from dpkit.local.base import (
     BITS,
-    FrequencyOracle,
+    BitReports,
     audit_cases,
     bernoulli_dyadic,
     dyadic_down,
@@ -26,7 +26,7 @@ from dpkit.mechanisms.registry import register
 __all__ = ["SUE", "OUE"]
 
 
-class _Unary(FrequencyOracle):
+class _Unary(BitReports):
     """A k-bit report: bit x is 1 with probability p, every other bit with probability q,
     independently. Reports are a boolean matrix (n, k); each report supports the values
     whose bit is 1 (p* = p, q* = q)."""
@@ -35,12 +35,6 @@ class _Unary(FrequencyOracle):
         bits = bernoulli_dyadic(int(self.q * (1 << BITS)), (idx.size, self.k))
         bits[np.arange(idx.size), idx] = bernoulli_dyadic(int(self.p * (1 << BITS)), idx.size)
         return bits
-
-    def support(self, reports: np.ndarray) -> np.ndarray:
-        return np.asarray(reports, dtype=bool).sum(axis=0, dtype=np.int64)
-
-    def supports(self, reports: np.ndarray) -> np.ndarray:
-        return np.asarray(reports, dtype=bool)
 
     def output_law(self, x: int) -> np.ndarray:
         """P[report = bits of c | x] for codes c = 0 … 2^k − 1 (bit v of c is bit v of the
