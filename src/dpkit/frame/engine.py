@@ -291,12 +291,12 @@ def dry_run(empty: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Stat
                           f"{type(exc).__name__}: {first}") from None
 
 
-def partition_counts(lf: nw.LazyFrame, key_columns: Sequence[str], unit_column: str | None
-                     ) -> pl.DataFrame:
+def partition_counts(lf: nw.LazyFrame, key_columns: Sequence[str], unit_column: str | None,
+                     streaming: bool | None = None) -> pl.DataFrame:
     """Distinct privacy units per group key present in the data (column ``__dpkit_units``);
-    rows are units when ``unit_column`` is None."""
+    rows are units when ``unit_column`` is None. Collected as :func:`collect` decides."""
     n = nw.col(unit_column).n_unique() if unit_column else nw.len()
-    res = collect(lf.group_by(list(key_columns)).agg(n.alias("__dpkit_units")))
+    res = collect(lf.group_by(list(key_columns)).agg(n.alias("__dpkit_units")), streaming)
     return to_polars(res).sort(list(key_columns), nulls_last=True)
 
 

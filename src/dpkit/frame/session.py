@@ -322,10 +322,10 @@ class Session:
             bounded = self.bounded(query, frame, key_columns)  # after the debit
             keys = query.keys
             if query.selection is not None:
-                keys = self._select_partitions(bounded, query.selection, key_columns)
+                keys = self._select_partitions(bounded, query.selection, key_columns, scan)
                 query = replace(query, keys=keys)
             raw = engine.compute(bounded, keys, [p.stat for p in planned],
-                                 self.privacy_unit.column)
+                                 self.privacy_unit.column, scan)
             noisy = {p.stat.key: p.measurement(raw) for p in planned}
             return _assemble(query, planned, noisy, beta)
 
@@ -335,9 +335,10 @@ class Session:
             replay=lambda text: pl.read_json(io.StringIO(text)))
 
     def _select_partitions(self, bounded: Any, selection: PartitionSelection,
-                           key_columns: list[str]) -> pl.DataFrame:
+                           key_columns: list[str], streaming: bool) -> pl.DataFrame:
         """The keys that pass private partition selection (on the bounded rows)."""
-        counts = engine.partition_counts(bounded, key_columns, self.privacy_unit.column)
+        counts = engine.partition_counts(bounded, key_columns, self.privacy_unit.column,
+                                         streaming)
         bounds = self.privacy_unit.bounds
         measurement = make_partition_selection(selection, min(bounds.max_groups,
                                                               bounds.max_rows))
