@@ -16,6 +16,7 @@ import heapq
 import hmac
 import itertools
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,7 @@ class State:
         self.windows = window.Tracker()
         self.release_floor = 0  # from a checkpoint: releases up to this id were before it
         self._parsed: dict[str, window.Raw] = {}  # recent texts of losses and totals
+        self._ints_cache: dict[str, dict[str, tuple[int, int]]] = {}
 
     def _raw(self, textual: str) -> window.Raw:
         """The exact fields of a loss or total written as text, remembering recent texts (a
@@ -71,15 +73,41 @@ class State:
         if release["measure"] != measure:  # older rows: compose through the measures
             return codec.dump(codec.load(measure, total)
                               + codec.load(release["measure"], release["loss"]))
-        summed = window.compose(self._raw(total), self._raw(release["loss"]))
-        textual = window.text(summed)
-        self._parsed[textual] = summed
+        a, b = self._ints(total), self._ints(release["loss"])
+        if a.keys() != b.keys():
+            return window.text(window.compose(self._raw(total), self._raw(release["loss"])))
+        out = {}
+        for field, (n1, d1) in a.items():
+            n2, d2 = b[field]
+            n, d = (n1 + n2, d1) if d1 == d2 else (n1 * d2 + n2 * d1, d1 * d2)
+            g = math.gcd(n, d)
+            n, d = n // g, d // g
+            if field == "delta" and n > d:
+                n = d = 1
+            out[field] = (n, d)
+        textual = window.text_of_pairs(out)
+        self._remember(textual, out)
         return textual
 
+    def _remember(self, textual: str, pairs: dict[str, tuple[int, int]]) -> None:
+        if len(self._ints_cache) > 65536:
+            self._ints_cache.clear()
+        self._ints_cache[textual] = pairs
+
+    def _ints(self, textual: str) -> dict[str, tuple[int, int]]:
+        """The fields of a loss or total as text, as reduced (numerator, denominator)
+        pairs, remembering recent texts (integer arithmetic: a Fraction sum is several
+        times slower, and ``verify`` sums every release twice)."""
+        found = self._ints_cache.get(textual)
+        if found is None:
+            found = {k: (v.numerator, v.denominator) for k, v in self._raw(textual).items()}
+            self._remember(textual, found)
+        return found
+
     def _within(self, measure: str, total: str, cap: str) -> bool:
-        a, b = self._raw(total), self._raw(cap)
+        a, b = self._ints(total), self._ints(cap)
         if a.keys() == b.keys():  # one measure
-            return window.within(a, b)
+            return all(n * b[k][1] <= b[k][0] * d for k, (n, d) in a.items())
         return codec.load(measure, total) <= codec.load(measure, cap)
 
     # -- the running totals a release link must carry ------------------------------------
@@ -165,7 +193,7 @@ class State:
         if not self._within(measure, dataset_spent, ds["cap"]):
             self.problems.append(f"{where}: exceeds the dataset's lifetime cap")
         ds.update(spent=dataset_spent, seq=body["seq"])
-        self.windows.debit(body["dataset"], body["time"], self._raw(body["loss"]))
+        self.windows.debit(body["dataset"], body["time"], body["loss"])
         grant = self.rows["grants"].get((str(body["analyst"]), body["dataset"]))
         if grant is not None and grant_spent is not None:
             if grant["cap"] is not None and not self._within(measure, grant_spent,

@@ -39,7 +39,7 @@ from dpkit.ledger.codec import MEASURES
 from dpkit.ledger.schema import burn, datasets, releases
 
 __all__ = ["SPAN", "Raw", "Tracker", "minute_of", "raw", "text", "add", "sub", "compose",
-           "within", "as_loss",
+           "within", "as_loss", "text_of_pairs",
            "expiry", "upgrade", "write_buckets"]
 
 SPAN = 24 * 60  # minutes: the window holds the buckets M − SPAN … M
@@ -68,6 +68,19 @@ _TEXT = json.JSONEncoder(sort_keys=True)  # what json.dumps(…, sort_keys=True)
 def text(total: Raw) -> str:
     """A sum as exact JSON (the same form as ``codec.dump``)."""
     return _TEXT.encode({k: str(v) for k, v in total.items()})
+
+
+def text_of_pairs(fields: dict[str, tuple[int, int]]) -> str:
+    """:func:`text` of a sum given as reduced (numerator, denominator) pairs (the same
+    characters as ``str(Fraction)`` writes)."""
+    if not fields.keys() <= _FIELDS:  # not a loss's own fields: let the encoder quote them
+        return _TEXT.encode({k: f"{n}/{d}" if d != 1 else str(n)
+                             for k, (n, d) in fields.items()})
+    return "{" + ", ".join(f'"{k}": "{n}/{d}"' if d != 1 else f'"{k}": "{n}"'
+                           for k, (n, d) in sorted(fields.items())) + "}"
+
+
+_FIELDS = frozenset({"epsilon", "delta", "rho"})  # plain names: no JSON escaping needed
 
 
 def add(a: Raw, b: Raw) -> Raw:
@@ -126,13 +139,58 @@ class Tracker:
     """The windows and buckets that a sequence of debits implies, replayed in ``seq`` order
     by the same rule as the ledger applies on write (used by ``verify`` and by the
     version-3 migration). ``minute[d]``, ``total[d]``: dataset ``d``'s ledger minute and
-    window total; ``buckets[(d, m)]``: the sum debited in minute ``m``."""
+    window total; ``buckets[(d, m)]``: the sum debited in minute ``m``.
+
+    A debit only counts its loss's text in its bucket (``verify`` replays 10⁶ releases:
+    no exact arithmetic per debit); the sums are taken when ``buckets`` or ``total`` is
+    read. The window total is then the sum of the buckets ``M − SPAN … M``, which is what
+    the ledger's running total (add each debit, subtract each bucket that leaves) equals.
+    """
 
     def __init__(self) -> None:
         self.minute: dict[str, int] = {}
-        self.total: dict[str, Raw] = {}
-        self.buckets: dict[tuple[str, int], Raw] = {}
+        self._total: dict[str, Raw] = {}
+        self._buckets: dict[tuple[str, int], Raw] = {}
+        self._pending: dict[tuple[str, int], dict[str, int]] = {}
         self._minutes: dict[tuple[str, str], int] = {}
+
+    @property
+    def buckets(self) -> dict[tuple[str, int], Raw]:
+        self._settle()
+        return self._buckets
+
+    @buckets.setter
+    def buckets(self, value: dict[tuple[str, int], Raw]) -> None:
+        self._settle()
+        self._buckets = value
+
+    @property
+    def total(self) -> dict[str, Raw]:
+        self._settle()
+        return self._total
+
+    @total.setter
+    def total(self, value: dict[str, Raw]) -> None:
+        self._settle()
+        self._total = value
+
+    def _settle(self) -> None:
+        """Add the counted losses to their buckets and re-sum the touched windows."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        for (dataset, minute), counts in pending.items():
+            summed = self._buckets.get((dataset, minute), {})
+            for loss, times in counts.items():
+                summed = add(summed, {k: v * times for k, v in raw(loss).items()})
+            self._buckets[(dataset, minute)] = summed
+        for dataset in {d for d, _ in pending}:
+            last, total = self.minute[dataset], {}
+            for m in range(last - SPAN, last + 1):
+                found = self._buckets.get((dataset, m))
+                if found is not None:
+                    total = add(total, found)
+            self._total[dataset] = total
 
     def _minute(self, moment: str) -> int:
         """:func:`minute_of` a stamp, remembered by its text up to the minute (and zone)."""
@@ -145,16 +203,16 @@ class Tracker:
             minute = self._minutes[key] = minute_of(moment)
         return minute
 
-    def debit(self, dataset: str, moment: str, loss: Raw) -> None:
-        minute, gone, reset = expiry(self.minute.get(dataset), self._minute(moment))
-        total = {} if reset else self.total[dataset]
-        if gone is not None:
-            for m in range(gone[0], gone[1] + 1):
-                old = self.buckets.get((dataset, m))
-                if old is not None:
-                    total = sub(total, old)
-        self.minute[dataset], self.total[dataset] = minute, add(total, loss)
-        self.buckets[(dataset, minute)] = add(self.buckets.get((dataset, minute), {}), loss)
+    def debit(self, dataset: str, moment: str, loss: str) -> None:
+        """Count the loss (as written: its text) in the bucket of the debit's ledger
+        minute ``max(previous, ⌊moment⌋)``."""
+        previous = self.minute.get(dataset)
+        minute = self._minute(moment)
+        if previous is not None and previous > minute:
+            minute = previous
+        self.minute[dataset] = minute
+        counts = self._pending.setdefault((dataset, minute), {})
+        counts[loss] = counts.get(loss, 0) + 1
 
     def row_fields(self, dataset: str, zero: str) -> dict[str, Any]:
         """``window_minute`` and ``window_spent`` of the dataset's row (``zero``: its
@@ -184,7 +242,7 @@ def upgrade(conn: Connection, key: bytes) -> None:
                 key, str(row.prev_hash), chain.release_body(fields))):
             bad.append(f"release {row.id} does not match its hash")
             continue
-        tracker.debit(row.dataset, row.time, raw(row.loss))
+        tracker.debit(row.dataset, row.time, row.loss)
     for ds in conn.execute(select(datasets)).mappings().all():
         if not hmac.compare_digest(str(ds["mac"]), chain.row_mac(
                 key, "datasets", ds, chain.V3_DATASET_FIELDS)):
