@@ -32,6 +32,10 @@ crash        ``dpkit serve --workers 2`` on Adult; one client thread sends relea
 load         ``--clients`` processes each sending grouped counts by sex on Adult (32,561
              rows, Parquet) at ε = 1/1000 against a cap of 10⁶ for ``--seconds``, one at a
              time per process, to ``dpkit serve --workers N``: requests/s, p50/p99 latency.
+             ``--client wrk``: the same requests from wrk (Debian's package; one thread,
+             ``--clients`` connections, each one request at a time), a load generator that
+             leaves the two cores to the server (the Python clients spend ≈ 2 ms of CPU per
+             request themselves); ``--client both`` runs the two one after the other.
 
 Everything runs on loopback; PostgreSQL is a throwaway server from tests/pg.py (Debian's
 package). Results: bench/results/server.json (updated after every run) and server.md.
@@ -536,6 +540,80 @@ def _memory_trend(samples: list[tuple[float, float]]) -> dict[str, Any]:
             "server_rss_mib_per_min": round(60 * slope, 2), "rss_samples": len(m)}
 
 
+_WRK_SCRIPT = """wrk.method = "POST"
+wrk.body = [[%s]]
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %s"
+"""
+
+
+def _wrk(url: str, token: str, seconds: float, clients: int) -> dict[str, Any]:
+    """Run wrk (one thread, ``clients`` connections) for ``seconds``; its latencies in ms,
+    requests, non-2xx count and socket errors as it prints them."""
+    import re
+    import shutil
+
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed (apt-get install wrk)")
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(_WRK_SCRIPT % (json.dumps(release_body(SMALL_EPS)), token))
+    try:
+        out = subprocess.run(
+            ["wrk", "-t1", f"-c{clients}", f"-d{int(seconds)}s", "--latency", "--timeout",
+             "30s", "-s", f.name, f"{url}/v1/datasets/{DATASET}/release"],
+            capture_output=True, text=True, check=True).stdout
+    finally:
+        os.unlink(f.name)
+    unit = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4}
+
+    def ms(text: str) -> float:
+        value, suffix = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text).groups()  # type: ignore[union-attr]
+        return round(float(value) * unit[suffix], 1)
+
+    pct = {int(m.group(1)): ms(m.group(2))
+           for m in re.finditer(r"^\s+(\d+)%\s+(\S+)\s*$", out, re.M)}
+    total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    sock = re.search(r"Socket errors: (.*)$", out, re.M)
+    return {"requests": total, "non_2xx": int(bad.group(1)) if bad else 0,
+            "socket_errors": sock.group(1) if sock else None, "p50_ms": pct.get(50),
+            "p90_ms": pct.get(90), "p99_ms": pct.get(99), "raw": out}
+
+
+def load_wrk(seconds: float, clients: int, workers: int, backend: str) -> dict[str, Any]:
+    """The load run with wrk as the client (module docstring)."""
+    with tempfile.TemporaryDirectory() as tmp, ledger_location(backend, Path(tmp)) as where, \
+            Server(Path(tmp), where, workers, Fraction(10**6)) as server:
+        server_pids = [server.proc.pid, *server.live_workers()] if server.proc else []
+        load_before = os.getloadavg()
+        server_cpu = _cpu_seconds(server_pids)
+        samples: list[tuple[float, float]] = []
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sample_rss, daemon=True,
+                                   args=(server_pids, max(seconds / 120, 0.5), stop, samples))
+        sampler.start()
+        start = time.perf_counter()
+        got = _wrk(server.url, server.token, seconds, clients)
+        elapsed = time.perf_counter() - start
+        stop.set()
+        server_cpu = _cpu_seconds(server_pids) - server_cpu
+        verify = server.ledger.verify()
+        count = server.ledger.count()
+        spent = server.ledger.spent(DATASET).epsilon
+        logged = sum((r["loss"].epsilon for r in server.ledger.releases(DATASET)), Fraction(0))
+    ok = got["requests"] - got["non_2xx"]
+    return {"client": "wrk", "seconds": round(elapsed, 1), "clients": clients,
+            "workers": workers, "requests_ok": ok,
+            "requests_per_s": round(ok / elapsed, 1), "p50_ms": got["p50_ms"],
+            "p90_ms": got["p90_ms"], "p99_ms": got["p99_ms"],
+            "errors": {"non_2xx": got["non_2xx"], "socket": got["socket_errors"]},
+            "ledger_releases": count, "verify": verify, "spent": str(spent),
+            "sum_logged": str(logged), "spend_equals_logged": spent == logged,
+            **_memory_trend(samples),
+            "server_cpu_ms_per_request": round(1000 * server_cpu / max(1, count), 2),
+            "loadavg_at_start": [round(x, 2) for x in load_before]}
+
+
 def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, ledger_location(backend, Path(tmp)) as where, \
             Server(Path(tmp), where, workers, Fraction(10**6)) as server:
@@ -654,7 +732,7 @@ def summary(data: dict[str, Any]) -> list[str]:
                 f"- **{name}**: {r['requests_per_s']} requests/s, p50 {r['p50_ms']} ms, "
                 f"p99 {r['p99_ms']} ms, errors {r['errors'] or 0} over {r['seconds']} s"
                 + (f"; server CPU {r['server_cpu_ms_per_request']} ms/request, clients "
-                   f"{r['client_cpu_ms_per_request']} ms/request; spend = Σ logged "
+                   f"{r.get('client_cpu_ms_per_request', '(wrk)')} ms/request; spend = Σ logged "
                    f"{'yes' if r['spend_equals_logged'] else 'NO'}"
                    if "server_cpu_ms_per_request" in r else "")
                 + f" (load {r.get('loadavg_at_start', ['?'])[0]})")
@@ -676,6 +754,7 @@ def main() -> None:
     ld.add_argument("--clients", type=int, default=8)
     ld.add_argument("--workers", type=int, default=2)
     ld.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    ld.add_argument("--client", choices=["python", "wrk", "both"], default="python")
     sub.add_parser("report")
     args = parser.parse_args()
     command = "/work/venv/bin/python bench/server.py " + " ".join(sys.argv[1:])
@@ -694,10 +773,14 @@ def main() -> None:
         print(json.dumps(result, indent=1, default=str))
         save(f"crash {args.backend}", command, result, before)
     else:
-        result = load(args.seconds, args.clients, args.workers, args.backend)
-        print(json.dumps(result, indent=1, default=str))
-        save(f"load {args.backend} {args.clients} clients {args.workers} workers", command,
-             result, before)
+        for client in (["python", "wrk"] if args.client == "both" else [args.client]):
+            before = os.getloadavg()
+            run = load if client == "python" else load_wrk
+            result = run(args.seconds, args.clients, args.workers, args.backend)
+            print(json.dumps(result, indent=1, default=str))
+            suffix = "" if client == "python" else " (wrk)"
+            save(f"load {args.backend} {args.clients} clients {args.workers} workers{suffix}",
+                 command, result, before)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,16 @@ the releases of one session do (the privacy argument above holds for any sequenc
 releases over the same fixed keys, whoever asks them). A cache is bound to the first
 session's tables (by identity) and privacy unit: a session over other tables or another
 unit is refused (:meth:`BoundedCache.bind`).
+
+Exact answers. The same cache remembers the exact statistics (before any noise) of the last
+releases computed on each bounded table, keyed by the bounded table's key and the release's
+canonical plan (its JSON form, the statistics' arguments, the schemas, the privacy unit and
+the backend: :meth:`dpkit.frame.session.Session.plan_key`), and drops them with their table.
+A release of a plan already answered on that table then draws fresh noise around the same
+exact values instead of recomputing them: the released distribution is unchanged, since the
+exact values are a deterministic function of the (fixed) bounded table. Whether a release
+hits depends only on the plans asked before, never on the data. Releases with private
+partition selection or a private join are not remembered.
 """
 
 from __future__ import annotations
@@ -49,10 +59,11 @@ _PLAIN = (str, int, float, bool, Fraction, type(None))
 class BoundedCache:
     """A small LRU of bounded tables, keyed as in the module docstring."""
 
-    def __init__(self, entries: int = 2) -> None:
-        self.entries = entries
+    def __init__(self, entries: int = 2, answers: int = 64) -> None:
+        self.entries, self.answers = entries, answers
         self._items: OrderedDict[tuple, tuple[Any, list[Any]]] = OrderedDict()
-        self.hits = 0
+        self._answers: OrderedDict[tuple[tuple, Any], dict[str, Any]] = OrderedDict()
+        self.hits = self.answer_hits = 0
         self._owner: tuple[Any, ...] | None = None
         self._lock = threading.Lock()
 
@@ -109,6 +120,30 @@ class BoundedCache:
         value = compute()
         with self._lock:
             self._items[key] = (value, refs)
+            self._forget(key)  # answers computed on an earlier table under this key
             while len(self._items) > self.entries:
-                self._items.popitem(last=False)
+                self._forget(self._items.popitem(last=False)[0])
+        return value
+
+    def _forget(self, key: tuple) -> None:
+        for found in [k for k in self._answers if k[0] == key]:
+            del self._answers[found]
+
+    def answer(self, key: tuple, plan: Any, compute: Callable[[], dict[str, Any]]
+               ) -> dict[str, Any]:
+        """The exact statistics of release plan ``plan`` on the bounded table ``key``
+        (module docstring: "Exact answers"): remembered, else ``compute()``. Arrays are
+        returned as copies, so a caller can never change what is remembered."""
+        with self._lock:
+            hit = self._answers.get((key, plan))
+            if hit is not None:
+                self._answers.move_to_end((key, plan))
+                self.answer_hits += 1
+                return {k: v.copy() for k, v in hit.items()}
+        value = compute()
+        with self._lock:
+            if key in self._items:  # only answers of a table the cache still holds
+                self._answers[(key, plan)] = {k: v.copy() for k, v in value.items()}
+                while len(self._answers) > self.answers:
+                    self._answers.popitem(last=False)
         return value

@@ -282,11 +282,19 @@ class Session:
         def compute() -> Any:
             return engine.bound_contributions(lf, self.privacy_unit, query.columns(),
                                               key_columns)
+        found = self._bounded_key(query, key_columns)
+        if found is None:
+            return compute()
+        return self._bounded.get_or_compute(*found, compute)
+
+    def _bounded_key(self, query: Query, key_columns: Sequence[str]
+                     ) -> tuple[tuple, list[Any]] | None:
+        """The bounded-table cache key of the query (and the objects it refers to), or None
+        when its bounded table is not cached (a scan, or a private join)."""
         table = query.table or self.default_table
         if table not in self._in_memory or query.has_private_join():
-            return compute()
-        key, refs = BoundedCache.key(table, query.steps, query.columns(), key_columns)
-        return self._bounded.get_or_compute(key, refs, compute)
+            return None
+        return BoundedCache.key(table, query.steps, query.columns(), key_columns)
 
     # -- release -----------------------------------------------------------------------
     def plan_key(self, what: str, query: Query, *extra: Any) -> Hashable | None:
@@ -315,17 +323,28 @@ class Session:
             query.lazy(empty=True), query.keys, [p.stat for p in planned],
             self.privacy_unit.column, query.group_columns, scan))
 
+        def exact(bounded: Any, keys: Any) -> dict[str, np.ndarray]:
+            return engine.compute(bounded, keys, [p.stat for p in planned],
+                                  self.privacy_unit.column, scan)
+
         def compute() -> pl.DataFrame:
             nonlocal query
             frame = query.lazy(bound_joins=True) if query.has_private_join() else lf
             key_columns = list(query.group_columns)
-            bounded = self.bounded(query, frame, key_columns)  # after the debit
-            keys = query.keys
-            if query.selection is not None:
-                keys = self._select_partitions(bounded, query.selection, key_columns, scan)
-                query = replace(query, keys=keys)
-            raw = engine.compute(bounded, keys, [p.stat for p in planned],
-                                 self.privacy_unit.column, scan)
+            cached = self._bounded_key(query, key_columns)
+            if cached is not None and key is not None and query.selection is None:
+                # a plan already answered on this bounded table: its exact values again
+                # (dpkit.frame.bounded_cache, "Exact answers"); fresh noise below
+                raw = self._bounded.answer(cached[0], key, lambda: exact(
+                    self.bounded(query, frame, key_columns), query.keys))
+            else:
+                bounded = self.bounded(query, frame, key_columns)  # after the debit
+                keys = query.keys
+                if query.selection is not None:
+                    keys = self._select_partitions(bounded, query.selection, key_columns,
+                                                   scan)
+                    query = replace(query, keys=keys)
+                raw = exact(bounded, keys)
             noisy = {p.stat.key: p.measurement(raw) for p in planned}
             return _assemble(query, planned, noisy, beta)
 
