@@ -13,6 +13,9 @@ child process (time and CPU of the run, peak RSS: the child's ``ru_maxrss``):
 - ``dpkit-memory``: ``Session(pl.read_parquet(path))``: the in-memory path (read included).
 - ``dpkit-duckdb``: ``Session(duckdb.read_parquet(path))`` with DuckDB's ``memory_limit``
   at 4 GB (it spills beyond); dpkit's DuckDB path materialises the bounded table (Arrow).
+- ``dpkit-spark``: ``Session(spark.read.parquet(path))`` on a ``local[2]`` SparkSession
+  (driver memory 2 GB, started before the clock like the imports); peak RSS adds the JVM's
+  peak (``VmHWM`` of the Python process's children); up to 10^7 rows.
 - ``floor-streaming``: the hand-written streaming Polars pipeline, no privacy: keep the first
   5 rows of each user in file order (``filter(int_range(len()).over("user") < 5)``), then
   ``group_by("key")`` len + sum, ``collect(engine="streaming")``.
@@ -26,7 +29,7 @@ its own memory by bounding units in hash buckets, see ``backend.bound_polars_laz
 10^8 runs once per method.
 
     python bench/scale.py gen            # write the Parquet files (skips existing ones)
-    python bench/scale.py run [SIZES…]   # e.g. run 1e5 1e6 1e7 1e8; merges into the JSON
+    python bench/scale.py run [SIZES…] [--methods M,…]   # e.g. run 1e5 1e6 1e7 1e8; merges
     python bench/scale.py report         # scale.md and scale.png from scale.json
     python bench/scale.py breakdown 1e7  # the streaming plans alone (what dominates)
 """
@@ -44,8 +47,9 @@ from pathlib import Path
 DATA = Path("/tmp/dpkit_scale")
 RESULTS = Path(__file__).parent / "results"
 K, N_KEYS, CHUNK = 5, 20, 1_000_000
-METHODS = ["floor-streaming", "dpkit-streaming", "dpkit-memory", "dpkit-duckdb", "floor-head"]
-LIMITS = {"floor-head": 10**7}  # largest size run (in-memory fallback)
+METHODS = ["floor-streaming", "dpkit-streaming", "dpkit-memory", "dpkit-duckdb", "dpkit-spark",
+           "floor-head"]
+LIMITS = {"floor-head": 10**7, "dpkit-spark": 10**7}  # largest size run
 STREAMING_ENV: dict[str, str] = {}  # e.g. POLARS_OVERRIDE_TOTAL_MEMORY_MB (see above)
 
 
@@ -89,6 +93,12 @@ def child(method: str, path: str) -> None:
 
     import dpkit  # noqa: F401 - imported before the clock starts, like polars
 
+    spark = None
+    if method == "dpkit-spark":
+        from pyspark.sql import SparkSession
+
+        spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", "2g")
+                 .config("spark.ui.enabled", "false").getOrCreate())
     rss_imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0, c0 = time.perf_counter(), time.process_time()
     if method == "dpkit-streaming":
@@ -100,6 +110,9 @@ def child(method: str, path: str) -> None:
 
         duckdb.execute("SET memory_limit = '4GB'")  # out-of-core beyond it, as Polars
         out = _release(duckdb.read_parquet(path))
+    elif method == "dpkit-spark":
+        assert spark is not None
+        out = _release(spark.read.parquet(path))
     elif method == "floor-streaming":
         out = (pl.scan_parquet(path).filter(pl.int_range(pl.len()).over("user") < K)
                .group_by("key").agg(pl.len(), pl.col("value").sum()).collect(engine="streaming"))
@@ -112,8 +125,23 @@ def child(method: str, path: str) -> None:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert len(out) == N_KEYS, len(out)  # type: ignore[arg-type]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    peak += _children_peak_kib()  # the JVM of a Spark run
     print(json.dumps({"wall_s": wall, "cpu_s": cpu, "rss_imported_mib": rss_imported / 1024,
                       "peak_rss_mib": peak / 1024}))
+
+
+def _children_peak_kib() -> int:
+    """Summed peak RSS (VmHWM, KiB) of this process's live children (Spark's JVM)."""
+    total = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        if fields.get("PPid", "").strip() == str(os.getpid()) and "VmHWM" in fields:
+            total += int(fields["VmHWM"].split()[0])
+    return total
 
 
 def measure(method: str, rows: int, timeout: float = 1800.0) -> dict:
@@ -141,12 +169,12 @@ def measure(method: str, rows: int, timeout: float = 1800.0) -> dict:
 
 
 # -- orchestration and report -------------------------------------------------------------------
-def run(sizes: list[int]) -> None:
+def run(sizes: list[int], methods: list[str] | None = None) -> None:
     store = RESULTS / "scale.json"
     data = json.loads(store.read_text()) if store.exists() else {"runs": []}
     for rows in sizes:
         generate(rows)
-        for method in METHODS:
+        for method in methods or METHODS:
             if rows > LIMITS.get(method, 10**9):
                 continue
             rec = measure(method, rows)
@@ -296,8 +324,13 @@ def main() -> None:
             generate(rows)
     elif cmd == "breakdown":
         breakdown(int(float(sys.argv[2])))
-    elif cmd == "run":
-        run([int(float(s)) for s in sys.argv[2:]] or [10**5, 10**6, 10**7])
+    elif cmd == "run":  # run [SIZES…] [--methods a,b]
+        args = sys.argv[2:]
+        methods = None
+        if "--methods" in args:
+            at = args.index("--methods")
+            methods, args = args[at + 1].split(","), args[:at] + args[at + 2:]
+        run([int(float(s)) for s in args] or [10**5, 10**6, 10**7], methods)
     else:
         report()
 
