@@ -149,6 +149,16 @@ def summary(runs: Sequence[Run]) -> list[dict[str, object]]:
     return rows
 
 
+def write_markdown(runs: Sequence[Run], path: Path) -> None:
+    """The :func:`summary` table as Markdown (mean scaled error and its ratio to Identity's)."""
+    lines = ["| workload | ε | scale | method | scaled error | ÷ identity |",
+             "|---|---:|---:|---|---:|---:|"]
+    lines += [f"| {r['workload']} | {r['epsilon']:g} | {r['scale']:,} | {r['method']} | "
+              f"{r['error']:.3g} | {r['vs_identity']:.2f} |" for r in summary(runs)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
 def plot(runs: Sequence[Run], path: Path) -> None:
     """Mean scaled error vs scale (log–log), a line per algorithm, a panel per workload × ε."""
     import matplotlib
