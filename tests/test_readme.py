@@ -1,4 +1,5 @@
-"""Every code example of README.md runs as written (issue 24): each Python block in a fresh
+"""Every code example of README.md and of the documentation's pages (docs/getting-started.md,
+docs/guide/, docs/topics/) runs as written (issue 24): each Python block in a fresh
 namespace and a fresh working directory, and the query server's walk-through end to end
 (its YAML, its set-up commands, the curl request body and the Python client against a real
 ``dpkit serve``). A comment ``<!-- readme-test: needs MODULE -->`` before a block skips it
@@ -6,7 +7,6 @@ when that optional extra is missing; the server's blocks are tagged ``server-…
 
 import importlib.util
 import json
-import os
 import re
 import shlex
 import signal
@@ -18,17 +18,20 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PAGES = [ROOT / "docs" / "getting-started.md", *sorted((ROOT / "docs" / "guide").glob("*.md")),
+         *sorted((ROOT / "docs" / "topics").glob("*.md"))]
 FENCE = re.compile(
     r"(?:<!-- readme-test: (?P<tag>[^>]+?) -->\n)?```(?P<lang>\w*)\n(?P<code>.*?)```", re.S)
 
 
-def blocks() -> list[tuple[str, str, str, str]]:
+def blocks(path: Path = README) -> list[tuple[str, str, str, str]]:
     """(section heading, language, tag, code) of every fenced block, in order."""
-    text = README.read_text()
+    text = path.read_text()
     out = []
     for m in FENCE.finditer(text):
-        heading = re.findall(r"^## (.+)$", text[:m.start()], re.M)
+        heading = re.findall(r"^##? (.+)$", text[:m.start()], re.M)
         out.append((heading[-1] if heading else "", m["lang"], m["tag"] or "", m["code"]))
     return out
 
@@ -50,6 +53,23 @@ def test_python_block_runs(heading, tag, code, tmp_path, monkeypatch):
         pytest.importorskip(tag.split()[1])
     monkeypatch.chdir(tmp_path)
     exec(compile(code, f"README.md ({heading})", "exec"), {"__name__": "__readme__"})
+
+
+DOCS = [(f"{p.stem}: {h}", tag, code) for p in PAGES for h, lang, tag, code in blocks(p)
+        if lang == "python"]
+
+
+@pytest.mark.parametrize("heading,tag,code", DOCS,
+                         ids=[f"{i}-{h.split(':')[0]}" for i, (h, _, _) in enumerate(DOCS)])
+def test_docs_block_runs(heading, tag, code, tmp_path, monkeypatch):
+    if tag.startswith("needs "):
+        pytest.importorskip(tag.split()[1])
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, f"docs ({heading})", "exec"), {"__name__": "__docs__"})
+
+
+def test_docs_pages_are_covered():
+    assert len(PAGES) >= 10 and len(DOCS) >= 15
 
 
 def _tagged(tag: str) -> str:
@@ -76,24 +96,29 @@ def test_server_walkthrough(tmp_path, monkeypatch):
     for module in ("fastapi", "uvicorn", "yaml", "httpx"):
         pytest.importorskip(module)
     import httpx
+    from typer.testing import CliRunner
+
+    from dpkit.cli import app
 
     (tmp_path / "server.yaml").write_text(_tagged("server.yaml"))
+    monkeypatch.chdir(tmp_path)
     port = _free_port()
     server = None
     token = None
     try:
         for line in _tagged("server-setup").splitlines():
             command = _command(line)
-            if command[3:4] == ["serve"]:
+            if command[3:4] == ["serve"]:  # the one long-running command: a real process
                 server = subprocess.Popen([*command, "--port", str(port)], cwd=tmp_path,
                                           stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL)
-                continue
-            done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True,
-                                  timeout=120, env=dict(os.environ, COLUMNS="200"))
-            assert done.returncode == 0, (line, done.stdout, done.stderr)
-            found = re.search(r"token (\S+)", done.stdout)
-            token = found[1] if found else token
+            elif command[1] == "-c":  # python -c CODE, in this process
+                exec(compile(command[2], "README.md (set-up)", "exec"), {})
+            else:  # dpkit …, in this process (the same command-line code)
+                done = CliRunner().invoke(app, command[3:], env={"COLUMNS": "200"})
+                assert done.exit_code == 0, (line, done.output)
+                found = re.search(r"token (\S+)", done.output)
+                token = found[1] if found else token
         assert server is not None and token is not None
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
