@@ -125,11 +125,31 @@ def test_version_and_help_on_every_option(tmp_path):
     assert missing == [] and bools == []
 
 
-def test_learn_without_scikit_learn_gives_the_install_hint():
-    code = ("import sys; sys.modules['sklearn'] = None\n"
-            "try:\n    from dpkit.learn import GaussianNB\n"
-            "except ModuleNotFoundError as e:\n    print(e.name, '|', e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
-    assert out.stdout.strip() == "sklearn | dpkit.learn needs scikit-learn: pip install " \
-                                 "'dpkit[learn]'", out.stderr
+INSTALL_HINTS = """
+import sys
+for name in ("sklearn", "httpx", "psycopg"):
+    sys.modules[name] = None
+import dpkit as dp
+try:
+    from dpkit.learn import GaussianNB
+except ModuleNotFoundError as e:
+    print(e.name, "|", e)
+try:
+    dp.Client("http://127.0.0.1:9")
+except ModuleNotFoundError as e:
+    print(e.name, "|", e)
+try:
+    dp.Ledger("postgresql+psycopg://nobody@127.0.0.1:9/none")
+except dp.errors.LedgerError as e:
+    print("psycopg |", e)
+"""
+
+
+def test_missing_extras_give_install_hints():
+    out = subprocess.run([sys.executable, "-c", INSTALL_HINTS], capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.splitlines() == [
+        "sklearn | dpkit.learn needs scikit-learn: pip install 'dpkit[learn]'",
+        "httpx | dpkit.Client needs httpx: pip install 'dpkit[server]'",
+        "psycopg | the ledger URL needs the database driver 'psycopg' (pip install "
+        "'dpkit[postgres]')"], out.stderr

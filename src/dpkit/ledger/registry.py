@@ -158,7 +158,12 @@ def _engine(location: str | Path) -> tuple[Engine, str]:
             conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
                 "BEGIN IMMEDIATE")  # the write lock, before any read
     else:
-        engine = create_engine(url, pool_pre_ping=True)
+        try:
+            engine = create_engine(url, pool_pre_ping=True)
+        except ModuleNotFoundError as exc:  # the driver of a server URL is an extra
+            hint = " (pip install 'dpkit[postgres]')" if url.startswith("postgres") else ""
+            raise LedgerError(f"the ledger URL needs the database driver {exc.name!r}"
+                              f"{hint}") from None
     return engine, url
 
 
