@@ -28,7 +28,7 @@ from dpkit.release.ranges.histogram import methods, release_histogram
 from dpkit.release.workload import RangeWorkload, prefix, random_ranges, random_rectangles
 
 __all__ = ["Run", "default_data_dir", "load_datasets", "resample", "workloads", "evaluate",
-           "write_csv", "plot", "summary"]
+           "write_csv", "write_markdown", "plot", "summary"]
 
 RANGE_QUERIES = 2000  # DPBench's random range workloads have 2,000 queries
 
@@ -123,6 +123,7 @@ def evaluate(datasets: dict[str, np.ndarray], algorithms: Sequence[str], scales:
 
 
 def write_csv(runs: Sequence[Run], path: Path) -> None:
+    """Write one CSV row per :class:`Run` (its fields as columns) to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(Run.__dataclass_fields__))
