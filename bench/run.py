@@ -109,6 +109,11 @@ def demo_memory() -> dict[str, float]:
     return {"demo_wall_s": wall, "demo_peak_rss_mib": peak_kib / 1024}
 
 
+def step(what: str) -> None:
+    """Say what runs next (standard error): a full run takes minutes."""
+    print(f"[bench/run.py {time.strftime('%H:%M:%S')}] {what}…", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--peers-python", default="/work/peers-venv/bin/python")
@@ -128,14 +133,19 @@ def main() -> None:
     if only != {"samplers", "groupby", "demo"} and latest.exists():
         results = json.loads(latest.read_text())
     if "demo" in only:
+        step("the demo's memory")
         results["demo"] = demo_memory()  # first, so RUSAGE_CHILDREN is the demo's alone
     if "samplers" in only:
         results["n"] = args.n
+        step(f"the samplers on {args.n:,} draws each")
         results["samplers"] = samplers_bench(args.n)
+        step("the lattice (vector) Laplace")
         results["lattice_laplace"] = lattice_bench()
+        step("OpenDP's Laplace (peers' virtualenv)")
         results["opendp_laplace"] = peer(args.peers_python, "opendp_laplace.py",
                                          str(args.opendp_n))
     if "groupby" in only:
+        step("the grouped release (dpkit, then OpenDP)")
         grouped = subprocess.run([sys.executable, str(HERE / "dpkit_groupby.py")],
                                  capture_output=True, text=True, check=True)
         results["dpkit_groupby"] = json.loads(grouped.stdout)
