@@ -153,3 +153,11 @@ def test_missing_extras_give_install_hints():
         "httpx | dpkit.Client needs httpx: pip install 'dpkit[server]'",
         "psycopg | the ledger URL needs the database driver 'psycopg' (pip install "
         "'dpkit[postgres]')"], out.stderr
+
+
+def test_audit_runs_with_its_progress_bar(tmp_path):
+    result = invoke(["audit", "laplace", "--samples", "2000"], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "laplace" in result.output and "dpkit audit" in result.output
+    bad = invoke(["audit", "no-such-mechanism"], tmp_path)
+    assert bad.exit_code == 2 and "unknown mechanism" in bad.output
