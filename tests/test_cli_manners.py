@@ -161,3 +161,15 @@ def test_audit_runs_with_its_progress_bar(tmp_path):
     assert "laplace" in result.output and "dpkit audit" in result.output
     bad = invoke(["audit", "no-such-mechanism"], tmp_path)
     assert bad.exit_code == 2 and "unknown mechanism" in bad.output
+
+
+def test_synthesize_takes_a_progress_switch():
+    pytest.importorskip("mbi")
+    from dpkit.release.synthetic.domain import Bins
+    from dpkit.release.synthetic.synthesize import synthesize
+
+    table = dp.datasets.load_adult("train").select("sex", "age").head(2000)
+    spec = {"sex": ["Female", "Male"], "age": Bins(tuple(range(17, 93, 25)))}
+    out = synthesize(table, spec, method="aim", epsilon=1, rows=50, progress=True, rounds=2,
+                     iters=20, final_iters=20)
+    assert out.shape == (50, 2)
