@@ -209,7 +209,8 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
     sizes = SizeFilter(domain)
     with Progress(*Progress.get_default_columns(), console=Console(stderr=True),
                   transient=True, disable=not progress) as bar:
-        task = bar.add_task("AIM: budget spent", total=float(r), completed=float(rho_used))
+        task = bar.add_task("AIM: budget spent", total=float(r))
+        bar.update(task, completed=float(rho_used))
         while rho_used < r:
             remaining = r - rho_used
             if remaining < 2 * (rho_meas + rho_sel):
