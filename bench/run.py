@@ -33,6 +33,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from outdir import add_flag, results_dir
 
 from dpkit.core import samplers
 from dpkit.core.lattice import lattice_laplace
@@ -121,13 +122,13 @@ def main() -> None:
     ap.add_argument("--opendp-n", type=int, default=50_000)
     ap.add_argument("--only", default="samplers,groupby,demo",
                     help="comma-separated sections to re-measure: samplers, groupby, demo")
+    add_flag(ap)
     args = ap.parse_args()
     only = set(args.only.split(","))
     if not only <= {"samplers", "groupby", "demo"}:
         ap.error(f"unknown section in --only: {args.only}")
 
-    out_dir = HERE / "results"
-    out_dir.mkdir(exist_ok=True)
+    out_dir = results_dir(args.update_results)
     latest = out_dir / "latest.json"
     results: dict[str, object] = {}
     if only != {"samplers", "groupby", "demo"} and latest.exists():
