@@ -58,7 +58,7 @@ class _Group(typer.core.TyperGroup):
 
 
 app = typer.Typer(cls=_Group, help="dpkit — differential privacy, exact by construction.",
-           no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False)
 app.add_typer(ledger_app, name="ledger")
 bench_app = typer.Typer(help="Evaluation harnesses.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
