@@ -17,6 +17,8 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
+from outdir import add_flag, results_dir
+
 from dpkit.core import ZCDP, RenyiDP, advanced_composition, zcdp_to_epsilon
 from dpkit.core.measures import ApproxDP
 from dpkit.core.numbers import float_up
@@ -84,6 +86,7 @@ def references(peers_python: str) -> dict[str, tuple[float, float, str]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--peers-python", default="/work/peers-venv/bin/python")
+    add_flag(ap)
     args = ap.parse_args()
     mine, refs = ours(), references(args.peers_python)
     lines = ["| accountant | dpkit ε | seconds | reference | reference ε | dpkit / ref |",
@@ -94,8 +97,7 @@ def main() -> None:
         ref_txt = f"{ref_eps:.6f}" if ref_eps == ref_eps else "—"
         lines.append(f"| {name} | {eps:.6f} | {secs:.4f} | {ref_name} | {ref_txt} | {ratio} |")
     table = "\n".join(lines)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "accounting.md").write_text(table + "\n")
+    (results_dir(args.update_results) / "accounting.md").write_text(table + "\n")
     print(table)
 
 

@@ -2,10 +2,11 @@
 
     python bench/histograms.py [--trials 3] [--scales 1000,100000,10000000] [--quick]
 
-Writes bench/results/histograms_{1d,2d}.csv and .png and bench/results/histograms.md: the
-mean scaled L2 error per workload × ε × scale × algorithm (ratio to Identity), the issue's
-goal checks, the exact-formula anchors (expected RMSE of the data-independent strategies at
-n = 4,096, ε = 1) and each algorithm's release time on 4,096 bins and 256×256 cells.
+Writes histograms_{1d,2d}.csv and .png and histograms.md to bench/out/ (bench/results/ with
+--update-results): the mean scaled L2 error per workload × ε × scale × algorithm (ratio to
+Identity), the issue's goal checks, the exact-formula anchors (expected RMSE of the
+data-independent strategies at n = 4,096, ε = 1) and each algorithm's release time on
+4,096 bins and 256×256 cells.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from outdir import TRACKED, add_flag, require, results_dir
 
 from dpkit.release import release_histogram
 from dpkit.release.measure import expected_rmse
 from dpkit.release.ranges import dpbench as bench
 from dpkit.release.workload import all_range_gram
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = TRACKED  # where a run writes: main() points it at bench/out unless asked
 PEERS_PYTHON = Path("/work/peers-venv/bin/python")
 
 
@@ -190,10 +192,14 @@ def main() -> None:
                     help="trials for the large-scale goal check")
     ap.add_argument("--peers-python", type=Path, default=PEERS_PYTHON,
                     help="python of the peers' virtualenv (skipped if missing)")
+    add_flag(ap)
     args = ap.parse_args()
+    global RESULTS
     scales = [int(float(s)) for s in args.scales.split(",")]
     epsilons = [float(e) for e in args.epsilons.split(",")]
     data_dir = bench.default_data_dir()
+    require(data_dir / "1D", data_dir / "2D", what="DPBench data ($DPKIT_DPBENCH)")
+    RESULTS = results_dir(args.update_results)
     lines = ["# Histogram release on DPBench data", "",
              "Reproduce: `python bench/histograms.py` (or `dpkit bench histograms --dims 1|2`).",
              "",

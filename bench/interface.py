@@ -50,6 +50,8 @@ import threading
 import time
 from pathlib import Path
 
+from outdir import add_flag, results_dir
+
 HERE = Path(__file__).resolve().parent
 PEERS = HERE / "peers"
 RESULTS = HERE / "results"
@@ -442,12 +444,15 @@ def main() -> None:
     ap.add_argument("--spark-driver-memory", default="2g",
                     help="spark.driver.memory of dpkit-spark and tumult-analytics (local[2])")
     ap.add_argument("--data-dir", default=None, help="keep the Parquet files here")
-    ap.add_argument("--out", default=str(RESULTS / "interface"),
-                    help="path prefix of the .json and .md results")
+    ap.add_argument("--out", default=None,
+                    help="path prefix of the .json and .md results (default: interface in "
+                         "bench/out/, or bench/results/ with --update-results)")
     ap.add_argument("--merge", action="store_true",
                     help="keep runs of other systems/sizes from the existing JSON")
     ap.add_argument("--report-only", action="store_true")
+    add_flag(ap)
     args = ap.parse_args()
+    args.out = args.out or str(results_dir(args.update_results) / "interface")
 
     def stop(signum: int, frame: object) -> None:
         if CHILD[0]:

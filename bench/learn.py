@@ -7,8 +7,10 @@ Features: the 5 numeric columns (age, education-num, capital-gain, capital-loss,
 hours-per-week) with declared bounds (the UCI documentation's ranges, not the data's);
 label income > 50K. Also, from bench/learn_*.py: decision trees (learn_trees), logistic
 regression on all attributes one-hot (learn_onehot, with its diffprivlib peer), frequent
-itemsets by TF and PrivBasis (learn_privbasis). Writes bench/results/learn.{md,json}. The
-peers run in their own virtualenv (PEERS.md; /work/peers-venv by default).
+itemsets by TF and PrivBasis (learn_privbasis). Writes learn.{md,json} to bench/out/
+(bench/results/ with --update-results). Adult ships with dpkit; the mushroom itemsets need
+../shared/data (skipped without it). The peers run in their own virtualenv (PEERS.md;
+/work/peers-venv by default).
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from outdir import TRACKED, add_flag, results_dir
 
 from dpkit.datasets import load_adult
 from dpkit.learn import PCA, GaussianNB, KMeans, LogisticRegression
 
 HERE = Path(__file__).parent
-RESULTS = HERE / "results"
+RESULTS = TRACKED  # where a run writes: main() points it at bench/out unless asked
 PEERS_PYTHON = Path("/work/peers-venv/bin/python")
 COLUMNS = ["age", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 LOWER = np.array([17, 1, 0, 0, 1], dtype=float)
@@ -217,7 +220,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--epsilons", default="0.1,1")
+    add_flag(ap)
     args = ap.parse_args()
+    global RESULTS
+    RESULTS = results_dir(args.update_results)
     epsilons = [float(e) for e in args.epsilons.split(",")]
     x, y, xt, yt = arrays()
     rows = run_dpkit(x, y, xt, yt, epsilons, args.trials)

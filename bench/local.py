@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from outdir import add_flag, results_dir
 
 import dpkit.local as ldp
 from dpkit.core import rng
@@ -296,8 +297,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a quarter of the trials")
     parser.add_argument("--peers-python", help="python of a venv with pure-ldp and "
                         "multi-freq-ldpy (e.g. /work/peers-ldp/bin/python)")
+    add_flag(parser)
     args = parser.parse_args()
-    results = HERE / "results"
+    results = results_dir(args.update_results)
     peer = peers(args.peers_python) if args.peers_python else []
     acc = accuracy(args.quick)
     spd = speed()

@@ -32,6 +32,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from outdir import add_flag, results_dir
 
 from dpkit.release import release_histogram
 from dpkit.release.measure import l1_sensitivity
@@ -125,6 +126,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=int, default=1,
                         help="releases timed with reuse=False (re-optimising) per shape")
     parser.add_argument("--seed", type=int, default=0, help="workload generator seed")
+    add_flag(parser)
     args = parser.parse_args()
     generator = np.random.default_rng(args.seed)  # benchmark inputs only
     rows = [run((N_1D,), args.trials, args.baseline, generator),
@@ -132,8 +134,7 @@ def main() -> None:
     command = (f"python bench/matrix_reuse.py --trials {args.trials} --baseline "
                f"{args.baseline} --seed {args.seed}")
     text = report(rows, command)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "matrix_reuse.md").write_text(text)
+    (results_dir(args.update_results) / "matrix_reuse.md").write_text(text)
     print(text)
 
 

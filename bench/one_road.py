@@ -84,7 +84,8 @@ def prepare(out: Path, before: str) -> None:
 def run(out: Path, tree: str, args: list[str], log: str) -> tuple[str | None, float, float]:
     """Run ``python <args>`` on a tree; (stdout or None on failure, wall s, child CPU s)."""
     env = dict(os.environ, PYTHONPATH=str(out / tree / "src"),
-               DPKIT_HOME=str(out / "dpkit_home"))
+               DPKIT_HOME=str(out / "dpkit_home"),
+               DPKIT_BENCH_UPDATE="1")  # it reads each tree's bench/results
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run([PY, *args], cwd=out / tree / "bench", env=env, capture_output=True,

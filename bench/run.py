@@ -33,6 +33,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from outdir import add_flag, results_dir
 
 from dpkit.core import samplers
 from dpkit.core.lattice import lattice_laplace
@@ -109,6 +110,11 @@ def demo_memory() -> dict[str, float]:
     return {"demo_wall_s": wall, "demo_peak_rss_mib": peak_kib / 1024}
 
 
+def step(what: str) -> None:
+    """Say what runs next (standard error): a full run takes minutes."""
+    print(f"[bench/run.py {time.strftime('%H:%M:%S')}] {what}…", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--peers-python", default="/work/peers-venv/bin/python")
@@ -116,26 +122,31 @@ def main() -> None:
     ap.add_argument("--opendp-n", type=int, default=50_000)
     ap.add_argument("--only", default="samplers,groupby,demo",
                     help="comma-separated sections to re-measure: samplers, groupby, demo")
+    add_flag(ap)
     args = ap.parse_args()
     only = set(args.only.split(","))
     if not only <= {"samplers", "groupby", "demo"}:
         ap.error(f"unknown section in --only: {args.only}")
 
-    out_dir = HERE / "results"
-    out_dir.mkdir(exist_ok=True)
+    out_dir = results_dir(args.update_results)
     latest = out_dir / "latest.json"
     results: dict[str, object] = {}
     if only != {"samplers", "groupby", "demo"} and latest.exists():
         results = json.loads(latest.read_text())
     if "demo" in only:
+        step("the demo's memory")
         results["demo"] = demo_memory()  # first, so RUSAGE_CHILDREN is the demo's alone
     if "samplers" in only:
         results["n"] = args.n
+        step(f"the samplers on {args.n:,} draws each")
         results["samplers"] = samplers_bench(args.n)
+        step("the lattice (vector) Laplace")
         results["lattice_laplace"] = lattice_bench()
+        step("OpenDP's Laplace (peers' virtualenv)")
         results["opendp_laplace"] = peer(args.peers_python, "opendp_laplace.py",
                                          str(args.opendp_n))
     if "groupby" in only:
+        step("the grouped release (dpkit, then OpenDP)")
         grouped = subprocess.run([sys.executable, str(HERE / "dpkit_groupby.py")],
                                  capture_output=True, text=True, check=True)
         results["dpkit_groupby"] = json.loads(grouped.stdout)

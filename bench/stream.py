@@ -36,6 +36,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from outdir import add_flag, results_dir
 
 from dpkit.core.accountant import FilterAccountant
 from dpkit.core.measures import ZCDP, PureDP
@@ -43,6 +44,7 @@ from dpkit.stream import MECHANISMS, release_prefix_sums
 from dpkit.stream.factorization import MAX_FACTOR_HORIZON, sqrt_coefficients
 
 HERE = Path(__file__).parent
+OUT = HERE / "results"  # main() points it at bench/out unless --update-results
 RHO = Fraction(1, 2)
 TRIALS = {365: 200, 10_000: 20, 1_000_000: 3}
 
@@ -152,7 +154,7 @@ def run_real() -> list[str]:
         axes[1, col].set_xlabel("day")
         axes[0, col].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(HERE / "results" / "stream_real.png", dpi=110)
+    fig.savefig(OUT / "stream_real.png", dpi=110)
     return [*lines, "", "Bike Sharing: Fanaee-T & Gama (2013), CC BY 4.0. COVID: The New York "
             "Times, non-commercial use (numbers only, no figure).", "",
             "![true vs private running bike rentals](stream_real.png)", ""]
@@ -220,9 +222,12 @@ def main() -> None:
     parser.add_argument("--real", action="store_true", help="also the real daily series")
     parser.add_argument("--frames", action="store_true",
                         help="only the histogram/window/frame section (replaced in stream.md)")
+    add_flag(parser)
     args = parser.parse_args()
+    global OUT
+    OUT = results_dir(args.update_results)
     if args.frames:
-        path = HERE / "results" / "stream.md"
+        path = OUT / "stream.md"
         kept = path.read_text().split(FRAMES)[0].rstrip("\n") if path.exists() else ""
         section = run_frames()
         path.write_text(kept + "\n\n" + "\n".join(section))
@@ -266,7 +271,7 @@ def main() -> None:
     if args.real:
         lines += run_real()
     lines += run_frames()
-    (HERE / "results" / "stream.md").write_text("\n".join(lines))
+    (OUT / "stream.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 

@@ -14,7 +14,7 @@ workload's cliques), ``mst`` (one run serves both workloads), ``aim`` (run per
 workload). (ε, δ = 1e-9) for MST and AIM via zCDP, pure ε for the others. Also: the
 iterative construction's reported accuracy bound against its measured max error on a
 6-attribute projection of Adult (20,160 cells, all 2-way marginals). Writes
-bench/results/synthetic.{md,json}.
+synthetic.{md,json} to bench/out/ (bench/results/ with --update-results).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from outdir import TRACKED, add_flag, require, results_dir
 
 from dpkit.core.measures import largest_rho
 from dpkit.release.synthetic.aim import aim
@@ -40,7 +41,7 @@ from dpkit.release.synthetic.mwem import mwem
 from dpkit.release.synthetic.synthesize import independent_sample
 
 HERE = Path(__file__).parent
-RESULTS = HERE / "results"
+RESULTS = TRACKED  # where a run writes: main() points it at bench/out unless asked
 DATA = HERE.parent.parent / "shared" / "data" / "private_pgm"
 PEERS_PYTHON = Path("/work/snsql-venv/bin/python")
 DELTA = Fraction(1, 10 ** 9)
@@ -205,7 +206,12 @@ def main() -> None:
     ap.add_argument("--reuse-peers", action="store_true",
                     help="read the peers' results of an earlier run (results/"
                          "synthetic_peers.json) instead of running them again")
+    add_flag(ap)
     args = ap.parse_args()
+    global RESULTS
+    require(DATA / "adult.csv", DATA / "adult-domain.json", what="Private-PGM's Adult")
+    reused = TRACKED / "synthetic_peers.json"  # --reuse-peers reads the tracked run
+    RESULTS = results_dir(args.update_results)
     epsilons = [1.0] if args.quick else [float(v) for v in args.epsilons.split(",")]
     trials = 1 if args.quick else args.trials
     domain = Domain.from_json(DATA / "adult-domain.json")
@@ -218,7 +224,7 @@ def main() -> None:
             rows += run_dpkit(codes, domain, loads, e, t)
             ic.append(run_ic(codes, domain, e, t))
     if args.reuse_peers:
-        peers = json.loads((RESULTS / "synthetic_peers.json").read_text())
+        peers = json.loads(reused.read_text())
     else:
         peers = [] if args.quick else run_peers(loads, epsilons, trials)
     (RESULTS / "synthetic.json").write_text(json.dumps({"dpkit": rows, "ic": ic,

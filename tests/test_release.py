@@ -206,6 +206,9 @@ def test_dpbench_harness_writes_csv_and_plot(tmp_path):
     from dpkit.release.ranges import dpbench as bench
 
     data_dir = bench.default_data_dir()
+    if not (data_dir / "1D" / "ADULTFRANK.n4096.npy").exists():
+        pytest.skip(f"DPBench data not found at {data_dir} (set DPKIT_DPBENCH; see "
+                    "bench/README.md)")
     shape = bench.load_datasets(data_dir, 1, ["ADULTFRANK.n4096"])["ADULTFRANK.n4096"]
     sample = bench.resample(shape, 1000, np.random.default_rng(0))
     assert sample.sum() == 1000 and sample.shape == (4096,)
@@ -218,6 +221,7 @@ def test_dpbench_harness_writes_csv_and_plot(tmp_path):
     rows = (tmp_path / "h.csv").read_text().splitlines()
     assert rows[0].startswith("method,dataset") and len(rows) == 1 + 3 * 2 * 2
     assert (tmp_path / "h.png").stat().st_size > 1000
+    assert (tmp_path / "h.md").read_text().startswith("| workload |")
     runs = bench.evaluate({"a": shape}, ["identity", "hb"], [1000], [1.0], 1, progress=False)
     summary = bench.summary(runs)
     assert {r["method"] for r in summary} == {"identity", "hb"}

@@ -187,7 +187,11 @@ class Client:
 
     def __init__(self, url: str | None = None, token: str | None = None, *, app: Any = None,
                  timeout: float = 60.0) -> None:
-        import httpx
+        try:
+            import httpx
+        except ModuleNotFoundError:
+            raise ModuleNotFoundError("dpkit.Client needs httpx: pip install 'dpkit[server]'",
+                                      name="httpx") from None
 
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http: httpx.Client

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import typer
@@ -11,12 +12,23 @@ from rich.table import Table
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 from dpkit.core.record import noise_rows
-from dpkit.errors import LedgerError
+from dpkit.errors import DomainError, LedgerError
 from dpkit.ledger import Ledger
 
 ledger_app = typer.Typer(help="The epsilon registry: datasets, releases, verification.",
                          no_args_is_help=True)
 LEDGER_HELP = "SQLite file or SQLAlchemy URL (default: the demo ledger)."
+MEASURE_HELP = "The measure of the cap: pure (ε), approx (ε, δ) or zcdp (ρ)."
+KINDS = {"PureDP": "pure", "ApproxDP": "approx", "ZCDP": "zcdp"}
+
+
+def wide_table(title: str, columns: tuple[str, ...]) -> Table:
+    """A Rich table whose cells fold onto more lines instead of being cut ("adult-demo-…")
+    when the terminal is narrow."""
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    return table
 
 
 def _open(location: str | None, must_exist: bool = True) -> Ledger:
@@ -35,13 +47,57 @@ def _open(location: str | None, must_exist: bool = True) -> Ledger:
 
 def _loss(measure: str, epsilon: float | None, delta: float | None, rho: float | None
           ) -> PrivacyLoss:
+    """The loss the options describe, every given part checked to be a finite number > 0
+    (δ in (0, 1)) and every needed part present, before the ledger is opened."""
+    def check(value: float | None, option: str, needed: bool = True) -> float | None:
+        if value is None:
+            if needed:
+                raise DomainError(f"measure {measure!r} needs {option} (a number > 0)")
+            return None
+        if not (math.isfinite(value) and value > 0):
+            raise DomainError(f"{option} must be a finite number > 0, got {value:g}")
+        return value
+
     if measure == "pure":
-        return PureDP(epsilon or 0)
+        return PureDP(check(epsilon, "--epsilon") or 0)
     if measure == "approx":
-        return ApproxDP(epsilon or 0, delta or 0)
+        dlt = check(delta, "--delta", needed=False)
+        if dlt is not None and dlt >= 1:
+            raise DomainError(f"--delta must be below 1, got {dlt:g}")
+        return ApproxDP(check(epsilon, "--epsilon") or 0, dlt or 0)
     if measure == "zcdp":
-        return ZCDP(rho or 0)
-    raise typer.BadParameter("measure must be pure, approx or zcdp")
+        return ZCDP(check(rho, "--rho") or 0)
+    raise DomainError(f"--measure must be pure, approx or zcdp, got {measure!r}")
+
+
+def _measure_of(reg: Ledger, dataset: str) -> str:
+    """The measure kind (pure, approx, zcdp) of a registered dataset."""
+    found = next((d for d in reg.datasets() if d["name"] == dataset), None)
+    if found is None:
+        raise LedgerError(f"unknown dataset {dataset!r} in {reg.url} (see `dpkit ledger "
+                          "datasets`)")
+    return KINDS[found["measure"]]
+
+
+def resolve_dataset(reg: Ledger, name: str) -> str:
+    """``name`` if it is a dataset, else the one dataset whose name starts with it.
+
+    Raises
+    ------
+    LedgerError
+        If no dataset, or more than one, starts with ``name``.
+    """
+    names = [d["name"] for d in reg.datasets()]
+    if name in names:
+        return name
+    found = [n for n in names if n.startswith(name)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise LedgerError(f"unknown dataset {name!r} in {reg.url} (see `dpkit ledger "
+                          "datasets`)")
+    raise LedgerError(f"{name!r} is the start of {len(found)} datasets ({', '.join(found[:5])}"
+                      f"{', …' if len(found) > 5 else ''}); give more of the name")
 
 
 @ledger_app.command("init")
@@ -56,12 +112,14 @@ def init(ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
 def list_datasets(ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
     """Datasets with their lifetime cap, spend and burn-rate policy."""
     reg = _open(ledger)
-    table = Table(title=f"Datasets in {reg.url}")
-    for col in ("dataset", "privacy unit", "lifetime cap", "spent", "per day", "created"):
-        table.add_column(col)
+    table = wide_table(f"Datasets in {reg.url}", ("dataset", "privacy unit", "lifetime cap",
+                                                  "spent", "per day", "created"))
     for d in reg.datasets():
-        table.add_row(d["name"], d["privacy_unit"], str(d["cap"]), str(d["spent"]),
-                      str(d["per_day"] or "—"), d["created"])
+        per_day = d["per_day"]
+        limit = "—" if per_day is None else (
+            "retired" if per_day == type(per_day).zero() else str(per_day))
+        table.add_row(d["name"], d["privacy_unit"], str(d["cap"]), str(d["spent"]), limit,
+                      d["created"])
     Console().print(table)
 
 
@@ -83,9 +141,10 @@ def releases(ledger: str = typer.Option(None, help=LEDGER_HELP),
              analyst: str | None = typer.Option(None, help="Only this analyst.")) -> None:
     """Releases, oldest first: who, when, loss, status, query, noise rows."""
     reg = _open(ledger)
-    table = Table(title=f"Releases{f' of {dataset}' if dataset else ''}")
-    for col in ("id", "time", "dataset", "analyst", "loss", "status", "query", "noise"):
-        table.add_column(col)
+    if dataset is not None:
+        dataset = resolve_dataset(reg, dataset)
+    table = wide_table(f"Releases{f' of {dataset}' if dataset else ''}",
+                       ("id", "time", "dataset", "analyst", "loss", "status", "query", "noise"))
     for r in reg.releases(dataset, analyst):
         table.add_row(str(r["id"]), r["time"], r["dataset"], r["analyst"] or "—",
                       str(r["loss"]), r["status"], r["query"], noise_text(r["noise"]))
@@ -152,36 +211,64 @@ def export(ledger: str = typer.Option(None, help=LEDGER_HELP),
 
 
 @ledger_app.command("plot")
-def plot(dataset: str = typer.Argument(..., help="The dataset."),
+def plot(dataset: str = typer.Argument(..., help="The dataset (or a unique start of its "
+                                                 "name)."),
          output: Path = typer.Option(Path("burn-down.png"), help="PNG file to write."),
          ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
     """A burn-down plot (PNG) of the dataset's remaining budget over time."""
     from dpkit.ledger.plot import burn_down
 
-    burn_down(_open(ledger), dataset, output)
+    reg = _open(ledger)
+    burn_down(reg, resolve_dataset(reg, dataset), output)
     Console().print(f"wrote {output}")
 
 
 @ledger_app.command("register")
-def register(dataset: str, measure: str = typer.Option("pure", help="pure, approx or zcdp"),
-             epsilon: float = typer.Option(None), delta: float = typer.Option(None),
-             rho: float = typer.Option(None), unit: str = typer.Option("rows"),
+def register(dataset: str = typer.Argument(..., help="The dataset's name."),
+             measure: str = typer.Option("pure", help=MEASURE_HELP),
+             epsilon: float = typer.Option(None, help="Lifetime cap ε (nats, > 0); needed "
+                                                      "for pure and approx."),
+             delta: float = typer.Option(None, help="Lifetime cap δ (a probability in "
+                                                    "(0, 1)); approx only."),
+             rho: float = typer.Option(None, help="Lifetime cap ρ (> 0); needed for zcdp."),
+             unit: str = typer.Option("rows", help="The privacy unit, as text (e.g. rows, "
+                                                   "or the unit column)."),
              ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
-    """Register a dataset with its lifetime cap."""
-    _open(ledger, must_exist=False).register(dataset, _loss(measure, epsilon, delta, rho), unit)
+    """Register a dataset with its lifetime cap (a positive loss; a cap never changes)."""
+    cap = _loss(measure, epsilon, delta, rho)  # before the ledger is created or opened
+    reg = _open(ledger, must_exist=False)
+    reg.register(dataset, cap, unit)
+    Console().print(f"[green]✓[/green] dataset {dataset!r} registered in {reg.url}: lifetime "
+                    f"cap {cap}, privacy unit {unit}", soft_wrap=True)
+
+
+@ledger_app.command("retire")
+def retire(dataset: str = typer.Argument(..., help="The dataset (or a unique start of its "
+                                                   "name)."),
+           ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
+    """Retire a dataset: every later debit on it is refused (final); its releases stay in
+    the ledger and in its hash chain for `dpkit ledger verify`."""
+    reg = _open(ledger)
+    name = resolve_dataset(reg, dataset)
+    reg.retire(name)
+    Console().print(f"[green]✓[/green] dataset {name!r} retired in {reg.url}: it refuses "
+                    f"new releases; spent {reg.spent(name)} of {reg.cap(name)}",
+                    soft_wrap=True)
 
 
 @ledger_app.command("analyst")
-def analyst(name: str, dataset: str = typer.Option(..., help="Grant on this dataset."),
-            epsilon: float = typer.Option(None, help="The analyst's cap (ε)."),
-            delta: float = typer.Option(None), rho: float = typer.Option(None),
+def analyst(name: str = typer.Argument(..., help="The analyst's name."),
+            dataset: str = typer.Option(..., help="Grant on this dataset."),
+            epsilon: float = typer.Option(None, help="The analyst's cap ε (default: no cap "
+                                                     "beyond the dataset's)."),
+            delta: float = typer.Option(None, help="The analyst's cap δ (approx datasets)."),
+            rho: float = typer.Option(None, help="The analyst's cap ρ (zcdp datasets)."),
             ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
     """Create an analyst with a grant (and print their API token once)."""
     reg = _open(ledger)
-    measure = next(d["measure"] for d in reg.datasets() if d["name"] == dataset)
+    kind = _measure_of(reg, dataset)
     cap = None
     if epsilon is not None or rho is not None:
-        kind = {"PureDP": "pure", "ApproxDP": "approx", "ZCDP": "zcdp"}[measure]
         cap = _loss(kind, epsilon, delta, rho)
     token = reg.add_analyst(name)
     reg.grant(name, dataset, cap)
@@ -189,17 +276,21 @@ def analyst(name: str, dataset: str = typer.Option(..., help="Grant on this data
 
 
 @ledger_app.command("rotate-token")
-def rotate_token(name: str, ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
+def rotate_token(name: str = typer.Argument(..., help="The analyst's name."),
+                 ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
     """Give an analyst a new API token (printed once; the old one stops working)."""
     Console().print(f"analyst {name!r}: new token {_open(ledger).rotate_token(name)}")
 
 
 @ledger_app.command("policy")
-def policy(dataset: str, epsilon: float = typer.Option(None), delta: float = typer.Option(None),
-           rho: float = typer.Option(None),
+def policy(dataset: str = typer.Argument(..., help="The dataset."),
+           epsilon: float = typer.Option(None, help="At most this ε per 24 h (pure, approx)."),
+           delta: float = typer.Option(None, help="At most this δ per 24 h (approx)."),
+           rho: float = typer.Option(None, help="At most this ρ per 24 h (zcdp)."),
            ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
     """Set the burn-rate limit: at most this loss per rolling 24 hours."""
     reg = _open(ledger)
-    measure = next(d["measure"] for d in reg.datasets() if d["name"] == dataset)
-    kind = {"PureDP": "pure", "ApproxDP": "approx", "ZCDP": "zcdp"}[measure]
-    reg.set_policy(dataset, _loss(kind, epsilon, delta, rho))
+    limit = _loss(_measure_of(reg, dataset), epsilon, delta, rho)
+    reg.set_policy(dataset, limit)
+    Console().print(f"[green]✓[/green] dataset {dataset!r}: at most {limit} per rolling 24 h",
+                    soft_wrap=True)

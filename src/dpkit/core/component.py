@@ -89,6 +89,10 @@ class Transformation:
     def __post_init__(self) -> None:
         check_space(self.input_domain, self.input_metric)
 
+    def __repr__(self) -> str:  # no raw function objects
+        return (f"Transformation({self.name!r}, {type(self.input_metric).__name__} → "
+                f"{type(self.output_metric).__name__})")
+
     def __call__(self, data: Any) -> Any:
         """``function(data)`` after checking that ``data`` is in the input domain."""
         self.input_domain.check(data)
@@ -169,6 +173,10 @@ class Measurement:
 
     def __post_init__(self) -> None:
         check_space(self.input_domain, self.input_metric)
+
+    def __repr__(self) -> str:  # no raw function objects
+        return (f"Measurement({self.name!r}, {type(self.input_metric).__name__} → "
+                f"{self.output_measure.__name__})")
 
     def __call__(self, data: Any) -> Any:
         rng.require_secure()

@@ -130,6 +130,9 @@ class PureDP(PrivacyLoss):
     def __str__(self) -> str:
         return f"ε = {float(self):.6g}"
 
+    def __repr__(self) -> str:  # exact and readable: PureDP(ε=1/2)
+        return f"PureDP(ε={self.epsilon})"
+
 
 @dataclass(frozen=True)
 class ApproxDP(PrivacyLoss):
@@ -187,6 +190,9 @@ class ApproxDP(PrivacyLoss):
     def __str__(self) -> str:
         return f"ε = {float_up(self.epsilon):.6g}, δ = {float_up(self.delta):.3g}"
 
+    def __repr__(self) -> str:  # exact and readable: ApproxDP(ε=1, δ=1/1000000)
+        return f"ApproxDP(ε={self.epsilon}, δ={self.delta})"
+
 
 @dataclass(frozen=True)
 class ZCDP(PrivacyLoss):
@@ -236,6 +242,9 @@ class ZCDP(PrivacyLoss):
 
     def __str__(self) -> str:
         return f"ρ = {float(self):.6g}"
+
+    def __repr__(self) -> str:  # exact and readable: ZCDP(ρ=1/8)
+        return f"ZCDP(ρ={self.rho})"
 
 
 def convert(loss: PrivacyLoss, target: type) -> Any:

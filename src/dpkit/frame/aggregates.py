@@ -94,7 +94,7 @@ def _bounds(bounds: Any, what: str, column: str) -> tuple[Fraction, Fraction]:
     if bounds is None:
         raise BoundsError(
             f"{what}({column!r}) needs bounds=(lower, upper); dpkit never infers bounds from "
-            "the data (DESIGN.md §3.4)"
+            "the data (docs/security.md#declared-never-inferred)"
         )
     try:
         lo, hi = bounds

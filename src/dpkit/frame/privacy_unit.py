@@ -54,15 +54,17 @@ class PrivacyUnit:
         max_rows_per_group : int, optional
             R: rows a unit may contribute to any one group (the L∞ bound; default M).
 
-        Contribution bounding runs in one pass before every release: for each unit it keeps
-        G of its groups, then R rows in each, then M rows in total, each choice uniformly at
-        random from the CSPRNG, so no unit can exceed the bounds the sensitivities assume.
-
         Raises
         ------
         DomainError
             If a bound is not a positive integer, none of M or (G and R) is given, or
             ``column`` is empty.
+
+        Notes
+        -----
+        Contribution bounding runs in one pass before every release: for each unit it keeps
+        G of its groups, then R rows in each, then M rows in total, each choice uniformly at
+        random from the CSPRNG, so no unit can exceed the bounds the sensitivities assume.
         """
         if not isinstance(column, str) or not column:
             raise DomainError("the privacy unit column must be a non-empty string")

@@ -811,7 +811,8 @@ def _key_frame(columns: list[str], keys: Any) -> pl.DataFrame:
     if keys is None:
         raise DomainError(
             "group_by needs public keys=...: dpkit never takes group keys from the data "
-            "without a budgeted partition-selection step (DESIGN.md §3.4)"
+            "without a budgeted partition-selection step "
+            "(docs/security.md#declared-never-inferred)"
         )
     if isinstance(keys, pl.DataFrame):
         missing = [c for c in columns if c not in keys.columns]

@@ -140,7 +140,8 @@ class Session:
     Raises
     ------
     DomainError
-        For a budget that is not a privacy loss, a ledger without a dataset name, or a
+        For a budget that is not a positive privacy loss (``PureDP(0)``, ``ZCDP(0)`` and
+        ``ApproxDP(0, δ)`` are refused), a ledger without a dataset name, or a
         ``bounded_cache`` bound to other tables or another privacy unit.
     LedgerError
         If the ledger has the dataset with a different measure or cap.
@@ -153,6 +154,9 @@ class Session:
                  plan_memo: PlanMemo | None = None) -> None:
         if not isinstance(budget, PureDP | ApproxDP | ZCDP):
             raise DomainError("budget must be dp.PureDP(ε), dp.ApproxDP(ε, δ) or dp.ZCDP(ρ)")
+        if (budget.rho if isinstance(budget, ZCDP) else budget.epsilon) <= 0:
+            raise DomainError(f"a session budget must be positive, got {budget}: a budget of "
+                              "zero releases nothing")
         self.privacy_unit = privacy_unit or PrivacyUnit.rows()
         if not isinstance(self.privacy_unit, PrivacyUnit):
             raise DomainError("privacy_unit must be dp.PrivacyUnit.rows() or .by(column, n)")

@@ -28,17 +28,23 @@ dense features, declared labels; tests/test_learn_sklearn.py runs scikit-learn's
 conformance battery on every model and lists the checks a randomised fit cannot pass.
 """
 
-from dpkit.learn.bounds import private_bounds
-from dpkit.learn.cluster import KMeans
-from dpkit.learn.decision_tree import DecisionTreeClassifier
-from dpkit.learn.decomposition import PCA
-from dpkit.learn.itemsets import FrequentItemsets, top_k_itemsets
-from dpkit.learn.linear import LinearRegression
-from dpkit.learn.logistic import LogisticRegression
-from dpkit.learn.naive_bayes import CategoricalNB, GaussianNB
-from dpkit.learn.preprocessing import StandardScaler
-from dpkit.learn.smarttrunc import frequent_itemsets
-from dpkit.learn.tree import RandomForestClassifier
+import importlib.util
+
+if importlib.util.find_spec("sklearn") is None:  # the extra's hint, not a bare sklearn error
+    raise ModuleNotFoundError("dpkit.learn needs scikit-learn: pip install 'dpkit[learn]'",
+                              name="sklearn")
+
+from dpkit.learn.bounds import private_bounds  # noqa: E402
+from dpkit.learn.cluster import KMeans  # noqa: E402
+from dpkit.learn.decision_tree import DecisionTreeClassifier  # noqa: E402
+from dpkit.learn.decomposition import PCA  # noqa: E402
+from dpkit.learn.itemsets import FrequentItemsets, top_k_itemsets  # noqa: E402
+from dpkit.learn.linear import LinearRegression  # noqa: E402
+from dpkit.learn.logistic import LogisticRegression  # noqa: E402
+from dpkit.learn.naive_bayes import CategoricalNB, GaussianNB  # noqa: E402
+from dpkit.learn.preprocessing import StandardScaler  # noqa: E402
+from dpkit.learn.smarttrunc import frequent_itemsets  # noqa: E402
+from dpkit.learn.tree import RandomForestClassifier  # noqa: E402
 
 __all__ = ["CategoricalNB", "DecisionTreeClassifier", "FrequentItemsets", "GaussianNB",
            "KMeans", "LinearRegression", "LogisticRegression", "PCA", "RandomForestClassifier",

@@ -125,14 +125,17 @@ def subject(table: str, *key: str) -> str:
 
 
 def release_body(row: Mapping[Any, Any]) -> dict[str, Any]:
+    """The chained body of a release link: its kind and the fields of :data:`RELEASE_FIELDS`."""
     return {"kind": "release", **{k: row[k] for k in RELEASE_FIELDS}}
 
 
 def outcome_body(row: Mapping[Any, Any]) -> dict[str, Any]:
+    """The chained body of an outcome link: its kind and :data:`OUTCOME_FIELDS`."""
     return {"kind": "outcome", **{k: row[k] for k in OUTCOME_FIELDS}}
 
 
 def event_body(row: Mapping[Any, Any]) -> dict[str, Any]:
+    """The chained body of an admin event link: its kind, the event and :data:`EVENT_FIELDS`."""
     return {"kind": "event", "event": row["kind"], **{k: row[k] for k in EVENT_FIELDS}}
 
 

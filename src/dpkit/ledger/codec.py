@@ -25,8 +25,10 @@ def load(measure: str, textual: str) -> PrivacyLoss:
 
 
 def now() -> datetime:
+    """The current time in UTC (the ledger's clock)."""
     return datetime.now(UTC)
 
 
 def stamp(t: datetime) -> str:
+    """``t`` as the ledger writes it: ISO 8601 with microseconds."""
     return t.isoformat(timespec="microseconds")

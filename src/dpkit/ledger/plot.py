@@ -24,6 +24,7 @@ def burn_down(ledger: Ledger, dataset: str, output: str | Path) -> Path:
         import matplotlib
 
         matplotlib.use("Agg")
+        import matplotlib.dates as mdates
         import matplotlib.pyplot as plt
     except ImportError:
         raise LedgerError("the burn-down plot needs matplotlib: pip install 'dpkit[plot]'"
@@ -42,12 +43,16 @@ def burn_down(ledger: Ledger, dataset: str, output: str | Path) -> Path:
         remaining.append(total - spent)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.step(times, remaining, where="post", label=f"remaining {field}")  # type: ignore[arg-type]
+    ax.plot(times[1:], remaining[1:], "o", ms=3, label="a release")  # type: ignore[arg-type]
+    locator = mdates.AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.set_xlabel("time of release (UTC)")
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_ylim(bottom=min(0.0, min(remaining)), top=total * 1.05)
     ax.set_ylabel(f"remaining {field} (cap {total:g})")
     ax.set_title(f"Budget burn-down: {dataset} ({len(times) - 1} releases)")
     ax.legend(loc="upper right")
-    fig.autofmt_xdate()
     fig.tight_layout()
     path = Path(output)
     fig.savefig(path, dpi=120)

@@ -128,6 +128,13 @@ class _Answered(IdempotentReplay):  # noqa: N818 - a replay, not a failure
         self.result_sha256 = result_sha256
 
 
+def _retired(row: dict[str, Any]) -> bool:
+    """A dataset row retired by :meth:`Ledger.retire`: a burn-rate policy of zero loss."""
+    per_day = row["per_day"]
+    return per_day is not None and load(row["measure"], per_day) == MEASURES[
+        row["measure"]].zero()
+
+
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -156,7 +163,12 @@ def _engine(location: str | Path, pooled: bool = True) -> tuple[Engine, str]:
             conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
                 "BEGIN IMMEDIATE")  # the write lock, before any read
     else:
-        engine = create_engine(url, pool_pre_ping=True)
+        try:
+            engine = create_engine(url, pool_pre_ping=True)
+        except ModuleNotFoundError as exc:  # the driver of a server URL is an extra
+            hint = " (pip install 'dpkit[postgres]')" if url.startswith("postgres") else ""
+            raise LedgerError(f"the ledger URL needs the database driver {exc.name!r}"
+                              f"{hint}") from None
     return engine, url
 
 
@@ -445,16 +457,46 @@ class Ledger:
         return stored
 
     def set_policy(self, dataset: str, per_day: PrivacyLoss | None) -> None:
-        """Burn-rate policy: at most ``per_day`` of loss in any rolling 24 hours (None: off)."""
+        """Burn-rate policy: at most ``per_day`` of loss in any rolling 24 hours (None: off;
+        zero: the dataset is retired, see :meth:`retire`).
+
+        Raises
+        ------
+        LedgerError
+            For an unknown or retired dataset, or a policy in another measure.
+        """
         with self._transaction() as conn:
             self._lock_head(conn)
             row = self._dataset(conn, dataset)
+            if _retired(row):
+                raise LedgerError(f"dataset {dataset!r} is retired; its policy cannot change")
             if per_day is not None and type(per_day).__name__ != row["measure"]:
                 raise LedgerError(f"the policy must be in the dataset's measure {row['measure']}")
             body = {"name": dataset, "per_day": None if per_day is None else dump(per_day)}
             seq = self._append(conn, "policy", "datasets", (dataset,), body, stamp(now()))
             store.put_row(conn, self._key, "datasets",
                           {**row, "per_day": body["per_day"], "seq": seq}, new=False)
+
+    def retire(self, dataset: str) -> None:
+        """Retire ``dataset``: every later debit on it is refused, for good. Recorded in the
+        chain as a burn-rate policy of zero loss per day (so :meth:`verify` checks it like
+        any policy); its releases and their history stay.
+
+        Raises
+        ------
+        LedgerError
+            For an unknown or already retired dataset.
+        """
+        self.set_policy(dataset, MEASURES[self._measure(dataset)].zero())
+
+    def retired(self, dataset: str) -> bool:
+        """Whether ``dataset`` is retired (:meth:`retire`)."""
+        with self.engine.connect() as conn:
+            return _retired(self._dataset(conn, dataset))
+
+    def _measure(self, dataset: str) -> str:
+        with self.engine.connect() as conn:
+            return str(self._dataset(conn, dataset)["measure"])
 
     def add_analyst(self, name: str, token: str | None = None) -> str:
         """Create an analyst; returns their API token (only its SHA-256 is stored)."""
@@ -581,7 +623,7 @@ class Ledger:
         Raises
         ------
         BudgetExceededError
-            If a cap would be exceeded (nothing is written).
+            If a cap would be exceeded or the dataset is retired (nothing is written).
         IdempotentReplay
             If ``idempotency_key`` already has a recorded answer for this same request
             (nothing is debited).
@@ -605,6 +647,10 @@ class Ledger:
             request = chain.request_digest(dataset, analyst, query, loss_text, noise)
             if idempotency_key is not None:
                 self._check_key(conn, dataset, analyst, idempotency_key, request, moment)
+            if _retired(row):
+                raise BudgetExceededError(
+                    f"dataset {dataset!r} is retired (`dpkit ledger retire`): it takes no "
+                    "new releases. Nothing was released.")
             loss_raw = window.raw(loss_text)  # exact fields: no measure objects per debit
             total = window.compose(window.raw(row["spent"]), loss_raw)
             if not window.within(total, window.raw(row["cap"])):

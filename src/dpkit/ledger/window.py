@@ -84,10 +84,12 @@ _FIELDS = frozenset({"epsilon", "delta", "rho"})  # plain names: no JSON escapin
 
 
 def add(a: Raw, b: Raw) -> Raw:
+    """Field-wise exact sum of two raw losses (missing fields are 0)."""
     return {k: a.get(k, Fraction(0)) + b.get(k, Fraction(0)) for k in a.keys() | b.keys()}
 
 
 def sub(a: Raw, b: Raw) -> Raw:
+    """Field-wise exact difference ``a − b`` of two raw losses (missing fields are 0)."""
     return {k: a.get(k, Fraction(0)) - b.get(k, Fraction(0)) for k in a.keys() | b.keys()}
 
 

@@ -120,6 +120,10 @@ class SessionPMW:
         self.pmw, self.codec, self.epsilon = pmw, codec, epsilon
         self.release: Release[Any] | None = None
 
+    def __repr__(self) -> str:
+        columns = ", ".join(self.codec.spec)
+        return f"SessionPMW(columns=[{columns}], ε = {self.epsilon})"
+
     def to_record(self) -> dict[str, Any]:
         """What the debit released, for its digest (:func:`~dpkit.core.record.digest_of`):
         nothing of the data yet — ε and the declared domain (answers come later, each from

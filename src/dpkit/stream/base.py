@@ -157,6 +157,7 @@ def noise_variance(noise: CalibratedNoise) -> float:
 
 
 def is_gaussian(noise: CalibratedNoise) -> bool:
+    """Whether the calibrated noise is Gaussian (zCDP) rather than Laplace."""
     return "gaussian" in noise.name
 
 

@@ -28,7 +28,7 @@ from dpkit.release.ranges.histogram import methods, release_histogram
 from dpkit.release.workload import RangeWorkload, prefix, random_ranges, random_rectangles
 
 __all__ = ["Run", "default_data_dir", "load_datasets", "resample", "workloads", "evaluate",
-           "write_csv", "plot", "summary"]
+           "write_csv", "write_markdown", "plot", "summary"]
 
 RANGE_QUERIES = 2000  # DPBench's random range workloads have 2,000 queries
 
@@ -123,6 +123,7 @@ def evaluate(datasets: dict[str, np.ndarray], algorithms: Sequence[str], scales:
 
 
 def write_csv(runs: Sequence[Run], path: Path) -> None:
+    """Write one CSV row per :class:`Run` (its fields as columns) to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(Run.__dataclass_fields__))
@@ -147,6 +148,16 @@ def summary(runs: Sequence[Run]) -> list[dict[str, object]]:
         rows.append({"workload": w, "epsilon": e, "scale": s, "method": m, "error": v,
                      "vs_identity": v / base if base else float("nan")})
     return rows
+
+
+def write_markdown(runs: Sequence[Run], path: Path) -> None:
+    """The :func:`summary` table as Markdown (mean scaled error and its ratio to Identity's)."""
+    lines = ["| workload | ε | scale | method | scaled error | ÷ identity |",
+             "|---|---:|---:|---|---:|---:|"]
+    lines += [f"| {r['workload']} | {r['epsilon']:g} | {r['scale']:,} | {r['method']} | "
+              f"{r['error']:.3g} | {r['vs_identity']:.2f} |" for r in summary(runs)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("\n".join(lines) + "\n")
 
 
 def plot(runs: Sequence[Run], path: Path) -> None:

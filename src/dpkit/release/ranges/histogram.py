@@ -17,6 +17,7 @@ estimate a float64 array of ``x``'s shape. All noise comes from :mod:`dpkit.rele
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -61,7 +62,7 @@ def register(name: str, *, dims: tuple[int, ...] = (1,), data_dependent: bool = 
     name may have different functions for different ranks, e.g. DAWA on the Hilbert curve
     in 2-D); ``robust=False`` flags one that can lose to Identity by more than 1.2×."""
     def deco(fn: Algorithm) -> Algorithm:
-        doc = (fn.__doc__ or name).strip().splitlines()[0]
+        doc = " ".join(inspect.cleandoc(fn.__doc__ or name).split("\n\n")[0].split())
         entries = [m for m in _METHODS.get(name, []) if not set(m.dims) & set(dims)]
         _METHODS[name] = [*entries, HistogramMethod(fn, dims, data_dependent, doc, robust)]
         return fn
@@ -69,7 +70,8 @@ def register(name: str, *, dims: tuple[int, ...] = (1,), data_dependent: bool = 
 
 
 def methods(dims: int | None = None) -> dict[str, str]:
-    """Registered algorithm names (for histograms of rank ``dims``) with one-line summaries."""
+    """Registered algorithm names (for histograms of rank ``dims``) with their summaries (the
+    first paragraph of each docstring: whole sentences)."""
     return {k: m.summary for k, ms in sorted(_METHODS.items()) for m in ms
             if dims is None or dims in m.dims}
 

@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
+from rich.console import Console
+from rich.progress import Progress
 
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
@@ -127,7 +129,8 @@ class SizeFilter:
 
 def aim(codes: np.ndarray, domain: Domain, rho: Number,
         workload: Sequence[Sequence[str]] | None = None, *, max_size: float = 80.0,
-        rounds: int | None = None, iters: int = 300, final_iters: int = 1000) -> MSTResult:
+        rounds: int | None = None, iters: int = 300, final_iters: int = 1000,
+        progress: bool = False) -> MSTResult:
     """Run AIM (module docstring) and return the fitted model (``result.sample(rows)``).
 
     Parameters
@@ -146,6 +149,8 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
     iters, final_iters : int
         Mirror-descent iterations per round (warm-started) and for the final fit
         (:func:`dpkit.release.synthetic.jtree.fit`).
+    progress : bool
+        Show a progress bar of the budget spent so far (Rich, on standard error).
 
     Raises
     ------
@@ -202,32 +207,37 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
     model = _fit(domain, measurements, total, iters, None)
     selected: list[tuple[str, ...]] = []
     sizes = SizeFilter(domain)
-    while rho_used < r:
-        remaining = r - rho_used
-        if remaining < 2 * (rho_meas + rho_sel):
-            rho_meas, rho_sel = Fraction(9, 10) * remaining, Fraction(1, 10) * remaining
-        rho_used += rho_meas + rho_sel
-        sigma = float(make_noise(1, rho=rho_meas, norm="l2").scale)
-        limit = max_size * float(rho_used / r)
-        cands = sizes([m.clique for m in measurements], list(weights), limit)
-        if not cands:  # post-processing choice; the round's budget is still counted
-            cands = [c for c in weights if len(c) == 1]
-        delta = max(weights[c] for c in cands) * (1 + _ROUND_ALLOWANCE)
-        eps = _epsilon_for_rho(rho_sel)
-        scale = make_selection(delta, eps).scale  # 2Δ/ε rounded up, map-checked
-        estimates = model.marginals(cands)
-        scores = score_vector([true_marginal(c) for c in cands], estimates,
-                              [weights[c] for c in cands], sigma)
-        u = np.rint(scores * SCORE_GRID) / SCORE_GRID
-        index = sample_exponential(u, scale)
-        pick = cands[index]
-        before = estimates[index].ravel()
-        measurements.append(measure(pick, rho_meas))
-        selected.append(pick)
-        model = _fit(domain, measurements, total, iters, model)
-        after = model.marginal(pick).ravel()
-        if np.abs(after - before).sum() <= _BIAS * sigma * after.size:
-            rho_meas, rho_sel = 4 * rho_meas, 4 * rho_sel
+    with Progress(*Progress.get_default_columns(), console=Console(stderr=True),
+                  transient=True, disable=not progress) as bar:
+        task = bar.add_task("AIM: budget spent", total=float(r))
+        bar.update(task, completed=float(rho_used))
+        while rho_used < r:
+            remaining = r - rho_used
+            if remaining < 2 * (rho_meas + rho_sel):
+                rho_meas, rho_sel = Fraction(9, 10) * remaining, Fraction(1, 10) * remaining
+            rho_used += rho_meas + rho_sel
+            sigma = float(make_noise(1, rho=rho_meas, norm="l2").scale)
+            limit = max_size * float(rho_used / r)
+            cands = sizes([m.clique for m in measurements], list(weights), limit)
+            if not cands:  # post-processing choice; the round's budget is still counted
+                cands = [c for c in weights if len(c) == 1]
+            delta = max(weights[c] for c in cands) * (1 + _ROUND_ALLOWANCE)
+            eps = _epsilon_for_rho(rho_sel)
+            scale = make_selection(delta, eps).scale  # 2Δ/ε rounded up, map-checked
+            estimates = model.marginals(cands)
+            scores = score_vector([true_marginal(c) for c in cands], estimates,
+                                  [weights[c] for c in cands], sigma)
+            u = np.rint(scores * SCORE_GRID) / SCORE_GRID
+            index = sample_exponential(u, scale)
+            pick = cands[index]
+            before = estimates[index].ravel()
+            measurements.append(measure(pick, rho_meas))
+            selected.append(pick)
+            model = _fit(domain, measurements, total, iters, model)
+            after = model.marginal(pick).ravel()
+            if np.abs(after - before).sum() <= _BIAS * sigma * after.size:
+                rho_meas, rho_sel = 4 * rho_meas, 4 * rho_sel
+            bar.update(task, completed=float(rho_used))
     kept = {a: np.arange(s) for a, s in zip(domain.attributes, domain.sizes, strict=True)}
     result = MSTResult(domain, domain, kept, measurements, selected, r, total)
     result.model = _fit(domain, measurements, total, final_iters, model)

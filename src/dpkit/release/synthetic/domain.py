@@ -4,7 +4,8 @@ a histogram over a finite universe X).
 A :class:`Domain` names the attributes and their numbers of values; records are integer codes
 ``0 … size−1`` per attribute. Domains are *declared* — from a mapping, a Private-PGM style
 JSON file, or a :class:`Codec` built from declared categories and bin edges — and never
-inferred from the data: a value outside its declared domain is an error (DESIGN.md §3.4).
+inferred from the data: a value outside its declared domain is an error
+(docs/security.md#declared-never-inferred).
 A :class:`Codec` also maps codes back to the original column types for synthetic data.
 """
 

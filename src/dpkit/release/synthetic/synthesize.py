@@ -189,7 +189,8 @@ def _rho(epsilon: Fraction, delta: Number) -> Fraction:
 
 def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "auto",
                epsilon: Number = 1, delta: Number = Fraction(1, 10 ** 9),
-               rows: int | None = None, **options: Any) -> pl.DataFrame:
+               rows: int | None = None, progress: bool = False, **options: Any
+               ) -> pl.DataFrame:
     """A private synthetic version of ``table`` (the declared columns).
 
     Parameters
@@ -206,6 +207,8 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "a
         δ for MST/AIM ((ε, δ)-DP via zCDP); ignored by the pure methods.
     rows : int, optional
         Rows to synthesise (default: the method's noisy record count).
+    progress : bool
+        Show a progress bar (standard error) for AIM, the one that takes minutes.
     **options
         Passed to the method (e.g. ``rounds`` or ``workload`` for MWEM — default
         :func:`mwem_workload` —, ``iters`` for MST/AIM inference).
@@ -239,7 +242,8 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "a
         from dpkit.release.synthetic.mst import require_mbi
 
         require_mbi()
-        synthetic = aim(codes, domain, _rho(eps, delta), **options).sample(rows)
+        synthetic = aim(codes, domain, _rho(eps, delta), progress=progress,
+                        **options).sample(rows)
     elif method == "mwem":
         from dpkit.release.synthetic.mwem import mwem
 
