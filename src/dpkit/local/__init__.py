@@ -32,3 +32,8 @@ __all__ = ["FrequencyOracle", "GRR", "SUE", "OUE", "OLH", "BLH", "HadamardRespon
 
 ORACLES = {"grr": GRR, "sue": SUE, "oue": OUE, "olh": OLH, "blh": BLH,
            "hadamard": HadamardResponse, "subset": SubsetSelection}
+
+# --- issue 21 part A: RAPPOR, count-mean sketches, heavy hitters (kept apart for merges) ---
+from dpkit.local.rappor import RAPPOR, RAPPORReports  # noqa: E402
+
+__all__ += ["RAPPOR", "RAPPORReports"]
