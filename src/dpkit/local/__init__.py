@@ -35,5 +35,11 @@ ORACLES = {"grr": GRR, "sue": SUE, "oue": OUE, "olh": OLH, "blh": BLH,
 
 # --- issue 21 part A: RAPPOR, count-mean sketches, heavy hitters (kept apart for merges) ---
 from dpkit.local.rappor import RAPPOR, RAPPORReports  # noqa: E402
+from dpkit.local.sketch import (  # noqa: E402
+    CMSReports,
+    CountMeanSketch,
+    HadamardCountMeanSketch,
+)
 
-__all__ += ["RAPPOR", "RAPPORReports"]
+__all__ += ["RAPPOR", "RAPPORReports", "CountMeanSketch", "HadamardCountMeanSketch",
+            "CMSReports"]

@@ -41,6 +41,11 @@ def dyadic_probability(x: Fraction, bits: int = 32) -> tuple[int, int]:
     return x.numerator, d.bit_length() - 1
 
 
+def _words(n: int) -> np.ndarray:
+    """n uniform uint64 words, a read-only view of :func:`dpkit.core.rng.random_bytes`."""
+    return np.frombuffer(rng.random_bytes(8 * n), dtype=np.uint64)
+
+
 def bernoulli_packed(prob: Fraction, nwords: int) -> np.ndarray:
     """``nwords`` uint64 words whose 64·nwords bits are independent exact Bernoulli(prob)
     draws (prob a multiple of 2^-32; see the module docstring)."""
@@ -52,18 +57,26 @@ def bernoulli_packed(prob: Fraction, nwords: int) -> np.ndarray:
     digits = [(c >> (b - 1 - j)) & 1 for j in range(b)]
     last = max(j for j, d in enumerate(digits) if d)  # after c's last 1, W < c cannot happen
     lt = np.zeros(nwords, dtype=np.uint64)
-    active = np.arange(nwords)
     eq = np.full(nwords, _ONES, dtype=np.uint64)
+    active: np.ndarray | None = None  # None: every word is still drawing (no indexing)
     for j in range(last + 1):
-        r = rng.words(active.size, 64)
+        r = _words(nwords if active is None else active.size)
+        below = np.invert(r)  # lanes whose digit is 0
         if digits[j]:
-            lt[active] |= eq & ~r
+            below &= eq  # undecided lanes with digit 0 < 1: W < c decided
+            if active is None:
+                lt |= below
+            else:
+                lt[active] |= below
             eq &= r
         else:
-            eq &= ~r
-        alive = eq != 0
-        if not alive.all():
-            active, eq = active[alive], eq[alive]
+            eq &= below
+        count = int(np.count_nonzero(eq))
+        if count == eq.size or active is None and count > nwords // 2:
+            continue  # dead words have eq = 0 and stay unchanged: keep the dense form
+        alive = np.flatnonzero(eq)
+        active = alive if active is None else active[alive]
+        eq = eq[alive]
         if not active.size:
             break
     return lt
@@ -85,9 +98,12 @@ def group_bit_counts(groups: np.ndarray, bits: np.ndarray, n_groups: int) -> np.
     bits = np.asarray(bits, dtype=np.uint8)
     out = np.empty((n_groups, bits.shape[1] * 8), dtype=np.int64)
     base = groups * 256
-    for s in range(bits.shape[1]):
-        hist = np.bincount(base + bits[:, s], minlength=n_groups * 256).reshape(n_groups, 256)
-        out[:, 8 * s: 8 * s + 8] = hist @ _BYTE_BITS
+    for start in range(0, bits.shape[1], 16):  # transpose 16 byte columns at a time
+        cols = np.ascontiguousarray(bits[:, start: start + 16].T)
+        for i, col in enumerate(cols):
+            s = start + i
+            hist = np.bincount(base + col, minlength=n_groups * 256).reshape(n_groups, 256)
+            out[:, 8 * s: 8 * s + 8] = hist @ _BYTE_BITS
     return out
 
 
