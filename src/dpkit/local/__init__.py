@@ -34,6 +34,7 @@ ORACLES = {"grr": GRR, "sue": SUE, "oue": OUE, "olh": OLH, "blh": BLH,
            "hadamard": HadamardResponse, "subset": SubsetSelection}
 
 # --- issue 21 part A: RAPPOR, count-mean sketches, heavy hitters (kept apart for merges) ---
+from dpkit.local.heavy_hitters import PEM, HashedOLH, PEMReports  # noqa: E402
 from dpkit.local.rappor import RAPPOR, RAPPORReports  # noqa: E402
 from dpkit.local.sketch import (  # noqa: E402
     CMSReports,
@@ -42,4 +43,4 @@ from dpkit.local.sketch import (  # noqa: E402
 )
 
 __all__ += ["RAPPOR", "RAPPORReports", "CountMeanSketch", "HadamardCountMeanSketch",
-            "CMSReports"]
+            "CMSReports", "PEM", "PEMReports", "HashedOLH"]
