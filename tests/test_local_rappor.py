@@ -105,6 +105,13 @@ def test_epsilons_follow_the_paper():
     exact_q = 2 * log_down(Fraction(11 * 7, 9 * 5))
     assert r.epsilon_one >= exact_q and float(r.epsilon_one) == pytest.approx(exact, rel=1e-12)
     assert r.epsilon == r.epsilon_one
+    for eps in (0.5, 1, 4):
+        one = RAPPOR.one_time(eps, 32, 2, 4)
+        assert one.epsilon_one <= Fraction(eps) + Fraction(1, 10**9) and one.epsilon_inf <= (
+            Fraction(eps) + Fraction(1, 10**9))
+        assert float(one.epsilon_inf) == pytest.approx(eps, rel=1e-6)
+    with pytest.raises(DomainError):
+        RAPPOR.one_time(0)
     # rounding towards noise: f up, p up, q down to multiples of 2^-32
     odd = RAPPOR(8, 1, 1, 0.3, 0.2, 0.7)
     assert odd.f >= Fraction(0.3) and odd.p >= Fraction(0.2) and odd.q <= Fraction(0.7)

@@ -25,9 +25,17 @@ import polars as pl
 from scipy import linalg, sparse, stats
 
 from dpkit.core import rng
-from dpkit.core.numbers import Number, dyadic_up, fraction_down, fraction_up, integer, log_up
+from dpkit.core.numbers import (
+    Number,
+    dyadic_up,
+    fraction_down,
+    fraction_up,
+    integer,
+    log_up,
+    positive,
+)
 from dpkit.errors import DomainError
-from dpkit.local.base import dyadic_down
+from dpkit.local.base import dyadic_down, exp_lower
 from dpkit.local.bits import bernoulli_bits, digest, group_bit_counts, value_keys
 from dpkit.mechanisms.registry import AuditCase, register
 
@@ -137,6 +145,21 @@ class RAPPOR:
         self.q_star = half * (self.p + self.q) + (1 - self.f) * self.q
         self._memo: dict[tuple[str, str], np.ndarray] = {}
         self._cohort_of: dict[str, int] = {}
+
+    @classmethod
+    def one_time(cls, epsilon: Number, m: Any = 128, h: Any = 2, cohorts: Any = 64
+                 ) -> RAPPOR:
+        """One-time RAPPOR (Erlingsson et al. 2014, §6): no instantaneous response (p = 0,
+        q = 1), f = 2/(1 + e^{ε/(2h)}) rounded up, so that ε1 = ε∞ ≤ ε.
+
+        Raises
+        ------
+        DomainError
+            If ε ≤ 0 (and as the constructor).
+        """
+        eps = positive(epsilon, "epsilon", up=False)
+        f = 2 / (1 + exp_lower(eps / (2 * integer(h, "h", minimum=1, maximum=_HASHES_MAX))))
+        return cls(m, h, cohorts, dyadic_up(f, 32), 0, 1)
 
     def __repr__(self) -> str:
         return (f"RAPPOR(m={self.m}, h={self.h}, cohorts={self.cohorts}, f={float(self.f):.6g},"
