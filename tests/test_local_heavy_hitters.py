@@ -38,9 +38,10 @@ def test_hashed_olh_follows_its_law_and_a_broken_one_is_rejected(eps):
         assert shift_pvalue(claim, claim.randomize(np.full(N_LAW, x)), x) > FALSE_POSITIVE_RATE
     broken = HashedOLH(eps, g=claim.g)
     broken.p = 1 - claim.p  # p and q swapped (the true bucket is the rare one)
-    assert shift_pvalue(claim, broken.randomize(np.zeros(N_LAW)), 0) < FALSE_POSITIVE_RATE
+    zeros = np.zeros(N_LAW, dtype=np.int64)
+    assert shift_pvalue(claim, broken.randomize(zeros), 0) < FALSE_POSITIVE_RATE
     stronger = HashedOLH(eps + 1, g=claim.g)
-    assert shift_pvalue(claim, stronger.randomize(np.zeros(N_LAW)), 0) < FALSE_POSITIVE_RATE
+    assert shift_pvalue(claim, stronger.randomize(zeros), 0) < FALSE_POSITIVE_RATE
 
 
 def test_hashed_olh_supports_another_value_with_probability_one_over_g():
@@ -152,3 +153,6 @@ def test_bad_parameters_raise_typed_errors():
     with pytest.raises(DomainError):
         pem.estimate(pem.randomize(["a"] * 300), alpha=0)
     assert HashedOLH(Fraction(1, 10)).g == 2
+    for ids in (np.array([2**32]), np.array([-1]), np.array([0.5])):
+        with pytest.raises(DomainError):
+            HashedOLH(1).randomize(ids)

@@ -110,8 +110,8 @@ def group_bit_counts(groups: np.ndarray, bits: np.ndarray, n_groups: int) -> np.
 def value_keys(values: Any) -> tuple[list[str], np.ndarray]:
     """The distinct values' keys (``str(value)``) and each value's index among them: values
     are identified by their text, so 1 and "1" are the same value."""
-    arr = np.asarray(values, dtype=object).reshape(-1) if not isinstance(values, np.ndarray) \
-        else values.reshape(-1)
+    arr = values.reshape(-1) if isinstance(values, np.ndarray) else np.asarray(
+        list(values), dtype=object).reshape(-1)
     try:
         uniq, inverse = np.unique(arr, return_inverse=True)
     except TypeError:  # mixed types: compare by text

@@ -87,8 +87,18 @@ class HashedOLH:
         return (a * x + b) >> np.uint64(64 - self.t)
 
     def randomize(self, ids: np.ndarray) -> np.ndarray:
-        """Client side: one (a, b, y) row (uint64 (n, 3)) per identifier x < 2^32."""
-        x = np.asarray(ids, dtype=np.uint64)
+        """Client side: one (a, b, y) row (uint64 (n, 3)) per identifier x < 2^32.
+
+        Raises
+        ------
+        DomainError
+            If an identifier is negative or ≥ 2^32 (the hash family is strongly universal
+            on 32-bit keys only); PEM's identifiers always are.
+        """
+        raw = np.asarray(ids)
+        if raw.size and (raw.dtype.kind not in "iu" or raw.min() < 0 or raw.max() >= 1 << 32):
+            raise DomainError("identifiers must be integers in [0, 2^32)")
+        x = raw.astype(np.uint64)
         n = x.size
         a, b = rng.words(n, 64), rng.words(n, 64)
         h = self._hash(a, b, x)
