@@ -230,3 +230,12 @@ def test_packed_bernoulli_and_group_counts():
     counts = group_bit_counts(np.arange(16) % 2, bits, 2)
     assert counts.shape == (2, 16) and counts[0, ::2].tolist() == [1] * 8
     assert counts[0, 1::2].sum() == 0
+
+
+def test_lasso_without_scikit_learn_says_how_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "sklearn.linear_model", None)  # import fails
+    r = RAPPOR(8, 1, 2)
+    with pytest.raises(ImportError, match=r"dpkit\[learn\]"):
+        r.estimate(r.randomize(["a", "b"]), ["a", "b"], method="lasso")
