@@ -1,7 +1,7 @@
 """RAPPOR, Apple's count-mean sketches and PEM heavy hitters (dpkit.local, issue 21 part A):
 speed at 10^6 users, MSNBC's page categories and MSNBC sessions as strings.
 
-    python bench/local_hh.py [--quick]
+    python bench/local_hh.py [--quick] [--no-speed] [--peers-python /path/to/venv/bin/python]
 
 0. Accuracy: measured MSE over trials vs the closed form (CMS, HCMS) or the reported SE²
    (RAPPOR) at ε ∈ {0.5, 1, 2, 4}.
@@ -15,6 +15,8 @@ speed at 10^6 users, MSNBC's page categories and MSNBC sessions as strings.
 3. MSNBC sessions as strings (each category a letter a…q, the session's first L = 4 pages;
    shorter sessions end with ⊥): PEM top-10 at ε = 1 and 4, recall against the true top-10
    and the mean absolute frequency error of the identified strings.
+4. With --peers-python: pure-ldp's CMS, HCMS and one-time RAPPOR on the first 20,000 MSNBC
+   users next to dpkit's (same parameters).
 Writes bench/results/local_hh.md and bench/results/local_hh.png.
 """
 
@@ -194,6 +196,78 @@ def heavy_hitters(sessions: list[list[int]], quick: bool, length: int = 4, top: 
     return rows, shown
 
 
+PEER_SCRIPT = r"""
+import json, math, sys, time
+import numpy as np
+from pure_ldp.frequency_oracles.apple_cms import CMSClient, CMSServer
+from pure_ldp.frequency_oracles.rappor import RAPPORClient, RAPPORServer
+
+cfg = json.load(sys.stdin)
+data = [v + 1 for v in cfg["values"]]  # pure-ldp's default index mapper: items 1 … d
+d, n, out = 17, len(cfg["values"]), []
+truth = np.bincount(cfg["values"], minlength=d) / n
+for eps in cfg["eps"]:
+    for name in ("cms", "hcms", "rappor (one-time)"):
+        errs, secs = [], []
+        for _ in range(cfg["reps"]):
+            t0 = time.perf_counter()
+            if name == "rappor (one-time)":
+                h = 2
+                f = 2 / (1 + math.exp(eps / (2 * h)))
+                server = RAPPORServer(f, 128, h, d, num_of_cohorts=16)
+                client = RAPPORClient(f, 128, server.get_hash_funcs(), 16)
+            else:
+                server = CMSServer(eps, 256, 1024, is_hadamard=name == "hcms")
+                client = CMSClient(eps, server.get_hash_funcs(), 1024,
+                                   is_hadamard=name == "hcms")
+            for v in data:
+                server.aggregate(client.privatise(v))
+            est = np.array([server.estimate(v, suppress_warnings=True)
+                            for v in range(1, d + 1)], dtype=float)
+            secs.append(time.perf_counter() - t0)
+            if abs(est.sum()) > 2:  # counts, not frequencies
+                est = est / n
+            errs.append(float(np.abs(est - truth).sum()))
+        out.append({"library": "pure-ldp", "protocol": name, "eps": eps, "n": n,
+                    "l1": float(np.mean(errs)), "seconds": float(np.median(secs))})
+print(json.dumps(out))
+"""
+
+
+def peers(python: str, sessions: list[list[int]], n: int = 20_000, reps: int = 3
+          ) -> list[dict]:
+    """pure-ldp's CMS, HCMS and one-time RAPPOR vs dpkit's on MSNBC's first n users, same
+    parameters (k = 256 × m = 1024; m = 128, h = 2, 16 cohorts), mean L1 error over reps
+    runs and median seconds (client + server)."""
+    import json
+    import subprocess
+
+    values = [s[0] for s in sessions[:n]]
+    cfg = json.dumps({"values": values, "eps": [1, 4], "reps": reps})
+    done = subprocess.run([python, "-c", PEER_SCRIPT], input=cfg, capture_output=True,
+                          text=True, check=True, timeout=3000)
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    arr = np.array(values)
+    truth = np.bincount(arr, minlength=17) / n
+    for eps in (1, 4):
+        makers = {"cms": lambda e=eps: ldp.CountMeanSketch(e, 256, 1024),
+                  "hcms": lambda e=eps: ldp.HadamardCountMeanSketch(e, 256, 1024),
+                  "rappor (one-time)": lambda e=eps: ldp.RAPPOR.one_time(e, 128, 2, 16)}
+        for name, make in makers.items():
+            errs, secs = [], []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                proto = make()
+                est = proto.estimate(proto.randomize(arr), list(range(17)))
+                secs.append(time.perf_counter() - t0)
+                errs.append(float(np.abs(est["estimate"].to_numpy() - truth).sum()))
+            rows.append({"library": "dpkit", "protocol": name, "eps": eps, "n": n,
+                         "l1": float(np.mean(errs)), "seconds": float(np.median(secs))})
+    for r in rows:
+        print(r, flush=True)
+    return rows
+
+
 def plot(path: Path, cats: dict, hh: dict) -> None:
     import matplotlib
 
@@ -232,7 +306,7 @@ def plot(path: Path, cats: dict, hh: dict) -> None:
 
 
 def write(path: Path, spd: list[dict], acc: list[dict], cat: list[dict], hh: list[dict],
-          boundary: list[tuple[str, float]]) -> None:
+          boundary: list[tuple[str, float]], peer: list[dict]) -> None:
     lines = ["# RAPPOR, count-mean sketches and PEM heavy hitters (issue 21, part A)", "",
              "Produced by `python bench/local_hh.py`. Shared 2-core machine: CPU seconds are",
              "the stable figure; wall seconds include waiting for other processes.", ""]
@@ -258,6 +332,19 @@ def write(path: Path, spd: list[dict], acc: list[dict], cat: list[dict], hh: lis
     lines += [f"| {r['protocol']} | {r['eps']} | {r['n']:,} | {r['linf']:.4f} | {r['l1']:.4f} "
               f"| {r['top5_recall']:.1f} | {r['ci95_cover']:.2f} | {r['seconds']:.1f} |"
               for r in cat]
+    if peer:
+        lines += ["", "## Side by side with pure-ldp (MSNBC first 20,000 users, 17 categories)",
+                  "", "Same parameters (CMS/HCMS k = 256 × m = 1024; one-time RAPPOR m = 128,",
+                  "h = 2, 16 cohorts, f = 2/(1 + e^{ε/4})); mean L1 error over 3 runs, median",
+                  "seconds for client + server of all users. pure-ldp runs in its own venv.", "",
+                  "| protocol | ε | dpkit L1 | pure-ldp L1 | dpkit s | pure-ldp s |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        index = {(r["library"], r["protocol"], r["eps"]): r for r in peer}
+        for eps in (1, 4):
+            for name in ("cms", "hcms", "rappor (one-time)"):
+                a, b = index[("dpkit", name, eps)], index[("pure-ldp", name, eps)]
+                lines.append(f"| {name} | {eps} | {a['l1']:.4f} | {b['l1']:.4f} | "
+                             f"{a['seconds']:.2f} | {b['seconds']:.2f} |")
     lines += ["", "## MSNBC sessions as strings: PEM top-10 of the first-4-pages prefixes", "",
               "| ε | keep | n | recall | mean abs freq error | max abs error | s |",
               "|---:|---:|---:|---:|---:|---:|---:|"]
@@ -277,6 +364,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--peers-python", help="python of a venv with pure-ldp installed")
     args = ap.parse_args()
     spd = [] if args.no_speed else speed(100_000 if args.quick else 1_000_000)
     acc = accuracy(args.quick)
@@ -286,7 +374,8 @@ def main() -> None:
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     plot(out / "local_hh.png", cats, hits)
-    write(out / "local_hh.md", spd, acc, cat, hh, hits["boundary"])
+    peer = peers(args.peers_python, sessions) if args.peers_python else []
+    write(out / "local_hh.md", spd, acc, cat, hh, hits["boundary"], peer)
 
 
 if __name__ == "__main__":
