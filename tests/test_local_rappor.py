@@ -230,6 +230,16 @@ def test_packed_bernoulli_and_group_counts():
     counts = group_bit_counts(np.arange(16) % 2, bits, 2)
     assert counts.shape == (2, 16) and counts[0, ::2].tolist() == [1] * 8
     assert counts[0, 1::2].sum() == 0
+    # the sorted path for many groups agrees with the byte histograms
+    rng = np.random.default_rng(5)  # test data only
+    groups = rng.integers(0, 5000, 200_000)
+    bits = rng.integers(0, 256, (200_000, 3), dtype=np.uint8)
+    many = group_bit_counts(groups, bits, 5000)
+    direct = np.zeros((5000, 24), dtype=np.int64)
+    np.add.at(direct, groups, np.unpackbits(bits, axis=1, bitorder="little"))
+    assert np.array_equal(many, direct)
+    by_seven = np.array([direct[np.arange(5000) % 7 == r].sum(axis=0) for r in range(7)])
+    assert np.array_equal(group_bit_counts(groups % 7, bits, 7), by_seven)
 
 
 def test_lasso_without_scikit_learn_says_how_to_install(monkeypatch):

@@ -27,6 +27,7 @@ __all__ = ["bernoulli_packed", "bernoulli_bits", "group_bit_counts", "value_keys
            "dyadic_probability"]
 
 _ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+_MANY_GROUPS = 4096  # above this, per-group byte histograms would be too large
 _BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1).astype(np.int64)
 
 
@@ -96,6 +97,8 @@ def group_bit_counts(groups: np.ndarray, bits: np.ndarray, n_groups: int) -> np.
     (n_groups, m) from packed rows ``bits`` (n, m/8) and ``groups`` (n,) in [0, n_groups)."""
     groups = np.asarray(groups, dtype=np.int64)
     bits = np.asarray(bits, dtype=np.uint8)
+    if n_groups > _MANY_GROUPS:
+        return _sorted_bit_counts(groups, bits, n_groups)
     out = np.empty((n_groups, bits.shape[1] * 8), dtype=np.int64)
     base = groups * 256
     for start in range(0, bits.shape[1], 16):  # transpose 16 byte columns at a time
@@ -104,6 +107,20 @@ def group_bit_counts(groups: np.ndarray, bits: np.ndarray, n_groups: int) -> np.
             s = start + i
             hist = np.bincount(base + col, minlength=n_groups * 256).reshape(n_groups, 256)
             out[:, 8 * s: 8 * s + 8] = hist @ _BYTE_BITS
+    return out
+
+
+def _sorted_bit_counts(groups: np.ndarray, bits: np.ndarray, n_groups: int) -> np.ndarray:
+    """group_bit_counts for many groups (a byte histogram per group would not fit): rows
+    sorted by group, unpacked a chunk at a time and summed per run of equal groups."""
+    out = np.zeros((n_groups, bits.shape[1] * 8), dtype=np.int64)
+    order = np.argsort(groups, kind="stable")
+    for s in range(0, order.size, 1 << 16):
+        rows = order[s: s + (1 << 16)]
+        g = groups[rows]
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        unpacked = np.unpackbits(bits[rows], axis=1, bitorder="little")
+        out[g[starts]] += np.add.reduceat(unpacked, starts, axis=0, dtype=np.int64)
     return out
 
 
