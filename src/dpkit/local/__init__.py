@@ -32,3 +32,24 @@ __all__ = ["FrequencyOracle", "GRR", "SUE", "OUE", "OLH", "BLH", "HadamardRespon
 
 ORACLES = {"grr": GRR, "sue": SUE, "oue": OUE, "olh": OLH, "blh": BLH,
            "hadamard": HadamardResponse, "subset": SubsetSelection}
+
+# --- issue 21 part A: RAPPOR, count-mean sketches, heavy hitters (kept apart for merges) ---
+# RAPPOR                   Erlingsson, Pihur & Korolova 2014: Bloom filter, cohorts, memoised
+#                          permanent + instantaneous randomized response, regression decoding
+# CountMeanSketch          Apple 2017: count-mean sketch (m-bit report)
+# HadamardCountMeanSketch  Apple 2017: Hadamard count-mean sketch (one-bit report)
+# PEM, HashedOLH           prefix-extending heavy hitters over strings (Wang et al. TDSC 2021)
+#                          on OLH over 32-bit identifiers
+# These have no fixed domain: values are identified by their text (str), any value is
+# encoded, and the server estimates the frequencies of a candidate list (RAPPOR, sketches)
+# or discovers the top-k strings (PEM; symbols outside the alphabet end the string).
+from dpkit.local.heavy_hitters import PEM, HashedOLH, PEMReports  # noqa: E402
+from dpkit.local.rappor import RAPPOR, RAPPORReports  # noqa: E402
+from dpkit.local.sketch import (  # noqa: E402
+    CMSReports,
+    CountMeanSketch,
+    HadamardCountMeanSketch,
+)
+
+__all__ += ["RAPPOR", "RAPPORReports", "CountMeanSketch", "HadamardCountMeanSketch",
+            "CMSReports", "PEM", "PEMReports", "HashedOLH"]

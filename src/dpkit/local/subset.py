@@ -28,7 +28,7 @@ from dpkit.mechanisms.registry import register
 
 __all__ = ["SubsetSelection"]
 
-_BLOCK = 1 << 21  # matrix cells per block of users
+_BLOCK = 1 << 23  # matrix cells per block of users (8 MB of bools)
 
 
 def _random_subsets(sizes: np.ndarray, skip: np.ndarray, k: int) -> np.ndarray:
@@ -40,18 +40,23 @@ def _random_subsets(sizes: np.ndarray, skip: np.ndarray, k: int) -> np.ndarray:
     flip = bool(n) and int(sizes.max()) > universe // 2
     m = universe - sizes if flip else sizes
     chosen = np.zeros((n, k), dtype=bool)
-    rows = np.arange(n)
+    flat = chosen.reshape(-1)
+    base = np.arange(n, dtype=np.int64) * k  # row offsets into the flat matrix
     top = int(m.max()) if n else 0
+    full_from = universe - int(m.min()) if n else universe  # from here every row is active
     for j in range(universe - top, universe):
         t = rng.uniform_below(j + 1, n).astype(np.int64)
         t += t >= skip
-        jj = j + (j >= skip)
-        pick = np.where(chosen[rows, t], jj, t)
-        active = j >= universe - m  # row i runs steps universe − m_i … universe − 1
-        chosen[rows[active], pick[active]] = True
+        t += base
+        jj = base + j
+        jj += j >= skip
+        pick = np.where(flat[t], jj, t)
+        if j < full_from:  # row i runs steps universe − m_i … universe − 1
+            pick = pick[j >= universe - m]
+        flat[pick] = True
     if flip:
         np.logical_not(chosen, out=chosen)
-        chosen[rows, skip] = False
+        chosen[np.arange(n), skip] = False
     return chosen
 
 

@@ -21,6 +21,7 @@ from dpkit.local.base import (
     dyadic_down,
     exp_lower,
 )
+from dpkit.local.bits import bernoulli_bits
 from dpkit.mechanisms.registry import register
 
 __all__ = ["SUE", "OUE"]
@@ -32,7 +33,10 @@ class _Unary(BitReports):
     whose bit is 1 (p* = p, q* = q)."""
 
     def _randomize(self, idx: np.ndarray) -> np.ndarray:
-        bits = bernoulli_dyadic(int(self.q * (1 << BITS)), (idx.size, self.k))
+        # the k − 1 q-bits: exact bit-sliced draws into packed words, then unpacked (about
+        # 5× faster than one comparison per bit; see dpkit.local.bits)
+        packed = bernoulli_bits(self.q, (idx.size, -(-self.k // 8) * 8))
+        bits = np.unpackbits(packed, axis=1, count=self.k, bitorder="little").view(bool)
         bits[np.arange(idx.size), idx] = bernoulli_dyadic(int(self.p * (1 << BITS)), idx.size)
         return bits
 
