@@ -45,15 +45,30 @@ text. :meth:`ContinualRelease.restore` decrypts and authenticates the token (a c
 truncated file, or a wrong key, is refused), rebuilds the plan, and checks against the ledger
 that release id's dataset, description, exact loss and "released" status: no second debit,
 and a stream cannot be restored against a ledger that did not pay for it. The spend persists
-through the ledger's debit. Protected: reading or changing the file without the key. Not
-protected (the operator's duty, stated in the report): a *rollback* to an older token or two
-processes restoring one token (each re-draws the noise of the steps released since, and the
-releases of a step then average out); keep one writer per stream and the token with the same
-care as the ledger's encryption key.
+through the ledger's debit. Protected: reading or changing the file without the key.
+
+Rollback protection. A stream paid through a ledger keeps a step high-water mark there
+(:meth:`~dpkit.ledger.Ledger.advance_stream`: a chained ``stream`` event per step): every
+:meth:`~ContinualRelease.feed` computes the step on a copy of the state and releases it only
+if the ledger's mark moves from t − 1 to t in one transaction under its write lock
+(compare-and-set); otherwise it raises :class:`~dpkit.errors.StreamRollbackError`, keeps its
+old state and releases nothing. :meth:`~ContinualRelease.restore` refuses a token whose step
+is not the mark (a stale token: an older copy, or one saved before later steps were fed), and,
+when the mark names the state it was released from (``feed(…, save=(path, key))`` records
+HMAC-SHA256 under the key of the state's canonical JSON — no hash of the secret state is
+stored in clear), a token of another state at the same step. So a rollback or two restores of
+one token can never draw new noise for a step already released: the releases of a step cannot
+be averaged. The cost is availability: a process that dies after a step is recorded but
+before its state is saved leaves no restorable state (the stream must be reopened with a new
+budget); ``feed(…, save=…)`` writes the state *before* recording the step, which closes that
+window (a state saved but not recorded is simply one step ahead and is refused).
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import hmac
 import json
 import os
 import tempfile
@@ -70,12 +85,12 @@ import polars as pl
 from dpkit.core.accountant import as_accountant
 from dpkit.core.measures import PrivacyLoss
 from dpkit.core.numbers import Number, integer
-from dpkit.errors import DomainError
+from dpkit.errors import DomainError, StreamRollbackError
 from dpkit.stream.base import Counter, half_width
 from dpkit.stream.factorization import MAX_VALUE
 from dpkit.stream.stream import HorizonExceededError, StepRelease, _bounds, clamp, make_counter
 
-__all__ = ["ContinualRelease", "ContinualStep", "window_weights"]
+__all__ = ["ContinualRelease", "ContinualStep", "window_weights", "state_mac"]
 
 VERSION = 1
 
@@ -119,15 +134,22 @@ def window_weights(counter: Counter, t: int, width: int) -> tuple[float, float]:
 
 def _paid_row(accountant: Any, release_id: int | None) -> dict[str, Any] | None:
     """The ledger row that paid for a stream (id, dataset, description, loss, status and its
-    chained hash), or None without a ledger."""
+    chained hash), or None without a ledger (or a row of another dataset)."""
     ledger, dataset = getattr(accountant, "ledger", None), getattr(accountant, "dataset", None)
     if ledger is None or release_id is None:
         return None
-    for row in ledger.releases(dataset):
-        if row["id"] == release_id:
-            return {"id": row["id"], "dataset": row["dataset"], "query": row["query"],
-                    "loss": str(row["loss"]), "status": row["status"], "hash": row["hash"]}
-    return None
+    row = ledger.release(release_id)
+    if row is None or row["dataset"] != dataset:
+        return None
+    return {"id": row["id"], "dataset": row["dataset"], "query": row["query"],
+            "loss": str(row["loss"]), "status": row["status"], "hash": row["hash"]}
+
+
+def state_mac(key: bytes, state: Mapping[str, Any]) -> str:
+    """HMAC-SHA256 under ``key`` of a stream state's canonical JSON (what the ledger's step
+    record names; the secret state itself is never hashed in clear)."""
+    text = json.dumps(state, sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, b"dpkit stream state:" + text.encode(), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -218,10 +240,13 @@ class ContinualRelease:
         self._build()
         if _schema is not None:
             self.check_schema(_schema)  # the rows' schema, at plan time
+        self.extra: dict[str, Any] = {}  # saved with the state (the server's binding)
+        self._ledger: Any = None  # the ledger keeping the step high-water mark
         if _restore is not None:
             self.state = json.loads(json.dumps(_restore["state"]))
             self.release_id, self.description = _restore["release_id"], _restore["description"]
             self.paid = _restore.get("paid")
+            self.extra = dict(_restore.get("extra") or {})
             self.record = None
             return
         self.description = self._describe()
@@ -239,6 +264,8 @@ class ContinualRelease:
         self.record = target.last
         self.release_id = None if self.record is None else self.record.release_id
         self.paid = _paid_row(target, self.release_id)
+        if self.paid is not None:
+            self._ledger = target.ledger
 
     # -- plan ------------------------------------------------------------------------------
     @staticmethod
@@ -389,7 +416,8 @@ class ContinualRelease:
             out[int(idx[r])] += vals[r]
         return [min(max(v, -MAX_VALUE), MAX_VALUE) for v in out]
 
-    def feed(self, step: Any) -> ContinualStep:
+    def feed(self, step: Any, *, save: tuple[str | Path, bytes] | None = None
+             ) -> ContinualStep:
         """Feed the next step; its releases.
 
         Parameters
@@ -400,6 +428,10 @@ class ContinualRelease:
             :mod:`dpkit.stream.stream`, to [0, 2^31 − 1] for a count, to the signs the
             bounds allow for a sum); its privacy unit is declared, as in
             :class:`~dpkit.stream.Stream` — frames enforce it.
+        save : (path, key), optional
+            Also :meth:`save` the new state there, *before* the step is recorded in the
+            ledger (with the state's MAC): a crash then never loses a released step's state
+            (module docstring, rollback protection).
 
         Raises
         ------
@@ -408,23 +440,42 @@ class ContinualRelease:
         DomainError
             For a frame whose schema does not fit, or an int fed to a histogram (before
             anything advances).
+        StreamRollbackError
+            A stream paid through a ledger whose mark is past this state's step (a stale or
+            second copy): nothing is released and the state is unchanged.
         """
         if self.horizon is not None and self.t >= self.horizon:
             raise HorizonExceededError(f"the stream's horizon of {self.horizon} steps is "
                                        "reached; open a new stream (with its own budget)")
         c = self.config
+        before = None if self._ledger is None else copy.deepcopy(self.state)
         # an int is the step's total: a count in [0, 2^31 − 1]; a sum with the sign its
         # bounds allow (the neighbouring relation stays the declared one, as in Stream)
         lo = -MAX_VALUE if c["value"] and c["bounds"][0] < 0 else 0
         hi = MAX_VALUE if not c["value"] or c["bounds"][1] > 0 else 0
-        if isinstance(step, pl.DataFrame | pl.LazyFrame):
-            incs = self._increments(self.check_schema(step))
-        elif isinstance(step, Mapping):
-            incs = [clamp(step.get(k, 0), lo, hi) for k in self.keys]
-        elif c["keys"] is None:
-            incs = [clamp(step, lo, hi)]
-        else:
+        if not isinstance(step, pl.DataFrame | pl.LazyFrame | Mapping) and c["keys"]:
             raise DomainError("a continual histogram takes a mapping key → int or a frame")
+        if isinstance(step, pl.DataFrame | pl.LazyFrame):
+            step = self.check_schema(step)
+        try:  # computed on the state, released only once the ledger's mark moves (docstring)
+            if isinstance(step, pl.DataFrame):
+                incs = self._increments(step)
+            elif isinstance(step, Mapping):
+                incs = [clamp(step.get(k, 0), lo, hi) for k in self.keys]
+            else:
+                incs = [clamp(step, lo, hi)]
+            out = self._step(incs)
+            mac = None if save is None else self.save(*save)
+            if self._ledger is not None:
+                self._ledger.advance_stream(self.release_id, out.t, mac)
+        except BaseException:
+            if before is not None:
+                self.state = before
+            raise
+        return out
+
+    def _step(self, incs: list[int]) -> ContinualStep:
+        c = self.config
         self.state["t"] = t = self.t + 1
         releases, windows = {}, {}
         for i, (key, counter) in enumerate(zip(self.keys, self.counters, strict=True)):
@@ -463,15 +514,16 @@ class ContinualRelease:
         return StepRelease(t, value, est, h, est - h, est + h)
 
     # -- persistence -----------------------------------------------------------------------
-    def save(self, path: str | Path, key: bytes) -> None:
-        """Write the stream (configuration, state, the paying release) encrypted and
-        authenticated with the Fernet ``key`` (module docstring), atomically, mode 0600."""
+    def save(self, path: str | Path, key: bytes) -> str:
+        """Write the stream (configuration, state, the paying release, :attr:`extra`)
+        encrypted and authenticated with the Fernet ``key`` (module docstring), atomically,
+        mode 0600; returns the state's MAC (:func:`state_mac`)."""
         from cryptography.fernet import Fernet
 
         payload = json.dumps({"config": self.config, "state": self.state,
                               "release_id": self.release_id,
-                              "description": self.description, "paid": self.paid},
-                             separators=(",", ":"))
+                              "description": self.description, "paid": self.paid,
+                              "extra": self.extra}, separators=(",", ":"))
         token = Fernet(key).encrypt(payload.encode())
         target = Path(path)
         # mkstemp: a fresh name, created with O_EXCL and mode 0600
@@ -481,6 +533,7 @@ class ContinualRelease:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
+        return state_mac(key, self.state)
 
     @classmethod
     def restore(cls, path: str | Path, key: bytes, accountant: Any) -> ContinualRelease:
@@ -500,6 +553,9 @@ class ContinualRelease:
         DomainError
             For a wrong key or a changed file, an accountant without a ledger, or a ledger
             without that paid release (dataset, description, loss, status "released").
+        StreamRollbackError
+            For a stale token: the ledger's step mark is not this state's step, or names
+            another state (module docstring, rollback protection).
         """
         from cryptography.fernet import Fernet, InvalidToken
 
@@ -531,4 +587,13 @@ class ContinualRelease:
                 and paid["status"] == "released" and paid["loss"] == str(stream.loss)
                 and stream._describe() == doc["description"]):
             raise DomainError("the ledger has no paid release for this stream state")
+        step, mac = target.ledger.stream_step(doc["release_id"])
+        if step != stream.t or (mac is not None and not hmac.compare_digest(
+                mac, state_mac(key, stream.state))):
+            raise StreamRollbackError(
+                f"stream {doc['release_id']}: the ledger records step {step} as the last "
+                f"released{'' if mac is None else ' (from another state)'}; this saved state "
+                f"is at step {stream.t}. A stale copy is never fed (its steps' noise would be "
+                "drawn again).")
+        stream._ledger = target.ledger
         return stream
