@@ -179,6 +179,26 @@ class ContinualStep:
         """The running total of the only key (None)."""
         return self.releases[None].value
 
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``{"t", "releases": [{"key", "value", "raw", "half_width", "low",
+        "high"}, …], "windows": [...]}`` (:meth:`from_dict` reads it back)."""
+        def rows(found: dict[Any, StepRelease]) -> list[dict[str, Any]]:
+            return [{"key": k, "value": r.value, "raw": r.raw, "half_width": r.half_width,
+                     "low": r.low, "high": r.high} for k, r in found.items()]
+
+        return {"t": self.t, "releases": rows(self.releases), "windows": rows(self.windows)}
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> ContinualStep:
+        """The step of :meth:`as_dict`'s form."""
+        t = int(doc["t"])
+
+        def read(items: Sequence[Mapping[str, Any]]) -> dict[Any, StepRelease]:
+            return {r["key"]: StepRelease(t, r["value"], r["raw"], r["half_width"], r["low"],
+                                          r["high"]) for r in items}
+
+        return cls(t, read(doc["releases"]), read(doc.get("windows") or []))
+
 
 def _time_kind(origin: Any) -> str:
     if isinstance(origin, datetime):
@@ -216,6 +236,9 @@ class ContinualRelease:
         The time column and the step grid (module docstring).
     window : int, optional
         W ≥ 1: also release the count over the last W steps.
+    label : str, optional
+        What the rows are (e.g. a query's steps as JSON), appended to the ledger's
+        description of the debit.
 
     Raises
     ------
@@ -232,11 +255,16 @@ class ContinualRelease:
                  unit: str | None = None, contributions: int = 1, time: str | None = None,
                  origin: Any = None, every: Any = None, window: int | None = None,
                  beta: float = 0.05, nonnegative: bool = False, monotone: bool = False,
-                 integer: bool = False, _restore: Mapping[str, Any] | None = None,
+                 integer: bool = False, label: str | None = None,
+                 _restore: Mapping[str, Any] | None = None,
                  _schema: pl.DataFrame | None = None) -> None:
         self.config = self._plan(horizon, mechanism, epsilon, rho, value, bounds, keys, by, unit,
                                  contributions, time, origin, every, window, beta, nonnegative,
                                  monotone, integer)
+        if label is not None:
+            if not isinstance(label, str) or len(label) > 4096:
+                raise DomainError("label must be a string of at most 4096 characters")
+            self.config["label"] = label
         self._build()
         if _schema is not None:
             self.check_schema(_schema)  # the rows' schema, at plan time
@@ -265,7 +293,7 @@ class ContinualRelease:
         self.release_id = None if self.record is None else self.record.release_id
         self.paid = _paid_row(target, self.release_id)
         if self.paid is not None:
-            self._ledger = target.ledger
+            self._ledger = getattr(target, "ledger", None)
 
     # -- plan ------------------------------------------------------------------------------
     @staticmethod
@@ -337,7 +365,7 @@ class ContinualRelease:
         return (f"continual {what}{keys}: {counter.name}, horizon {c['horizon']}, "
                 f"{counter.unit.level} level (Δ = {self.delta}, w = {c['contributions']}"
                 f"{', enforced on ' + c['unit'] if c['unit'] else ''}), window {c['window']}, "
-                f"{counter.budget.loss}")
+                f"{counter.budget.loss}{', rows ' + c['label'] if c.get('label') else ''}")
 
     @property
     def loss(self) -> PrivacyLoss:
@@ -353,7 +381,7 @@ class ContinualRelease:
         return self.counters[0].horizon
 
     # -- data side -------------------------------------------------------------------------
-    def _interval(self, t: int) -> tuple[Any, Any]:
+    def interval(self, t: int) -> tuple[Any, Any]:
         c = self.config
         if c["time_kind"] == "int":
             lo = c["origin"] + (t - 1) * c["every"]
@@ -390,7 +418,7 @@ class ContinualRelease:
         n = len(frame)
         keep = np.ones(n, dtype=bool)
         if c["time"]:
-            lo, hi = self._interval(self.t + 1)
+            lo, hi = self.interval(self.t + 1)
             times = frame.get_column(c["time"])
             keep &= ((times >= lo) & (times < hi)).fill_null(False).to_numpy()
         idx = np.zeros(n, dtype=np.int64)
@@ -448,7 +476,7 @@ class ContinualRelease:
             raise HorizonExceededError(f"the stream's horizon of {self.horizon} steps is "
                                        "reached; open a new stream (with its own budget)")
         c = self.config
-        before = None if self._ledger is None else copy.deepcopy(self.state)
+        before = None if self._ledger is None else copy.deepcopy((self.state, self.extra))
         # an int is the step's total: a count in [0, 2^31 − 1]; a sum with the sign its
         # bounds allow (the neighbouring relation stays the declared one, as in Stream)
         lo = -MAX_VALUE if c["value"] and c["bounds"][0] < 0 else 0
@@ -465,12 +493,14 @@ class ContinualRelease:
             else:
                 incs = [clamp(step, lo, hi)]
             out = self._step(incs)
+            if isinstance(self.extra.get("history"), list):  # kept with the state
+                self.extra["history"].append(out.as_dict())
             mac = None if save is None else self.save(*save)
             if self._ledger is not None:
                 self._ledger.advance_stream(self.release_id, out.t, mac)
         except BaseException:
             if before is not None:
-                self.state = before
+                self.state, self.extra = before
             raise
         return out
 
@@ -578,7 +608,8 @@ class ContinualRelease:
                      by=c["by"], unit=c["unit"], contributions=c["contributions"],
                      time=c["time"], origin=origin if c["time"] else None,
                      every=every if c["time"] else None, window=c["window"], beta=c["beta"],
-                     nonnegative=nonneg, monotone=mono, integer=as_int, _restore=doc)
+                     nonnegative=nonneg, monotone=mono, integer=as_int,
+                     label=c.get("label"), _restore=doc)
         target = as_accountant(accountant)
         if getattr(target, "ledger", None) is None or doc["release_id"] is None:
             raise DomainError("a stream is restored against the ledger that paid for it")
@@ -587,7 +618,8 @@ class ContinualRelease:
                 and paid["status"] == "released" and paid["loss"] == str(stream.loss)
                 and stream._describe() == doc["description"]):
             raise DomainError("the ledger has no paid release for this stream state")
-        step, mac = target.ledger.stream_step(doc["release_id"])
+        ledger: Any = getattr(target, "ledger", None)
+        step, mac = ledger.stream_step(doc["release_id"])
         if step != stream.t or (mac is not None and not hmac.compare_digest(
                 mac, state_mac(key, stream.state))):
             raise StreamRollbackError(
@@ -595,5 +627,5 @@ class ContinualRelease:
                 f"released{'' if mac is None else ' (from another state)'}; this saved state "
                 f"is at step {stream.t}. A stale copy is never fed (its steps' noise would be "
                 "drawn again).")
-        stream._ledger = target.ledger
+        stream._ledger = ledger
         return stream

@@ -28,18 +28,21 @@ class ContinualQuery(ContinualRelease):
 
     query: Any = None
 
-    def advance(self) -> ContinualStep:
-        """Release the next step from the query's rows in its time interval.
+    def advance(self, *, save: tuple[Any, bytes] | None = None) -> ContinualStep:
+        """Release the next step from the query's rows in its time interval (``save`` as
+        :meth:`~dpkit.stream.frames.ContinualRelease.feed`).
 
         Raises
         ------
         HorizonExceededError
             After the horizon.
+        StreamRollbackError
+            If the ledger's step mark is past this state (a stale copy).
         """
-        lo, hi = self._interval(self.t + 1)
+        lo, hi = self.interval(self.t + 1)
         col = nw.col(self.config["time"])
         rows = self.query.lazy().filter((col >= lo) & (col < hi))
-        return self.feed(engine.to_polars(rows.collect()))
+        return self.feed(engine.to_polars(rows.collect()), save=save)
 
 
 @register_query_namespace("continual")
@@ -73,7 +76,7 @@ class ContinualNamespace:
         q = self.query
         if q.aggs or q.group_columns or q.part is not None:
             raise DomainError("continual runs on an ungrouped, unpartitioned query without agg()")
-        for name in ("unit", "contributions", "value", "bounds", "accountant"):
+        for name in ("unit", "contributions", "value", "bounds", "accountant", "label"):
             if name in options:
                 raise DomainError(f"{name} comes from the session and the aggregation")
         if isinstance(aggregation, aggregates.Count):
@@ -89,10 +92,11 @@ class ContinualNamespace:
             raise DomainError("continual supports dp.count() and dp.sum(column, bounds)")
         session = q.session
         unit = session.privacy_unit
+        label = q.describe() if q.steps else None  # the rows, in the ledger's description
         stream = ContinualQuery(horizon, accountant=session.accountant, value=value,
                                 bounds=bounds, unit=unit.column,
                                 contributions=1 if unit.column is None else unit.max_rows,
-                                time=time,
+                                time=time, label=label,
                                 _schema=engine.to_polars(q.lazy(empty=True).collect()),
                                 **options)
         stream.query = q
