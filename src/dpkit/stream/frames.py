@@ -16,11 +16,14 @@ parallel composition over keys (an event touches one key); for user level the bo
 the sum of the per-key sensitivities w_k·Δ over any split Σ w_k ≤ w of a unit's events.
 
 Sliding windows (post-processing): the count over the last W steps is S_t − S_{t−W} of the
-released prefix sums (S_0 = 0). Its error is e_t − e_{t−W}; the half-width uses the coefficient
-vector a_t − a_{t−W}: exact for "increments" (min(t, W) noises), "running_totals" (two),
-"tree" (the symmetric difference of the two dyadic covers) and "factorization" (the
-difference of the two rows of A·R⁻¹, O(t) per step); for the other mechanisms the
-bound ‖a − b‖₂ ≤ ‖a‖₂ + ‖b‖₂ and max|a − b| ≤ max|a| + max|b| (conservative).
+released prefix sums (S_0 = 0). Its error is e_t − e_{t−W}, with the exact coefficient vector
+a_t − a_{t−W} of each counter (:meth:`~dpkit.stream.base.Counter.window_terms`):
+"increments" min(t, W) noises, "running_totals" two, "tree" and "smooth" the symmetric
+difference of the two covers (shared nodes cancel), "honaker" Σa_t² + Σa_u² − 2Σa_t·a_u over
+the nested cover nodes (:func:`~dpkit.stream.tree.honaker_cross`), "hybrid" the checkpoints
+between the two blocks plus the segment trees' covers, "factorization" the difference of two
+rows of A·R⁻¹ (O(t) per step). :func:`window_variance` is the exact variance; the half-width
+uses Σ(a − b)²·scale² and max|a − b|·scale (for "honaker" the bound max ≤ 1·scale).
 
 Frames and the time column. Step t covers the times [origin + (t − 1)·every, origin + t·every)
 (integers: ``origin`` default 1, ``every`` default 1; dates/datetimes: ``origin`` required,
@@ -86,50 +89,29 @@ from dpkit.core.accountant import as_accountant
 from dpkit.core.measures import PrivacyLoss
 from dpkit.core.numbers import Number, integer
 from dpkit.errors import DomainError, StreamRollbackError
-from dpkit.stream.base import Counter, half_width
+from dpkit.stream.base import Counter, half_width, noise_variance
 from dpkit.stream.factorization import MAX_VALUE
 from dpkit.stream.stream import HorizonExceededError, StepRelease, _bounds, clamp, make_counter
 
-__all__ = ["ContinualRelease", "ContinualStep", "window_weights", "state_mac"]
+__all__ = ["ContinualRelease", "ContinualStep", "window_weights", "window_variance",
+           "state_mac"]
 
 VERSION = 1
 
 
-def _cover(t: int) -> set[tuple[int, int]]:
-    return {(j, (t >> j) - 1) for j in range(int(t).bit_length()) if t >> j & 1}
-
-
 def window_weights(counter: Counter, t: int, width: int) -> tuple[float, float]:
-    """Σ(aᵢ − bᵢ)²·scaleᵢ² and max|aᵢ − bᵢ|·scaleᵢ of the window error e_t − e_{t−W} (module
-    docstring: exact for increments, running_totals, tree, factorization; an upper bound
-    otherwise)."""
-    s = float(counter.noise.scale) if counter.name != "hybrid" else 0.0
-    u = max(t - width, 0)
-    if counter.name == "increments":
-        return (t - u) * s * s, s
-    if counter.name == "running_totals":
-        return (2.0 if u else 1.0) * s * s, s
-    if counter.name == "tree":
-        return len(_cover(t) ^ _cover(u)) * s * s, s
-    if counter.name == "factorization":  # e_t = Σ_k g_k z_{t−k}: the coefficients' difference
-        g = counter.g  # type: ignore[attr-defined]
-        a = np.concatenate([g[:t - u], g[t - u:t] - g[:u]])
-        return float(np.sum(a * a)) * s * s, float(np.max(np.abs(a))) * s
-    parts = []
-    for step in (t, u):
-        if step == 0:
-            parts.append((0.0, 0.0))
-        elif counter.name == "hybrid":  # two scales: checkpoints and the step's segment
-            k, inner, blocks = counter._parts(np.array([step]))  # type: ignore[attr-defined]
-            b = float(counter.noise.scale)
-            seg = counter._per_segment(k, "scale")  # type: ignore[attr-defined]
-            parts.append((float(blocks[0] * b * b + inner[0] * seg[0] ** 2),
-                          max(b, float(seg[0]) if inner[0] else 0.0)))
-        else:
-            sq_, am = counter.weights(np.array([step]))
-            parts.append((float(sq_[0]) * s * s, float(am[0]) * s))
-    (a2, am_a), (b2, am_b) = parts
-    return (a2 ** 0.5 + b2 ** 0.5) ** 2, am_a + am_b
+    """Σ(aᵢ − bᵢ)²·scaleᵢ² and max|aᵢ − bᵢ|·scaleᵢ of the window error e_t − e_{t−W}, from
+    the counter's exact coefficients (:meth:`~dpkit.stream.base.Counter.window_terms`)."""
+    terms = counter.window_terms(int(t), max(int(t) - int(width), 0))
+    s2 = sum(c * float(noise.scale) ** 2 for c, noise, _ in terms)
+    return s2, max(a * float(noise.scale) for _, noise, a in terms)
+
+
+def window_variance(counter: Counter, t: int, width: int) -> float:
+    """The exact variance of the window release S_t − S_{t−W} (the noises' exact
+    variances, :func:`~dpkit.stream.base.noise_variance`)."""
+    terms = counter.window_terms(int(t), max(int(t) - int(width), 0))
+    return sum(c * noise_variance(noise) for c, noise, _ in terms)
 
 
 def _paid_row(accountant: Any, release_id: int | None) -> dict[str, Any] | None:
