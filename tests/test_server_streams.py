@@ -49,7 +49,8 @@ def _rows() -> pl.DataFrame:
                          "date": [date(2024, 1, 1) + timedelta(days=int(d))
                                   for d in rng.integers(0, N_DAYS, n)],
                          "region": rng.choice(["north", "south", "east"], n),
-                         "age": rng.integers(18, 80, n), "amount": rng.integers(0, 9, n)})
+                         "age": rng.integers(18, 80, n), "amount": rng.integers(0, 9, n),
+                         "price": rng.integers(0, 11, n) * 0.25})
 
 
 def _config(tmp_path: Path, **top: Any) -> Any:
@@ -165,7 +166,10 @@ def test_through_the_client_and_any_worker(server: dict[str, Any], noiseless: No
                        rho=0.25, mechanism="honaker")
     kept = server["frame"].filter(pl.col("age") >= 30)
     assert sums.next(1)[0].value == kept.filter(pl.col("day") == 1)["amount"].sum()
-    with pytest.raises(BudgetExceededError):  # the dataset's cap: 2 - 0.5 - 0.25 < 2
+    prices = q.continual(dp.sum("price", (0, 2.5)), time="day", horizon=N_DAYS, rho=0.25,
+                         mechanism="tree")  # a real-valued sum (on a grid of 2^-15)
+    assert prices.next(1)[0].value == kept.filter(pl.col("day") == 1)["price"].sum()
+    with pytest.raises(BudgetExceededError):  # the dataset's cap: 2 - 0.5 - 0.25 - 0.25 < 2
         q.continual(dp.count(), time="day", horizon=N_DAYS, rho=2)
 
 
@@ -221,7 +225,7 @@ def test_steps_become_available_by_the_clock(server: dict[str, Any]) -> None:
     {"budget": {"rho": "1/4", "epsilon": 1}}, {"budget": {}}, {"extra": 1},
     {"aggregation": {"agg": "mean", "column": "age", "bounds": [0, 1]}},
     {"aggregation": {"agg": "sum", "column": "amount"}},
-    {"aggregation": {"agg": "sum", "column": "amount", "bounds": [0.5, 2]}},
+    {"aggregation": {"agg": "sum", "column": "amount", "bounds": ["x", 2]}},
     {"steps": [{"step": "select_rows"}]}, {"time": "nope"}, {"keys": ["a"] * 1001},
     {"keys": ["north"], "by": None}, {"mechanism": "factorization", "budget": {"epsilon": 1}},
     {"horizon": None}, {"origin": "yesterday"}, {"keys": [str(i) for i in range(1000)],

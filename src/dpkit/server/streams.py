@@ -80,7 +80,7 @@ class StreamAggregation(_Model):
 
     agg: Literal["count", "sum"]
     column: Name | None = None
-    bounds: tuple[int, int] | None = None
+    bounds: tuple[Number, Number] | None = None  # not both integers: a real-valued sum
 
 
 class StreamBudget(_Model):

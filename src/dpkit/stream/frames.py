@@ -5,7 +5,17 @@ time column, the privacy unit enforced from a unit column, and persistence of an
 Privacy (a :class:`ContinualRelease` is charged its budget once, at creation)
 -----------------------------------------------------------------------------
 One event adds at most Δ to one step of one key's increments: Δ = 1 for a count, Δ =
-max(|lower|, |upper|) for a sum of values clamped to [lower, upper]. A privacy unit
+max(|lower|, |upper|) for a sum of values clamped to [lower, upper] (integer bounds: each value
+rounded half to even to an integer). Real-valued sums (a float bound, even 2.0, or a bound
+that is not an integer, or ``grid_bits`` given): each value is clamped to [lower, upper] and
+floored to the grid of width 2^k, k = ⌊log₂ max(|lower|, |upper|)⌋ − ``grid_bits`` (default
+16, as :mod:`dpkit.frame.aggregates` floors to its grid), so the counters sum exact integers (grid
+steps); the rounding is charged to the sensitivity: Δ = max(|⌊lower·2^−k⌋|, |⌊upper·2^−k⌋|)
+grid steps — the exact sensitivity of the floored values — and every release (value,
+interval) is multiplied back by 2^k. Flooring moves each value down by less than 2^k
+(≤ 2^−grid_bits of the largest bound). A step's total per key is clamped to ±(2^31 − 1) grid
+steps, like integer increments (:mod:`dpkit.stream.stream`): with the default 16 bits that is
+at least 2^14 rows at the largest bound per key and step. A privacy unit
 contributes at most w events over the whole stream (``contributions``; enforced when a
 ``unit`` column is given, below). Stack every key's node vector into one vector: a unit's
 difference v over all keys and steps has ‖v‖₁ ≤ w·Δ, and each key's node matrix has column
@@ -73,6 +83,7 @@ import copy
 import hashlib
 import hmac
 import json
+import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -87,7 +98,7 @@ import polars as pl
 
 from dpkit.core.accountant import as_accountant
 from dpkit.core.measures import PrivacyLoss
-from dpkit.core.numbers import Number, integer
+from dpkit.core.numbers import Number, integer, to_fraction
 from dpkit.errors import DomainError, StreamRollbackError
 from dpkit.stream.base import Counter, half_width, noise_variance
 from dpkit.stream.factorization import MAX_VALUE
@@ -182,6 +193,24 @@ class ContinualStep:
         return cls(t, read(doc["releases"]), read(doc.get("windows") or []))
 
 
+def _exact(bound: Any) -> Fraction:
+    """A bound as an exact rational: a number, or a rational written as a string ("1/3")."""
+    if isinstance(bound, str):
+        try:
+            return Fraction(bound.strip())
+        except (ValueError, ZeroDivisionError):
+            raise DomainError(f"bound {bound!r} is not a number") from None
+    return to_fraction(bound)
+
+
+def _integral(bound: Any) -> bool:
+    """An integer bound (int, integral Fraction or string): the sum stays on the integers;
+    a float bound (even 2.0) makes a real-valued sum."""
+    if isinstance(bound, float | np.floating):
+        return False
+    return _exact(bound).denominator == 1
+
+
 def _time_kind(origin: Any) -> str:
     if isinstance(origin, datetime):
         return "datetime"
@@ -204,8 +233,12 @@ class ContinualRelease:
         As :class:`~dpkit.stream.Stream`.
     value : str, optional
         A column to sum (frames); None counts rows.
-    bounds : (int, int), optional
-        [lower, upper] of one value (sums; required with ``value``): Δ = max(|lower|, |upper|).
+    bounds : (number, number), optional
+        [lower, upper] of one value (sums; required with ``value``): Δ = max(|lower|, |upper|);
+        bounds that are not both integers make a real-valued sum on a grid (module docstring).
+    grid_bits : int, optional
+        0 … 24: the grid of a real-valued sum, 2^−grid_bits of the largest bound (default 16
+        when the bounds are not integers; given, it puts integer bounds on the grid too).
     keys : sequence, optional
         The public keys of a continual histogram; ``by`` is then their column.
     by : str, optional
@@ -232,17 +265,19 @@ class ContinualRelease:
 
     def __init__(self, horizon: int | None, *, accountant: Any, mechanism: str = "smooth",
                  epsilon: Number | None = None, rho: Number | None = None,
-                 value: str | None = None, bounds: tuple[int, int] | None = None,
+                 value: str | None = None, bounds: tuple[Number, Number] | None = None,
                  keys: Sequence[Any] | None = None, by: str | None = None,
                  unit: str | None = None, contributions: int = 1, time: str | None = None,
                  origin: Any = None, every: Any = None, window: int | None = None,
                  beta: float = 0.05, nonnegative: bool = False, monotone: bool = False,
                  integer: bool = False, label: str | None = None,
+                 grid_bits: int | None = None,
                  _restore: Mapping[str, Any] | None = None,
                  _schema: pl.DataFrame | None = None) -> None:
         self.config = self._plan(horizon, mechanism, epsilon, rho, value, bounds, keys, by, unit,
                                  contributions, time, origin, every, window, beta, nonnegative,
                                  monotone, integer)
+        self._plan_grid(value, bounds, grid_bits)
         if label is not None:
             if not isinstance(label, str) or len(label) > 4096:
                 raise DomainError("label must be a string of at most 4096 characters")
@@ -284,9 +319,14 @@ class ContinualRelease:
               every: Any, window: Any, beta: Any, nonnegative: Any, monotone: Any,
               as_int: Any) -> dict[str, Any]:
         if value is not None:
-            if bounds is None:
+            if bounds is None or not isinstance(bounds, Sequence) or len(bounds) != 2:
                 raise DomainError("a continual sum needs bounds=(lower, upper)")
-            lo, hi = _bounds(*bounds)
+            lo_b, hi_b = (_exact(b) for b in bounds)
+            if not (-MAX_VALUE <= lo_b <= hi_b <= MAX_VALUE):
+                raise DomainError(f"bounds must satisfy −(2^31 − 1) ≤ lower ≤ upper ≤ "
+                                  f"2^31 − 1; got {bounds}")
+            lo, hi = (_bounds(int(lo_b), int(hi_b)) if all(_integral(b) for b in bounds)
+                      else (0, 0))  # a real-valued sum's bounds: set by _plan_grid
         else:
             lo, hi = 0, 1
         if (keys is None) != (by is None):
@@ -324,10 +364,39 @@ class ContinualRelease:
                 "window": window, "beta": float(beta),
                 "options": [bool(nonnegative), bool(monotone), bool(as_int)]}
 
+    def _plan_grid(self, value: Any, bounds: Any, grid_bits: Any) -> None:
+        """The grid of a real-valued sum (module docstring), in the configuration."""
+        self.config["grid_bits"] = None
+        if value is None:
+            if grid_bits is not None:
+                raise DomainError("grid_bits applies to a continual sum")
+            return
+        lo_b, hi_b = (_exact(b) for b in bounds)
+        if grid_bits is None and all(_integral(b) for b in bounds):
+            return  # the integer path of _plan
+        bits = 16 if grid_bits is None else integer(grid_bits, "grid_bits", minimum=0,
+                                                      maximum=24)
+        top = max(abs(lo_b), abs(hi_b))
+        if top == 0:
+            raise DomainError("a real-valued sum needs a non-zero bound")
+        self.config.update(bounds=[str(lo_b), str(hi_b)], grid_bits=bits)
+
     def _build(self) -> None:
         c = self.config
-        lo, hi = c["bounds"]
-        delta = max(abs(lo), abs(hi)) if c["value"] is not None else 1
+        self.grid = 0  # k: releases are multiples of 2^k (0: integers)
+        if c.get("grid_bits") is not None:
+            lo_b, hi_b = (Fraction(b) for b in c["bounds"])
+            top = max(abs(lo_b), abs(hi_b))
+            log2 = top.numerator.bit_length() - top.denominator.bit_length()
+            log2 -= Fraction(2) ** log2 > top  # ⌊log₂ top⌋
+            self.grid = log2 - c["grid_bits"]
+            unit = Fraction(2) ** -self.grid
+            self.grid_range = (math.floor(lo_b * unit), math.floor(hi_b * unit))
+            delta = max(abs(v) for v in self.grid_range)
+        else:
+            lo, hi = c["bounds"]
+            self.grid_range = (lo, hi)
+            delta = max(abs(lo), abs(hi)) if c["value"] is not None else 1
         self.delta = max(delta, 1)
         n = 1 if c["keys"] is None else len(c["keys"])
         eps, rho = (None if v is None else Fraction(v) for v in (c["epsilon"], c["rho"]))
@@ -343,9 +412,12 @@ class ContinualRelease:
     def _describe(self) -> str:
         c, counter = self.config, self.counters[0]
         what = f"sum of {c['value']} in {c['bounds']}" if c["value"] else "count"
+        if c.get("grid_bits") is not None:
+            what += f" on the grid 2^{self.grid}"
         keys = "" if c["keys"] is None else f" by {c['by']} over {len(c['keys'])} keys"
         return (f"continual {what}{keys}: {counter.name}, horizon {c['horizon']}, "
-                f"{counter.unit.level} level (Δ = {self.delta}, w = {c['contributions']}"
+                f"{counter.unit.level} level (Δ = {self.delta}"
+                f"{' grid steps' if self.grid else ''}, w = {c['contributions']}"
                 f"{', enforced on ' + c['unit'] if c['unit'] else ''}), window {c['window']}, "
                 f"{counter.budget.loss}{', rows ' + c['label'] if c.get('label') else ''}")
 
@@ -408,8 +480,15 @@ class ContinualRelease:
             ks = frame.get_column(c["by"]).to_list()
             idx = np.array([self._index.get(repr(k), -1) for k in ks], dtype=np.int64)
             keep &= idx >= 0
-        lo_v, hi_v = c["bounds"]
-        if c["value"]:
+        lo_v, hi_v = self.grid_range
+        if c["value"] and c.get("grid_bits") is not None:  # floored to the grid, vectorised
+            col = frame.get_column(c["value"]).cast(pl.Float64).to_numpy()
+            finite = np.isfinite(col)  # null/NaN/±inf: ``lower`` (the clamp rule)
+            lo_f, hi_f = (float(Fraction(b)) for b in c["bounds"])
+            scaled = np.floor(np.clip(np.where(finite, col, lo_f), lo_f, hi_f)
+                              * 2.0 ** -self.grid)  # exact: a power of two
+            vals = np.clip(scaled, lo_v, hi_v).astype(np.int64).tolist()
+        elif c["value"]:
             vals = [clamp(v, lo_v, hi_v) for v in frame.get_column(c["value"]).to_list()]
         else:
             vals = [1] * n
@@ -461,8 +540,8 @@ class ContinualRelease:
         before = None if self._ledger is None else copy.deepcopy((self.state, self.extra))
         # an int is the step's total: a count in [0, 2^31 − 1]; a sum with the sign its
         # bounds allow (the neighbouring relation stays the declared one, as in Stream)
-        lo = -MAX_VALUE if c["value"] and c["bounds"][0] < 0 else 0
-        hi = MAX_VALUE if not c["value"] or c["bounds"][1] > 0 else 0
+        lo = -MAX_VALUE if c["value"] and self.grid_range[0] < 0 else 0
+        hi = MAX_VALUE if not c["value"] or self.grid_range[1] > 0 else 0
         if not isinstance(step, pl.DataFrame | pl.LazyFrame | Mapping) and c["keys"]:
             raise DomainError("a continual histogram takes a mapping key → int or a frame")
         if isinstance(step, pl.DataFrame | pl.LazyFrame):
@@ -471,9 +550,9 @@ class ContinualRelease:
             if isinstance(step, pl.DataFrame):
                 incs = self._increments(step)
             elif isinstance(step, Mapping):
-                incs = [clamp(step.get(k, 0), lo, hi) for k in self.keys]
+                incs = [clamp(self._scaled(step.get(k, 0)), lo, hi) for k in self.keys]
             else:
-                incs = [clamp(step, lo, hi)]
+                incs = [clamp(self._scaled(step), lo, hi)]
             out = self._step(incs)
             if isinstance(self.extra.get("history"), list):  # kept with the state
                 self.extra["history"].append(out.as_dict())
@@ -485,6 +564,17 @@ class ContinualRelease:
                 self.state, self.extra = before
             raise
         return out
+
+    def _scaled(self, total: Any) -> Any:
+        """A step's total in grid steps (a real-valued sum; floored), else as given; never
+        raises (anything unreadable goes on to the clamp rule)."""
+        if not self.grid or isinstance(total, bool) or not isinstance(
+                total, int | float | np.integer | np.floating):
+            return total
+        value = float(total)
+        if not math.isfinite(value):
+            return total
+        return float(math.floor(value * 2.0 ** -self.grid)) if abs(value) < 1e300 else value
 
     def _step(self, incs: list[int]) -> ContinualStep:
         c = self.config
@@ -499,6 +589,7 @@ class ContinualRelease:
 
     def _post(self, i: int, t: int, raw: float) -> StepRelease:
         counter = self.counters[i]
+        g = 2.0 ** self.grid  # grid steps → values (1 for counts and integer sums)
         h = float(counter.half_widths(np.array([t]), self.config["beta"])[0])
         value, low, high = raw, raw - h, raw + h
         nonnegative, monotone, as_int = self.config["options"]
@@ -508,7 +599,9 @@ class ContinualRelease:
         if monotone and last is not None:
             value = max(value, last)
         self.state["last"][i] = value
-        return StepRelease(t, int(round(value)) if as_int else value, raw, h, low, high)
+        value *= g
+        return StepRelease(t, int(round(value)) if as_int else value, raw * g, h * g,
+                           low * g, high * g)
 
     def _window(self, i: int, t: int, raw: float) -> StepRelease:
         width = self.config["window"]
@@ -519,7 +612,9 @@ class ContinualRelease:
         sq, am = window_weights(self.counters[i], t, width)
         h = float(half_width(self.counters[i].gaussian, np.array([sq]), np.array([am]),
                              self.config["beta"])[0])
-        est = raw - before
+        g = 2.0 ** self.grid
+        est = (raw - before) * g
+        h *= g
         value = max(est, 0.0) if self.config["options"][0] else est
         if self.config["options"][2]:
             value = int(round(value))
@@ -587,6 +682,7 @@ class ContinualRelease:
         stream = cls(c["horizon"], accountant=None, mechanism=c["mechanism"],
                      epsilon=c["epsilon"], rho=c["rho"], value=c["value"],
                      bounds=tuple(c["bounds"]) if c["value"] else None, keys=c["keys"],
+                     grid_bits=c.get("grid_bits"),
                      by=c["by"], unit=c["unit"], contributions=c["contributions"],
                      time=c["time"], origin=origin if c["time"] else None,
                      every=every if c["time"] else None, window=c["window"], beta=c["beta"],

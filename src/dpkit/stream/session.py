@@ -52,7 +52,8 @@ class ContinualNamespace:
     Parameters of the call
     ----------------------
     aggregation : dp.count() or dp.sum(column, bounds=(lower, upper))
-        Integer bounds for a sum.
+        Integer bounds sum integers; other bounds a real-valued sum on a grid
+        (:mod:`dpkit.stream.frames`, ``grid_bits``).
     time : str
         The time column (integers, dates or datetimes; ``origin``, ``every`` as in
         :class:`~dpkit.stream.frames.ContinualRelease`).
@@ -65,7 +66,7 @@ class ContinualNamespace:
     ------
     DomainError
         Before the debit: a grouped or aggregated or partitioned query, an aggregation other
-        than count and sum, non-integer bounds, or a bad option.
+        than count and sum, or a bad option.
     """
 
     def __init__(self, query: Any) -> None:
@@ -84,10 +85,7 @@ class ContinualNamespace:
         elif isinstance(aggregation, aggregates.Sum):
             if aggregation.bounds is None:
                 raise DomainError("a continual sum needs bounds=(lower, upper)")
-            lo, hi = aggregation.bounds
-            if int(lo) != lo or int(hi) != hi:
-                raise DomainError("a continual sum needs integer bounds")
-            value, bounds = aggregation.column, (int(lo), int(hi))
+            value, bounds = aggregation.column, tuple(aggregation.bounds)
         else:
             raise DomainError("continual supports dp.count() and dp.sum(column, bounds)")
         session = q.session
