@@ -281,3 +281,17 @@ def test_client_errors_are_typed(server: dict[str, Any], noiseless: None) -> Non
     assert [x.t for x in s.next(5)] == [1, 2] and s.closed
     with pytest.raises(HorizonExceededError):
         s.next()
+
+
+def test_an_unbounded_stream_keeps_its_newest_steps(server: dict[str, Any],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(streams, "MAX_CELLS", 6)  # 3 steps of history for 2 keys
+    body = _open_body(horizon=None, mechanism="hybrid", window=None)
+    r = server["http"].post("/v1/datasets/visits/streams", json=body, headers=_auth(server))
+    assert r.status_code == 200, r.text
+    sid = r.json()["stream_id"]
+    r = server["http"].post(f"/v1/streams/{sid}/next", json={"max_steps": 5},
+                            headers=_auth(server))
+    assert [s["t"] for s in r.json()["steps"]] == [1, 2, 3, 4, 5]
+    kept = server["http"].get(f"/v1/streams/{sid}", headers=_auth(server)).json()
+    assert [s["t"] for s in kept["steps"]] == [3, 4, 5] and kept["horizon"] is None

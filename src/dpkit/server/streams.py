@@ -30,8 +30,9 @@ step once (the loser gets 409 and deletes its file), and a stale or foreign file
 used (:class:`~dpkit.errors.StreamRollbackError`). Older files are deleted after each step.
 
 Limits: horizon ≤ :data:`MAX_HORIZON`, keys ≤ :data:`MAX_KEYS`, keys × horizon ≤
-:data:`MAX_CELLS` (the released steps are kept with the state), steps per request ≤
-:data:`MAX_STEPS_PER_REQUEST`.
+:data:`MAX_CELLS` (the released steps are kept with the state; a stream without a horizon —
+"increments", "hybrid" — keeps its newest :data:`MAX_CELLS` ÷ keys steps), steps per request
+≤ :data:`MAX_STEPS_PER_REQUEST`.
 """
 
 from __future__ import annotations
@@ -230,7 +231,7 @@ def open_stream(session: Any, request: StreamRequest, store: StreamStore,
     stream = ContinualNamespace(query)(aggregation, time=request.time, horizon=request.horizon,
                                        **options)
     stream.extra = {"analyst": analyst, "dataset": session.dataset, "steps": request.steps,
-                    "history": []}
+                    "history": [], "history_limit": MAX_CELLS // n_keys}
     stream.save(store.path(stream.release_id, 0), store.secret)
     return stream
 

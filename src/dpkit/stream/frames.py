@@ -554,8 +554,12 @@ class ContinualRelease:
             else:
                 incs = [clamp(self._scaled(step), lo, hi)]
             out = self._step(incs)
-            if isinstance(self.extra.get("history"), list):  # kept with the state
-                self.extra["history"].append(out.as_dict())
+            history = self.extra.get("history")
+            if isinstance(history, list):  # kept with the state (the newest history_limit)
+                history.append(out.as_dict())
+                limit = self.extra.get("history_limit")
+                if isinstance(limit, int) and len(history) > limit:
+                    del history[:len(history) - limit]
             mac = None if save is None else self.save(*save)
             if self._ledger is not None:
                 self._ledger.advance_stream(self.release_id, out.t, mac)
