@@ -28,6 +28,11 @@ Guarantees
   (:class:`~dpkit.errors.IdempotencyConflictError`). A key whose first attempt never
   recorded an answer (it failed, or crashed more than ``STALE_SECONDS`` ago) debits again,
   since nothing was released.
+- A continual release (:mod:`dpkit.stream.frames`) keeps its step high-water mark here: a
+  chained ``stream`` event per released step, written by compare-and-set under the write lock
+  (:meth:`Ledger.advance_stream`), so a stale or second copy of a stream's state can never
+  release a step twice (:class:`~dpkit.errors.StreamRollbackError`); ``verify`` checks that
+  each stream's steps follow its paying release and go up by one.
 - Losses compose in the dataset's measure exactly (Fractions; basic composition).
 - Every check-and-debit reads a constant number of rows, whatever the ledger's size: running
   totals on the dataset and grant rows, the burn-rate window's running total on the dataset
