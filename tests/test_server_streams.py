@@ -228,8 +228,9 @@ def test_steps_become_available_by_the_clock(server: dict[str, Any]) -> None:
     {"aggregation": {"agg": "sum", "column": "amount", "bounds": ["x", 2]}},
     {"steps": [{"step": "select_rows"}]}, {"time": "nope"}, {"keys": ["a"] * 1001},
     {"keys": ["north"], "by": None}, {"mechanism": "factorization", "budget": {"epsilon": 1}},
-    {"horizon": None}, {"origin": "yesterday"}, {"keys": [str(i) for i in range(1000)],
-                                                 "horizon": 1000},
+    {"horizon": None}, {"origin": "yesterday"}, {"origin": 2**63},
+    {"time": "date", "origin": "9999-12-25", "window": None},
+    {"keys": [str(i) for i in range(1000)], "horizon": 1000},
 ])
 def test_refused_requests_debit_nothing(server: dict[str, Any], change: dict[str, Any]) -> None:
     r = server["http"].post("/v1/datasets/visits/streams", json=_open_body(**change),

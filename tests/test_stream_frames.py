@@ -271,3 +271,16 @@ def test_removing_a_unit_moves_the_increments_by_at_most_w_delta(noiseless: None
     loud = np.abs(_increments(frames, None) - _increments(
         [f.filter(pl.col("u") != 0) for f in frames], None)).sum()
     assert loud > 2 * 5
+
+
+def test_the_time_grid_ends_cleanly() -> None:
+    with pytest.raises(DomainError):  # a horizon past the year 9999: refused at plan time
+        ContinualRelease(5, accountant=_acct(), mechanism="tree", epsilon=1, time="d",
+                         origin=date(9999, 12, 29))
+    s = ContinualRelease(None, accountant=_acct(), mechanism="hybrid", epsilon=1, time="d",
+                         origin=date(9999, 12, 30))
+    frame = pl.DataFrame({"d": [date(9999, 12, 30)]})
+    assert s.feed(frame).t == 1
+    with pytest.raises(HorizonExceededError):  # an unbounded stream stops where time does
+        s.feed(frame)
+    assert s.t == 1

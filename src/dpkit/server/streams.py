@@ -101,7 +101,8 @@ class StreamRequest(_Model):
     horizon: int | None = Field(default=None, ge=1, le=MAX_HORIZON)
     mechanism: Literal[tuple(MECHANISMS)] = "smooth"  # type: ignore[valid-type]
     budget: StreamBudget
-    origin: int | Annotated[str, Field(max_length=40)] | None = None
+    origin: Annotated[int, Field(ge=-(2**62), le=2**62)] | Annotated[
+        str, Field(max_length=40)] | None = None
     every: int | None = Field(default=None, ge=1, le=10**9)
     keys: list[Key] | None = Field(default=None, min_length=1, max_length=MAX_KEYS)
     by: Name | None = None

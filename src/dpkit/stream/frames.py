@@ -349,6 +349,14 @@ class ContinualRelease:
                 every = timedelta(days=1) if every is None else every
                 if not isinstance(every, timedelta) or every <= timedelta(0):
                     raise DomainError("every must be a positive timedelta for a date origin")
+        if time is not None and horizon is not None:  # the grid's last time exists
+            try:
+                end = origin + integer(horizon, "horizon", minimum=1) * every
+            except OverflowError:
+                end = None
+            if end is None or (kind == "int" and not -(1 << 63) <= end < 1 << 63):
+                raise DomainError("the time grid's last step ends past the largest "
+                                  "representable time")
         if window is not None:
             window = integer(window, "window", minimum=1)
         if not 0 < float(beta) < 1:
@@ -436,14 +444,27 @@ class ContinualRelease:
 
     # -- data side -------------------------------------------------------------------------
     def interval(self, t: int) -> tuple[Any, Any]:
+        """Step t's times [lo, hi) (module docstring).
+
+        Raises
+        ------
+        HorizonExceededError
+            If the grid's end passes the largest representable time (an int64, year 9999):
+            the stream cannot go on (nothing is released).
+        """
         c = self.config
         if c["time_kind"] == "int":
             lo = c["origin"] + (t - 1) * c["every"]
+            if not -(1 << 63) <= lo < lo + c["every"] <= (1 << 63) - 1:
+                raise HorizonExceededError(f"step {t} ends past the largest int64 time")
             return lo, lo + c["every"]
         origin: Any = (datetime.fromisoformat(c["origin"]) if c["time_kind"] == "datetime"
                        else date.fromisoformat(c["origin"]))
         every = timedelta(seconds=c["every"])
-        return origin + (t - 1) * every, origin + t * every
+        try:
+            return origin + (t - 1) * every, origin + t * every
+        except OverflowError:
+            raise HorizonExceededError(f"step {t} ends past the year 9999") from None
 
     def check_schema(self, frame: Any) -> pl.DataFrame:
         """The frame's public schema checked (plan-like: raises before the step advances)."""
