@@ -43,19 +43,24 @@ def test_the_grid_and_the_sensitivity() -> None:
     k = math.floor(math.log2(top)) - 16
     assert s.grid == k == -15
     lo, hi = math.floor(Fraction(-1, 3) * 2**-k), math.floor(top * 2**-k)
-    assert s.grid_range == (lo, hi) and s.delta == max(abs(lo), abs(hi))
+    assert s.grid_range == (lo, hi) and s.delta == math.ceil(top * 2**-k)
     same = make_counter("tree", 16, rho=1, sensitivity=s.delta)
     assert s.counters[0].noise.scale == same.noise.scale  # calibrated to Δ grid steps
-    # Δ is the exact sensitivity of a floored value: every value lands in [lo, hi], the two
-    # bounds land on its ends, so one row moves a step's total by at most Δ (and by Δ)
+    # every floored value lands in [lo, hi] ⊆ [−Δ, Δ], the bounds on its ends: one row moves
+    # a step's total by at most Δ
     rng = np.random.default_rng(3)  # test inputs only
     for v in rng.uniform(-2, 4, 300).tolist() + [-1 / 3, 2.5, -0.3333333, 1e300, -1e300]:
-        assert lo <= _floored(s, v) <= hi
+        assert lo <= _floored(s, v) <= hi and max(abs(lo), abs(hi)) <= s.delta
     assert _floored(s, 2.5) == hi and _floored(s, -1 / 3) == lo
-    # the broken variant, the bound scaled without the floor, misses part of a grid step
-    low = _sum(("-7/3", 1))
-    assert low.delta == -math.floor(Fraction(-7, 3) * 2**-low.grid)
-    assert Fraction(7, 3) * 2**-low.grid < low.delta == _floored(low, -7 / 3) * -1
+    low = _sum(("-7/3", 1))  # a negative bound: |⌊lower·2^−k⌋| is the ceiling
+    assert low.delta == -_floored(low, -7 / 3) > Fraction(7, 3) * 2**-low.grid
+    # step totals fed as numbers: one value of 1/3 moves the floored total by ⌈(1/3)·2^−k⌉;
+    # the broken variant Δ = max|⌊bound·2^−k⌋| would miss that grid step
+    third = _sum((0, "1/3"))
+    unit = 2.0**-third.grid
+    b = 0.67 / unit
+    moved = third._scaled(b + 1 / 3) - third._scaled(b)
+    assert moved == third.delta == math.floor(Fraction(1, 3) * unit) + 1
 
 
 def test_values_sum_on_the_grid(noiseless: None) -> None:

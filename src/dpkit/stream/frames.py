@@ -10,9 +10,11 @@ rounded half to even to an integer). Real-valued sums (a float bound, even 2.0, 
 that is not an integer, or ``grid_bits`` given): each value is clamped to [lower, upper] and
 floored to the grid of width 2^k, k = ⌊log₂ max(|lower|, |upper|)⌋ − ``grid_bits`` (default
 16, as :mod:`dpkit.frame.aggregates` floors to its grid), so the counters sum exact integers (grid
-steps); the rounding is charged to the sensitivity: Δ = max(|⌊lower·2^−k⌋|, |⌊upper·2^−k⌋|)
-grid steps — the exact sensitivity of the floored values — and every release (value,
-interval) is multiplied back by 2^k. Flooring moves each value down by less than 2^k
+steps); the rounding is charged to the sensitivity: Δ = ⌈max(|lower|, |upper|)·2^−k⌉ grid
+steps — at least |⌊v·2^−k⌋| for every v in the bounds (a row's floored value), and at least
+the change of a floored step total fed as a number when one value moves it by at most
+max(|lower|, |upper|) (⌊a⌋ − ⌊b⌋ ≤ ⌈a − b⌉) — and every release (value, interval) is
+multiplied back by 2^k. Flooring moves each value down by less than 2^k
 (≤ 2^−grid_bits of the largest bound). A step's total per key is clamped to ±(2^31 − 1) grid
 steps, like integer increments (:mod:`dpkit.stream.stream`): with the default 16 bits that is
 at least 2^14 rows at the largest bound per key and step. A privacy unit
@@ -400,7 +402,8 @@ class ContinualRelease:
             self.grid = log2 - c["grid_bits"]
             unit = Fraction(2) ** -self.grid
             self.grid_range = (math.floor(lo_b * unit), math.floor(hi_b * unit))
-            delta = max(abs(v) for v in self.grid_range)
+            delta = math.ceil(top * unit)  # ≥ |⌊v·2^−k⌋| for v in the bounds, and ≥ the
+            # change of a floored step total when one value moves it by ≤ max(|lo|, |hi|)
         else:
             lo, hi = c["bounds"]
             self.grid_range = (lo, hi)
