@@ -135,8 +135,8 @@ def test_a_stream_is_charged_once_and_released_step_by_step(server: dict[str, An
     assert r.status_code == 422 and r.json()["error"] == "HorizonExceededError"
     assert ledger.verify() == []
     # only the newest state is kept, encrypted
-    files = list((server["tmp"] / "ledger.sqlite.streams").glob("*.state"))
-    assert len(files) == 1 and files[0].name.startswith(f"{sid}-{N_DAYS}-")
+    files = list((server["tmp"] / "ledger.sqlite.streams" / str(sid)).glob("*.state"))
+    assert len(files) == 1 and files[0].name.startswith(f"{N_DAYS}-")
     assert b"north" not in files[0].read_bytes()
 
 
@@ -195,10 +195,10 @@ def test_a_stale_or_concurrent_state_never_redraws_a_step(server: dict[str, Any]
     for f in store.candidates(sid, 3):
         shutil.copy(f, stale / f.name)
     http.post(f"/v1/streams/{sid}/next", json={"max_steps": 1}, headers=_auth(server))
-    for f in store.directory.glob(f"{sid}-*.state"):
+    for f in store.folder(sid).glob("*.state"):
         f.unlink()
     for f in stale.iterdir():
-        shutil.copy(f, store.directory / f.name)
+        shutil.copy(f, store.folder(sid) / f.name)
     r = http.post(f"/v1/streams/{sid}/next", json={}, headers=_auth(server))
     assert r.status_code == 410 and r.json()["error"] == "StreamLost"
     assert server["ledger"].stream_step(sid)[0] == 4

@@ -22,7 +22,7 @@ counted (:mod:`dpkit.stream.frames`).
 
 State. A stream's state (open node sums, secret noise, per-unit counts, the released steps)
 lives in ``streams_dir`` as Fernet tokens under the ledger's encryption key
-(``ledger_key_env``): ``<release id>-<step>-<writer>.state``. Every step is written *before*
+(``ledger_key_env``): ``<release id>/<step>-<writer>.state``. Every step is written *before*
 it is recorded in the ledger's step high-water mark with the state's MAC
 (:meth:`~dpkit.ledger.Ledger.advance_stream`), and a request restores the one file whose step
 and MAC the ledger names: any worker can serve any stream, two concurrent requests release a
@@ -152,24 +152,27 @@ class StreamStore:
         assert self.key is not None
         return self.key
 
+    def folder(self, stream_id: int) -> Path:
+        """The stream's own folder (its states only)."""
+        assert self.directory is not None
+        return self.directory / str(int(stream_id))
+
     def path(self, stream_id: int, step: int) -> Path:
         """A new file for the state of ``stream_id`` after ``step`` (unique per writer and
         attempt: process, thread and clock; no two writers share a name)."""
-        assert self.directory is not None
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder = self.folder(stream_id)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         writer = f"{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}"
-        return self.directory / f"{int(stream_id)}-{int(step)}-{writer}.state"
+        return folder / f"{int(step)}-{writer}.state"
 
     def candidates(self, stream_id: int, step: int) -> list[Path]:
-        assert self.directory is not None
-        return sorted(self.directory.glob(f"{int(stream_id)}-{int(step)}-*.state"))
+        return sorted(self.folder(stream_id).glob(f"{int(step)}-*.state"))
 
     def cleanup(self, stream_id: int, step: int) -> None:
         """Delete the states of steps before ``step`` (superseded by the ledger's mark)."""
-        assert self.directory is not None
-        for old in self.directory.glob(f"{int(stream_id)}-*.state"):
-            parts = old.name.split("-")
-            if len(parts) >= 3 and parts[1].isdigit() and int(parts[1]) < step:
+        for old in self.folder(stream_id).glob("*.state"):
+            first = old.name.split("-", 1)[0]
+            if first.isdigit() and int(first) < step:
                 old.unlink(missing_ok=True)
 
 
