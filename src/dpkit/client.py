@@ -14,6 +14,12 @@ Example::
     table = q.release(epsilon=0.5)           # a polars DataFrame
     client.last_release                      # its release id and loss
 
+    stream = (client.query("visits")         # a continual release hosted by the server,
+              .continual(dp.count(), time="day", horizon=365, rho=0.5,  # charged once
+                         origin=date(2024, 1, 1), keys=["a", "b"], by="region"))
+    stream.next(7)                           # the steps available so far, with intervals
+    client.stream(stream.stream_id).history()  # later, from anywhere: every released step
+
 A :class:`ClientQuery` is a :class:`dpkit.frame.Query` on a remote session: the same
 builder, sent as its JSON form (:mod:`dpkit.frame.language`). Expressions are built with
 :func:`col` and :func:`lit` (comparisons, ``+ - * /``, ``& | ~`` and ``.is_null()``), the
