@@ -117,3 +117,26 @@ def test_the_session_entry_point_takes_real_bounds(noiseless: None) -> None:
     session = dp.Session(frame, dp.PrivacyUnit.rows(), dp.ZCDP(1))
     s = session.query().continual(dp.sum("price", (0, 2.0)), time="day", horizon=4, rho=0.5)
     assert s.grid == -15 and [s.advance().value for _ in range(2)] == [1.75, 1.875]
+
+
+def test_a_real_valued_series_in_batch_and_stream(noiseless: None) -> None:
+    from dpkit.stream import Stream, release_prefix_sums
+
+    x = np.array([0.5, 2.25, float("nan"), 7.0, -1.0, 1.125])
+    acct = FilterAccountant(ZCDP(10))
+    got = release_prefix_sums(x, accountant=acct, mechanism="honaker", rho=1,
+                              sensitivity=2.5, lower=0, upper=3, grid_bits=12)
+    want = np.cumsum([0.5, 2.25, 0.0, 3.0, 0.0, 1.125])  # NaN → lower; clamped to [0, 3]
+    assert np.allclose(got.values, want)
+    k = 1 - 12  # ⌊log₂ 2.5⌋ − 12
+    counter = make_counter("honaker", 6, rho=1, sensitivity=math.ceil(Fraction(5, 2) * 2**-k))
+    assert got.variance == pytest.approx(counter.variance(np.arange(1, 7)) * 4.0**k)
+    s = Stream(None, accountant=acct, mechanism="hybrid", rho=1, sensitivity=2.5, lower=-1,
+               upper=3, grid_bits=12)
+    assert [s.feed(v).value for v in (0.5, -3.0, "x", 1.75)] == [0.5, -0.5, -1.5, 0.25]
+    # a real total moved by Δ = 2.5 moves the floored total by at most ⌈2.5·2^−k⌉
+    assert s.grid is not None and s.grid.delta == 5120  # 2.5·2^11, an integer
+    b = 0.9 * 2.0**k
+    assert s.grid.one(b + 2.5) - s.grid.one(b) == s.grid.delta
+    with pytest.raises(DomainError):
+        Stream(4, accountant=acct, mechanism="tree", rho=1, lower=2, upper=1.5, grid_bits=8)
