@@ -148,13 +148,13 @@ def test_window_variance_is_the_closed_form(mechanism: str) -> None:
         assert abs(measured / broken - 1) > 0.15
 
 
-def test_window_bound_covers_the_other_mechanisms() -> None:
-    for mechanism in ("honaker", "smooth", "hybrid"):
+def test_the_default_window_bound_covers_the_exact_terms() -> None:
+    for mechanism in ("tree", "honaker", "smooth"):
         c = make_counter(mechanism, 64, rho=1)
         for t in (5, 17, 40):
-            sq, am = window_weights(c, t, 4)
-            var = c.variance(np.array([t, t - 4]))
-            assert sq >= float(max(var)) * 0.99 and am > 0
+            exact = c.window_terms(t, t - 4)[0]
+            bound = base.Counter.window_terms(c, t, t - 4)[0]
+            assert bound[0] >= exact[0] and bound[2] >= exact[2] > 0
 
 
 def test_session_entry_point_charges_once_and_enforces_the_unit(noiseless: None) -> None:
@@ -271,3 +271,16 @@ def test_removing_a_unit_moves_the_increments_by_at_most_w_delta(noiseless: None
     loud = np.abs(_increments(frames, None) - _increments(
         [f.filter(pl.col("u") != 0) for f in frames], None)).sum()
     assert loud > 2 * 5
+
+
+def test_the_time_grid_ends_cleanly() -> None:
+    with pytest.raises(DomainError):  # a horizon past the year 9999: refused at plan time
+        ContinualRelease(5, accountant=_acct(), mechanism="tree", epsilon=1, time="d",
+                         origin=date(9999, 12, 29))
+    s = ContinualRelease(None, accountant=_acct(), mechanism="hybrid", epsilon=1, time="d",
+                         origin=date(9999, 12, 30))
+    frame = pl.DataFrame({"d": [date(9999, 12, 30)]})
+    assert s.feed(frame).t == 1
+    with pytest.raises(HorizonExceededError):  # an unbounded stream stops where time does
+        s.feed(frame)
+    assert s.t == 1

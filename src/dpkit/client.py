@@ -14,6 +14,12 @@ Example::
     table = q.release(epsilon=0.5)           # a polars DataFrame
     client.last_release                      # its release id and loss
 
+    stream = (client.query("visits")         # a continual release hosted by the server,
+              .continual(dp.count(), time="day", horizon=365, rho=0.5,  # charged once
+                         origin=date(2024, 1, 1), keys=["a", "b"], by="region"))
+    stream.next(7)                           # the steps available so far, with intervals
+    client.stream(stream.stream_id).history()  # later, from anywhere: every released step
+
 A :class:`ClientQuery` is a :class:`dpkit.frame.Query` on a remote session: the same
 builder, sent as its JSON form (:mod:`dpkit.frame.language`). Expressions are built with
 :func:`col` and :func:`lit` (comparisons, ``+ - * /``, ``& | ~`` and ``.is_null()``), the
@@ -39,18 +45,21 @@ from dpkit.errors import (
     DPError,
     LedgerError,
     MeasureError,
+    StreamRollbackError,
 )
 from dpkit.frame import language
 from dpkit.frame.language import Expr, col, lit
 from dpkit.frame.query import Query
 
-__all__ = ["Client", "ClientQuery", "RemoteSession", "Expr", "ServerError", "col", "lit"]
+__all__ = ["Client", "ClientQuery", "RemoteSession", "RemoteStream", "Expr", "ServerError",
+           "col", "lit"]
 
 _ERRORS: dict[str, type[Exception]] = {
     "BudgetExceededError": BudgetExceededError, "LedgerError": LedgerError,
     "DomainError": DomainError, "BoundsError": BoundsError, "ColumnError": ColumnError,
     "MeasureError": MeasureError, "ProtocolError": language.ProtocolError,
-    "InvalidQuery": DomainError, "ValidationError": DomainError}
+    "InvalidQuery": DomainError, "ValidationError": DomainError,
+    "StreamRollbackError": StreamRollbackError}
 
 
 class ServerError(DPError, RuntimeError):
@@ -146,6 +155,123 @@ class ClientQuery(Query):
         return _frame(answer["columns"], answer["records"])
 
 
+    @property
+    def continual(self) -> RemoteContinual:
+        """``query.continual(aggregation, time=…, horizon=…, epsilon=…/rho=…, …)``: open a
+        stream hosted by the server (:class:`RemoteStream`)."""
+        return RemoteContinual(self)
+
+
+class RemoteContinual:
+    """``ClientQuery.continual``: opens a hosted continual release (as
+    ``query.continual(…)`` on a Session; :mod:`dpkit.server.streams`)."""
+
+    def __init__(self, query: ClientQuery) -> None:
+        self.query = query
+
+    def __call__(self, aggregation: Any, *, time: str, horizon: int | None,
+                 epsilon: Any = None, rho: Any = None, mechanism: str = "smooth",
+                 origin: Any = None, every: int | None = None,
+                 keys: Sequence[Any] | None = None, by: str | None = None,
+                 window: int | None = None, confidence: float = 0.95,
+                 nonnegative: bool = False, monotone: bool = False,
+                 integer: bool = False) -> RemoteStream:
+        """Open the stream; its whole budget is debited now.
+
+        Parameters
+        ----------
+        aggregation : dp.count() or dp.sum(column, bounds=(lower, upper))
+        time, horizon, mechanism, keys, by, window, nonnegative, monotone, integer
+            As :class:`dpkit.stream.ContinualRelease`.
+        epsilon, rho : number
+            The whole stream's budget (exactly one).
+        origin : int, date or datetime, optional
+            The start of step 1 (dates and datetimes are sent in ISO form).
+        every : int, optional
+            Step length: time units (integer time), days (date origin) or seconds (datetime).
+        confidence : float
+            1 − β of the intervals.
+
+        Raises
+        ------
+        BudgetExceededError, DomainError, ProtocolError
+            As the server refuses it (nothing debited).
+        """
+        agg = language.encode_agg(aggregation)
+        if agg.get("agg") not in ("count", "sum"):
+            raise DomainError("continual supports dp.count() and dp.sum(column, bounds)")
+        body: dict[str, Any] = {
+            "steps": self.query.to_json()["steps"],
+            "aggregation": {k: v for k, v in agg.items() if k in ("agg", "column", "bounds")},
+            "time": time, "horizon": horizon, "mechanism": mechanism,
+            "budget": {k: language.json_number(v) for k, v in (("epsilon", epsilon),
+                                                                ("rho", rho)) if v is not None},
+            "origin": origin.isoformat() if hasattr(origin, "isoformat") else origin,
+            "every": every, "keys": None if keys is None else list(keys), "by": by,
+            "window": window, "confidence": confidence, "nonnegative": nonnegative,
+            "monotone": monotone, "integer": integer}
+        client = self.query.client
+        answer = client._post(f"/v1/datasets/{self.query.dataset}/streams", body)
+        return RemoteStream(client, answer)
+
+
+class RemoteStream:
+    """A continual release hosted by the server.
+
+    Attributes
+    ----------
+    stream_id : int
+        Its id (the ledger release that paid for it).
+    t : int
+        The last released step.
+    horizon : int or None
+    closed : bool
+        Whether the horizon is reached.
+    next_interval : list or None
+        The time interval of the next step; ``next_available`` whether it has ended.
+    steps : list of ContinualStep
+        The steps received by this object (:meth:`next`, :meth:`history`).
+    """
+
+    def __init__(self, client: Client, info: dict[str, Any]) -> None:
+        self.client = client
+        self.stream_id = int(info["stream_id"])
+        self.steps: list[Any] = []
+        self._update(info)
+
+    def _update(self, info: dict[str, Any]) -> list[Any]:
+        from dpkit.stream import ContinualStep
+
+        self.info = info
+        self.t, self.horizon, self.closed = info["t"], info["horizon"], info["closed"]
+        self.next_interval, self.next_available = info["next_interval"], info["next_available"]
+        self.description, self.loss = info["description"], info["loss"]
+        got = [ContinualStep.from_dict(s) for s in info["steps"]]
+        self.intervals = {s["t"]: s["interval"] for s in info["steps"]}
+        return got
+
+    def next(self, max_steps: int = 1) -> list[Any]:
+        """Release the next available steps (at most ``max_steps``; none if the next step's
+        interval has not ended yet); each a :class:`~dpkit.stream.ContinualStep`.
+
+        Raises
+        ------
+        HorizonExceededError
+            If the stream had already reached its horizon.
+        StreamRollbackError
+            If another request released the next step first (ask again).
+        """
+        got = self._update(self.client._post(f"/v1/streams/{self.stream_id}/next",
+                                             {"max_steps": int(max_steps)}))
+        self.steps.extend(got)
+        return got
+
+    def history(self, since: int = 0) -> list[Any]:
+        """Every step released after step ``since`` (kept by the server with the state)."""
+        info = self.client._get(f"/v1/streams/{self.stream_id}", {"since": int(since)})
+        return self._update(info)
+
+
 def _frame(columns: list[dict[str, str]], records: list[dict[str, Any]]) -> pl.DataFrame:
     """The released table; nulls in float columns are the NaN the server cannot send."""
     dtypes = {c["name"]: _dtype(c["dtype"]) for c in columns}
@@ -220,6 +346,10 @@ class Client:
         """Start a lazy query on ``dataset``."""
         return ClientQuery(cast(Any, RemoteSession(self, dataset)))
 
+    def stream(self, stream_id: int) -> RemoteStream:
+        """This analyst's hosted stream ``stream_id`` (opened with ``query.continual``)."""
+        return RemoteStream(self, self._get(f"/v1/streams/{int(stream_id)}"))
+
     def releases(self, dataset: str | None = None) -> list[dict[str, Any]]:
         """This analyst's releases (oldest first), optionally on one dataset."""
         params = {"dataset": dataset} if dataset else None
@@ -254,7 +384,12 @@ def _answer(response: Any) -> Any:
     message = detail if isinstance(detail, str) else "; ".join(
         f"{'.'.join(e.get('loc', []))}: {e.get('msg', '')}" for e in detail
         if isinstance(e, dict)) or str(detail)
-    error = _ERRORS.get(body.get("error", "") if isinstance(body, dict) else "")
+    name = body.get("error", "") if isinstance(body, dict) else ""
+    if name == "HorizonExceededError":
+        from dpkit.stream import HorizonExceededError
+
+        raise HorizonExceededError(message)
+    error = _ERRORS.get(name)
     if error is not None:
         raise error(message)
     raise ServerError(response.status_code, message)

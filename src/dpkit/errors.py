@@ -74,3 +74,10 @@ class LedgerIntegrityError(LedgerError):
 class IdempotencyConflictError(LedgerError):
     """An idempotency key was reused with a different request (query, loss, dataset or
     analyst) than the one it was first bound to; nothing is debited or replayed."""
+
+
+class StreamRollbackError(LedgerError):
+    """A continual release's state is not the one the ledger last recorded for it: a step
+    was already released from a newer state (a stale or second copy of a saved stream, or
+    another process feeding the same stream). Nothing is released; noise already released
+    for a step is never drawn again (see :mod:`dpkit.stream.frames`)."""

@@ -2,7 +2,8 @@
 
 Every change to the ledger is a link of one chain, ordered by ``seq`` across three
 append-only tables: ``events`` (administrative changes: a dataset registered, a burn-rate
-policy, an analyst added or a token rotated, a grant, a study, a migration), ``releases``
+policy, an analyst added or a token rotated, a grant, a study, a migration; and a continual
+release's step, its high-water mark), ``releases``
 (a debit: who, what, the exact loss, the running totals after it) and ``outcomes`` (a
 release's status and the hashes of its answer and of the stored copy). Link i stores
 

@@ -53,6 +53,7 @@ class State:
         self.problems: list[str] = []
         self.windows = window.Tracker()
         self.release_floor = 0  # from a checkpoint: releases up to this id were before it
+        self.streams: dict[int, int] = {}  # a continual release's last step (since start)
         self._parsed: dict[str, window.Raw] = {}  # recent texts of losses and totals
         self._ints_cache: dict[str, dict[str, tuple[int, int]]] = {}
 
@@ -171,8 +172,24 @@ class State:
                 self.problems.append(f"{where}: changes a row the chain never created")
                 return
             row.update({k: v for k, v in b.items() if k not in store.KEYS[table]}, seq=seq)
+        elif kind == "stream":
+            self._stream(b, where)
         elif kind != "migration":
             self.problems.append(f"{where}: unknown event kind")
+
+    def _stream(self, b: Mapping[str, Any], where: str) -> None:
+        """A continual release's step record: its release is before it, and its steps go
+        up by one (a stream first seen after a checkpoint may start anywhere)."""
+        rid, step = b.get("release_id"), b.get("step")
+        if not isinstance(rid, int) or not isinstance(step, int) or (
+                rid not in self.releases and not 0 < rid <= self.release_floor):
+            self.problems.append(f"{where}: a stream step of no release before it")
+            return
+        last = self.streams.get(rid)
+        if (last is None and rid in self.releases and step != 1) or (
+                last is not None and step != last + 1):
+            self.problems.append(f"{where}: stream {rid} goes from step {last or 0} to {step}")
+        self.streams[rid] = step
 
     def _release(self, body: Mapping[str, Any]) -> None:
         where = chain.describe(body)

@@ -28,6 +28,11 @@ Guarantees
   (:class:`~dpkit.errors.IdempotencyConflictError`). A key whose first attempt never
   recorded an answer (it failed, or crashed more than ``STALE_SECONDS`` ago) debits again,
   since nothing was released.
+- A continual release (:mod:`dpkit.stream.frames`) keeps its step high-water mark here: a
+  chained ``stream`` event per released step, written by compare-and-set under the write lock
+  (:meth:`Ledger.advance_stream`), so a stale or second copy of a stream's state can never
+  release a step twice (:class:`~dpkit.errors.StreamRollbackError`); ``verify`` checks that
+  each stream's steps follow its paying release and go up by one.
 - Losses compose in the dataset's measure exactly (Fractions; basic composition).
 - Every check-and-debit reads a constant number of rows, whatever the ledger's size: running
   totals on the dataset and grant rows, the burn-rate window's running total on the dataset
@@ -41,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import json
 import os
 import secrets
 import threading
@@ -65,6 +71,7 @@ from dpkit.errors import (
     IdempotentReplay,
     LedgerError,
     LedgerIntegrityError,
+    StreamRollbackError,
 )
 from dpkit.ledger import chain, checkpoint, integrity, store, window
 from dpkit.ledger.codec import MEASURES, dump, load, now, stamp
@@ -115,6 +122,9 @@ def _insert(table: str, names: list[str]) -> str:
 
 _RELEASE_INSERT = _insert("releases", [c.name for c in releases.columns])
 _OUTCOME_INSERT = _insert("outcomes", [c.name for c in outcomes.columns if c.name != "id"])
+_STREAM_LAST = """SELECT "seq", "kind", "subject", "time", "body", "prev_hash", "hash"
+    FROM "events" WHERE "subject" = :subject ORDER BY "seq" DESC LIMIT 1"""
+_RELEASE_BY_ID = f"""SELECT {_RELEASE_COLUMNS} FROM "releases" WHERE "id" = :rid"""
 _MARK = """UPDATE "releases" SET "status" = :status, "result_sha256" = :result_sha256,
     "result" = :result WHERE "id" = :rid"""
 
@@ -783,6 +793,77 @@ class Ledger:
         if self._fernet is None:
             raise LedgerError("the stored result is encrypted; open the ledger with its key")
         return str(self._fernet.decrypt(stored[len("fernet:"):].encode()).decode())
+
+    # -- continual releases: the step high-water mark ----------------------------------------
+    def _stream_mark(self, conn: Connection, release_id: int) -> tuple[int, str | None]:
+        """The last step recorded for the stream paid by ``release_id`` and the MAC of its
+        state (0, None before its first step), from its newest chained event."""
+        last = store.first(conn, _STREAM_LAST,
+                           {"subject": chain.subject("streams", str(int(release_id)))})
+        if last is None:
+            return 0, None
+        if not self._link_ok(last, chain.event_body(last)):
+            raise self._tampered(f"the step record of stream {release_id} was edited outside "
+                                 "the ledger")
+        body = json.loads(last.body)
+        return int(body["step"]), body.get("state")
+
+    def stream_step(self, release_id: int) -> tuple[int, str | None]:
+        """The high-water mark of a continual release (:mod:`dpkit.stream.frames`): the
+        last step released from the stream paid by ``release_id`` and the MAC of the state
+        it was released from (None when none was given); (0, None) before any step.
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If its newest step record was edited outside the ledger.
+        """
+        with self.engine.connect() as conn:
+            return self._stream_mark(conn, release_id)
+
+    def advance_stream(self, release_id: int, step: int, state: str | None = None) -> None:
+        """Record that step ``step`` of the stream paid by ``release_id`` is released, if
+        and only if the last recorded step is ``step − 1`` (compare-and-set under the
+        ledger's write lock; a chained ``stream`` event). ``state``: a MAC of the state the
+        step was released from, checked when the stream is restored.
+
+        Raises
+        ------
+        StreamRollbackError
+            If another step ``step`` (or a later one) is already recorded: the caller's
+            state is stale; nothing is written.
+        LedgerError
+            If ``release_id`` is no paid, released stream of this ledger.
+        """
+        step = int(step)
+        with self._transaction() as conn:
+            self._lock_head(conn)
+            paid = store.first(conn, _RELEASE_BY_ID, {"rid": int(release_id)})
+            if paid is None or paid.status != "released":
+                raise LedgerError(f"release {release_id} is not a released stream")
+            if not self._link_ok(paid, chain.release_body(paid._mapping)):
+                raise self._tampered(f"release {release_id} was edited outside the ledger")
+            found, _ = self._stream_mark(conn, release_id)
+            if found != step - 1:
+                raise StreamRollbackError(
+                    f"stream {release_id}: step {found} is the last released and this state "
+                    f"is at step {step - 1}; a newer state exists (a stale or second copy of "
+                    "the stream). Nothing was released.")
+            self._append(conn, "stream", "streams", (str(int(release_id)),),
+                         {"release_id": int(release_id), "step": step, "state": state},
+                         stamp(now()))
+
+    def release(self, release_id: int) -> dict[str, Any] | None:
+        """One release row (as :meth:`releases` gives them; one index lookup), or None."""
+        with self.engine.connect() as conn:
+            row = store.first(conn, _RELEASE_BY_ID, {"rid": int(release_id)})
+        if row is None:
+            return None
+        return {"id": row.id, "dataset": row.dataset, "analyst": row.analyst,
+                "study": row.study, "time": row.time, "query": row.query,
+                "loss": load(row.measure, row.loss), "noise": row.noise,
+                "status": row.status, "result_sha256": row.result_sha256,
+                "idempotency_key": row.idempotency_key, "hash": row.hash}
 
     # -- reading, verifying, exporting ------------------------------------------------------
     def datasets(self) -> list[dict[str, Any]]:

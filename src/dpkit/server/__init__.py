@@ -8,6 +8,7 @@ protocol     the JSON form of a query (steps, group_by, aggs, budget) and its wh
              expression AST; ``to_query`` (JSON → Query) and ``from_query`` (parts → JSON)
 app          ``create_app(config)``: the FastAPI application; ``serve``: run it with uvicorn
 sources      loading the datasets once per worker
+streams      continual releases hosted for analysts (dpkit.stream): open once, next steps
 middleware   JSON request logs without data values; body-size and nesting limits
 
 The client is :class:`dpkit.Client`. The server needs the ``server`` extra

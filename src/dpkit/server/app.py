@@ -8,12 +8,18 @@ Endpoints (OpenAPI documentation at ``/docs``)::
     POST /v1/datasets/{name}/release      release a query: DP results, loss, release id
     GET  /v1/releases                     the caller's own releases
     GET  /v1/releases/{id}                one of the caller's own releases
+    POST /v1/datasets/{name}/streams      open a continual release (charged once)
+    POST /v1/streams/{id}/next            release the stream's next available step(s)
+    GET  /v1/streams/{id}                 the stream and every step released so far
 
 Every ``/v1`` request needs ``Authorization: Bearer <token>`` (an analyst's token from the
 ledger, compared by hash). Status codes: 401 no or wrong token, 403 no grant on the
-dataset, 404 unknown dataset or release, 409 budget exceeded (or an idempotent retry still
-in progress), 413 body too large, 422 malformed or refused query, 500 a release that failed
-after its debit (the loss stands; nothing is returned). Refused requests debit nothing.
+dataset, 404 unknown dataset, release or stream, 409 budget exceeded (or an idempotent retry
+still in progress, or a stream step released by a concurrent request), 410 a stream whose
+state was lost, 413 body too large, 422 malformed or refused query (or a stream past its
+horizon), 500 a release that failed after its debit (the loss stands; nothing is returned),
+501 streams not configured (they need ``ledger_key_env``). Refused requests debit nothing.
+Streams: :mod:`dpkit.server.streams`.
 
 The server never returns rows: a query's only output is its DP aggregations, and a release
 runs only after its loss is debited in the ledger (atomically, against the dataset's and the
@@ -56,7 +62,7 @@ from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.query import Query
 from dpkit.frame.session import PlanMemo, Session
 from dpkit.ledger import Ledger
-from dpkit.server import protocol
+from dpkit.server import protocol, streams
 from dpkit.server.config import ConfigError, DatasetConfig, ServerConfig, load_config
 from dpkit.server.middleware import BodyLimitMiddleware, RequestLogMiddleware, configure_logging
 from dpkit.server.sources import Source, open_source
@@ -137,6 +143,38 @@ class ReleaseResponse(BaseModel):
 
 
 
+class StepReleaseInfo(BaseModel):
+    key: Any
+    value: float | int
+    raw: float
+    half_width: float
+    low: float
+    high: float
+
+
+class StepInfo(BaseModel):
+    """One released step: the running totals (per key) and windows, with intervals."""
+
+    t: int
+    interval: list[Any]
+    releases: list[StepReleaseInfo]
+    windows: list[StepReleaseInfo]
+
+
+class StreamInfo(BaseModel):
+    stream_id: int | None
+    dataset: str | None
+    description: str
+    mechanism: str
+    horizon: int | None
+    t: int
+    closed: bool
+    next_interval: list[Any] | None
+    next_available: bool
+    loss: dict[str, str]
+    steps: list[StepInfo]
+
+
 class ReleaseInfo(BaseModel):
     id: int
     dataset: str
@@ -173,6 +211,7 @@ class ServerState:
             raise ConfigError(f"ledger_key_env: ${config.ledger_key_env} is not set (it holds "
                               "the Fernet key that encrypts stored answers)")
         self.ledger = Ledger(config.ledger, encryption_key=key.encode() if key else None)
+        self.streams = streams.StreamStore(config.streams_dir, key.encode() if key else None)
         self.datasets: dict[str, Served] = {}
         try:
             for d in config.datasets:
@@ -354,6 +393,98 @@ def _routes(app: FastAPI, state: ServerState) -> None:
             if r["id"] == release_id:
                 return _release_info(r)
         raise ApiError(404, "NotFound", f"no release {release_id} of yours")
+
+
+    @app.post("/v1/datasets/{name}/streams", response_model=StreamInfo, tags=["streams"])
+    def open_stream(name: str, payload: streams.StreamRequest, request: Request,
+                    credentials: HTTPAuthorizationCredentials | None = auth) -> dict[str, Any]:
+        """Open a continual release over the dataset's time column: its whole budget is
+        debited once, now, in the ledger (against the dataset's and the caller's caps);
+        no step is released yet (:mod:`dpkit.server.streams`)."""
+        analyst, served = _authorise(state, request, credentials, name)
+        store = _stream_store(state)
+        with served.source.open() as data:
+            session = state.session(served, data, analyst)
+            try:
+                stream = streams.open_stream(session, payload, store, analyst)
+            except Exception as exc:
+                raise _stream_refusal(session, exc) from exc
+        _note(request, release_id=stream.release_id, loss=str(stream.loss))
+        return streams.info(stream)
+
+    @app.post("/v1/streams/{stream_id}/next", response_model=StreamInfo, tags=["streams"])
+    def next_steps(stream_id: int, payload: streams.NextRequest, request: Request,
+                   credentials: HTTPAuthorizationCredentials | None = auth) -> dict[str, Any]:
+        """Release the stream's next available steps (at most ``max_steps``); ``steps``
+        holds them (empty when none is available yet). Debits nothing."""
+        analyst, served = _stream_dataset(state, request, credentials, stream_id)
+        store = _stream_store(state)
+        with served.source.open() as data:
+            session = state.session(served, data, analyst)
+            stream = _load_stream(session, store, stream_id, analyst)
+            try:
+                released = streams.advance(stream, store, payload.max_steps)
+            except Exception as exc:
+                raise _refusal(exc) from exc
+        _note(request, release_id=stream_id, step=stream.t)
+        return streams.info(stream, released)
+
+    @app.get("/v1/streams/{stream_id}", response_model=StreamInfo, tags=["streams"])
+    def one_stream(stream_id: int, request: Request, since: int = 0,
+                   credentials: HTTPAuthorizationCredentials | None = auth) -> dict[str, Any]:
+        """One of the caller's streams with the steps released after step ``since``."""
+        analyst, served = _stream_dataset(state, request, credentials, stream_id)
+        store = _stream_store(state)
+        with served.source.open() as data:
+            session = state.session(served, data, analyst)
+            stream = _load_stream(session, store, stream_id, analyst)
+        shown = streams.info(stream)
+        shown["steps"] = [s for s in shown["steps"] if s["t"] > since]
+        return shown
+
+
+# -- streams ---------------------------------------------------------------------------------
+def _stream_store(state: ServerState) -> streams.StreamStore:
+    if not state.streams.enabled:
+        raise ApiError(501, "NotConfigured", "hosted streams need ledger_key_env (their "
+                       "states are encrypted with the ledger's key) and a streams_dir")
+    return state.streams
+
+
+def _stream_refusal(session: Session, exc: BaseException) -> ApiError:
+    """A stream refused before its debit, or one whose opening state could not be saved
+    after it (the loss stands)."""
+    record = session.last_release
+    if record is None or record.loss is None:
+        return _refusal(exc)
+    logging.getLogger("dpkit.server").error(
+        "stream failed after its debit", exc_info=exc,
+        extra={"fields": {"release_id": record.release_id}})
+    return ApiError(500, "ReleaseFailed", "the stream could not be saved after its loss was "
+                    "debited (the loss stands)", release_id=record.release_id)
+
+
+def _stream_dataset(state: ServerState, request: Request,
+                    credentials: HTTPAuthorizationCredentials | None, stream_id: int
+                    ) -> tuple[str, Served]:
+    """The caller and the served dataset of their stream ``stream_id`` (404 otherwise)."""
+    analyst = _authenticate(state, request, credentials)
+    row = state.ledger.release(stream_id)
+    if row is None or row["analyst"] != analyst or row["dataset"] not in state.datasets:
+        raise ApiError(404, "NotFound", f"no stream {stream_id} of yours")
+    return _authorise(state, request, credentials, row["dataset"])
+
+
+def _load_stream(session: Session, store: streams.StreamStore, stream_id: int,
+                 analyst: str) -> Any:
+    try:
+        return streams.load_stream(session, store, stream_id, analyst)
+    except streams.StreamNotFoundError as exc:
+        raise ApiError(404, "NotFound", str(exc)) from None
+    except streams.StreamLostError as exc:
+        raise ApiError(410, "StreamLost", str(exc)) from None
+    except Exception as exc:
+        raise _refusal(exc) from exc
 
 
 # -- authentication and authorisation --------------------------------------------------------

@@ -4,6 +4,9 @@ Example::
 
     ledger: ledger.sqlite            # a SQLite path (relative to this file) or SQLAlchemy URL
     ledger_key_env: DPKIT_LEDGER_KEY # optional: env var holding a Fernet key for stored answers
+                                     # (and for hosted streams' encrypted states)
+    streams_dir: streams             # optional: where hosted streams keep their states
+                                     # (default: <ledger file>.streams next to a SQLite ledger)
     workers: 2
     max_body_bytes: 65536
     datasets:
@@ -38,7 +41,8 @@ __all__ = ["ConfigError", "SourceConfig", "DatasetConfig", "ServerConfig", "load
 SOURCE_KINDS = ("csv", "parquet", "duckdb", "postgres")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
-_TOP_KEYS = {"ledger", "ledger_key_env", "workers", "max_body_bytes", "datasets"}
+_TOP_KEYS = {"ledger", "ledger_key_env", "workers", "max_body_bytes", "datasets",
+             "streams_dir"}
 
 
 class ConfigError(DomainError):
@@ -74,6 +78,7 @@ class ServerConfig:
     workers: int = 1
     max_body_bytes: int = 65536
     ledger_key_env: str | None = None
+    streams_dir: Path | None = None  # hosted continual releases' encrypted states
 
 
 def load_config(path: str | Path) -> ServerConfig:
@@ -122,11 +127,17 @@ def parse_config(raw: Any, base: Path | None = None) -> ServerConfig:
     if len(set(names)) != len(names):
         raise ConfigError(f"datasets: duplicate names in {names}")
     key_env = top.get("ledger_key_env")
+    streams = top.get("streams_dir")
+    if streams is not None:
+        streams_dir: Path | None = _path(_string(streams, "streams_dir"), here)
+    else:
+        streams_dir = None if "://" in ledger else Path(ledger + ".streams")
     return ServerConfig(
         ledger=ledger, datasets=datasets,
         workers=_positive_int(top.get("workers", 1), "workers"),
         max_body_bytes=_positive_int(top.get("max_body_bytes", 65536), "max_body_bytes"),
-        ledger_key_env=None if key_env is None else _string(key_env, "ledger_key_env"))
+        ledger_key_env=None if key_env is None else _string(key_env, "ledger_key_env"),
+        streams_dir=streams_dir)
 
 
 def _dataset(raw: Any, where: str, here: Path) -> DatasetConfig:

@@ -11,7 +11,9 @@ tree                 the binary mechanism (p-sums) and Honaker's estimator
 smooth               the smooth binary mechanism (Andersson & Pagh 2023)
 factorization        the square-root factorisation counter (exact discrete Gaussian)
 hybrid               the hybrid mechanism for an unknown horizon (Chan, Shi & Song 2011)
-frames               ContinualRelease: histograms, sums, windows, frames, w enforced, save
+grid                 real-valued step totals on a grid of 2^k (``grid_bits=``)
+frames               ContinualRelease: histograms, integer and real-valued sums, exact sliding
+                     windows, frames, w enforced, save/restore with rollback protection
 session              ``query.continual(…)`` on a Session (a query namespace)
 audit                the audit cases of the tree and the factorisation (registry)
 """

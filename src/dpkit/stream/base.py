@@ -261,6 +261,15 @@ class Counter(ABC):
         s = float(self.noise.scale)
         return half_width(self.gaussian, sq * s * s, am * s, beta)
 
+    def window_terms(self, t: int, u: int) -> list[tuple[float, CalibratedNoise, float]]:
+        """The error of the window S_t − S_u (0 ≤ u < t) as Σ aᵢ·zᵢ over the node noises,
+        grouped by noise: for each noise, (Σ aᵢ², the noise, max |aᵢ|). Every counter of
+        this package overrides it with the exact coefficients; this default is the bound
+        ‖a_t − a_u‖₂ ≤ ‖a_t‖₂ + ‖a_u‖₂, max |a_t − a_u| ≤ max |a_t| + max |a_u|."""
+        sq, am = self.weights(np.array([t] + ([u] if u else [])))
+        root = float(np.sum(np.sqrt(sq)))
+        return [(root * root, self.noise, float(np.sum(am)))]
+
     @abstractmethod
     def release(self, x: np.ndarray) -> np.ndarray:
         """The private prefix sums of the int64 increments ``x`` (len ≤ horizon), float64."""

@@ -41,6 +41,10 @@ class Increments(Counter):
         t = np.asarray(t, dtype=np.float64)
         return t, np.ones_like(t)
 
+    def window_terms(self, t: int, u: int) -> list[tuple[float, Any, float]]:
+        """S_t − S_u carries the noises of steps u + 1 … t."""
+        return [(float(t - u), self.noise, 1.0)]
+
     def release(self, x: np.ndarray) -> np.ndarray:
         noisy = np.asarray(x, dtype=np.int64) + self._noise(len(x))
         return np.cumsum(noisy).astype(np.float64)
@@ -71,6 +75,10 @@ class RunningTotals(Counter):
     def weights(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ones = np.ones(np.shape(t), dtype=np.float64)
         return ones, ones
+
+    def window_terms(self, t: int, u: int) -> list[tuple[float, Any, float]]:
+        """S_t − S_u carries two independent total noises (one for u = 0)."""
+        return [(2.0 if u else 1.0, self.noise, 1.0)]
 
     def release(self, x: np.ndarray) -> np.ndarray:
         totals = np.cumsum(np.asarray(x, dtype=np.int64))

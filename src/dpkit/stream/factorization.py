@@ -163,6 +163,13 @@ class SqrtFactorization(Counter):
         t = np.asarray(t, dtype=np.int64)
         return self._sq[t - 1], self._amax[t - 1]
 
+    def window_terms(self, t: int, u: int) -> list[tuple[float, Any, float]]:
+        """e_t = Σ_k g_k z_{t−k}: the window's coefficients are g_0 … g_{t−u−1} on the newest
+        t − u noises and g_{k} − g_{k−(t−u)} on the older ones."""
+        g = self.g
+        a = np.concatenate([g[:t - u], g[t - u:t] - g[:u]])
+        return [(float(np.sum(a * a)), self.noise, float(np.max(np.abs(a))))]
+
     def release(self, x: np.ndarray) -> np.ndarray:
         return self.release_many(x, 1)[0]
 

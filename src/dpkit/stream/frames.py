@@ -5,7 +5,19 @@ time column, the privacy unit enforced from a unit column, and persistence of an
 Privacy (a :class:`ContinualRelease` is charged its budget once, at creation)
 -----------------------------------------------------------------------------
 One event adds at most Δ to one step of one key's increments: Δ = 1 for a count, Δ =
-max(|lower|, |upper|) for a sum of values clamped to [lower, upper]. A privacy unit
+max(|lower|, |upper|) for a sum of values clamped to [lower, upper] (integer bounds: each value
+rounded half to even to an integer). Real-valued sums (a float bound, even 2.0, or a bound
+that is not an integer, or ``grid_bits`` given): each value is clamped to [lower, upper] and
+floored to the grid of width 2^k, k = ⌊log₂ max(|lower|, |upper|)⌋ − ``grid_bits`` (default
+16, as :mod:`dpkit.frame.aggregates` floors to its grid), so the counters sum exact integers (grid
+steps); the rounding is charged to the sensitivity: Δ = ⌈max(|lower|, |upper|)·2^−k⌉ grid
+steps — at least |⌊v·2^−k⌋| for every v in the bounds (a row's floored value), and at least
+the change of a floored step total fed as a number when one value moves it by at most
+max(|lower|, |upper|) (⌊a⌋ − ⌊b⌋ ≤ ⌈a − b⌉) — and every release (value, interval) is
+multiplied back by 2^k. Flooring moves each value down by less than 2^k
+(≤ 2^−grid_bits of the largest bound). A step's total per key is clamped to ±(2^31 − 1) grid
+steps, like integer increments (:mod:`dpkit.stream.stream`): with the default 16 bits that is
+at least 2^14 rows at the largest bound per key and step. A privacy unit
 contributes at most w events over the whole stream (``contributions``; enforced when a
 ``unit`` column is given, below). Stack every key's node vector into one vector: a unit's
 difference v over all keys and steps has ‖v‖₁ ≤ w·Δ, and each key's node matrix has column
@@ -16,11 +28,14 @@ parallel composition over keys (an event touches one key); for user level the bo
 the sum of the per-key sensitivities w_k·Δ over any split Σ w_k ≤ w of a unit's events.
 
 Sliding windows (post-processing): the count over the last W steps is S_t − S_{t−W} of the
-released prefix sums (S_0 = 0). Its error is e_t − e_{t−W}; the half-width uses the coefficient
-vector a_t − a_{t−W}: exact for "increments" (min(t, W) noises), "running_totals" (two),
-"tree" (the symmetric difference of the two dyadic covers) and "factorization" (the
-difference of the two rows of A·R⁻¹, O(t) per step); for the other mechanisms the
-bound ‖a − b‖₂ ≤ ‖a‖₂ + ‖b‖₂ and max|a − b| ≤ max|a| + max|b| (conservative).
+released prefix sums (S_0 = 0). Its error is e_t − e_{t−W}, with the exact coefficient vector
+a_t − a_{t−W} of each counter (:meth:`~dpkit.stream.base.Counter.window_terms`):
+"increments" min(t, W) noises, "running_totals" two, "tree" and "smooth" the symmetric
+difference of the two covers (shared nodes cancel), "honaker" Σa_t² + Σa_u² − 2Σa_t·a_u over
+the nested cover nodes (:func:`~dpkit.stream.tree.honaker_cross`), "hybrid" the checkpoints
+between the two blocks plus the segment trees' covers, "factorization" the difference of two
+rows of A·R⁻¹ (O(t) per step). :func:`window_variance` is the exact variance; the half-width
+uses Σ(a − b)²·scale² and max|a − b|·scale (for "honaker" the bound max ≤ 1·scale).
 
 Frames and the time column. Step t covers the times [origin + (t − 1)·every, origin + t·every)
 (integers: ``origin`` default 1, ``every`` default 1; dates/datetimes: ``origin`` required,
@@ -45,16 +60,32 @@ text. :meth:`ContinualRelease.restore` decrypts and authenticates the token (a c
 truncated file, or a wrong key, is refused), rebuilds the plan, and checks against the ledger
 that release id's dataset, description, exact loss and "released" status: no second debit,
 and a stream cannot be restored against a ledger that did not pay for it. The spend persists
-through the ledger's debit. Protected: reading or changing the file without the key. Not
-protected (the operator's duty, stated in the report): a *rollback* to an older token or two
-processes restoring one token (each re-draws the noise of the steps released since, and the
-releases of a step then average out); keep one writer per stream and the token with the same
-care as the ledger's encryption key.
+through the ledger's debit. Protected: reading or changing the file without the key.
+
+Rollback protection. A stream paid through a ledger keeps a step high-water mark there
+(:meth:`~dpkit.ledger.Ledger.advance_stream`: a chained ``stream`` event per step): every
+:meth:`~ContinualRelease.feed` computes the step on a copy of the state and releases it only
+if the ledger's mark moves from t − 1 to t in one transaction under its write lock
+(compare-and-set); otherwise it raises :class:`~dpkit.errors.StreamRollbackError`, keeps its
+old state and releases nothing. :meth:`~ContinualRelease.restore` refuses a token whose step
+is not the mark (a stale token: an older copy, or one saved before later steps were fed), and,
+when the mark names the state it was released from (``feed(…, save=(path, key))`` records
+HMAC-SHA256 under the key of the state's canonical JSON — no hash of the secret state is
+stored in clear), a token of another state at the same step. So a rollback or two restores of
+one token can never draw new noise for a step already released: the releases of a step cannot
+be averaged. The cost is availability: a process that dies after a step is recorded but
+before its state is saved leaves no restorable state (the stream must be reopened with a new
+budget); ``feed(…, save=…)`` writes the state *before* recording the step, which closes that
+window (a state saved but not recorded is simply one step ahead and is refused).
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import hmac
 import json
+import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -69,65 +100,51 @@ import polars as pl
 
 from dpkit.core.accountant import as_accountant
 from dpkit.core.measures import PrivacyLoss
-from dpkit.core.numbers import Number, integer
-from dpkit.errors import DomainError
-from dpkit.stream.base import Counter, half_width
+from dpkit.core.numbers import Number, integer, to_fraction
+from dpkit.errors import DomainError, StreamRollbackError
+from dpkit.stream.base import Counter, half_width, noise_variance
 from dpkit.stream.factorization import MAX_VALUE
 from dpkit.stream.stream import HorizonExceededError, StepRelease, _bounds, clamp, make_counter
 
-__all__ = ["ContinualRelease", "ContinualStep", "window_weights"]
+__all__ = ["ContinualRelease", "ContinualStep", "window_weights", "window_variance",
+           "state_mac"]
 
 VERSION = 1
 
 
-def _cover(t: int) -> set[tuple[int, int]]:
-    return {(j, (t >> j) - 1) for j in range(int(t).bit_length()) if t >> j & 1}
-
-
 def window_weights(counter: Counter, t: int, width: int) -> tuple[float, float]:
-    """Σ(aᵢ − bᵢ)²·scaleᵢ² and max|aᵢ − bᵢ|·scaleᵢ of the window error e_t − e_{t−W} (module
-    docstring: exact for increments, running_totals, tree, factorization; an upper bound
-    otherwise)."""
-    s = float(counter.noise.scale) if counter.name != "hybrid" else 0.0
-    u = max(t - width, 0)
-    if counter.name == "increments":
-        return (t - u) * s * s, s
-    if counter.name == "running_totals":
-        return (2.0 if u else 1.0) * s * s, s
-    if counter.name == "tree":
-        return len(_cover(t) ^ _cover(u)) * s * s, s
-    if counter.name == "factorization":  # e_t = Σ_k g_k z_{t−k}: the coefficients' difference
-        g = counter.g  # type: ignore[attr-defined]
-        a = np.concatenate([g[:t - u], g[t - u:t] - g[:u]])
-        return float(np.sum(a * a)) * s * s, float(np.max(np.abs(a))) * s
-    parts = []
-    for step in (t, u):
-        if step == 0:
-            parts.append((0.0, 0.0))
-        elif counter.name == "hybrid":  # two scales: checkpoints and the step's segment
-            k, inner, blocks = counter._parts(np.array([step]))  # type: ignore[attr-defined]
-            b = float(counter.noise.scale)
-            seg = counter._per_segment(k, "scale")  # type: ignore[attr-defined]
-            parts.append((float(blocks[0] * b * b + inner[0] * seg[0] ** 2),
-                          max(b, float(seg[0]) if inner[0] else 0.0)))
-        else:
-            sq_, am = counter.weights(np.array([step]))
-            parts.append((float(sq_[0]) * s * s, float(am[0]) * s))
-    (a2, am_a), (b2, am_b) = parts
-    return (a2 ** 0.5 + b2 ** 0.5) ** 2, am_a + am_b
+    """Σ(aᵢ − bᵢ)²·scaleᵢ² and max|aᵢ − bᵢ|·scaleᵢ of the window error e_t − e_{t−W}, from
+    the counter's exact coefficients (:meth:`~dpkit.stream.base.Counter.window_terms`)."""
+    terms = counter.window_terms(int(t), max(int(t) - int(width), 0))
+    s2 = sum(c * float(noise.scale) ** 2 for c, noise, _ in terms)
+    return s2, max(a * float(noise.scale) for _, noise, a in terms)
+
+
+def window_variance(counter: Counter, t: int, width: int) -> float:
+    """The exact variance of the window release S_t − S_{t−W} (the noises' exact
+    variances, :func:`~dpkit.stream.base.noise_variance`)."""
+    terms = counter.window_terms(int(t), max(int(t) - int(width), 0))
+    return sum(c * noise_variance(noise) for c, noise, _ in terms)
 
 
 def _paid_row(accountant: Any, release_id: int | None) -> dict[str, Any] | None:
     """The ledger row that paid for a stream (id, dataset, description, loss, status and its
-    chained hash), or None without a ledger."""
+    chained hash), or None without a ledger (or a row of another dataset)."""
     ledger, dataset = getattr(accountant, "ledger", None), getattr(accountant, "dataset", None)
     if ledger is None or release_id is None:
         return None
-    for row in ledger.releases(dataset):
-        if row["id"] == release_id:
-            return {"id": row["id"], "dataset": row["dataset"], "query": row["query"],
-                    "loss": str(row["loss"]), "status": row["status"], "hash": row["hash"]}
-    return None
+    row = ledger.release(release_id)
+    if row is None or row["dataset"] != dataset:
+        return None
+    return {"id": row["id"], "dataset": row["dataset"], "query": row["query"],
+            "loss": str(row["loss"]), "status": row["status"], "hash": row["hash"]}
+
+
+def state_mac(key: bytes, state: Mapping[str, Any]) -> str:
+    """HMAC-SHA256 under ``key`` of a stream state's canonical JSON (what the ledger's step
+    record names; the secret state itself is never hashed in clear)."""
+    text = json.dumps(state, sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, b"dpkit stream state:" + text.encode(), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -157,6 +174,44 @@ class ContinualStep:
         """The running total of the only key (None)."""
         return self.releases[None].value
 
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``{"t", "releases": [{"key", "value", "raw", "half_width", "low",
+        "high"}, …], "windows": [...]}`` (:meth:`from_dict` reads it back)."""
+        def rows(found: dict[Any, StepRelease]) -> list[dict[str, Any]]:
+            return [{"key": k, "value": r.value, "raw": r.raw, "half_width": r.half_width,
+                     "low": r.low, "high": r.high} for k, r in found.items()]
+
+        return {"t": self.t, "releases": rows(self.releases), "windows": rows(self.windows)}
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> ContinualStep:
+        """The step of :meth:`as_dict`'s form."""
+        t = int(doc["t"])
+
+        def read(items: Sequence[Mapping[str, Any]]) -> dict[Any, StepRelease]:
+            return {r["key"]: StepRelease(t, r["value"], r["raw"], r["half_width"], r["low"],
+                                          r["high"]) for r in items}
+
+        return cls(t, read(doc["releases"]), read(doc.get("windows") or []))
+
+
+def _exact(bound: Any) -> Fraction:
+    """A bound as an exact rational: a number, or a rational written as a string ("1/3")."""
+    if isinstance(bound, str):
+        try:
+            return Fraction(bound.strip())
+        except (ValueError, ZeroDivisionError):
+            raise DomainError(f"bound {bound!r} is not a number") from None
+    return to_fraction(bound)
+
+
+def _integral(bound: Any) -> bool:
+    """An integer bound (int, integral Fraction or string): the sum stays on the integers;
+    a float bound (even 2.0) makes a real-valued sum."""
+    if isinstance(bound, float | np.floating):
+        return False
+    return _exact(bound).denominator == 1
+
 
 def _time_kind(origin: Any) -> str:
     if isinstance(origin, datetime):
@@ -180,8 +235,12 @@ class ContinualRelease:
         As :class:`~dpkit.stream.Stream`.
     value : str, optional
         A column to sum (frames); None counts rows.
-    bounds : (int, int), optional
-        [lower, upper] of one value (sums; required with ``value``): Δ = max(|lower|, |upper|).
+    bounds : (number, number), optional
+        [lower, upper] of one value (sums; required with ``value``): Δ = max(|lower|, |upper|);
+        bounds that are not both integers make a real-valued sum on a grid (module docstring).
+    grid_bits : int, optional
+        0 … 24: the grid of a real-valued sum, 2^−grid_bits of the largest bound (default 16
+        when the bounds are not integers; given, it puts integer bounds on the grid too).
     keys : sequence, optional
         The public keys of a continual histogram; ``by`` is then their column.
     by : str, optional
@@ -194,6 +253,9 @@ class ContinualRelease:
         The time column and the step grid (module docstring).
     window : int, optional
         W ≥ 1: also release the count over the last W steps.
+    label : str, optional
+        What the rows are (e.g. a query's steps as JSON), appended to the ledger's
+        description of the debit.
 
     Raises
     ------
@@ -205,23 +267,33 @@ class ContinualRelease:
 
     def __init__(self, horizon: int | None, *, accountant: Any, mechanism: str = "smooth",
                  epsilon: Number | None = None, rho: Number | None = None,
-                 value: str | None = None, bounds: tuple[int, int] | None = None,
+                 value: str | None = None, bounds: tuple[Number, Number] | None = None,
                  keys: Sequence[Any] | None = None, by: str | None = None,
                  unit: str | None = None, contributions: int = 1, time: str | None = None,
                  origin: Any = None, every: Any = None, window: int | None = None,
                  beta: float = 0.05, nonnegative: bool = False, monotone: bool = False,
-                 integer: bool = False, _restore: Mapping[str, Any] | None = None,
+                 integer: bool = False, label: str | None = None,
+                 grid_bits: int | None = None,
+                 _restore: Mapping[str, Any] | None = None,
                  _schema: pl.DataFrame | None = None) -> None:
         self.config = self._plan(horizon, mechanism, epsilon, rho, value, bounds, keys, by, unit,
                                  contributions, time, origin, every, window, beta, nonnegative,
                                  monotone, integer)
+        self._plan_grid(value, bounds, grid_bits)
+        if label is not None:
+            if not isinstance(label, str) or len(label) > 4096:
+                raise DomainError("label must be a string of at most 4096 characters")
+            self.config["label"] = label
         self._build()
         if _schema is not None:
             self.check_schema(_schema)  # the rows' schema, at plan time
+        self.extra: dict[str, Any] = {}  # saved with the state (the server's binding)
+        self._ledger: Any = None  # the ledger keeping the step high-water mark
         if _restore is not None:
             self.state = json.loads(json.dumps(_restore["state"]))
             self.release_id, self.description = _restore["release_id"], _restore["description"]
             self.paid = _restore.get("paid")
+            self.extra = dict(_restore.get("extra") or {})
             self.record = None
             return
         self.description = self._describe()
@@ -239,6 +311,8 @@ class ContinualRelease:
         self.record = target.last
         self.release_id = None if self.record is None else self.record.release_id
         self.paid = _paid_row(target, self.release_id)
+        if self.paid is not None:
+            self._ledger = getattr(target, "ledger", None)
 
     # -- plan ------------------------------------------------------------------------------
     @staticmethod
@@ -247,9 +321,14 @@ class ContinualRelease:
               every: Any, window: Any, beta: Any, nonnegative: Any, monotone: Any,
               as_int: Any) -> dict[str, Any]:
         if value is not None:
-            if bounds is None:
+            if bounds is None or not isinstance(bounds, Sequence) or len(bounds) != 2:
                 raise DomainError("a continual sum needs bounds=(lower, upper)")
-            lo, hi = _bounds(*bounds)
+            lo_b, hi_b = (_exact(b) for b in bounds)
+            if not (-MAX_VALUE <= lo_b <= hi_b <= MAX_VALUE):
+                raise DomainError(f"bounds must satisfy −(2^31 − 1) ≤ lower ≤ upper ≤ "
+                                  f"2^31 − 1; got {bounds}")
+            lo, hi = (_bounds(int(lo_b), int(hi_b)) if all(_integral(b) for b in bounds)
+                      else (0, 0))  # a real-valued sum's bounds: set by _plan_grid
         else:
             lo, hi = 0, 1
         if (keys is None) != (by is None):
@@ -272,6 +351,14 @@ class ContinualRelease:
                 every = timedelta(days=1) if every is None else every
                 if not isinstance(every, timedelta) or every <= timedelta(0):
                     raise DomainError("every must be a positive timedelta for a date origin")
+        if time is not None and horizon is not None:  # the grid's last time exists
+            try:
+                end = origin + integer(horizon, "horizon", minimum=1) * every
+            except OverflowError:
+                end = None
+            if end is None or (kind == "int" and not -(1 << 63) <= end < 1 << 63):
+                raise DomainError("the time grid's last step ends past the largest "
+                                  "representable time")
         if window is not None:
             window = integer(window, "window", minimum=1)
         if not 0 < float(beta) < 1:
@@ -287,10 +374,40 @@ class ContinualRelease:
                 "window": window, "beta": float(beta),
                 "options": [bool(nonnegative), bool(monotone), bool(as_int)]}
 
+    def _plan_grid(self, value: Any, bounds: Any, grid_bits: Any) -> None:
+        """The grid of a real-valued sum (module docstring), in the configuration."""
+        self.config["grid_bits"] = None
+        if value is None:
+            if grid_bits is not None:
+                raise DomainError("grid_bits applies to a continual sum")
+            return
+        lo_b, hi_b = (_exact(b) for b in bounds)
+        if grid_bits is None and all(_integral(b) for b in bounds):
+            return  # the integer path of _plan
+        bits = 16 if grid_bits is None else integer(grid_bits, "grid_bits", minimum=0,
+                                                      maximum=24)
+        top = max(abs(lo_b), abs(hi_b))
+        if top == 0:
+            raise DomainError("a real-valued sum needs a non-zero bound")
+        self.config.update(bounds=[str(lo_b), str(hi_b)], grid_bits=bits)
+
     def _build(self) -> None:
         c = self.config
-        lo, hi = c["bounds"]
-        delta = max(abs(lo), abs(hi)) if c["value"] is not None else 1
+        self.grid = 0  # k: releases are multiples of 2^k (0: integers)
+        if c.get("grid_bits") is not None:
+            lo_b, hi_b = (Fraction(b) for b in c["bounds"])
+            top = max(abs(lo_b), abs(hi_b))
+            log2 = top.numerator.bit_length() - top.denominator.bit_length()
+            log2 -= Fraction(2) ** log2 > top  # ⌊log₂ top⌋
+            self.grid = log2 - c["grid_bits"]
+            unit = Fraction(2) ** -self.grid
+            self.grid_range = (math.floor(lo_b * unit), math.floor(hi_b * unit))
+            delta = math.ceil(top * unit)  # ≥ |⌊v·2^−k⌋| for v in the bounds, and ≥ the
+            # change of a floored step total when one value moves it by ≤ max(|lo|, |hi|)
+        else:
+            lo, hi = c["bounds"]
+            self.grid_range = (lo, hi)
+            delta = max(abs(lo), abs(hi)) if c["value"] is not None else 1
         self.delta = max(delta, 1)
         n = 1 if c["keys"] is None else len(c["keys"])
         eps, rho = (None if v is None else Fraction(v) for v in (c["epsilon"], c["rho"]))
@@ -306,11 +423,14 @@ class ContinualRelease:
     def _describe(self) -> str:
         c, counter = self.config, self.counters[0]
         what = f"sum of {c['value']} in {c['bounds']}" if c["value"] else "count"
+        if c.get("grid_bits") is not None:
+            what += f" on the grid 2^{self.grid}"
         keys = "" if c["keys"] is None else f" by {c['by']} over {len(c['keys'])} keys"
         return (f"continual {what}{keys}: {counter.name}, horizon {c['horizon']}, "
-                f"{counter.unit.level} level (Δ = {self.delta}, w = {c['contributions']}"
+                f"{counter.unit.level} level (Δ = {self.delta}"
+                f"{' grid steps' if self.grid else ''}, w = {c['contributions']}"
                 f"{', enforced on ' + c['unit'] if c['unit'] else ''}), window {c['window']}, "
-                f"{counter.budget.loss}")
+                f"{counter.budget.loss}{', rows ' + c['label'] if c.get('label') else ''}")
 
     @property
     def loss(self) -> PrivacyLoss:
@@ -326,15 +446,28 @@ class ContinualRelease:
         return self.counters[0].horizon
 
     # -- data side -------------------------------------------------------------------------
-    def _interval(self, t: int) -> tuple[Any, Any]:
+    def interval(self, t: int) -> tuple[Any, Any]:
+        """Step t's times [lo, hi) (module docstring).
+
+        Raises
+        ------
+        HorizonExceededError
+            If the grid's end passes the largest representable time (an int64, year 9999):
+            the stream cannot go on (nothing is released).
+        """
         c = self.config
         if c["time_kind"] == "int":
             lo = c["origin"] + (t - 1) * c["every"]
+            if not -(1 << 63) <= lo < lo + c["every"] <= (1 << 63) - 1:
+                raise HorizonExceededError(f"step {t} ends past the largest int64 time")
             return lo, lo + c["every"]
         origin: Any = (datetime.fromisoformat(c["origin"]) if c["time_kind"] == "datetime"
                        else date.fromisoformat(c["origin"]))
         every = timedelta(seconds=c["every"])
-        return origin + (t - 1) * every, origin + t * every
+        try:
+            return origin + (t - 1) * every, origin + t * every
+        except OverflowError:
+            raise HorizonExceededError(f"step {t} ends past the year 9999") from None
 
     def check_schema(self, frame: Any) -> pl.DataFrame:
         """The frame's public schema checked (plan-like: raises before the step advances)."""
@@ -363,7 +496,7 @@ class ContinualRelease:
         n = len(frame)
         keep = np.ones(n, dtype=bool)
         if c["time"]:
-            lo, hi = self._interval(self.t + 1)
+            lo, hi = self.interval(self.t + 1)
             times = frame.get_column(c["time"])
             keep &= ((times >= lo) & (times < hi)).fill_null(False).to_numpy()
         idx = np.zeros(n, dtype=np.int64)
@@ -371,8 +504,15 @@ class ContinualRelease:
             ks = frame.get_column(c["by"]).to_list()
             idx = np.array([self._index.get(repr(k), -1) for k in ks], dtype=np.int64)
             keep &= idx >= 0
-        lo_v, hi_v = c["bounds"]
-        if c["value"]:
+        lo_v, hi_v = self.grid_range
+        if c["value"] and c.get("grid_bits") is not None:  # floored to the grid, vectorised
+            col = frame.get_column(c["value"]).cast(pl.Float64).to_numpy()
+            finite = np.isfinite(col)  # null/NaN/±inf: ``lower`` (the clamp rule)
+            lo_f, hi_f = (float(Fraction(b)) for b in c["bounds"])
+            scaled = np.floor(np.clip(np.where(finite, col, lo_f), lo_f, hi_f)
+                              * 2.0 ** -self.grid)  # exact: a power of two
+            vals = np.clip(scaled, lo_v, hi_v).astype(np.int64).tolist()
+        elif c["value"]:
             vals = [clamp(v, lo_v, hi_v) for v in frame.get_column(c["value"]).to_list()]
         else:
             vals = [1] * n
@@ -389,7 +529,8 @@ class ContinualRelease:
             out[int(idx[r])] += vals[r]
         return [min(max(v, -MAX_VALUE), MAX_VALUE) for v in out]
 
-    def feed(self, step: Any) -> ContinualStep:
+    def feed(self, step: Any, *, save: tuple[str | Path, bytes] | None = None
+             ) -> ContinualStep:
         """Feed the next step; its releases.
 
         Parameters
@@ -400,6 +541,10 @@ class ContinualRelease:
             :mod:`dpkit.stream.stream`, to [0, 2^31 − 1] for a count, to the signs the
             bounds allow for a sum); its privacy unit is declared, as in
             :class:`~dpkit.stream.Stream` — frames enforce it.
+        save : (path, key), optional
+            Also :meth:`save` the new state there, *before* the step is recorded in the
+            ledger (with the state's MAC): a crash then never loses a released step's state
+            (module docstring, rollback protection).
 
         Raises
         ------
@@ -408,23 +553,59 @@ class ContinualRelease:
         DomainError
             For a frame whose schema does not fit, or an int fed to a histogram (before
             anything advances).
+        StreamRollbackError
+            A stream paid through a ledger whose mark is past this state's step (a stale or
+            second copy): nothing is released and the state is unchanged.
         """
         if self.horizon is not None and self.t >= self.horizon:
             raise HorizonExceededError(f"the stream's horizon of {self.horizon} steps is "
                                        "reached; open a new stream (with its own budget)")
         c = self.config
+        before = None if self._ledger is None else copy.deepcopy((self.state, self.extra))
         # an int is the step's total: a count in [0, 2^31 − 1]; a sum with the sign its
         # bounds allow (the neighbouring relation stays the declared one, as in Stream)
-        lo = -MAX_VALUE if c["value"] and c["bounds"][0] < 0 else 0
-        hi = MAX_VALUE if not c["value"] or c["bounds"][1] > 0 else 0
-        if isinstance(step, pl.DataFrame | pl.LazyFrame):
-            incs = self._increments(self.check_schema(step))
-        elif isinstance(step, Mapping):
-            incs = [clamp(step.get(k, 0), lo, hi) for k in self.keys]
-        elif c["keys"] is None:
-            incs = [clamp(step, lo, hi)]
-        else:
+        lo = -MAX_VALUE if c["value"] and self.grid_range[0] < 0 else 0
+        hi = MAX_VALUE if not c["value"] or self.grid_range[1] > 0 else 0
+        if not isinstance(step, pl.DataFrame | pl.LazyFrame | Mapping) and c["keys"]:
             raise DomainError("a continual histogram takes a mapping key → int or a frame")
+        if isinstance(step, pl.DataFrame | pl.LazyFrame):
+            step = self.check_schema(step)
+        try:  # computed on the state, released only once the ledger's mark moves (docstring)
+            if isinstance(step, pl.DataFrame):
+                incs = self._increments(step)
+            elif isinstance(step, Mapping):
+                incs = [clamp(self._scaled(step.get(k, 0)), lo, hi) for k in self.keys]
+            else:
+                incs = [clamp(self._scaled(step), lo, hi)]
+            out = self._step(incs)
+            history = self.extra.get("history")
+            if isinstance(history, list):  # kept with the state (the newest history_limit)
+                history.append(out.as_dict())
+                limit = self.extra.get("history_limit")
+                if isinstance(limit, int) and len(history) > limit:
+                    del history[:len(history) - limit]
+            mac = None if save is None else self.save(*save)
+            if self._ledger is not None:
+                self._ledger.advance_stream(self.release_id, out.t, mac)
+        except BaseException:
+            if before is not None:
+                self.state, self.extra = before
+            raise
+        return out
+
+    def _scaled(self, total: Any) -> Any:
+        """A step's total in grid steps (a real-valued sum; floored), else as given; never
+        raises (anything unreadable goes on to the clamp rule)."""
+        if not self.grid or isinstance(total, bool) or not isinstance(
+                total, int | float | np.integer | np.floating):
+            return total
+        value = float(total)
+        if not math.isfinite(value):
+            return total
+        return float(math.floor(value * 2.0 ** -self.grid)) if abs(value) < 1e300 else value
+
+    def _step(self, incs: list[int]) -> ContinualStep:
+        c = self.config
         self.state["t"] = t = self.t + 1
         releases, windows = {}, {}
         for i, (key, counter) in enumerate(zip(self.keys, self.counters, strict=True)):
@@ -436,6 +617,7 @@ class ContinualRelease:
 
     def _post(self, i: int, t: int, raw: float) -> StepRelease:
         counter = self.counters[i]
+        g = 2.0 ** self.grid  # grid steps → values (1 for counts and integer sums)
         h = float(counter.half_widths(np.array([t]), self.config["beta"])[0])
         value, low, high = raw, raw - h, raw + h
         nonnegative, monotone, as_int = self.config["options"]
@@ -445,7 +627,9 @@ class ContinualRelease:
         if monotone and last is not None:
             value = max(value, last)
         self.state["last"][i] = value
-        return StepRelease(t, int(round(value)) if as_int else value, raw, h, low, high)
+        value *= g
+        return StepRelease(t, int(round(value)) if as_int else value, raw * g, h * g,
+                           low * g, high * g)
 
     def _window(self, i: int, t: int, raw: float) -> StepRelease:
         width = self.config["window"]
@@ -456,22 +640,25 @@ class ContinualRelease:
         sq, am = window_weights(self.counters[i], t, width)
         h = float(half_width(self.counters[i].gaussian, np.array([sq]), np.array([am]),
                              self.config["beta"])[0])
-        est = raw - before
+        g = 2.0 ** self.grid
+        est = (raw - before) * g
+        h *= g
         value = max(est, 0.0) if self.config["options"][0] else est
         if self.config["options"][2]:
             value = int(round(value))
         return StepRelease(t, value, est, h, est - h, est + h)
 
     # -- persistence -----------------------------------------------------------------------
-    def save(self, path: str | Path, key: bytes) -> None:
-        """Write the stream (configuration, state, the paying release) encrypted and
-        authenticated with the Fernet ``key`` (module docstring), atomically, mode 0600."""
+    def save(self, path: str | Path, key: bytes) -> str:
+        """Write the stream (configuration, state, the paying release, :attr:`extra`)
+        encrypted and authenticated with the Fernet ``key`` (module docstring), atomically,
+        mode 0600; returns the state's MAC (:func:`state_mac`)."""
         from cryptography.fernet import Fernet
 
         payload = json.dumps({"config": self.config, "state": self.state,
                               "release_id": self.release_id,
-                              "description": self.description, "paid": self.paid},
-                             separators=(",", ":"))
+                              "description": self.description, "paid": self.paid,
+                              "extra": self.extra}, separators=(",", ":"))
         token = Fernet(key).encrypt(payload.encode())
         target = Path(path)
         # mkstemp: a fresh name, created with O_EXCL and mode 0600
@@ -481,6 +668,7 @@ class ContinualRelease:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
+        return state_mac(key, self.state)
 
     @classmethod
     def restore(cls, path: str | Path, key: bytes, accountant: Any) -> ContinualRelease:
@@ -500,6 +688,9 @@ class ContinualRelease:
         DomainError
             For a wrong key or a changed file, an accountant without a ledger, or a ledger
             without that paid release (dataset, description, loss, status "released").
+        StreamRollbackError
+            For a stale token: the ledger's step mark is not this state's step, or names
+            another state (module docstring, rollback protection).
         """
         from cryptography.fernet import Fernet, InvalidToken
 
@@ -519,10 +710,12 @@ class ContinualRelease:
         stream = cls(c["horizon"], accountant=None, mechanism=c["mechanism"],
                      epsilon=c["epsilon"], rho=c["rho"], value=c["value"],
                      bounds=tuple(c["bounds"]) if c["value"] else None, keys=c["keys"],
+                     grid_bits=c.get("grid_bits"),
                      by=c["by"], unit=c["unit"], contributions=c["contributions"],
                      time=c["time"], origin=origin if c["time"] else None,
                      every=every if c["time"] else None, window=c["window"], beta=c["beta"],
-                     nonnegative=nonneg, monotone=mono, integer=as_int, _restore=doc)
+                     nonnegative=nonneg, monotone=mono, integer=as_int,
+                     label=c.get("label"), _restore=doc)
         target = as_accountant(accountant)
         if getattr(target, "ledger", None) is None or doc["release_id"] is None:
             raise DomainError("a stream is restored against the ledger that paid for it")
@@ -531,4 +724,14 @@ class ContinualRelease:
                 and paid["status"] == "released" and paid["loss"] == str(stream.loss)
                 and stream._describe() == doc["description"]):
             raise DomainError("the ledger has no paid release for this stream state")
+        ledger: Any = getattr(target, "ledger", None)
+        step, mac = ledger.stream_step(doc["release_id"])
+        if step != stream.t or (mac is not None and not hmac.compare_digest(
+                mac, state_mac(key, stream.state))):
+            raise StreamRollbackError(
+                f"stream {doc['release_id']}: the ledger records step {step} as the last "
+                f"released{'' if mac is None else ' (from another state)'}; this saved state "
+                f"is at step {stream.t}. A stale copy is never fed (its steps' noise would be "
+                "drawn again).")
+        stream._ledger = ledger
         return stream

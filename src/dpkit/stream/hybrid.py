@@ -34,7 +34,7 @@ from dpkit.core.measures import PrivacyLoss
 from dpkit.core.record import NoiseRow
 from dpkit.mechanisms import CalibratedNoise
 from dpkit.stream.base import Budget, Counter, Unit, calibrate, half_width, noise_variance
-from dpkit.stream.tree import BinaryTree
+from dpkit.stream.tree import BinaryTree, cover
 
 __all__ = ["Hybrid"]
 
@@ -114,20 +114,42 @@ class Hybrid(Counter):
         s2 = blocks * b * b + inner * s * s
         return half_width(self.gaussian, s2, np.maximum(b, np.where(inner > 0, s, 0)), beta)
 
+    def window_terms(self, t: int, u: int) -> list[tuple[float, CalibratedNoise, float]]:
+        """S_t − S_u: the checkpoint noises of blocks k_u + 1 … k_t, and the segment
+        trees' noises — the covers' symmetric difference within one segment, both covers
+        in two."""
+        kt = int(t).bit_length() - 1
+        ku = int(u).bit_length() - 1  # −1 for u = 0
+        ti, ui = t - (1 << kt), (u - (1 << ku) if u else 0)
+        terms = [(float(kt - ku), self.noise, 1.0)]
+        if u and kt == ku:
+            terms.append((float(len(cover(ti) ^ cover(ui))), self.segment(kt).noise, 1.0))
+        else:
+            if ti:
+                terms.append((float(len(cover(ti))), self.segment(kt).noise, 1.0))
+            if ui:
+                terms.append((float(len(cover(ui))), self.segment(ku).noise, 1.0))
+        return [term for term in terms if term[0] > 0]
+
     def release(self, x: np.ndarray) -> np.ndarray:
+        return self.release_many(x, 1)[0]
+
+    def release_many(self, x: np.ndarray, copies: int) -> np.ndarray:
         x = np.asarray(x, dtype=np.int64)
-        n = len(x)
+        n, copies = len(x), int(copies)
         prefix = np.concatenate([[0], np.cumsum(x)])
         top = n.bit_length() - 1
         ends = np.left_shift(1, np.arange(top + 1))
         starts = np.concatenate([[0], ends[:-1]])
-        checkpoints = np.cumsum(prefix[ends] - prefix[starts] + self._noise(top + 1))
-        out = np.zeros(n, dtype=np.float64)
+        blocks = (prefix[ends] - prefix[starts]) + self._noise(copies * (top + 1)).reshape(
+            copies, top + 1)
+        checkpoints = np.cumsum(blocks, axis=1)
+        out = np.zeros((copies, n), dtype=np.float64)
         for k in range(top + 1):
             lo, hi = 1 << k, min((1 << (k + 1)) - 1, n)  # steps lo … hi use checkpoint k
-            out[lo - 1:hi] = checkpoints[k]
+            out[:, lo - 1:hi] = checkpoints[:, k:k + 1]
             if hi > lo:
-                out[lo:hi] += self.segment(k).release(x[lo:hi])
+                out[:, lo:hi] += self.segment(k).release_many(x[lo:hi], copies)
         return out
 
     def start(self) -> dict[str, Any]:

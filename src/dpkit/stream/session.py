@@ -28,18 +28,21 @@ class ContinualQuery(ContinualRelease):
 
     query: Any = None
 
-    def advance(self) -> ContinualStep:
-        """Release the next step from the query's rows in its time interval.
+    def advance(self, *, save: tuple[Any, bytes] | None = None) -> ContinualStep:
+        """Release the next step from the query's rows in its time interval (``save`` as
+        :meth:`~dpkit.stream.frames.ContinualRelease.feed`).
 
         Raises
         ------
         HorizonExceededError
             After the horizon.
+        StreamRollbackError
+            If the ledger's step mark is past this state (a stale copy).
         """
-        lo, hi = self._interval(self.t + 1)
+        lo, hi = self.interval(self.t + 1)
         col = nw.col(self.config["time"])
         rows = self.query.lazy().filter((col >= lo) & (col < hi))
-        return self.feed(engine.to_polars(rows.collect()))
+        return self.feed(engine.to_polars(rows.collect()), save=save)
 
 
 @register_query_namespace("continual")
@@ -49,7 +52,8 @@ class ContinualNamespace:
     Parameters of the call
     ----------------------
     aggregation : dp.count() or dp.sum(column, bounds=(lower, upper))
-        Integer bounds for a sum.
+        Integer bounds sum integers; other bounds a real-valued sum on a grid
+        (:mod:`dpkit.stream.frames`, ``grid_bits``).
     time : str
         The time column (integers, dates or datetimes; ``origin``, ``every`` as in
         :class:`~dpkit.stream.frames.ContinualRelease`).
@@ -62,7 +66,7 @@ class ContinualNamespace:
     ------
     DomainError
         Before the debit: a grouped or aggregated or partitioned query, an aggregation other
-        than count and sum, non-integer bounds, or a bad option.
+        than count and sum, or a bad option.
     """
 
     def __init__(self, query: Any) -> None:
@@ -73,7 +77,7 @@ class ContinualNamespace:
         q = self.query
         if q.aggs or q.group_columns or q.part is not None:
             raise DomainError("continual runs on an ungrouped, unpartitioned query without agg()")
-        for name in ("unit", "contributions", "value", "bounds", "accountant"):
+        for name in ("unit", "contributions", "value", "bounds", "accountant", "label"):
             if name in options:
                 raise DomainError(f"{name} comes from the session and the aggregation")
         if isinstance(aggregation, aggregates.Count):
@@ -81,18 +85,16 @@ class ContinualNamespace:
         elif isinstance(aggregation, aggregates.Sum):
             if aggregation.bounds is None:
                 raise DomainError("a continual sum needs bounds=(lower, upper)")
-            lo, hi = aggregation.bounds
-            if int(lo) != lo or int(hi) != hi:
-                raise DomainError("a continual sum needs integer bounds")
-            value, bounds = aggregation.column, (int(lo), int(hi))
+            value, bounds = aggregation.column, tuple(aggregation.bounds)
         else:
             raise DomainError("continual supports dp.count() and dp.sum(column, bounds)")
         session = q.session
         unit = session.privacy_unit
+        label = q.describe() if q.steps else None  # the rows, in the ledger's description
         stream = ContinualQuery(horizon, accountant=session.accountant, value=value,
                                 bounds=bounds, unit=unit.column,
                                 contributions=1 if unit.column is None else unit.max_rows,
-                                time=time,
+                                time=time, label=label,
                                 _schema=engine.to_polars(q.lazy(empty=True).collect()),
                                 **options)
         stream.query = q

@@ -25,6 +25,7 @@ Memory of a stream: O(k) numbers.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from math import comb
 from typing import Any
 
@@ -33,7 +34,7 @@ import numpy as np
 from dpkit.errors import DomainError
 from dpkit.stream.base import Budget, Counter, Unit
 
-__all__ = ["SmoothBinary", "choose_shape", "leaves"]
+__all__ = ["SmoothBinary", "choose_shape", "leaves", "leaf"]
 
 _MAX_BITS = 62
 
@@ -66,6 +67,21 @@ def leaves(k: int, w: int, n: int) -> np.ndarray:
     return out
 
 
+def leaf(k: int, w: int, r: int) -> int:
+    """The r-th (0-based) k-bit label with exactly w ones (scalar :func:`leaves`)."""
+    out = 0
+    for i in range(w, 0, -1):
+        table = [comb(c, i) for c in range(k)]
+        c = bisect_right(table, r) - 1
+        out |= 1 << c
+        r -= table[c]
+    return out
+
+
+def _cover(label: int) -> set[tuple[int, int]]:
+    return {(j, (label >> j) - 1) for j in range(label.bit_length()) if label >> j & 1}
+
+
 def _next(v: int) -> int:
     """The next integer with the same number of ones (Gosper's hack)."""
     c = v & -v
@@ -91,11 +107,20 @@ class SmoothBinary(Counter):
         shape = np.shape(t)
         return np.full(shape, float(self.w)), np.ones(shape)
 
+    def window_terms(self, t: int, u: int) -> list[tuple[float, Any, float]]:
+        """The nodes of the two covers (of ℓ_t and ℓ_u) that differ; shared ones cancel."""
+        a = _cover(leaf(self.k, self.w, t))
+        b = _cover(leaf(self.k, self.w, u)) if u else set()
+        return [(float(len(a ^ b)), self.noise, 1.0)]
+
     def release(self, x: np.ndarray) -> np.ndarray:
+        return self.release_many(x, 1)[0]
+
+    def release_many(self, x: np.ndarray, copies: int) -> np.ndarray:
         x = np.asarray(x, dtype=np.int64)
-        n = len(x)
+        n, copies = len(x), int(copies)
         after = leaves(self.k, self.w, n + 1)[1:]  # ℓ_t for t = 1 … n
-        err = np.zeros(n, dtype=np.int64)
+        err = np.zeros((copies, n), dtype=np.int64)
         for j in range(self.k):
             mask = (after >> j & 1).astype(bool)
             if not mask.any():
@@ -104,7 +129,8 @@ class SmoothBinary(Counter):
             new = np.empty(ids.size, dtype=bool)
             new[0], new[1:] = True, ids[1:] != ids[:-1]
             which = np.cumsum(new) - 1
-            err[mask] += self._noise(int(which[-1]) + 1, j)[which]
+            m = int(which[-1]) + 1
+            err[:, mask] += self._noise(copies * m, j).reshape(copies, m)[:, which]
         return np.cumsum(x).astype(np.float64) + err
 
     def start(self) -> dict[str, Any]:

@@ -25,7 +25,10 @@ an integer: an int (or NumPy integer, or bool) is taken as is; a finite float is
 to even; anything else (NaN, ±inf, None, a string, any other object) becomes ``lower``. The
 integer is then clamped to [``lower``, ``upper``] (defaults 0 and 2^31 − 1; the bounds are
 public, checked at plan time, within ±(2^31 − 1)). The privacy unit (Δ, w) is declared: the
-neighbouring relation is on the clamped stream.
+neighbouring relation is on the clamped stream. Real-valued series: with ``grid_bits`` the
+totals are real, clamped to [``lower``, ``upper``] and floored to a grid of width 2^k,
+k = ⌊log₂ Δ⌋ − ``grid_bits``, the rounding charged to the sensitivity (⌈Δ·2^−k⌉ grid steps)
+and the releases scaled back (:mod:`dpkit.stream.grid`).
 
 Post-processing (free: it reads only released values): ``nonnegative`` (max(0, ·)),
 ``monotone`` (the running maximum of the releases in a stream; in batch, "isotonic" is the
@@ -51,6 +54,7 @@ from dpkit.errors import DomainError
 from dpkit.stream.base import Budget, Counter, Unit
 from dpkit.stream.counters import Increments, RunningTotals
 from dpkit.stream.factorization import MAX_VALUE, SqrtFactorization
+from dpkit.stream.grid import Grid
 from dpkit.stream.hybrid import Hybrid
 from dpkit.stream.smooth import SmoothBinary
 from dpkit.stream.tree import BinaryTree, HonakerTree
@@ -165,10 +169,11 @@ def isotonic(y: np.ndarray) -> np.ndarray:
     return np.repeat(np.array(means), np.array(sizes, dtype=np.int64))
 
 
-def _describe(counter: Counter, kind: str) -> str:
+def _describe(counter: Counter, kind: str, grid: Grid | None = None) -> str:
     unit, budget = counter.unit, counter.budget
+    on = "" if grid is None else f" grid steps of 2^{grid.k}"
     return (f"stream {kind}: {counter.name}, horizon {counter.horizon}, {unit.level} level "
-            f"(Δ = {unit.sensitivity}, w = {unit.contributions}), {budget.loss}")
+            f"(Δ = {unit.sensitivity}{on}, w = {unit.contributions}), {budget.loss}")
 
 
 @dataclass(frozen=True)
@@ -213,11 +218,13 @@ class Stream:
     sensitivity, contributions : number, int
         The privacy unit (Δ per event, w events per user).
     lower, upper : int
-        The clamp bounds of an increment (module docstring).
+        The clamp bounds of an increment (module docstring; real numbers with ``grid_bits``).
     beta : float
         Failure probability of the intervals.
     nonnegative, monotone, integer : bool
         Post-processing of the releases (module docstring).
+    grid_bits : int, optional
+        0 … 24: real-valued increments on a grid of 2^−grid_bits·Δ (module docstring).
 
     Raises
     ------
@@ -237,18 +244,23 @@ class Stream:
     def __init__(self, horizon: int | None, *, accountant: Any, mechanism: str = "smooth",
                  epsilon: Number | None = None, rho: Number | None = None,
                  sensitivity: Number = 1, contributions: int = 1, lower: int = 0,
-                 upper: int = MAX_VALUE, beta: float = 0.05, nonnegative: bool = False,
-                 monotone: bool = False, integer: bool = False) -> None:
+                 upper: Number = MAX_VALUE, beta: float = 0.05, nonnegative: bool = False,
+                 monotone: bool = False, integer: bool = False,
+                 grid_bits: int | None = None) -> None:
+        self.grid = None if grid_bits is None else Grid.plan(grid_bits, sensitivity, lower,
+                                                             upper)
         self.counter = make_counter(mechanism, horizon, epsilon=epsilon, rho=rho,
-                                    sensitivity=sensitivity, contributions=contributions)
-        self.lower, self.upper = _bounds(lower, upper)
+                                    sensitivity=sensitivity if self.grid is None
+                                    else self.grid.delta, contributions=contributions)
+        self.lower, self.upper = ((self.grid.low, self.grid.high) if self.grid is not None
+                                  else _bounds(lower, upper))
         if not 0 < float(beta) < 1:
             raise DomainError("beta must be in (0, 1)")
         self.beta = float(beta)
         self.options = (bool(nonnegative), bool(monotone), bool(integer))
         target = as_accountant(accountant)
         counter = self.counter
-        opened = target.run(counter.loss, _describe(counter, "opened"),
+        opened = target.run(counter.loss, _describe(counter, "opened", self.grid),
                             lambda: {"counter": counter.start(), "last": None},
                             noise=counter.noise_rows())
         self.state: dict[str, Any] = copy.deepcopy(opened)  # the record keeps the opening
@@ -278,9 +290,12 @@ class Stream:
         if self.horizon is not None and self.t >= self.horizon:
             raise HorizonExceededError(f"the stream's horizon of {self.horizon} steps is "
                                        "reached; open a new stream (with its own budget)")
-        raw = self.counter.step(self.state["counter"], clamp(x, self.lower, self.upper))
+        n = clamp(x, self.lower, self.upper) if self.grid is None else self.grid.one(x)
+        raw = self.counter.step(self.state["counter"], n)
         t = self.t
         h = float(self.counter.half_widths(np.array([t]), self.beta)[0])
+        if self.grid is not None:  # grid steps → values
+            raw, h = raw * self.grid.step, h * self.grid.step
         value, low, high = raw, raw - h, raw + h
         nonnegative, monotone, as_int = self.options
         if nonnegative:
@@ -328,9 +343,10 @@ class PrefixSums:
 def release_prefix_sums(values: Any, *, accountant: Any, mechanism: str = "smooth",
                         epsilon: Number | None = None, rho: Number | None = None,
                         sensitivity: Number = 1, contributions: int = 1,
-                        horizon: int | None = None, lower: int = 0, upper: int = MAX_VALUE,
-                        beta: float = 0.05, nonnegative: bool = False,
-                        monotone: str | None = None, integer: bool = False) -> PrefixSums:
+                        horizon: int | None = None, lower: Number = 0,
+                        upper: Number = MAX_VALUE, beta: float = 0.05,
+                        nonnegative: bool = False, monotone: str | None = None,
+                        integer: bool = False, grid_bits: int | None = None) -> PrefixSums:
     """The private running totals of a whole series of increments, charged once.
 
     Parameters
@@ -345,6 +361,8 @@ def release_prefix_sums(values: Any, *, accountant: Any, mechanism: str = "smoot
         Monotone post-processing.
     nonnegative, integer : bool
         Post-processing (module docstring).
+    grid_bits : int, optional
+        Real-valued increments on a grid (module docstring; ``lower``, ``upper`` real).
 
     Returns
     -------
@@ -368,23 +386,28 @@ def release_prefix_sums(values: Any, *, accountant: Any, mechanism: str = "smoot
         raise DomainError("monotone must be None, 'running_max' or 'isotonic'")
     if not 0 < float(beta) < 1:
         raise DomainError("beta must be in (0, 1)")
-    lo, hi = _bounds(lower, upper)
+    grid = None if grid_bits is None else Grid.plan(grid_bits, sensitivity, lower, upper)
+    lo, hi = _bounds(lower, upper) if grid is None else (grid.low, grid.high)
     counter = make_counter(mechanism, horizon, epsilon=epsilon, rho=rho,
-                           sensitivity=sensitivity, contributions=contributions)
+                           sensitivity=sensitivity if grid is None else grid.delta,
+                           contributions=contributions)
     t = np.arange(1, n + 1)
+    step = 1.0 if grid is None else grid.step  # grid steps → values
 
     def compute() -> PrefixSums:
-        raw = counter.release(_clamp_all(arr, lo, hi))
+        ints = _clamp_all(arr, lo, hi) if grid is None else grid.ints(arr)
+        raw = counter.release(ints) * step
         out = np.maximum(raw, 0.0) if nonnegative else raw
         if monotone == "running_max":
             out = np.maximum.accumulate(out)
         elif monotone == "isotonic":
             out = isotonic(out)
         final = np.rint(out).astype(np.int64) if integer else out
-        return PrefixSums(final, raw, counter.half_widths(t, float(beta)), counter.variance(t),
-                          counter.name, counter.loss, float(beta))
+        return PrefixSums(final, raw, counter.half_widths(t, float(beta)) * step,
+                          counter.variance(t) * step * step, counter.name, counter.loss,
+                          float(beta))
 
-    return as_accountant(accountant).run(counter.loss, _describe(counter, "batch"), compute,
+    return as_accountant(accountant).run(counter.loss, _describe(counter, "batch", grid), compute,
                                          noise=counter.noise_rows())
 
 

@@ -32,6 +32,7 @@ Memory of a stream: O(L) numbers (the open node sums and the last left node per 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ import numpy as np
 from dpkit.errors import DomainError
 from dpkit.stream.base import Budget, Counter, Unit
 
-__all__ = ["BinaryTree", "HonakerTree", "levels", "psums"]
+__all__ = ["BinaryTree", "HonakerTree", "levels", "psums", "cover", "honaker_cross"]
 
 
 def levels(horizon: int) -> int:
@@ -56,6 +57,31 @@ def psums(t: int) -> list[tuple[int, int]]:
             end = (t >> j) << j
             out.append((end - (1 << j) + 1, end))
     return out
+
+
+def cover(t: int) -> set[tuple[int, int]]:
+    """The nodes (level j, index k) whose sum is the prefix [1, t]: one per bit j of t."""
+    return {(j, (t >> j) - 1) for j in range(int(t).bit_length()) if t >> j & 1}
+
+
+@functools.lru_cache(maxsize=64)
+def honaker_cross(n_levels: int) -> np.ndarray:
+    """G[j, j'] = Σ_{i ≤ m} 2^(m−i)·c(i, j)·c(i, j'), m = min(j, j'), with c(i, j) =
+    w_i·Π_{l=i+1..j} (1 − w_l) the coefficient of a level-i node's noise in the Honaker
+    estimate of a level-j node above it: the covariance, in units of the node variance v, of
+    the estimates of two nested nodes at levels j and j' (G[j, j] = w_j)."""
+    w = _honaker_weights(n_levels)
+    c = np.zeros((n_levels, n_levels))
+    for j in range(n_levels):
+        for i in range(j + 1):
+            c[i, j] = w[i] * float(np.prod(1 - w[i + 1:j + 1]))
+    g = np.zeros((n_levels, n_levels))
+    for j in range(n_levels):
+        for k in range(n_levels):
+            m = min(j, k)
+            g[j, k] = float(np.sum(2.0 ** (m - np.arange(m + 1)) * c[:m + 1, j] * c[:m + 1, k]))
+    g.setflags(write=False)
+    return g
 
 
 def _ctz(t: int) -> int:
@@ -85,6 +111,10 @@ class BinaryTree(Counter):
     def weights(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         t = np.asarray(t, dtype=np.int64)
         return np.bitwise_count(t).astype(np.float64), np.ones(t.shape)
+
+    def window_terms(self, t: int, u: int) -> list[tuple[float, Any, float]]:
+        """The nodes of the two dyadic covers that differ (shared ones cancel)."""
+        return [(float(len(cover(t) ^ cover(u))), self.noise, 1.0)]
 
     def _error(self, n: int, copies: int = 1) -> np.ndarray:
         t = np.arange(1, n + 1, dtype=np.int64)
@@ -125,7 +155,6 @@ class HonakerTree(BinaryTree):
     """Honaker's estimator on the full binary tree (module docstring)."""
 
     name = "honaker"
-    release_many = Counter.release_many  # its own release below, copy by copy
 
     def weights(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         t = np.asarray(t, dtype=np.int64)
@@ -135,24 +164,43 @@ class HonakerTree(BinaryTree):
             sq += np.where(t >> j & 1, w[j], 0.0)
         return sq, np.ones(t.shape)
 
+    def window_terms(self, t: int, u: int) -> list[tuple[float, Any, float]]:
+        """Exact: Σ(a_t − a_u)² = Σ a_t² + Σ a_u² − 2 Σ a_t·a_u, where the cross term sums
+        :func:`honaker_cross` over the pairs of cover nodes of t and u that overlap (dyadic
+        intervals overlap only nested). Every coefficient lies in [0, 1], so max |a_t − a_u|
+        ≤ 1."""
+        g = honaker_cross(max(self.levels, int(t).bit_length()))
+        ct, cu = sorted(cover(t)), sorted(cover(u))
+        cross = 0.0
+        for j, a in ct:
+            for k, b in cu:
+                if a << j < (b + 1) << k and b << k < (a + 1) << j:
+                    cross += g[j, k]
+        own = sum(g[j, j] for j, _ in ct) + sum(g[k, k] for k, _ in cu)
+        return [(max(own - 2 * cross, 0.0), self.noise, 1.0)]
+
     def release(self, x: np.ndarray) -> np.ndarray:
+        return self.release_many(x, 1)[0]
+
+    def release_many(self, x: np.ndarray, copies: int) -> np.ndarray:
         """The estimates are computed from the noisy node sums only (post-processing)."""
         x = np.asarray(x, dtype=np.int64)
-        n = len(x)
+        n, copies = len(x), int(copies)
         prefix = np.concatenate([[0], np.cumsum(x)])
         t = np.arange(1, n + 1, dtype=np.int64)
         w = _honaker_weights(levels(n))
-        out = np.zeros(n, dtype=np.float64)
-        below = np.zeros(0)
+        out = np.zeros((copies, n), dtype=np.float64)
+        below = np.zeros((copies, 0))
         for j in range(levels(n)):
             m = n >> j
             ends = prefix[(1 << j)::(1 << j)][:m]
             starts = prefix[0::(1 << j)][:m]
-            own = (ends - starts + self._noise(m, j)).astype(np.float64)  # noisy nodes
-            est = own if j == 0 else w[j] * own + (1 - w[j]) * (below[0:2 * m:2]
-                                                               + below[1:2 * m:2])
+            noisy = (ends - starts) + self._noise(copies * m, j).reshape(copies, m)
+            own = noisy.astype(np.float64)  # the released noisy nodes
+            est = own if j == 0 else w[j] * own + (1 - w[j]) * (below[:, 0:2 * m:2]
+                                                               + below[:, 1:2 * m:2])
             mask = (t >> j & 1).astype(bool)
-            out[mask] += est[(t[mask] >> j) - 1]
+            out[:, mask] += est[:, (t[mask] >> j) - 1]
             below = est
         return out
 
