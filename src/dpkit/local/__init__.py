@@ -14,6 +14,11 @@ SubsetSelection   k-subset selection (Wang et al. 2016; Ye & Barg 2018)
 auto              GRR if k < 3e^ε + 2, else OLH (Wang et al. 2017)
 norm_sub          non-negativity with consistency (Wang et al. NDSS 2020)
 
+Telemetry, numeric estimation, consistency, shuffling and distributed DP (issue 21, part B):
+
+OneBitMean, DBitFlip  Microsoft's telemetry (Ding, Kulkarni & Yekhanin 2017), with α-point
+                      rounding and memoisation for repeated collection (``.memoized``)
+
 Out-of-domain values are replaced by the oracle's ``fallback`` (default 0) before
 randomising (see :func:`dpkit.local.base.to_index`); ε ≤ 0 and k < 2 raise
 :class:`~dpkit.errors.DomainError`.
@@ -32,3 +37,8 @@ __all__ = ["FrequencyOracle", "GRR", "SUE", "OUE", "OLH", "BLH", "HadamardRespon
 
 ORACLES = {"grr": GRR, "sue": SUE, "oue": OUE, "olh": OLH, "blh": BLH,
            "hadamard": HadamardResponse, "subset": SubsetSelection}
+
+# --- issue 21, part B: telemetry, numeric estimation, consistency, shuffle, distributed ---
+from dpkit.local.telemetry import DBitFlip, OneBitMean  # noqa: E402
+
+__all__ += ["OneBitMean", "DBitFlip"]
