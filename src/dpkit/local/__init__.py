@@ -18,6 +18,9 @@ Telemetry, numeric estimation, consistency, shuffling and distributed DP (issue 
 
 OneBitMean, DBitFlip  Microsoft's telemetry (Ding, Kulkarni & Yekhanin 2017), with α-point
                       rounding and memoisation for repeated collection (``.memoized``)
+Duchi, Piecewise,     mean of bounded numbers: Duchi et al. 2018 (1-D and [−1, 1]^d), the
+Hybrid, SampledMean   piecewise and hybrid mechanisms and k-of-d attribute sampling
+                      (Wang et al. ICDE 2019)
 
 Out-of-domain values are replaced by the oracle's ``fallback`` (default 0) before
 randomising (see :func:`dpkit.local.base.to_index`); ε ≤ 0 and k < 2 raise
@@ -39,6 +42,14 @@ ORACLES = {"grr": GRR, "sue": SUE, "oue": OUE, "olh": OLH, "blh": BLH,
            "hadamard": HadamardResponse, "subset": SubsetSelection}
 
 # --- issue 21, part B: telemetry, numeric estimation, consistency, shuffle, distributed ---
+from dpkit.local.numeric import (  # noqa: E402
+    Duchi,
+    Hybrid,
+    NumericMechanism,
+    Piecewise,
+    SampledMean,
+)
 from dpkit.local.telemetry import DBitFlip, OneBitMean  # noqa: E402
 
-__all__ += ["OneBitMean", "DBitFlip"]
+__all__ += ["OneBitMean", "DBitFlip", "NumericMechanism", "Duchi", "Piecewise", "Hybrid",
+            "SampledMean"]
