@@ -21,6 +21,8 @@ OneBitMean, DBitFlip  Microsoft's telemetry (Ding, Kulkarni & Yekhanin 2017), wi
 Duchi, Piecewise,     mean of bounded numbers: Duchi et al. 2018 (1-D and [−1, 1]^d), the
 Hybrid, SampledMean   piecewise and hybrid mechanisms and k-of-d attribute sampling
                       (Wang et al. ICDE 2019)
+consistent        every post-processing of Wang et al. NDSS 2020 (base-pos, post-pos,
+                  base-cut, norm, norm-mul, norm-cut, norm-sub, power, power-ns)
 
 Out-of-domain values are replaced by the oracle's ``fallback`` (default 0) before
 randomising (see :func:`dpkit.local.base.to_index`); ε ≤ 0 and k < 2 raise
@@ -42,6 +44,7 @@ ORACLES = {"grr": GRR, "sue": SUE, "oue": OUE, "olh": OLH, "blh": BLH,
            "hadamard": HadamardResponse, "subset": SubsetSelection}
 
 # --- issue 21, part B: telemetry, numeric estimation, consistency, shuffle, distributed ---
+from dpkit.local.consistency import consistent, subset_sum  # noqa: E402
 from dpkit.local.numeric import (  # noqa: E402
     Duchi,
     Hybrid,
@@ -51,5 +54,6 @@ from dpkit.local.numeric import (  # noqa: E402
 )
 from dpkit.local.telemetry import DBitFlip, OneBitMean  # noqa: E402
 
-__all__ += ["OneBitMean", "DBitFlip", "NumericMechanism", "Duchi", "Piecewise", "Hybrid",
+__all__ += ["consistent", "subset_sum", "OneBitMean", "DBitFlip", "NumericMechanism", "Duchi",
+            "Piecewise", "Hybrid",
             "SampledMean"]
