@@ -23,6 +23,8 @@ Hybrid, SampledMean   piecewise and hybrid mechanisms and k-of-d attribute sampl
                       (Wang et al. ICDE 2019)
 consistent        every post-processing of Wang et al. NDSS 2020 (base-pos, post-pos,
                   base-cut, norm, norm-mul, norm-cut, norm-sub, power, power-ns)
+shuffled          central (ε, δ) of n shuffled ε0-LDP reports (Feldman, McMillan &
+                  Talwar 2021: closed form and numerical bound)
 
 Out-of-domain values are replaced by the oracle's ``fallback`` (default 0) before
 randomising (see :func:`dpkit.local.base.to_index`); ε ≤ 0 and k < 2 raise
@@ -52,8 +54,9 @@ from dpkit.local.numeric import (  # noqa: E402
     Piecewise,
     SampledMean,
 )
+from dpkit.local.shuffle import shuffle_closed_form, shuffle_numerical, shuffled  # noqa: E402
 from dpkit.local.telemetry import DBitFlip, OneBitMean  # noqa: E402
 
 __all__ += ["consistent", "subset_sum", "OneBitMean", "DBitFlip", "NumericMechanism", "Duchi",
             "Piecewise", "Hybrid",
-            "SampledMean"]
+            "SampledMean", "shuffled", "shuffle_closed_form", "shuffle_numerical"]
