@@ -25,6 +25,8 @@ consistent        every post-processing of Wang et al. NDSS 2020 (base-pos, post
                   base-cut, norm, norm-mul, norm-cut, norm-sub, power, power-ns)
 shuffled          central (ε, δ) of n shuffled ε0-LDP reports (Feldman, McMillan &
                   Talwar 2021: closed form and numerical bound)
+DistributedDiscreteGaussian  the distributed discrete Gaussian with simulated secure
+                  aggregation and its zCDP accounting (Kairouz, Liu & Steinke 2021)
 
 Out-of-domain values are replaced by the oracle's ``fallback`` (default 0) before
 randomising (see :func:`dpkit.local.base.to_index`); ε ≤ 0 and k < 2 raise
@@ -47,6 +49,7 @@ ORACLES = {"grr": GRR, "sue": SUE, "oue": OUE, "olh": OLH, "blh": BLH,
 
 # --- issue 21, part B: telemetry, numeric estimation, consistency, shuffle, distributed ---
 from dpkit.local.consistency import consistent, subset_sum  # noqa: E402
+from dpkit.local.distributed import DistributedDiscreteGaussian  # noqa: E402
 from dpkit.local.numeric import (  # noqa: E402
     Duchi,
     Hybrid,
@@ -59,4 +62,5 @@ from dpkit.local.telemetry import DBitFlip, OneBitMean  # noqa: E402
 
 __all__ += ["consistent", "subset_sum", "OneBitMean", "DBitFlip", "NumericMechanism", "Duchi",
             "Piecewise", "Hybrid",
-            "SampledMean", "shuffled", "shuffle_closed_form", "shuffle_numerical"]
+            "SampledMean", "shuffled", "shuffle_closed_form", "shuffle_numerical",
+            "DistributedDiscreteGaussian"]
