@@ -188,7 +188,7 @@ class DistributedDiscreteGaussian:
         """The whole protocol for n clients as a Measurement on an (n, d) matrix: under
         HammingDistance (rows changed), d_in ↦ ZCDP(d_in²·ρ(n)) (group privacy of zCDP)."""
         from dpkit.core.component import Measurement
-        from dpkit.core.domains import AnyDomain
+        from dpkit.core.domains import AnyDomain, VectorDomain
         from dpkit.core.metrics import HammingDistance
         from dpkit.core.numbers import non_negative
 
@@ -200,7 +200,8 @@ class DistributedDiscreteGaussian:
 
         return Measurement(function=self.run, input_metric=HammingDistance(),
                            output_measure=ZCDP, privacy_map=privacy_map,
-                           name=f"local_distributed_dg(n={n})", input_domain=AnyDomain())
+                           name=f"local_distributed_dg(n={n})",
+                           input_domain=VectorDomain(AnyDomain()))  # one row per client
 
     def mse_bound(self, n: int) -> float:
         """n·d′·(γ²/4 + σ²): the decoded sum's expected squared ℓ2 error without wrap-around."""
