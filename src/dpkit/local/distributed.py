@@ -24,6 +24,7 @@ post-processing of the sum of the noisy integer vectors.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any
@@ -57,17 +58,31 @@ def tau_bound(sigma_int: Fraction, n: int) -> Fraction:
     """An upper bound (rational) on τ = 10 Σ_{k=1}^{n−1} exp(−2π²σ²·k/(k + 1)), σ the noise
     of one client in integer units: each term rounded up with π replaced by a rational
     below it; beyond 2000 terms, each is bounded by the last computed one (the terms shrink
-    with k: they fall towards exp(−2π²σ²))."""
+    with k: they fall towards exp(−2π²σ²)), and once a term's exponent is below −250 it and
+    all later terms are bounded by e^-250."""
     s2 = sigma_int * sigma_int
     head = min(n - 1, _EXACT_TERMS)
     total = Fraction(0)
     term = Fraction(0)
+    k = 0
     for k in range(1, head + 1):
-        term = exp_up(-2 * PI_LOW**2 * s2 * Fraction(k, k + 1), 30)
+        exponent = -2 * PI_LOW**2 * s2 * Fraction(k, k + 1)
+        if exponent <= _FLOOR:  # this and every later term is ≤ e^-250: bound them by it
+            return 10 * (total + (n - k) * _tiny())
+        term = exp_up(exponent, 30)
         total += term
     if n - 1 > head:
         total += (n - 1 - head) * term  # later terms are smaller (k/(k + 1) grows)
     return 10 * total
+
+
+_FLOOR = Fraction(-250)
+
+
+@functools.lru_cache(maxsize=1)
+def _tiny() -> Fraction:
+    """A rational ≥ e^-250."""
+    return exp_up(_FLOOR, 30)
 
 
 def _audit() -> list[Any]:
