@@ -109,10 +109,10 @@ class NumericMechanism:
         return np.clip(2 * (x - self.low) / (self.high - self.low) - 1, -1.0, 1.0)
 
     def randomize(self, values: Any) -> np.ndarray:
-        """Client side: one report per user, unit-scale floats (n,) for one attribute or
-        (n, d) (exact randomness from :mod:`dpkit.core.rng`)."""
+        """Client side: one report per user, unit-scale floats: (n,) for one attribute given
+        as a vector, else (n, d) (exact randomness from :mod:`dpkit.core.rng`)."""
         out = self._randomize(self.unit(values))
-        return out[:, 0] if self.d == 1 and not self.multi else out
+        return out[:, 0] if self.d == 1 and np.ndim(values) <= 1 else out
 
     def _randomize(self, u: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -394,21 +394,23 @@ class Hybrid(NumericMechanism):
 
     def __init__(self, epsilon: Number, bounds: Any = (-1, 1), fallback: Any = None) -> None:
         super().__init__(epsilon, bounds, fallback)
-        self.pm = Piecewise(self.epsilon)
         self.duchi = Duchi(self.epsilon)
         beta = 1 - exp_up(-self.epsilon / 2) if self.epsilon > EPS_STAR else Fraction(0)
         self.beta = dyadic_down(max(beta, Fraction(0)))
+        self.pm = Piecewise(self.epsilon) if self.beta > 0 else None  # ε ≤ ε*: Duchi only
 
     def _randomize(self, u: np.ndarray) -> np.ndarray:
         use_pm = bernoulli_dyadic(int(self.beta * (1 << BITS)), u.shape[0])
         out = self.duchi._randomize(u)
         idx = np.flatnonzero(use_pm)
-        out[idx] = self.pm._randomize(u[idx])
+        if self.pm is not None:
+            out[idx] = self.pm._randomize(u[idx])
         return out
 
     def unit_variance(self, u: np.ndarray) -> np.ndarray:
         b = float(self.beta)
-        return b * self.pm.unit_variance(u) + (1 - b) * self.duchi.unit_variance(u)
+        duchi = self.duchi.unit_variance(u)
+        return duchi if self.pm is None else b * self.pm.unit_variance(u) + (1 - b) * duchi
 
 
 def _sampled_case() -> list[Any]:

@@ -20,8 +20,9 @@ and any number T of collections:
 - protected: the values, given when the key changes. If two value sequences x_1…x_T and
   x′_1…x′_T make the key change at the same times (under the user's α, resp. buckets),
   with c distinct keys, the transcripts' likelihood ratio is at most e^{c·ε}: the loss is
-  ε per *distinct key*, not per collection. A user whose key never changes (a counter that stays in its rounding cell,
-  a bucket that stays the same) loses ε over the whole campaign, however long it runs;
+  ε per *distinct key*, not per collection. A user whose key never changes (a counter
+  that stays in its rounding cell, a bucket that stays the same) loses ε over the whole
+  campaign, however long it runs;
   averaging repeated reports of one key reveals nothing (they are one draw).
 - not protected: *whether and when* the key changes. A changed key may give a different
   answer, and two sequences with different change patterns may have transcripts of
