@@ -220,8 +220,14 @@ def write(path: Path, one: list[dict], two: list[dict], shuf: list[dict], ddg: d
                    f"{r['closed']:.4g} | {r['mse'] / r['closed']:.3f} | "
                    f"{r['se'] / r['closed']:.3f} | {r['seconds']:.1f} |")
     within = sum(abs(r["mse"] / r["closed"] - 1) <= 0.10 for r in one)
+    ratios = np.array([r["mse"] / r["closed"] for r in one])
+    ses = np.array([r["se"] / r["closed"] for r in one])
+    three = int(np.sum(np.abs(ratios - 1) <= 3 * ses))
+    pooled, pooled_se = float(ratios.mean()), float(np.sqrt((ses**2).sum()) / ratios.size)
     out += ["", f"Within 10% of the closed form: {within} of {len(one)} cells "
-            f"(the ratio's standard error at {trials} trials is ≈ {np.sqrt(2 / trials):.3f}).",
+            f"(the ratio's standard error at {trials} trials is ≈ {np.sqrt(2 / trials):.3f}); "
+            f"within 3 standard errors: {three} of {len(one)}; mean ratio over all cells "
+            f"{pooled:.3f} ± {pooled_se:.3f}.",
             "", "Lowest closed-form variance per (attribute, ε): " + ", ".join(
                 f"{a} ε={e}: " + min((r for r in one if r['attr'] == a and r['eps'] == e),
                                      key=lambda r: r['closed'])['mech']
