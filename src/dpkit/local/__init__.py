@@ -29,8 +29,9 @@ DistributedDiscreteGaussian  the distributed discrete Gaussian with simulated se
                   aggregation and its zCDP accounting (Kairouz, Liu & Steinke 2021)
 
 Out-of-domain values are replaced by the oracle's ``fallback`` (default 0) before
-randomising (see :func:`dpkit.local.base.to_index`); ε ≤ 0 and k < 2 raise
-:class:`~dpkit.errors.DomainError`.
+randomising (see :func:`dpkit.local.base.to_index`); numbers outside their declared bounds
+are clamped and non-numbers replaced by a ``fallback`` (see :mod:`dpkit.local.values`);
+ε ≤ 0 and k < 2 raise :class:`~dpkit.errors.DomainError`.
 """
 
 from dpkit.local.base import FrequencyOracle, norm_sub
@@ -60,7 +61,6 @@ from dpkit.local.numeric import (  # noqa: E402
 from dpkit.local.shuffle import shuffle_closed_form, shuffle_numerical, shuffled  # noqa: E402
 from dpkit.local.telemetry import DBitFlip, OneBitMean  # noqa: E402
 
-__all__ += ["consistent", "subset_sum", "OneBitMean", "DBitFlip", "NumericMechanism", "Duchi",
-            "Piecewise", "Hybrid",
-            "SampledMean", "shuffled", "shuffle_closed_form", "shuffle_numerical",
-            "DistributedDiscreteGaussian"]
+__all__ += ["OneBitMean", "DBitFlip", "NumericMechanism", "Duchi", "Piecewise", "Hybrid",
+            "SampledMean", "consistent", "subset_sum", "shuffled", "shuffle_closed_form",
+            "shuffle_numerical", "DistributedDiscreteGaussian"]
