@@ -257,6 +257,9 @@ def test_bad_input_follows_the_documented_rules():
     assert u[:, 0].tolist() == [-1.0, 1.0, 0.0, 0.0, -0.5]
     assert mech.unit(np.array([None, "x", 10], dtype=object))[:, 0].tolist() == [0, 0, 1]
     assert mech.randomize(np.array([None, "x"], dtype=object)).shape == (2,)
+    assert ldp.Duchi(1).randomize(np.zeros(5)).shape == (5,)  # one attribute: a vector
+    assert ldp.Duchi(1).randomize(np.zeros((5, 1))).shape == (5, 1)
+    assert ldp.Hybrid(Fraction(1, 2)).pm is None  # ε ≤ ε*: Duchi et al. only
     multi = ldp.SampledMean(1, [(0, 1), (0, 2)])
     with pytest.raises(DomainError):
         multi.randomize(np.zeros((3, 3)))
