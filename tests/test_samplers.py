@@ -188,3 +188,20 @@ def test_geometric_tie_is_decided_as_the_exact_conditional():
     # W = 0: every threshold but the last (0) is above it, and the tail continues exactly
     assert (sampler._geometric(np.zeros(50, dtype=np.uint32)) >= len(sampler.thresholds) - 1
             ).all()
+
+
+@pytest.mark.parametrize("p", [Fraction(5, 8), Fraction(3, 2**20), Fraction(2**63 + 1, 2**64)])
+def test_bernoulli_dyadic_fast_path_is_exact(p):
+    """A dyadic p takes the byte-wise path (bits rounded up to a multiple of 8); its law is
+    Bernoulli(p) (χ²), and a p off by 1% is rejected (except where that is below the test's
+    resolution, p = 3/2^20, which checks the rare branch and the scaling only)."""
+    b = samplers.bernoulli(p, N).astype(int)
+    q = float(p)
+    support = np.array([0, 1])
+    assert chi2_pvalue(b, support, np.array([1 - q, q])) > FALSE_POSITIVE_RATE
+    if q > 0.01:
+        assert chi2_pvalue(b, support, np.array([0.99 - q, q + 0.01])) < FALSE_POSITIVE_RATE
+    assert samplers.bernoulli(Fraction(1), 5).all() and not samplers.bernoulli(0, 5).any()
+    assert samplers.bernoulli_dyadic(1 << 16, (3, 4), 16).shape == (3, 4)
+    with pytest.raises(DomainError):
+        samplers.bernoulli_dyadic(3, 5, 12)

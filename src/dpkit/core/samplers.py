@@ -32,6 +32,7 @@ from dpkit.errors import DomainError
 
 __all__ = [
     "bernoulli",
+    "bernoulli_dyadic",
     "bernoulli_exp",
     "geometric",
     "discrete_laplace",
@@ -56,13 +57,59 @@ Bern = Callable[[np.ndarray], np.ndarray]
 
 
 def bernoulli(p: Number, size: int) -> np.ndarray:
-    """Draw ``size`` exact Bernoulli(p) values for a rational ``p`` ∈ [0, 1]."""
+    """Draw ``size`` exact Bernoulli(p) values for a rational ``p`` ∈ [0, 1].
+
+    A dyadic p (denominator 2^b, b ≤ 64) takes the fast path :func:`bernoulli_dyadic`
+    (about one random byte per draw); any other p compares ``uniform_below(denominator)``
+    with the numerator. Both laws are exactly Bernoulli(p).
+
+    Raises
+    ------
+    DomainError
+        If p ∉ [0, 1] or its denominator is 2^64 or more.
+    """
     prob = as_typed(p)
     if not 0 <= prob <= 1:
         raise DomainError(f"p must be in [0, 1], got {p!r}")
-    if prob.denominator >= 1 << 64:
+    den = prob.denominator
+    if den & (den - 1) == 0 and den <= 1 << 64:  # dyadic: the byte-wise fast path
+        bits = max(8, -(-(den.bit_length() - 1) // 8) * 8)
+        return bernoulli_dyadic(prob.numerator << (bits - den.bit_length() + 1), size, bits)
+    if den >= 1 << 64:
         raise DomainError("p's denominator must be below 2**64")
-    return rng.bernoulli_rational(prob.numerator, prob.denominator, size)
+    return rng.bernoulli_rational(prob.numerator, den, size)
+
+
+def bernoulli_dyadic(numer: int, size: int | tuple[int, ...], bits: int = 32) -> np.ndarray:
+    """Exact Bernoulli(numer / 2^bits) draws (``bits`` a multiple of 8), about one random
+    byte per draw: compare a uniform word W with ``numer`` byte by byte, most significant
+    first; the first differing byte decides W < numer (returns True), equal bytes draw the
+    next byte. P[True] = P[W < numer] = numer / 2^bits exactly. ``size`` may be a shape.
+
+    Raises
+    ------
+    DomainError
+        Unless 0 ≤ numer ≤ 2^bits and ``bits`` is a positive multiple of 8.
+    """
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    n = int(np.prod(shape))
+    if not 0 <= numer <= 1 << bits or bits % 8 or bits <= 0:
+        raise DomainError("need 0 ≤ numer ≤ 2^bits and bits a positive multiple of 8")
+    if numer == 1 << bits:
+        rng.words(0, 8)  # no bit is read, but a test stream is refused all the same
+        return np.ones(shape, dtype=bool)
+    digits = numer.to_bytes(bits // 8, "big")
+    w = rng.words(n, 8)
+    out = w < np.uint8(digits[0])  # the first byte decides all but 1/256 of the draws
+    todo = np.flatnonzero(w == np.uint8(digits[0]))
+    for digit in digits[1:]:
+        if not todo.size:
+            break
+        w = rng.words(todo.size, 8)
+        d = np.uint8(digit)
+        out[todo[w < d]] = True
+        todo = todo[w == d]
+    return out.reshape(shape)
 
 
 def _bernoulli_exp_fraction(n: int, bern: Bern, k0: int = 1) -> np.ndarray:

@@ -14,9 +14,24 @@ SubsetSelection   k-subset selection (Wang et al. 2016; Ye & Barg 2018)
 auto              GRR if k < 3e^ε + 2, else OLH (Wang et al. 2017)
 norm_sub          non-negativity with consistency (Wang et al. NDSS 2020)
 
+Telemetry, numeric estimation, consistency, shuffling and distributed DP (issue 21, part B):
+
+OneBitMean, DBitFlip  Microsoft's telemetry (Ding, Kulkarni & Yekhanin 2017), with α-point
+                      rounding and memoisation for repeated collection (``.memoized``)
+Duchi, Piecewise,     mean of bounded numbers: Duchi et al. 2018 (1-D and [−1, 1]^d), the
+Hybrid, SampledMean   piecewise and hybrid mechanisms and k-of-d attribute sampling
+                      (Wang et al. ICDE 2019)
+consistent        every post-processing of Wang et al. NDSS 2020 (base-pos, post-pos,
+                  base-cut, norm, norm-mul, norm-cut, norm-sub, power, power-ns)
+shuffled          central (ε, δ) of n shuffled ε0-LDP reports (Feldman, McMillan &
+                  Talwar 2021: closed form and numerical bound)
+DistributedDiscreteGaussian  the distributed discrete Gaussian with simulated secure
+                  aggregation and its zCDP accounting (Kairouz, Liu & Steinke 2021)
+
 Out-of-domain values are replaced by the oracle's ``fallback`` (default 0) before
-randomising (see :func:`dpkit.local.base.to_index`); ε ≤ 0 and k < 2 raise
-:class:`~dpkit.errors.DomainError`.
+randomising (see :func:`dpkit.local.base.to_index`); numbers outside their declared bounds
+are clamped and non-numbers replaced by a ``fallback`` (see :mod:`dpkit.local.values`);
+ε ≤ 0 and k < 2 raise :class:`~dpkit.errors.DomainError`.
 """
 
 from dpkit.local.base import FrequencyOracle, norm_sub
@@ -53,3 +68,20 @@ from dpkit.local.sketch import (  # noqa: E402
 
 __all__ += ["RAPPOR", "RAPPORReports", "CountMeanSketch", "HadamardCountMeanSketch",
             "CMSReports", "PEM", "PEMReports", "HashedOLH"]
+
+# --- issue 21, part B: telemetry, numeric estimation, consistency, shuffle, distributed ---
+from dpkit.local.consistency import consistent, subset_sum  # noqa: E402
+from dpkit.local.distributed import DistributedDiscreteGaussian  # noqa: E402
+from dpkit.local.numeric import (  # noqa: E402
+    Duchi,
+    Hybrid,
+    NumericMechanism,
+    Piecewise,
+    SampledMean,
+)
+from dpkit.local.shuffle import shuffle_closed_form, shuffle_numerical, shuffled  # noqa: E402
+from dpkit.local.telemetry import DBitFlip, OneBitMean  # noqa: E402
+
+__all__ += ["OneBitMean", "DBitFlip", "NumericMechanism", "Duchi", "Piecewise", "Hybrid",
+            "SampledMean", "consistent", "subset_sum", "shuffled", "shuffle_closed_form",
+            "shuffle_numerical", "DistributedDiscreteGaussian"]

@@ -13,9 +13,11 @@ and its variance (their §3, divided by n² to speak of frequencies) is
 
     Var[f̂(v)] = q*(1 − q*) / (n (p* − q*)²) + f(v) (1 − p* − q*) / (n (p* − q*)).
 
-Probabilities are exact rationals: an irrational probability of a paper (e^ε/(e^ε + k − 1))
-is rounded to a multiple of 2^-32 in the direction that adds noise, so the protocol's true
-ε is at most the one claimed, and the estimator uses the rounded (exact) p*, q*.
+Probabilities are exact rationals, drawn with the core's dyadic Bernoulli sampler
+(:func:`dpkit.core.samplers.bernoulli_dyadic`, re-exported here for the oracles): an
+irrational probability of a paper (e^ε/(e^ε + k − 1)) is rounded to a multiple of 2^-32 in
+the direction that adds noise, so the protocol's true ε is at most the one claimed, and the
+estimator uses the rounded (exact) p*, q*.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from dpkit.core import rng
 from dpkit.core.numbers import Number, exp_down, integer, positive
+from dpkit.core.samplers import bernoulli_dyadic
 from dpkit.errors import DomainError
 
 __all__ = ["BITS", "check_k_epsilon", "to_index", "bernoulli_dyadic", "dyadic_down",
@@ -89,32 +91,6 @@ def to_index(values: Any, k: int, fallback: int = 0) -> np.ndarray:
                 0 <= v < k):
             out[i] = int(v)
     return out
-
-
-def bernoulli_dyadic(numer: int, size: int | tuple[int, ...], bits: int = BITS) -> np.ndarray:
-    """Exact Bernoulli(numer / 2^bits) draws (``bits`` a multiple of 8), about one random
-    byte per draw: compare a uniform word W with ``numer`` byte by byte, most significant
-    first; the first differing byte decides W < numer (returns True), equal bytes draw the
-    next byte. P[True] = P[W < numer] = numer / 2^bits exactly."""
-    shape = (size,) if isinstance(size, int) else tuple(size)
-    n = int(np.prod(shape))
-    if not 0 <= numer <= 1 << bits or bits % 8:
-        raise DomainError("need 0 ≤ numer ≤ 2^bits and bits a multiple of 8")
-    if numer == 1 << bits:
-        rng.words(0, 8)
-        return np.ones(shape, dtype=bool)
-    digits = numer.to_bytes(bits // 8, "big")
-    w = rng.words(n, 8)
-    out = w < np.uint8(digits[0])  # the first byte decides all but 1/256 of the draws
-    todo = np.flatnonzero(w == np.uint8(digits[0]))
-    for digit in digits[1:]:
-        if not todo.size:
-            break
-        w = rng.words(todo.size, 8)
-        d = np.uint8(digit)
-        out[todo[w < d]] = True
-        todo = todo[w == d]
-    return out.reshape(shape)
 
 
 def pure_variance(p: float, q: float, n: int, f: Any = 0.0) -> Any:

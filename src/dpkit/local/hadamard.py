@@ -16,11 +16,11 @@ import numpy as np
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number
+from dpkit.core.samplers import bernoulli_dyadic
 from dpkit.local.base import (
     BITS,
     FrequencyOracle,
     audit_cases,
-    bernoulli_dyadic,
     dyadic_down,
     exp_lower,
 )

@@ -16,11 +16,11 @@ import numpy as np
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, integer
+from dpkit.core.samplers import bernoulli_dyadic
 from dpkit.local.base import (
     BITS,
     BitReports,
     audit_cases,
-    bernoulli_dyadic,
     dyadic_down,
     exp_lower,
 )
