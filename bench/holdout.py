@@ -104,7 +104,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=4000)
     parser.add_argument("--d", type=int, default=4000)
-    parser.add_argument("--trials", type=int, default=2)
+    parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--max-over", type=int, default=300)
     parser.add_argument("--seed", type=int, default=2015)
     args = parser.parse_args()

@@ -45,6 +45,9 @@ from dpkit.mechanisms.registry import AuditCase, Sampler
 
 __all__ = ["ReusableHoldout", "HoldoutAnswer", "audit_cases"]
 
+VALUE_STEPS = 1 << 20  # per-row values are cut to (hi − lo)/2^20 steps: exact sums
+MAX_ROWS = 1 << 40  # n·2^20 stays below 2^63
+
 
 class HoldoutAnswer(float):
     """A query's answer (a float) that also says where it came from: ``over`` is True when
@@ -88,8 +91,9 @@ class ReusableHoldout:
         c ≥ 1, the budget of over-threshold answers; the holdout refuses further queries
         once they are spent (:class:`BudgetExceededError`).
     bounds : (lo, hi)
-        The declared range of every query's per-row value; values are clamped into it and
-        NaN counts as lo (the data side never raises).
+        The declared range of every query's per-row value; values are clamped into it,
+        NaN counts as lo, and each value is cut down to a multiple of (hi − lo)/2^20 above
+        lo, so that means are exact (the data side never raises).
     accountant : Accountant, PrivacyFilter, Session or None
         Charged PureDP(ε) at construction, before the holdout is read.
 
@@ -132,11 +136,13 @@ class ReusableHoldout:
             raise DomainError("bounds must be two finite numbers (lo, hi)") from None
         if not lo < hi:
             raise DomainError("bounds must have lo < hi")
-        _rows(train, "train")
+        if max(_rows(train, "train"), _rows(holdout, "holdout")) > MAX_ROWS:
+            raise DomainError(f"at most {MAX_ROWS} rows per set")
         n = _rows(holdout, "holdout")
         check_accountant(accountant)
         self.n, self.c = n, c
         self.bounds = (float(lo), float(hi))
+        self._exact_bounds = (lo, hi - lo)
         self.sensitivity = (hi - lo) / n
         self.loss = PureDP(eps)
         self._answer = make_noise(self.sensitivity, epsilon=eps / (2 * c), output="grid")
@@ -153,7 +159,10 @@ class ReusableHoldout:
     def exhausted(self) -> bool:
         return self._svt.halted
 
-    def _means(self, f: Callable[[Any], Any], data: Any, n: int) -> np.ndarray:
+    def _means(self, f: Callable[[Any], Any], data: Any, n: int) -> list[Fraction]:
+        """Exact means of the per-row values: each value is clamped to [lo, hi] (NaN → lo)
+        and cut down to the grid lo + (hi − lo)·j/2^20, so that the sums are exact integer
+        sums and every mean is an exact Fraction (a substituted row moves it by ≤ Δ)."""
         values = np.asarray(f(data), dtype=np.float64)
         if values.ndim == 1:
             values = values[:, None]
@@ -161,8 +170,11 @@ class ReusableHoldout:
             raise DomainError(f"a query must return one value per row: shape ({n},) or "
                               f"({n}, m); got {values.shape}")
         lo, hi = self.bounds
-        values = np.clip(np.nan_to_num(values, nan=lo, posinf=hi, neginf=lo), lo, hi)
-        return values.mean(axis=0)
+        unit = np.nan_to_num((values - lo) / (hi - lo), nan=0.0, posinf=1.0, neginf=0.0)
+        steps = np.floor(np.clip(unit, 0.0, 1.0) * VALUE_STEPS).astype(np.int64)
+        sums = steps.sum(axis=0)  # ≤ n·2^20 < 2^63: exact
+        lo_f, width = self._exact_bounds
+        return [lo_f + width * int(t) / (n * VALUE_STEPS) for t in sums.tolist()]
 
     def query(self, f: Callable[[Any], Any]) -> list[HoldoutAnswer]:
         """Answer the statistical queries ``f`` (m of them), in order.
@@ -191,15 +203,15 @@ class ReusableHoldout:
                                       "answers")
         train_means = self._means(f, self._train, _rows(self._train, "train"))
         holdout_means = self._means(f, self._holdout, self.n)
-        if holdout_means.size != train_means.size:
+        if len(holdout_means) != len(train_means):
             raise DomainError("a query must return the same number of values on both sets")
         answers: list[HoldoutAnswer] = []
-        for t_mean, h_mean in zip(train_means.tolist(), holdout_means.tolist(), strict=True):
+        for t_mean, h_mean in zip(train_means, holdout_means, strict=True):
             if not self._svt.ask(abs(h_mean - t_mean)):
-                answers.append(HoldoutAnswer(t_mean, False))
+                answers.append(HoldoutAnswer(float(t_mean), False))
                 continue
             self.over_answers += 1
-            noisy = float(np.asarray(self._answer(np.array([h_mean])))[0])
+            noisy = float(np.asarray(self._answer(np.array([float(h_mean)])))[0])
             noisy = min(max(noisy, self.bounds[0]), self.bounds[1])  # post-processing
             answers.append(HoldoutAnswer(noisy, True))
             if self.exhausted:
