@@ -1,8 +1,8 @@
 """A digital-goods auction by the exponential mechanism: private, approximately truthful.
 
 Source: McSherry & Talwar, *Mechanism Design via Differential Privacy*, FOCS 2007 (§3: the
-exponential mechanism; §4.1: digital goods auctions, "Theorem 6" / Thm 4 of the journal
-form); Dwork & Roth §3.4 (Thm 3.10, Thm 3.11) and §10.1 (approximate truthfulness).
+exponential mechanism and its privacy theorem; the digital-goods auction as its
+application); Dwork & Roth §3.4 (Thm 3.10, Thm 3.11) and §10.1 (approximate truthfulness).
 
 n bidders each report a bid b_i ∈ [0, max_price]. A single price p is drawn from a public,
 finite set P of prices with probability ∝ exp(Rev(p)/s), Rev(p) = p · #{i : b_i ≥ p}; every
@@ -13,13 +13,14 @@ leaves the others unchanged (and the reverse for b′ > b); adding or removing a
 the same. So every score moves by at most Δ = max P, all in the same direction, and the
 monotone form of the exponential mechanism applies: with the one calibrated selection
 entry (:func:`dpkit.mechanisms.make_selection`, ``monotonic=True``, s = Δ/ε) the price is
-ε-DP (McSherry & Talwar 2007, Thm 6 with the monotone refinement of Dwork & Roth's remark
-after Thm 3.10: the normaliser and the chosen weight cannot move in opposite directions).
+ε-DP (the exponential mechanism's privacy theorem, McSherry & Talwar 2007; Dwork & Roth
+Thm 3.10, in its monotone form: the normaliser and the chosen weight cannot move in
+opposite directions, so the factor 2 is not needed).
 
 Truthfulness: for a fixed price, bidding one's value v is a dominant strategy, so a
 bidder's expected utility under any misreport b′ is E_{b′}[(v − p)·1{b′ ≥ p}] ≤
 E_{b′}[(v − p)⁺] ≤ e^ε · E_v[(v − p)⁺] = e^ε · (expected utility when truthful): no
-misreport gains more than a factor e^ε (McSherry & Talwar Cor. of Thm 1; Dwork & Roth
+misreport gains more than a factor e^ε (McSherry & Talwar 2007, §2; Dwork & Roth
 §10.1). Revenue: with probability 1 − e^{−t}, Rev(p) ≥ OPT_P − (Δ/ε)(ln |P| + t), OPT_P
 the best fixed price in P (Dwork & Roth Thm 3.11, at the monotone temperature); with P a
 fine grid, OPT_P is within n × (grid step) of the best price overall.
@@ -148,7 +149,7 @@ def digital_goods_auction(bids: Any, *, epsilon: Any, prices: Any = None,
     -----
     Privacy map: substitute-one (or add/remove-one) bidders ↦ PureDP(ε): the exponential
     mechanism on monotone scores of sensitivity Δ = max P at temperature Δ/ε (McSherry &
-    Talwar 2007, Thm 6; module docstring). Approximate truthfulness: no misreport raises a
+    Talwar 2007; module docstring). Approximate truthfulness: no misreport raises a
     bidder's expected utility by more than a factor e^ε. Revenue ≥ OPT_P − (Δ/ε)(ln |P| + t)
     with probability 1 − e^{−t} (Dwork & Roth Thm 3.11).
     """

@@ -2,7 +2,7 @@
 
 Source: Dwork, Feldman, Hardt, Pitassi, Reingold & Roth, *The reusable holdout: Preserving
 validity in adaptive data analysis*, Science 349 (2015) (Thresholdout, Fig. 2 and its
-supplementary Thm 9); Dwork & Roth, *The Algorithmic Foundations of Differential Privacy*,
+supplementary material); Dwork & Roth, *The Algorithmic Foundations of Differential Privacy*,
 §3.6 (sparse vector) and §13.2 (generalisation from privacy).
 
 An analyst asks statistical queries φ: row → [lo, hi] adaptively. For each, Thresholdout
@@ -21,7 +21,7 @@ gives ε-DP in all, charged once when the holdout is opened. The generalisation 
 follows from privacy (Dwork et al. 2015, transfer theorem; Dwork & Roth §13.2): with a
 holdout drawn i.i.d. from P, every answer is within τ of E_P[φ] with probability 1 − β
 when T and the noise are Θ(τ) and n = Ω(√c · log(m/β) / τ²) for m queries (constants in
-the paper's supplementary Thm 9).
+the paper's supplementary material; stated here up to constants).
 """
 
 from __future__ import annotations

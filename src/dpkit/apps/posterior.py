@@ -1,9 +1,9 @@
 """One posterior sample (OPS) for the Beta–Bernoulli model, sampled exactly on a grid.
 
 Sources: Dimitrakakis, Nelson, Mitrokotsa & Rubinstein, *Robust and private Bayesian
-inference*, ALT 2014 (Thm 1: a posterior sample is private when the log-likelihood ratio is
+inference*, ALT 2014 (a posterior sample is private when the log-likelihood ratio is
 bounded); Wang, Fienberg & Smola, *Privacy for free: posterior sampling and stochastic
-gradient Monte Carlo*, ICML 2015 (Thm 1 and §3: one posterior sample; scaling the
+gradient Monte Carlo*, ICML 2015 (one posterior sample, "OPS"; scaling the
 log-likelihood by a temperature t < 1 to reach a target ε).
 
 Model: x_i ∈ {0, 1} i.i.d. Bernoulli(θ), prior Beta(α, β) restricted to a public grid Θ of m
@@ -16,7 +16,7 @@ measure prior(θ) on the scores u(θ) = s·ℓ₁(θ) + (n − s)·ℓ₀(θ), �
 taken as the exact binary values of their float64 evaluations, so every score is an exact
 rational. Changing one x moves u(θ) by ±(ℓ₁(θ) − ℓ₀(θ)), at most Δ = max_Θ |ℓ₁ − ℓ₀| ≈
 log((1 − a)/a); at temperature t = 1/s the mechanism is (2Δ/s)-DP (McSherry & Talwar 2007;
-Dwork & Roth Thm 3.10 — OPS's 2·sup|log-likelihood ratio| of Dimitrakakis et al. Thm 1). The
+Dwork & Roth Thm 3.10 — OPS's 2·sup|log-likelihood ratio| of Dimitrakakis et al.). The
 temperature comes from the one calibrated selection entry
 (:func:`dpkit.mechanisms.make_selection`, Δ, ε) and the draw is dpkit's exact exponential
 sampler: no floating-point sampling. A continuous Beta draw is not used because it cannot be
@@ -158,7 +158,7 @@ def one_posterior_sample(x: Any, *, epsilon: Any, prior: tuple[Any, Any] = (1, 1
     Notes
     -----
     Privacy map: substitute one x ↦ PureDP(ε) (module docstring: the exponential mechanism
-    with base measure; Dimitrakakis et al. 2014 Thm 1, Wang et al. 2015 Thm 1). Adding or
+    with base measure; Dimitrakakis et al. 2014, Wang et al. 2015). Adding or
     removing a record moves the scores by ℓ₁ or ℓ₀ alone, whose range over Θ is also ≤ 2Δ,
     so the same ε holds for add/remove neighbours with n released.
     """

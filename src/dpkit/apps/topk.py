@@ -148,7 +148,7 @@ def top_k_unknown_domain(frame: Any, *, user: str, item: str, k: int, d: int, ep
     Notes
     -----
     Privacy map: add/remove one user ↦ ApproxDP(ε, δ) (module docstring; Korolova et al.
-    2009 Thm 1 for the threshold-and-count design, DVGM22 Thm 1 for the threshold rule).
+    2009 for the threshold-and-count design, DVGM22 Thm 1 for the threshold rule).
     """
     eps = numbers.positive(epsilon, "epsilon", up=False)
     share = numbers.to_fraction(selection_share)
