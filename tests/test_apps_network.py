@@ -1,0 +1,53 @@
+"""dpkit.apps.network: McSherry & Mahajan's analyses as Session queries (accounting and
+plan-time refusals; the mechanisms are the session's, audited elsewhere)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpkit as dp
+from dpkit.apps.network import (
+    connections_per_host,
+    frequent_payloads,
+    packet_size_distribution,
+    port_distribution,
+)
+from dpkit.errors import DomainError
+
+
+def _session() -> dp.Session:
+    n = 3000
+    src = np.arange(n) % 500
+    table = pl.DataFrame({"src": src, "dst": src % 7, "dport": np.where(src % 2, 443, 80),
+                          "packets": np.full(n, 4), "bytes": np.full(n, 4 * 600),
+                          "payload": np.where(src % 3 == 0, "WORM", None)})
+    unit = dp.PrivacyUnit.by("src", 8, max_groups=4, max_rows_per_group=4)
+    return dp.Session(table, unit, dp.ApproxDP(10, 1e-5))
+
+
+def test_each_analysis_spends_its_declared_budget() -> None:
+    s = _session()
+    sizes = packet_size_distribution(s, [0, 500, 1000, 1500], epsilon=1)
+    assert s.spent.epsilon == 1 and sizes.height == 3
+    ports = port_distribution(s, [80, 443, 22], epsilon=1)
+    assert s.spent.epsilon == 2 and set(ports["dport"].to_list()) == {80, 443, 22}
+    hosts = connections_per_host(s, selection=dp.PartitionSelection(1, 1e-6), epsilon=1)
+    assert s.spent.epsilon == 4 and hosts.height == 7
+    worms = frequent_payloads(s, selection=dp.PartitionSelection(1, 1e-6), epsilon=1)
+    assert s.spent.epsilon == 6 and worms["payload"].to_list() == ["WORM"]
+
+
+def test_bad_input_is_refused_before_any_debit() -> None:
+    s = _session()
+    with pytest.raises(DomainError):
+        port_distribution(s, [70_000], epsilon=1)
+    with pytest.raises(DomainError):
+        port_distribution(s, [], epsilon=1)
+    with pytest.raises(DomainError):
+        packet_size_distribution("not a session", [0, 1], epsilon=1)  # type: ignore[arg-type]
+    rows = dp.Session(pl.DataFrame({"src": [1]}), dp.PrivacyUnit.rows(), dp.ApproxDP(1, 1e-6))
+    with pytest.raises(DomainError):
+        port_distribution(rows, [80], epsilon=1)
+    assert s.spent.epsilon == 0
