@@ -1,0 +1,24 @@
+"""dpkit.apps — the survey's applications (Xiong, Zhu & Wang 2014, §5), each on the layers
+above it: one accountant for the debit, :func:`dpkit.mechanisms.make_noise` /
+:func:`~dpkit.mechanisms.make_selection` for the noise.
+
+Contents
+--------
+recommend   McSherry & Mironov 2009: private item–item covariance, item kNN and a low-rank
+            factorisation on it (privacy unit: a user)
+graph       social graphs (privacy unit: an edge or a node): edge count, degree distribution
+            (Hay et al. 2009 constrained inference; Day, Li & Lyu 2016 projection), triangle
+            and k-star counts by smooth sensitivity (NRS07, Karwa et al. 2011)
+"""
+
+from dpkit.apps.graph import (
+    DegreeHistogram,
+    degree_histogram,
+    edge_count,
+    kstar_count,
+    triangle_count,
+)
+from dpkit.apps.recommend import Recommender, fit_recommender, nonprivate_recommender
+
+__all__ = ["Recommender", "fit_recommender", "nonprivate_recommender", "DegreeHistogram",
+           "degree_histogram", "edge_count", "kstar_count", "triangle_count"]
