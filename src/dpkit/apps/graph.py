@@ -44,9 +44,13 @@ increases Σ_x |c_x − c′_x|; each of v's ≤ θ kept edges increases it by o
 nodes end with a different degree and the histogram over degrees 1..θ moves by at most
 2θ + 1 in L1 (v itself adds 1; degree 0 is not released, since an edge list cannot show
 an isolated node). θ is chosen from {1, 2, 4, …} ≤ ``max_degree`` by the exponential
-mechanism (:func:`dpkit.mechanisms.make_selection`) with score 4·|E_θ| − θ(2θ + 1)/ε_h
-(the bias and noise terms of the L1 error; |E_θ| moves by ≤ θ ≤ ``max_degree`` when a node
-is added), then the histogram gets discrete Laplace noise at Δ = 2θ + 1.
+mechanism (:func:`dpkit.mechanisms.make_selection`) with score −2·sat_θ − θ(2θ + 1)/ε_h,
+sat_θ the number of nodes with θ kept edges (a proxy of the bias: the nodes the projection
+may have cut, each 2 in L1) and θ(2θ + 1)/ε_h the expected L1 of the noise; adding a node
+changes at most θ projected degrees and adds one node, so sat_θ moves by ≤ θ + 1 and the
+score by ≤ 2(max_degree + 1), the sensitivity the selection is calibrated to. Then the
+histogram gets discrete Laplace noise at Δ = 2θ + 1 (negative counts set to 0: post-
+processing); the two compose sequentially (ε_θ + ε_h = ε).
 """
 
 from __future__ import annotations
@@ -410,7 +414,7 @@ def _node_histogram(edges: pl.DataFrame, columns: tuple[str, str], eps: Fraction
                     share: Fraction, accountant: Any) -> DegreeHistogram:
     thetas = _thetas(top)
     eps_theta, eps_hist = eps * share, eps * (1 - share)
-    select = make_selection(4 * top, eps_theta)
+    select = make_selection(2 * (top + 1), eps_theta)
     noises = {t: make_noise(2 * t + 1, epsilon=eps_hist) for t in thetas}
     rows = [NoiseRow(select.mechanism, select.scale, select.sensitivity, "theta")]
     salt = int(rng.words(1)[0])  # the edge order's salt: public, independent of the data
@@ -420,7 +424,7 @@ def _node_histogram(edges: pl.DataFrame, columns: tuple[str, str], eps: Fraction
         order = np.argsort(_mix(u, v, salt), kind="stable")
         u, v = u[order], v[order]
         kept = {t: project(u, v, t) for t in thetas}
-        scores = np.array([4.0 * kept[t][0].size - t * (2 * t + 1) / float(eps_hist)
+        scores = np.array([-2.0 * _saturated(*kept[t], t) - t * (2 * t + 1) / float(eps_hist)
                            for t in thetas])
         theta = thetas[int(select(scores))]
         ku, kv = kept[theta]
@@ -428,12 +432,20 @@ def _node_histogram(edges: pl.DataFrame, columns: tuple[str, str], eps: Fraction
         deg = np.bincount(np.searchsorted(nodes, np.concatenate([ku, kv])),
                           minlength=nodes.size)
         hist = np.bincount(deg, minlength=theta + 1)[1: theta + 1]
-        counts = np.asarray(noises[theta](hist.astype(np.int64)))
+        counts = np.maximum(np.asarray(noises[theta](hist.astype(np.int64))), 0)
         return DegreeHistogram(counts, np.arange(1, theta + 1), "projection", theta)
 
     return charge(accountant, PureDP(eps),
                   f"apps.graph.degree_histogram(unit=node, max_degree={top}, "
                   f"theta_share={share})", compute, rows)
+
+
+def _saturated(u: np.ndarray, v: np.ndarray, theta: int) -> int:
+    """The number of nodes with θ kept edges (the nodes the projection may have cut)."""
+    if u.size == 0:
+        return 0
+    _, counts = np.unique(np.concatenate([u, v]), return_counts=True)
+    return int(np.count_nonzero(counts >= theta))
 
 
 def _mix(u: np.ndarray, v: np.ndarray, salt: int) -> np.ndarray:
