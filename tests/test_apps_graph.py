@@ -106,6 +106,11 @@ def node_histogram(u, v, theta, salt, top):
     return np.bincount(deg, minlength=top + 1)[1: top + 1], ku.size
 
 
+def sorted_by(u, v, salt):
+    order = np.argsort(g._mix(u, v, salt), kind="stable")
+    return u[order], v[order]
+
+
 def clipped_histogram(u, v, theta, salt, top):
     """Broken: degrees clipped at θ without projecting the graph."""
     deg = np.minimum(np.bincount(np.concatenate([u, v]), minlength=top), theta)
@@ -128,6 +133,10 @@ def test_node_projection_sensitivity(theta):
             worst = max(worst, int(np.abs(h - h2).sum()))
             assert np.abs(h - h2).sum() <= 2 * theta + 1
             assert abs(m - m2) <= theta
+            sat = g._saturated(*g.project(*sorted_by(u, v, salt), theta), theta)
+            keep_u, keep_v = sorted_by(u[keep], v[keep], salt)
+            sat2 = g._saturated(*g.project(keep_u, keep_v, theta), theta)
+            assert abs(sat - sat2) <= theta + 1  # the θ score's sensitivity / 2
     assert worst >= theta  # the check reaches near the bound
 
 

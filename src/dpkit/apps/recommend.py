@@ -251,8 +251,9 @@ def _budget(epsilon: Number | None, rho: Number | None, split: Any
             ) -> tuple[PrivacyLoss, list[Fraction], str]:
     if (epsilon is None) == (rho is None):
         raise DomainError("pass epsilon= (pure ε-DP, Laplace) or rho= (ρ-zCDP, Gaussian)")
-    total = positive(epsilon if rho is None else rho, "epsilon" if rho is None else "rho",
-                     up=False)
+    value = epsilon if rho is None else rho
+    assert value is not None  # exactly one was given
+    total = positive(value, "epsilon" if rho is None else "rho", up=False)
     try:
         parts = [to_fraction(s) for s in split]
     except (TypeError, ValueError):
@@ -304,10 +305,11 @@ def _config(n_items: Any, bounds: Any, neighbours: Any, rank: Any, beta_item: An
         raise DomainError("bounds must be (lower, upper) numbers") from None
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise DomainError("bounds must be finite with lower < upper")
-    nums = [float(positive(x, name)) for x, name in ((beta_item, "beta_item"),
-            (beta_cov, "beta_cov"), (user_shrinkage, "user_shrinkage"), (ridge, "ridge"))]
     return _Config(n, lo, hi, integer(neighbours, "neighbours", minimum=1),
-                   min(integer(rank, "rank", minimum=1), n), *nums,
+                   min(integer(rank, "rank", minimum=1), n),
+                   float(positive(beta_item, "beta_item")), float(positive(beta_cov, "beta_cov")),
+                   float(positive(user_shrinkage, "user_shrinkage")),
+                   float(positive(ridge, "ridge")),
                    float(non_negative(noise_shrinkage, "noise_shrinkage")),
                    (hi - lo) / 2 if clip is None else float(positive(clip, "clip")))
 
