@@ -9,6 +9,8 @@ recommend   McSherry & Mironov 2009: private item–item covariance, item kNN an
 graph       social graphs (privacy unit: an edge or a node): edge count, degree distribution
             (Hay et al. 2009 constrained inference; Day, Li & Lyu 2016 projection), triangle
             and k-star counts by smooth sensitivity (NRS07, Karwa et al. 2011)
+sequence    the noisy prefix tree of Chen, Fung, Desai & Sossou (KDD 2012) with consistency
+            and synthetic sequences (privacy unit: a sequence)
 """
 
 from dpkit.apps.graph import (
@@ -19,6 +21,8 @@ from dpkit.apps.graph import (
     triangle_count,
 )
 from dpkit.apps.recommend import Recommender, fit_recommender, nonprivate_recommender
+from dpkit.apps.sequence import PrefixTree, prefix_tree
 
 __all__ = ["Recommender", "fit_recommender", "nonprivate_recommender", "DegreeHistogram",
-           "degree_histogram", "edge_count", "kstar_count", "triangle_count"]
+           "degree_histogram", "edge_count", "kstar_count", "triangle_count", "PrefixTree",
+           "prefix_tree"]
