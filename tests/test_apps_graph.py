@@ -241,3 +241,39 @@ def test_audit_triangle_release_and_broken_variant():
     broken = audit_release(triangle_release(8.0), G0, G1, 1.0, 1e-6, samples=600,
                            histogram_share=0)
     assert not broken.passed, broken.lower_bound
+
+
+def utilities(edges, target, exclude_neighbours=False):
+    scores = g.common_neighbours(*arrays(edges), N, target).astype(float)
+    if exclude_neighbours:  # broken: the candidate set depends on the edges
+        for a, b in edges:
+            if target in (a, b):
+                scores[b if a == target else a] = -1e9
+    return np.delete(scores, target)
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_recommendation_scores_move_by_one_and_one_way(broken):
+    worst, two_way = 0.0, False
+    for edges in random_graphs(15, p=0.5, seed=3):
+        for target in range(N):
+            a = utilities(edges, target, broken)
+            for pair in PAIRS:
+                if pair in edges:
+                    continue
+                b = utilities(edges | {pair}, target, broken)  # b is the graph with the edge
+                worst = max(worst, float(np.abs(a - b).max()))
+                two_way |= bool(np.any(b < a))
+    assert (worst <= 1 and not two_way) != broken
+
+
+def test_recommend_node_debit_and_bad_input():
+    df = frame(next(random_graphs(1)))
+    f = PrivacyFilter(ApproxDP(2, 0))
+    pick = g.recommend_node(df, n_nodes=N, target=0, epsilon=Fraction(1, 2), accountant=f)
+    assert 1 <= pick < N and f.spent == ApproxDP(Fraction(1, 2), 0)
+    for kwargs in (dict(target=N), dict(target=-1), dict(epsilon=0), dict(n_nodes=1)):
+        with pytest.raises(DomainError):
+            g.recommend_node(df, **(dict(n_nodes=N, target=0, epsilon=1, accountant=f)
+                                    | kwargs))
+    assert f.spent == ApproxDP(Fraction(1, 2), 0)

@@ -8,7 +8,8 @@ recommend   McSherry & Mironov 2009: private item–item covariance, item kNN an
             factorisation on it (privacy unit: a user)
 graph       social graphs (privacy unit: an edge or a node): edge count, degree distribution
             (Hay et al. 2009 constrained inference; Day, Li & Lyu 2016 projection), triangle
-            and k-star counts by smooth sensitivity (NRS07, Karwa et al. 2011)
+            and k-star counts by smooth sensitivity (NRS07, Karwa et al. 2011), common-neighbour
+            recommendation by the exponential mechanism (Machanavajjhala et al. 2011)
 sequence    the noisy prefix tree of Chen, Fung, Desai & Sossou (KDD 2012) with consistency
             and synthetic sequences (privacy unit: a sequence)
 """
@@ -18,6 +19,7 @@ from dpkit.apps.graph import (
     degree_histogram,
     edge_count,
     kstar_count,
+    recommend_node,
     triangle_count,
 )
 from dpkit.apps.recommend import Recommender, fit_recommender, nonprivate_recommender
@@ -25,4 +27,4 @@ from dpkit.apps.sequence import PrefixTree, prefix_tree
 
 __all__ = ["Recommender", "fit_recommender", "nonprivate_recommender", "DegreeHistogram",
            "degree_histogram", "edge_count", "kstar_count", "triangle_count", "PrefixTree",
-           "prefix_tree"]
+           "prefix_tree", "recommend_node"]

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -95,6 +96,10 @@ class Recommender:
         The released (noisy) weighted sum and weight of stage 1 (normalised units).
     item_statistics : ndarray, shape (2, n_items)
         The released (noisy) per-item weighted sums and weights of stage 2.
+    confidence : ndarray, shape (n_items, n_items), optional
+        max(Wgt, 0)/(max(Wgt, 0) + β_cov) from the released weights: the kNN similarities
+        are shrunk by it (Koren's shrunk correlations), so pairs with little released
+        support fall back to the baseline.
     """
 
     global_mean: float
@@ -107,20 +112,27 @@ class Recommender:
     ridge: float = 1.0
     global_statistics: np.ndarray | None = None
     item_statistics: np.ndarray | None = None
+    confidence: np.ndarray | None = None
 
     @property
     def n_items(self) -> int:
         return int(self.item_effects.size)
 
+    @cached_property
     def similarity(self) -> np.ndarray:
-        """Item–item correlations of Ĉ, shape (n_items, n_items), diagonal 0."""
+        """Item–item correlations of Ĉ shrunk by their released support (``confidence``),
+        shape (n_items, n_items), diagonal 0 (computed once)."""
         diag = np.maximum(np.diag(self.covariance), 1e-12)
-        s = self.covariance / np.sqrt(np.outer(diag, diag))
+        s = np.clip(self.covariance / np.sqrt(np.outer(diag, diag)), -1.0, 1.0)
+        if self.confidence is not None:
+            s = s * self.confidence
         np.fill_diagonal(s, 0.0)
-        return np.clip(s, -1.0, 1.0)
+        return s
 
+    @cached_property
     def factors(self) -> np.ndarray:
-        """V, shape (n_items, rank): Ĉ's top eigenvectors times √eigenvalue (positive part)."""
+        """V, shape (n_items, rank): Ĉ's top eigenvectors times √eigenvalue (positive part;
+        computed once)."""
         vals, vecs = np.linalg.eigh(self.covariance)
         top = np.argsort(vals)[::-1][: self.rank]
         return vecs[:, top] * np.sqrt(np.maximum(vals[top], 0.0))
@@ -186,7 +198,7 @@ class Recommender:
         shape = (users.size, self.n_items)
         e = sp.csr_matrix((resid - b_u[rows], (rows, items)), shape=shape)
         if method == "knn":
-            s = self.similarity()
+            s = self.similarity
             k = min(self.neighbours, self.n_items - 1)
             cut = -np.partition(-s, k - 1, axis=1)[:, k - 1 : k] if k > 0 else np.inf
             s = np.where((s >= cut) & (s > 0), s, 0.0)
@@ -194,7 +206,7 @@ class Recommender:
             num = np.asarray(e @ s.T)
             den = np.asarray(mask @ s.T) + 1e-9
             return base + num / (den + 1.0), users  # +1 shrinks sparse neighbourhoods
-        v = self.factors()
+        v = self.factors
         r = v.shape[1]
         gram = sp.csr_matrix((np.ones(rows.size), (rows, items)), shape=shape) @ (
             v[:, :, None] * v[:, None, :]).reshape(self.n_items, r * r)
@@ -439,10 +451,10 @@ def _fit(ratings: pl.DataFrame, columns: tuple[str, str, str], cfg: _Config, kin
     wgt = np.asarray((e.T @ e).todense())[upper]
     out = noisy(2, np.concatenate([cov, wgt]))
     beta = cfg.beta_cov + cfg.noise_shrinkage * stds[2]
-    c = _clean(out[: upper[0].size], out[upper[0].size :], upper, n, beta)
+    c, confidence = _clean(out[: upper[0].size], out[upper[0].size :], upper, n, beta)
     return Recommender(glob, b_i, c * clip**2, (lo, hi), cfg.neighbours, cfg.rank,
                        cfg.user_shrinkage, cfg.ridge, np.asarray(g, dtype=np.float64),
-                       np.asarray(item_out, dtype=np.float64).reshape(2, n))
+                       np.asarray(item_out, dtype=np.float64).reshape(2, n), confidence)
 
 
 def _weight(n_u: np.ndarray, kind: str, stage: int) -> np.ndarray:
@@ -454,15 +466,21 @@ def _weight(n_u: np.ndarray, kind: str, stage: int) -> np.ndarray:
 
 
 def _clean(cov: np.ndarray, wgt: np.ndarray, upper: tuple[np.ndarray, np.ndarray], n: int,
-           beta: float) -> np.ndarray:
+           beta: float) -> tuple[np.ndarray, np.ndarray]:
     """Ĉ = (Cov + β·c̄)/(max(Wgt, 0) + β), c̄ the average covariance (diagonal and
-    off-diagonal apart), mirrored to a symmetric (n, n) matrix (M&M §3.2)."""
+    off-diagonal apart), mirrored to a symmetric (n, n) matrix (M&M §3.2); and the
+    confidence max(Wgt, 0)/(max(Wgt, 0) + β)."""
     diag = upper[0] == upper[1]
     avg = np.empty_like(cov)
+    weight = np.maximum(wgt, 0.0)
     for part in (diag, ~diag):
-        avg[part] = cov[part].sum() / max(np.maximum(wgt[part], 0).sum(), 1e-12)
-    vals = (cov + beta * avg) / (np.maximum(wgt, 0.0) + beta)
+        avg[part] = cov[part].sum() / max(weight[part].sum(), 1e-12)
+    vals = (cov + beta * avg) / (weight + beta)
     vals[diag] = np.maximum(vals[diag], 1e-6)
+    return _mirror(vals, upper, n), _mirror(weight / (weight + beta), upper, n)
+
+
+def _mirror(vals: np.ndarray, upper: tuple[np.ndarray, np.ndarray], n: int) -> np.ndarray:
     c = np.zeros((n, n))
     c[upper] = vals
     return c + np.triu(c, 1).T
