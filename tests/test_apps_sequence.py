@@ -147,3 +147,48 @@ def test_audit_level_count_and_broken_variant():
     assert ok.passed, ok.lower_bound
     broken = audit_release(release(8.0), X, X_PRIME, 1.0, samples=600, histogram_share=0)
     assert not broken.passed, broken.lower_bound
+
+
+ELL = 3
+
+
+def gram_vectors(seqs, ell=ELL, order=3):
+    rec = Recorder()
+    mat, lengths = sq.prefix_matrix(frame(seqs), "sequence", K, ell)
+    sq._grams(sq._framed(mat, lengths, K), K, order, rec, 0.0)
+    return rec.levels
+
+
+@pytest.mark.parametrize("ell,bound_holds", [(ELL, True), (12, False)])
+def test_ngram_level_sensitivity(ell, bound_holds):
+    """Each level's gram counts move by ≤ ℓ + 2 (ℓ = 3); broken: the sequences are not cut
+    to ℓ (ℓ = 12 used for the counts) while ℓ + 2 = 5 is still claimed."""
+    worst = 0
+    gen = np.random.default_rng(5)
+    for _ in range(30):
+        seqs = [gen.integers(0, K, size=int(gen.integers(0, 12))).tolist()
+                for _ in range(int(gen.integers(1, 5)))]
+        full = gram_vectors(seqs, ell)
+        for j in range(len(seqs)):
+            fewer = gram_vectors(seqs[:j] + seqs[j + 1:], ell)
+            for a, b in zip(full, fewer, strict=True):
+                worst = max(worst, int(np.abs(a - b).sum()))
+    assert (worst <= ELL + 2) == bound_holds
+
+
+def test_ngram_model_debit_and_prefix_counts():
+    seqs = [[0, 1, 1], [0], [], [1, 0, 0, 1], [0, 1]] * 40
+    f = PrivacyFilter(PureDP(5))
+    model = sq.ngram_model(frame(seqs), alphabet=K, order=3, max_length=4,
+                           epsilon=Fraction(5, 2), accountant=f)
+    assert f.spent == PureDP(Fraction(5, 2))
+    tree = model.prefix_tree(4)
+    est = tree.count([[0], [1], [0, 1]])
+    assert np.all(est >= 0) and (tree.synthesize()["sequence"].list.len() <= 4).all()
+    with pytest.raises(DomainError):
+        sq.ngram_model(frame(seqs), alphabet=K, order=0, max_length=4, epsilon=1,
+                       accountant=f)
+    with pytest.raises(DomainError):
+        sq.ngram_model(frame(seqs), alphabet=K, order=3, max_length=0, epsilon=1,
+                       accountant=f)
+    assert f.spent == PureDP(Fraction(5, 2))

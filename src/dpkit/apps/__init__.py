@@ -11,7 +11,8 @@ graph       social graphs (privacy unit: an edge or a node): edge count, degree 
             and k-star counts by smooth sensitivity (NRS07, Karwa et al. 2011), common-neighbour
             recommendation by the exponential mechanism (Machanavajjhala et al. 2011)
 sequence    the noisy prefix tree of Chen, Fung, Desai & Sossou (KDD 2012) with consistency
-            and synthetic sequences (privacy unit: a sequence)
+            and synthetic sequences; the n-gram model of Chen, Ács & Castelluccia (CCS 2012)
+            (privacy unit: a sequence)
 """
 
 from dpkit.apps.graph import (
@@ -23,8 +24,8 @@ from dpkit.apps.graph import (
     triangle_count,
 )
 from dpkit.apps.recommend import Recommender, fit_recommender, nonprivate_recommender
-from dpkit.apps.sequence import PrefixTree, prefix_tree
+from dpkit.apps.sequence import NGramModel, PrefixTree, ngram_model, prefix_tree
 
 __all__ = ["Recommender", "fit_recommender", "nonprivate_recommender", "DegreeHistogram",
            "degree_histogram", "edge_count", "kstar_count", "triangle_count", "PrefixTree",
-           "prefix_tree", "recommend_node"]
+           "prefix_tree", "recommend_node", "NGramModel", "ngram_model"]

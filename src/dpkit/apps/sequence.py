@@ -26,7 +26,8 @@ continues to exactly one child. The root's count is the sum of level 1. A node w
 were all pruned sends its count to its end node. The consistent tree gives prefix counts
 (:meth:`PrefixTree.count`) and synthetic sequences (:meth:`PrefixTree.synthesize`).
 
-The n-gram model of Chen, Ács & Castelluccia (CCS 2012) is not built.
+:func:`ngram_model` releases the variable-length n-gram model of Chen, Ács & Castelluccia
+(CCS 2012) instead (its docstring: the argument).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from dpkit.core.record import NoiseRow
 from dpkit.errors import ColumnError, DomainError
 from dpkit.mechanisms import make_noise
 
-__all__ = ["PrefixTree", "prefix_tree", "MAX_CODES"]
+__all__ = ["PrefixTree", "prefix_tree", "NGramModel", "ngram_model", "prefix_matrix", "MAX_CODES"]
 
 MAX_CODES = 1 << 62  # node codes are integers in base k + 2 with h digits
 _MAX_NODES = 1 << 22  # candidates per level (memory); more survivors: the largest kept
@@ -263,4 +264,203 @@ def _consistent(codes: np.ndarray, levels: np.ndarray, noisy: np.ndarray, k: int
         share = np.where(sums[inverse] > 0, raw[idx] / np.maximum(sums[inverse], 1e-300),
                          (codes[idx] % b == k + 1).astype(np.float64))
         out[idx] = parent[inverse] * share
+    return out
+
+
+@dataclass(frozen=True)
+class NGramModel:
+    """A released n-gram model (Chen, Ács & Castelluccia, CCS 2012): noisy counts of the
+    grams of ^s& (start and end markers) up to length ``order``, pruned by threshold.
+
+    Attributes
+    ----------
+    grams : dict[int, tuple[ndarray, ndarray]]
+        For each length i, the sorted codes (base k + 3: symbol s is s + 1, the end k + 1,
+        the start k + 2) and their noisy counts (int64) of the grams that were released.
+    alphabet, order, max_length : int
+    """
+
+    grams: dict[int, tuple[np.ndarray, np.ndarray]]
+    alphabet: int
+    order: int
+    max_length: int
+
+    def _counts(self, codes: np.ndarray, length: int) -> np.ndarray:
+        table, counts = self.grams.get(length, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        if table.size == 0:
+            return np.zeros(codes.shape)
+        pos = np.clip(np.searchsorted(table, codes), 0, table.size - 1)
+        return np.where(table[pos] == codes, np.maximum(counts[pos], 0), 0).astype(float)
+
+    def prefix_tree(self, height: int, min_count: float = 0.5) -> PrefixTree:
+        """The expected prefix tree of the model's Markov chain (variable order: the
+        longest released context, backing off): level-1 counts from the grams ^x, then
+        count(p·x) = count(p)·P(x | context). Nodes under ``min_count`` are not expanded.
+        Post-processing; answers prefix counts and synthesizes like a released tree."""
+        h = integer(height, "height", minimum=1, maximum=64)
+        k, g = self.alphabet, self.alphabet + 3
+        b = k + 2
+        digits = np.arange(1, k + 2, dtype=np.int64)  # symbols then the end (k + 1)
+        start = k + 2
+        # nodes carry their tree code (base b) and their gram history (base g, with ^)
+        tree_code = np.zeros(1, dtype=np.int64)
+        history = [np.array([start], dtype=np.int64)]  # last symbols, oldest first
+        count = np.array([np.nan])
+        codes, levels, counts = [], [], []
+        for level in range(1, h + 1):
+            hist = np.stack(history, axis=1)  # (m, len)
+            probs = self._next(hist)  # (m, k + 1)
+            if level == 1:
+                base = self._counts(start * g + digits, 2) if self.order >= 2 else (
+                    self._counts(digits, 1))
+                child = base[None, :]
+            else:
+                child = count[:, None] * probs
+            child_code = (tree_code[:, None] * b + digits[None, :]).reshape(-1)
+            child = child.reshape(-1)
+            codes.append(child_code)
+            levels.append(np.full(child_code.size, level, dtype=np.int64))
+            counts.append(child)
+            expand = (child >= min_count) & (child_code % b != k + 1)
+            if not expand.any() or level == h:
+                break
+            parent = np.repeat(np.arange(tree_code.size), k + 1)[expand]
+            sym = np.tile(digits, tree_code.size)[expand]
+            keep = max(self.order - 1, 1)
+            history = [h_[parent] for h_ in history][-(keep - 1):] if keep > 1 else []
+            history.append(sym)
+            tree_code, count = child_code[expand], child[expand]
+        all_codes = np.concatenate(codes)
+        order = np.argsort(all_codes, kind="stable")
+        c = np.concatenate(counts)[order]
+        return PrefixTree(all_codes[order], np.concatenate(levels)[order],
+                          np.rint(c).astype(np.int64), c, k, h)
+
+    def _next(self, hist: np.ndarray) -> np.ndarray:
+        """P(x | context) for each row's context (its symbols, oldest first), x the k
+        symbols and the end: the longest context whose extensions have a positive
+        released total, backing off to shorter ones, then to the unigrams."""
+        k, g = self.alphabet, self.alphabet + 3
+        ext = np.arange(1, k + 2, dtype=np.int64)
+        m, width = hist.shape
+        out = np.zeros((m, k + 1))
+        done = np.zeros(m, dtype=bool)
+        for ctx_len in range(min(width, self.order - 1), -1, -1):
+            rows = np.flatnonzero(~done)
+            if rows.size == 0:
+                break
+            ctx = np.zeros(rows.size, dtype=np.int64)
+            for j in range(width - ctx_len, width):
+                ctx = ctx * g + hist[rows, j]
+            c = self._counts((ctx[:, None] * g + ext[None, :]).reshape(-1), ctx_len + 1)
+            c = c.reshape(rows.size, k + 1)
+            total = c.sum(axis=1)
+            ok = total > 0
+            out[rows[ok]] = c[ok] / total[ok, None]
+            done[rows[ok]] = True
+        out[~done, -1] = 1.0  # nothing known: the sequence ends
+        return out
+
+
+def ngram_model(sequences: pl.DataFrame, *, alphabet: int, order: int, max_length: int,
+                epsilon: Number, threshold: Number = 2, accountant: Any = None,
+                column: str = "sequence") -> NGramModel:
+    """Release an n-gram model of ``sequences`` (Chen, Ács & Castelluccia, "Differentially
+    private sequential data publication via variable-length n-grams", CCS 2012).
+
+    Each sequence is cut to ``max_length`` = ℓ symbols (out-of-universe symbols dropped)
+    and framed as ^s&. Level i (1 ≤ i ≤ n = ``order``) releases the counts of candidate
+    grams of length i — all k + 3 single symbols at level 1, then every extension g·x
+    (x a symbol or the end) of a released gram g of level i − 1 that passed the threshold
+    and does not end with & — with discrete Laplace noise at ε/n
+    (:func:`dpkit.mechanisms.make_noise`). A framed sequence has ℓ + 2 symbols, so it holds
+    at most ℓ + 2 grams of any length: each level's count vector has L1 sensitivity ℓ + 2,
+    the candidates depend on released values only, and the n levels compose: ε-DP for
+    add/remove of one sequence (CCS 2012 §4; their ℓ-truncation bounds the sensitivity the
+    same way).
+
+    Parameters
+    ----------
+    alphabet : int
+        k, the universe [0, k).
+    order : int
+        n ≥ 1, the longest gram.
+    max_length : int
+        ℓ ≥ 1 (public).
+    epsilon, threshold, accountant, column
+        As :func:`prefix_tree`.
+
+    Returns
+    -------
+    NGramModel
+        Its :meth:`NGramModel.prefix_tree` answers prefix counts and synthesizes.
+
+    Raises
+    ------
+    DomainError, ColumnError
+        Bad parameters or schema (before any debit).
+    """
+    k = integer(alphabet, "alphabet", minimum=1, maximum=1 << 12)
+    n = integer(order, "order", minimum=1, maximum=8)
+    ell = integer(max_length, "max_length", minimum=1, maximum=1 << 12)
+    if (k + 3) ** n >= MAX_CODES:
+        raise DomainError("(alphabet + 3)^order must stay below 2^62")
+    eps = positive(epsilon, "epsilon", up=False)
+    cut = float(non_negative(threshold, "threshold"))
+    _check_frame(sequences, column)
+    noise = make_noise(ell + 2, epsilon=eps / n)
+    floor = cut * float(noise.scale) * np.sqrt(2.0)
+    rows = [NoiseRow(noise.mechanism, noise.scale, noise.sensitivity, f"{i}-grams")
+            for i in range(1, n + 1)]
+
+    def compute() -> NGramModel:
+        mat, lengths = prefix_matrix(sequences, column, k, ell)
+        framed = _framed(mat, lengths, k)
+        return NGramModel(_grams(framed, k, n, noise, floor), k, n, ell)
+
+    return charge(accountant, PureDP(eps),
+                  f"apps.sequence.ngram_model(alphabet={k}, order={n}, max_length={ell}, "
+                  f"threshold={cut:g}, unit=sequence)", compute, rows)
+
+
+def _framed(mat: np.ndarray, lengths: np.ndarray, k: int) -> np.ndarray:
+    """^s& in gram digits (symbol s → s + 1, & → k + 1, ^ → k + 2), −1 after the end."""
+    m, ell = mat.shape
+    out = np.full((m, ell + 2), -1, dtype=np.int64)
+    out[:, 0] = k + 2
+    out[:, 1:ell + 1] = np.where(mat >= 0, mat + 1, -1)
+    out[np.arange(m), lengths + 1] = k + 1
+    return out
+
+
+def _grams(framed: np.ndarray, k: int, n: int, noise: Any, floor: float
+           ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    g = k + 3
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    cand = np.arange(1, k + 3, dtype=np.int64)  # level 1: every symbol, & and ^
+    ext = np.arange(1, k + 2, dtype=np.int64)
+    width = framed.shape[1]
+    for i in range(1, n + 1):
+        if cand.size == 0:
+            break
+        found = []
+        for j in range(width - i + 1):  # windows: one column pass per offset, vectorised
+            win = framed[:, j:j + i]
+            ok = np.all(win >= 0, axis=1)
+            code = np.zeros(int(ok.sum()), dtype=np.int64)
+            for c in range(i):
+                code = code * g + win[ok, c]
+            found.append(code)
+        values, counts = np.unique(np.concatenate(found), return_counts=True)
+        pos = np.clip(np.searchsorted(cand, values), 0, cand.size - 1)
+        hit = cand[pos] == values
+        true = np.zeros(cand.size, dtype=np.int64)
+        true[pos[hit]] = counts[hit]
+        noisy = np.asarray(noise(true), dtype=np.int64)
+        out[i] = (cand, noisy)
+        grow = cand[(noisy >= floor) & (noisy > 0) & (cand % g != k + 1)]
+        if grow.size * (k + 1) > _MAX_NODES:  # post-processing of released counts
+            top = np.argsort(-noisy[np.isin(cand, grow)], kind="stable")
+            grow = np.sort(grow[top[: _MAX_NODES // (k + 1)]])
+        cand = (grow[:, None] * g + ext[None, :]).reshape(-1)
     return out
