@@ -118,7 +118,7 @@ def test_overrun_and_bad_input_raise_before_any_debit():
     bad = [dict(n_items=1), dict(n_items=rec.MAX_ITEMS + 1), dict(bounds=(5, 1)),
            dict(bounds=(0, float("inf"))), dict(epsilon=0), dict(epsilon=1, rho=1),
            dict(epsilon=None), dict(split=(1, 0, 0)), dict(split=(0.5, 0.5)),
-           dict(neighbours=0), dict(rank=0), dict(beta_item=-1), dict(clip=0),
+           dict(neighbours=0), dict(rank=0), dict(beta_item=-1), dict(clip=0), dict(item_prior=0),
            dict(epsilon="1")]
     for extra in bad:
         kwargs = dict(n_items=N_ITEMS, bounds=BOUNDS, epsilon=1, accountant=f) | extra
@@ -155,6 +155,9 @@ def test_data_problems_after_the_debit_never_raise():
 def test_predictions_and_top_k_shapes():
     df = ratings(4, users=20).filter(pl.col("item") < N_ITEMS)
     model = nonprivate_recommender(df, n_items=N_ITEMS, bounds=BOUNDS, neighbours=2, rank=2)
+    private = fit_recommender(df, n_items=N_ITEMS, bounds=BOUNDS, rho=1, item_prior=0.5,
+                              neighbours=2, rank=2)
+    assert np.all(np.abs(private.item_effects) <= 2)
     pairs = df.select("user", "item")
     for method in ("knn", "factor", "baseline"):
         pred = model.predict(df, pairs, method=method)

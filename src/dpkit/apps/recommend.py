@@ -303,11 +303,12 @@ class _Config:
     ridge: float
     noise_shrinkage: float
     clip: float
+    item_prior: float | None = None
 
 
 def _config(n_items: Any, bounds: Any, neighbours: Any, rank: Any, beta_item: Any,
             beta_cov: Any, user_shrinkage: Any, ridge: Any, noise_shrinkage: Any,
-            clip: Any) -> _Config:
+            clip: Any, item_prior: Any = None) -> _Config:
     n = integer(n_items, "n_items", minimum=2)
     if n > MAX_ITEMS:
         raise DomainError(f"n_items must be at most {MAX_ITEMS} (the covariance is dense)")
@@ -323,7 +324,8 @@ def _config(n_items: Any, bounds: Any, neighbours: Any, rank: Any, beta_item: An
                    float(positive(user_shrinkage, "user_shrinkage")),
                    float(positive(ridge, "ridge")),
                    float(non_negative(noise_shrinkage, "noise_shrinkage")),
-                   (hi - lo) / 2 if clip is None else float(positive(clip, "clip")))
+                   (hi - lo) / 2 if clip is None else float(positive(clip, "clip")),
+                   None if item_prior is None else float(positive(item_prior, "item_prior")))
 
 
 def fit_recommender(ratings: pl.DataFrame, *, n_items: int, bounds: tuple[Number, Number],
@@ -333,6 +335,7 @@ def fit_recommender(ratings: pl.DataFrame, *, n_items: int, bounds: tuple[Number
                     neighbours: int = 30, rank: int = 20, beta_item: float = 1.0,
                     beta_cov: float = 1.0, user_shrinkage: float = 5.0, ridge: float = 1.0,
                     noise_shrinkage: float = 2.0, clip: float | None = None,
+                    item_prior: float | None = None,
                     columns: tuple[str, str, str] = ("user", "item", "rating")
                     ) -> Recommender:
     """Fit McSherry & Mironov's private recommender (module docstring: the algorithm, its
@@ -365,6 +368,11 @@ def fit_recommender(ratings: pl.DataFrame, *, n_items: int, bounds: tuple[Number
     clip : float, optional
         C: residuals r − G and r − G − b_i − b_u are clipped to [−C, C] (default: half the
         rating range); the sensitivities above hold with B replaced by C.
+    item_prior : float, optional
+        τ > 0, the prior standard deviation of the item effects (rating units, public):
+        b_i = C·S_i·Ĉ/(Ĉ² + β_item·Ĉ + (σC/τ)²) with Ĉ = max(released weight, 0) and σ
+        the noise's standard deviation — the empirical-Bayes shrinkage of a N(0, τ²) prior
+        (post-processing). None: M&M's b_i = C·S_i/(Ĉ + β_item + noise_shrinkage·σ).
     user_shrinkage, ridge : float
         The user effect's λ and the factor regression's ridge (post-processing).
 
@@ -381,7 +389,7 @@ def fit_recommender(ratings: pl.DataFrame, *, n_items: int, bounds: tuple[Number
         The accountant cannot pay (nothing computed).
     """
     cfg = _config(n_items, bounds, neighbours, rank, beta_item, beta_cov, user_shrinkage,
-                  ridge, noise_shrinkage, clip)
+                  ridge, noise_shrinkage, clip, item_prior)
     loss, budgets, kind = _budget(epsilon, rho, split)
     _require(ratings, columns)
     n_cov = cfg.n_items * (cfg.n_items + 1) // 2
@@ -436,8 +444,14 @@ def _fit(ratings: pl.DataFrame, columns: tuple[str, str, str], cfg: _Config, kin
     sums = np.bincount(items, _exact(w2 * x, _UNIT), minlength=n)
     wts = np.bincount(items, _exact(w2, _UNIT), minlength=n)
     out = item_out = noisy(1, np.concatenate([sums, wts]))
-    beta = cfg.beta_item + cfg.noise_shrinkage * stds[1]
-    b_i = np.clip(clip * out[:n] / (np.maximum(out[n:], 0.0) + beta), -clip, clip)
+    weight = np.maximum(out[n:], 0.0)
+    if cfg.item_prior is None:
+        beta = cfg.beta_item + cfg.noise_shrinkage * stds[1]
+        b_i = clip * out[:n] / (weight + beta)
+    else:  # empirical-Bayes shrinkage: a N(0, τ²) prior on b_i, noise std σ on S
+        kappa = (stds[1] * clip / cfg.item_prior) ** 2
+        b_i = clip * out[:n] * weight / (weight**2 + cfg.beta_item * weight + kappa + 1e-300)
+    b_i = np.clip(b_i, -clip, clip)
     # 3. covariance of the residuals, weights 1/n_u² (Laplace) or 1/n_u (Gaussian)
     resid = r - glob - b_i[items]
     b_u = np.bincount(rows, resid, minlength=n_users) / (n_u + cfg.user_shrinkage)
