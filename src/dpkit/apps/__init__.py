@@ -1,13 +1,40 @@
-"""dpkit.apps — the survey's applications, each built on the layers above.
+"""dpkit.apps — the survey's applications (Xiong, Zhu & Wang 2014, §5), each on the layers
+above it: one accountant for the debit, :func:`dpkit.mechanisms.make_noise` /
+:func:`~dpkit.mechanisms.make_selection` for the noise.
 
 Contents
 --------
-dpkit.apps.holdout    ReusableHoldout: Thresholdout (Dwork et al. 2015) on the sparse vector
-dpkit.apps.auction    digital_goods_auction: one price by the exponential mechanism on revenue
-                      (McSherry & Talwar 2007), approximately truthful
-dpkit.apps.topk       top_k_unknown_domain / top_k_query: top-k items over an unknown domain
-                      with user-level contribution bounds (Korolova et al. 2009)
-dpkit.apps.posterior  one_posterior_sample: Beta–Bernoulli OPS, exact on a θ grid
-                      (Dimitrakakis et al. 2014; Wang, Fienberg & Smola 2015)
-dpkit.apps.network    McSherry & Mahajan 2010's trace analyses as Session queries
+recommend   McSherry & Mironov 2009: private item–item covariance, item kNN and a low-rank
+            factorisation on it (privacy unit: a user)
+graph       social graphs (privacy unit: an edge or a node): edge count, degree distribution
+            (Hay et al. 2009 constrained inference; Day, Li & Lyu 2016 projection), triangle
+            and k-star counts by smooth sensitivity (NRS07, Karwa et al. 2011), common-neighbour
+            recommendation by the exponential mechanism (Machanavajjhala et al. 2011)
+sequence    the noisy prefix tree of Chen, Fung, Desai & Sossou (KDD 2012) with consistency
+            and synthetic sequences; the n-gram model of Chen, Ács & Castelluccia (CCS 2012)
+            (privacy unit: a sequence)
+holdout     ReusableHoldout: Thresholdout (Dwork et al. 2015) on the sparse vector
+auction     digital_goods_auction: one price by the exponential mechanism on revenue
+            (McSherry & Talwar 2007), approximately truthful
+topk        top_k_unknown_domain / top_k_query: top-k items over an unknown domain with
+            user-level contribution bounds (Korolova et al. 2009)
+posterior   one_posterior_sample: Beta–Bernoulli one posterior sample, exact on a θ grid
+            (Dimitrakakis et al. 2014; Wang, Fienberg & Smola 2015)
+network     McSherry & Mahajan 2010's trace analyses as Session queries
+accounting  charge: the one debit every application goes through
 """
+
+from dpkit.apps.graph import (
+    DegreeHistogram,
+    degree_histogram,
+    edge_count,
+    kstar_count,
+    recommend_node,
+    triangle_count,
+)
+from dpkit.apps.recommend import Recommender, fit_recommender, nonprivate_recommender
+from dpkit.apps.sequence import NGramModel, PrefixTree, ngram_model, prefix_tree
+
+__all__ = ["Recommender", "fit_recommender", "nonprivate_recommender", "DegreeHistogram",
+           "degree_histogram", "edge_count", "kstar_count", "triangle_count", "PrefixTree",
+           "prefix_tree", "recommend_node", "NGramModel", "ngram_model"]

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.apps._accounting import charge, check_accountant
+from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AnyDomain

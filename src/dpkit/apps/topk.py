@@ -28,7 +28,7 @@ from typing import Any
 
 import polars as pl
 
-from dpkit.apps._accounting import charge, check_accountant
+from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers
 from dpkit.core.measures import ApproxDP
 from dpkit.errors import ColumnError, DomainError
