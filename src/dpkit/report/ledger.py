@@ -28,7 +28,7 @@ def _noise_text(text: str | None) -> str:
     rows = noise_rows(text)
     if rows is None:
         return text or ""
-    return "; ".join(str(r) for r in rows)
+    return "\n".join(str(r) for r in rows)
 
 
 def _clip(text: str, width: int = MAX_QUERY) -> str:
@@ -66,13 +66,12 @@ def _budget(ledger: Ledger, info: dict[str, Any], rows: list[dict[str, Any]]) ->
 def _queries(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return section("Queries as run", '<p class="note">No release yet.</p>')
-    body = table(["id", "time (UTC)", "analyst", "study", "query", "loss", "status", "noise",
+    body = table(["id", "time (UTC)", "loss", "status", "analyst", "study", "query", "noise",
                   "result SHA-256"],
-                 [[r["id"], str(r["time"])[:19].replace("T", " "), r["analyst"] or "",
-                   r["study"] or "",
-                   _clip(str(r["query"])), str(r["loss"]), r["status"],
-                   _clip(_noise_text(r["noise"])),
-                   (r["result_sha256"] or "")[:16]] for r in rows])
+                 [[r["id"], str(r["time"])[:19].replace("T", " "), str(r["loss"]), r["status"],
+                   r["analyst"] or "—", r["study"] or "—", _clip(str(r["query"])),
+                   _clip(_noise_text(r["noise"])), (r["result_sha256"] or "")[:12]]
+                  for r in rows], cls="queries")
     return section("Queries as run", body)
 
 

@@ -30,6 +30,12 @@ table { border-collapse: collapse; margin: .8em 0; font-size: .92em; }
 th, td { border: 1px solid #d5d9e2; padding: .3em .6em; text-align: left;
          vertical-align: top; overflow-wrap: break-word; }
 th { background: #eef1f7; }
+table.queries { width: 100%; }
+table.queries td:nth-child(-n+4) { white-space: nowrap; }
+table.queries td:nth-child(n+5) { overflow-wrap: anywhere; min-width: 3em; }
+table.queries td:nth-child(8) { min-width: 14em; white-space: pre-line; }
+table.queries td:nth-child(9) { font-family: ui-monospace, Menlo, Consolas, monospace;
+                                white-space: nowrap; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 dl.facts { display: grid; grid-template-columns: max-content auto; gap: .2em 1em; }
 dl.facts dt { font-weight: 600; }
@@ -83,13 +89,15 @@ def _cell(value: Any, tag: str = "td") -> str:
     return f"<{tag}{cls}>{esc(text)}</{tag}>"
 
 
-def table(header: Sequence[Any], rows: Iterable[Sequence[Any]], caption: str = "") -> str:
-    """An HTML table; every header, caption and cell is escaped (numbers formatted by
-    :func:`number`, right-aligned)."""
+def table(header: Sequence[Any], rows: Iterable[Sequence[Any]], caption: str = "",
+          cls: str = "") -> str:
+    """An HTML table (of CSS class ``cls``); every header, caption and cell is escaped
+    (numbers formatted by :func:`number`, right-aligned)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
     body = "\n".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>"
+    attr = f' class="{esc(cls)}"' if cls else ""
+    return f"<table{attr}>{cap}<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>"
 
 
 def facts(pairs: Iterable[tuple[str, Any]]) -> str:
