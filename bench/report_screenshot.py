@@ -4,8 +4,8 @@ Chromium (issue 24: the report's screenshot in the docs).
 Runs the demo's five releases (ε = 1 in total) through a fresh ledger, writes
 ``report.html`` (``dpkit.report.ledger_report`` with the records and the true values) and,
 when Chromium is installed, ``report.png`` (1200 px wide). Writes to bench/out/, or with
-``--update-results`` to bench/results/report.html and docs/guide/report.png. Needs ``dpkit[plot]``; the
-Adult data ships with dpkit.
+``--update-results`` to bench/results/report.html and docs/guide/report.png. Needs
+``dpkit[plot]``; the Adult data ships with dpkit.
 
     PYTHONPATH=src python bench/report_screenshot.py [--update-results] [--height 3300]
 """
