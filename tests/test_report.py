@@ -205,3 +205,17 @@ def test_chromium_draws_the_charts(tmp_path):
     broken = base64.b64encode(b"\x89PNG not an image").decode()
     shot = screenshot(page.replace(uri, "data:image/png;base64," + broken), tmp_path)
     assert pixels(shot, BLUE) < 100 and pixels(shot, GREY) < 100
+
+
+def test_many_bins_draw_a_line_with_a_band(monkeypatch):
+    from dpkit.report import charts
+
+    drawn = []
+    for name in ("bars", "lines"):
+        real = getattr(charts, name)
+        monkeypatch.setattr(charts, name, lambda *a, _real=real, _n=name: (
+            drawn.append((_n, len(a[0]), a[2] is not None)), _real(*a))[1])
+    few = release_html(record(np.arange(40.0)), truth={"count": np.arange(40.0)})
+    many = release_html(record(np.arange(100.0)), truth={"count": np.arange(100.0)})
+    assert drawn == [("bars", 40, True), ("lines", 100, True)]  # ± the half-width of 3
+    assert few.count("<img ") == many.count("<img ") == 1 and problems(many) == []

@@ -18,7 +18,7 @@ from dpkit.report.page import esc, facts, image, loss_text, page, section, table
 __all__ = ["release_html", "release_section", "Truth"]
 
 Truth = Mapping[str, Mapping[Any, float] | Sequence[float]]
-MAX_ROWS = 500  # table rows shown per release (the charts draw at most charts.MAX_BARS)
+MAX_ROWS = 500  # table rows shown per release (a chart draws at most charts.MAX_POINTS)
 MAX_TEXT = 4000  # characters of a value shown as text
 
 
@@ -68,11 +68,11 @@ def _frame(df: pl.DataFrame, truth: Truth | None) -> str:
         if not df[s].dtype.is_numeric() or df.height == 0:
             continue
         ci = f"{s}_ci_low" in cols
-        uri = charts.bars(labels, df[s].cast(pl.Float64).to_list(),
+        uri = charts.chart(labels, df[s].cast(pl.Float64).to_list(),
                           df[f"{s}_ci_low"].cast(pl.Float64).to_list() if ci else None,
                           df[f"{s}_ci_high"].cast(pl.Float64).to_list() if ci else None,
                           true[s], f"{s} by {', '.join(key_cols) or 'row'}", s)
-        parts.append(image(uri, f"bar chart of {s}"))
+        parts.append(image(uri, f"chart of {s} with its confidence intervals"))
     return "\n".join(parts)
 
 
@@ -102,8 +102,8 @@ def _counts(release: Release[Any], counts: np.ndarray, labels: Sequence[str] | N
         if true is not None:
             row.append(true[i])
         rows.append(row)
-    uri = charts.bars(names, list(est), low, high, true, "estimates by bin", "count")
-    return table(header, rows) + "\n" + image(uri, "bar chart of the estimates")
+    uri = charts.chart(names, list(est), low, high, true, "estimates by bin", "count")
+    return table(header, rows) + "\n" + image(uri, "chart of the estimates")
 
 
 def _values(release: Release[Any], truth: Truth | None) -> str:
