@@ -8,6 +8,7 @@ import base64
 import re
 import shutil
 import subprocess
+from fractions import Fraction
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -219,3 +220,33 @@ def test_many_bins_draw_a_line_with_a_band(monkeypatch):
     many = release_html(record(np.arange(100.0)), truth={"count": np.arange(100.0)})
     assert drawn == [("bars", 40, True), ("lines", 100, True)]  # ± the half-width of 3
     assert few.count("<img ") == many.count("<img ") == 1 and problems(many) == []
+
+
+def test_session_report_with_and_without_a_ledger(tmp_path):
+    from dpkit.report import session_report
+
+    data = pl.DataFrame({"g": ["a", EVIL] * 20})
+    session = dp.Session(data, budget=dp.ZCDP(1))
+    records = []
+    for rho in (Fraction(1, 4), Fraction(1, 2)):
+        session.query().group_by("g", keys=["a", EVIL]).count().release(rho=rho)
+        records.append(session.last_release)
+    page = session_report(session, records, {1: {"count": [20, 20]}}, title=EVIL)
+    assert problems(page) == [] and EVIL not in page
+    assert "ρ = 0.75 (exact: ZCDP(ρ=" in page and page.count("<img ") == 1 + 2
+    assert page.count("(true, not private)") == 1
+    path, name, records = hostile_ledger(tmp_path)
+    ledger = Ledger(path)
+    session = dp.Session(pl.DataFrame({"g": ["a"]}), budget=dp.PureDP(1), ledger=ledger,
+                         dataset=name)
+    assert "Queries as run" in session_report(session, records)
+    with pytest.raises(DomainError, match="Session"):
+        session_report(records)  # type: ignore[arg-type]
+
+
+def test_infinite_and_missing_values_are_not_drawn():
+    frame = pl.DataFrame({"g": ["a", "b", "c"], "x": [1.0, float("inf"), float("nan")],
+                          "x_ci_low": [0.0, float("-inf"), float("nan")],
+                          "x_ci_high": [2.0, float("inf"), float("nan")]})
+    page = release_html(record(frame), truth={"x": [1, float("inf"), 2]})
+    assert page.count("<img ") == 1 and ">inf<" in page and ">—<" in page

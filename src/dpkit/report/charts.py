@@ -60,13 +60,19 @@ def chart(labels: Sequence[str], estimate: Sequence[float], low: Sequence[float]
     return draw(labels, estimate, low, high, truth, title, ylabel)
 
 
+def _finite(values: Sequence[float] | None) -> np.ndarray:
+    """The values as floats, ±inf as NaN (not drawn; matplotlib cannot scale to infinity)."""
+    a = np.asarray(values, dtype=float)
+    return np.where(np.isinf(a), np.nan, a)
+
+
 def _errors(est: np.ndarray, low: Sequence[float] | None, high: Sequence[float] | None
             ) -> tuple[np.ndarray, np.ndarray] | None:
     """The interval ends as arrays, or None when no interval end is finite."""
     if low is None or high is None:
         return None
     k = est.size
-    lo, hi = np.asarray(low[:k], dtype=float), np.asarray(high[:k], dtype=float)
+    lo, hi = _finite(low[:k]), _finite(high[:k])
     return (lo, hi) if (np.isfinite(lo) & np.isfinite(hi)).any() else None
 
 
@@ -78,7 +84,7 @@ def lines(labels: Sequence[str], estimate: Sequence[float], low: Sequence[float]
     :func:`bars`."""
     plt = pyplot()
     k = min(len(labels), MAX_POINTS)
-    est = np.asarray(estimate[:k], dtype=float)
+    est = _finite(estimate[:k])
     x = np.arange(k)
     fig, ax = plt.subplots(figsize=(11.0, 3.8))
     band = _errors(est, low, high)
@@ -87,7 +93,7 @@ def lines(labels: Sequence[str], estimate: Sequence[float], low: Sequence[float]
                         label="95% CI")
     ax.plot(x, est, color=DP_COLOUR, lw=1.2, label="DP estimate")
     if truth is not None:
-        ax.plot(x, np.asarray(truth[:k], dtype=float), color=TRUE_COLOUR, lw=1.2, ls="--",
+        ax.plot(x, _finite(truth[:k]), color=TRUE_COLOUR, lw=1.2, ls="--",
                 label="true value (not private)")
     ticks = np.unique(np.linspace(0, k - 1, min(k, 12)).round().astype(int))
     ax.set_xticks(ticks, [_short(str(labels[i]), 14) for i in ticks], rotation=45,
@@ -116,7 +122,7 @@ def bars(labels: Sequence[str], estimate: Sequence[float], low: Sequence[float] 
     """
     plt = pyplot()
     k = min(len(labels), MAX_BARS)
-    est = np.asarray(estimate[:k], dtype=float)
+    est = _finite(estimate[:k])
     x = np.arange(k)
     width = 0.4 if truth is not None else 0.7
     fig, ax = plt.subplots(figsize=(min(11.0, 4 + 0.45 * k), 3.8))
@@ -132,7 +138,7 @@ def bars(labels: Sequence[str], estimate: Sequence[float], low: Sequence[float] 
            yerr=yerr, capsize=3, ecolor="#1d2330",
            error_kw={"label": "95% CI" if yerr is not None else None})
     if truth is not None:
-        ax.bar(x + width / 2, np.asarray(truth[:k], dtype=float), width, color=TRUE_COLOUR,
+        ax.bar(x + width / 2, _finite(truth[:k]), width, color=TRUE_COLOUR,
                label="true value (not private)")
     ax.set_xticks(x, [_short(str(s)) for s in labels[:k]],
                   rotation=45 if k > 6 or max((len(str(s)) for s in labels[:k]), default=0) > 10

@@ -37,7 +37,7 @@ def _clip(text: str, width: int = MAX_QUERY) -> str:
 
 def _budget(ledger: Ledger, info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     cap, spent = info["cap"], info["spent"]
-    remaining = cap - spent if cap >= spent else type(cap).zero()
+    remaining = cap - spent if spent <= cap else type(cap).zero()
     statuses = Counter(r["status"] for r in rows)
     analysts: dict[str, float] = {}
     field = "rho" if info["measure"] == "ZCDP" else "epsilon"
