@@ -150,7 +150,7 @@ def test_ledger_report_has_budget_burn_down_queries_and_releases(tmp_path):
         ledger_report(ledger, "nope")
 
 
-def test_cli_report_writes_the_file_and_fails_in_one_line(tmp_path):
+def test_cli_report_writes_the_file_and_fails_in_one_line(tmp_path, monkeypatch):
     path, name, _ = hostile_ledger(tmp_path)
     out = tmp_path / "r.html"
     runner = CliRunner()
@@ -164,6 +164,13 @@ def test_cli_report_writes_the_file_and_fails_in_one_line(tmp_path):
     assert [line for line in result.output.splitlines() if line.startswith("error")] == [
         f"error (LedgerError): unknown dataset 'nope' in {Ledger(path).url} (see `dpkit "
         "ledger datasets`)"]
+    result = runner.invoke(app, ["report", str(path), "adult", "--out",
+                                 str(tmp_path / "no-such-dir" / "r.html")])
+    assert result.exit_code == 1 and "not a file in an existing directory" in result.output
+    opened = []
+    monkeypatch.setattr("webbrowser.open", opened.append)
+    result = runner.invoke(app, ["report", str(path), "adult", "--out", str(out), "--open"])
+    assert result.exit_code == 0 and opened == [out.resolve().as_uri()]
 
 
 # -- in a real browser ------------------------------------------------------------------------
