@@ -186,15 +186,23 @@ def screenshot(page: str, tmp_path: Path) -> np.ndarray:
     subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                     "--disable-background-networking", "--disable-component-update",
                     "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'ud'}",
-                    "--hide-scrollbars", "--window-size=1200,1600", f"--screenshot={png}",
-                    html.as_uri()], check=True, capture_output=True, timeout=60)
+                    "--hide-scrollbars", "--force-device-scale-factor=1",
+                    "--window-size=1200,1600", f"--screenshot={png}", html.as_uri()],
+                   check=True, capture_output=True, timeout=60)
     import matplotlib.image
 
     return (matplotlib.image.imread(png)[..., :3] * 255).round().astype(int)
 
 
 def pixels(shot: np.ndarray, colour: np.ndarray) -> int:
-    return int((np.abs(shot - colour).max(axis=-1) <= 2).sum())
+    """Pixels of ``colour`` (±6 per channel) whose 3 × 3 neighbourhood is of it too: the
+    inside of filled shapes, not anti-aliased text."""
+    near = np.abs(shot - colour).max(axis=-1) <= 6
+    inside = near[1:-1, 1:-1].copy()
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            inside &= near[1 + dy:near.shape[0] - 1 + dy, 1 + dx:near.shape[1] - 1 + dx]
+    return int(inside.sum())
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install "
