@@ -33,7 +33,8 @@ th { background: #eef1f7; }
 table.queries { width: 100%; }
 table.queries td:nth-child(-n+4) { white-space: nowrap; }
 table.queries td:nth-child(n+5) { overflow-wrap: anywhere; min-width: 3em; }
-table.queries td:nth-child(8) { min-width: 14em; white-space: pre-line; }
+table.queries td:nth-child(7) { min-width: 17em; }
+table.queries td:nth-child(8) { min-width: 12em; white-space: pre-line; }
 table.queries td:nth-child(9) { font-family: ui-monospace, Menlo, Consolas, monospace;
                                 white-space: nowrap; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
