@@ -8,6 +8,7 @@ import base64
 import re
 import shutil
 import subprocess
+import sys
 from fractions import Fraction
 from html.parser import HTMLParser
 from pathlib import Path
@@ -265,3 +266,15 @@ def test_infinite_and_missing_values_are_not_drawn():
                           "x_ci_high": [2.0, float("inf"), float("nan")]})
     page = release_html(record(frame), truth={"x": [1, float("inf"), 2]})
     assert page.count("<img ") == 1 and ">inf<" in page and ">—<" in page
+
+
+def test_without_matplotlib_an_install_hint(monkeypatch, tmp_path):
+    path, _, _ = hostile_ledger(tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ImportError, match=r"pip install 'dpkit\[plot\]'"):
+        release_html(record(hostile_frame()))
+    result = CliRunner().invoke(app, ["report", str(path), "adult", "--out",
+                                      str(tmp_path / "r.html")])
+    assert result.exit_code == 1 and not (tmp_path / "r.html").exists()
+    assert "error (ImportError): dpkit's HTML reports draw their charts with matplotlib" in (
+        result.output)
