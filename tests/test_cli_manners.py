@@ -173,3 +173,35 @@ def test_synthesize_takes_a_progress_switch():
     out = synthesize(table, spec, method="aim", epsilon=1, rows=50, progress=True, rounds=2,
                      iters=20, final_iters=20)
     assert out.shape == (50, 2)
+
+
+@pytest.mark.parametrize("method", ["mst", "mwem"])
+def test_mst_and_mwem_show_their_progress(method, monkeypatch):
+    """``progress=True`` drives a Rich bar to its end (MST: measuring, then each inference
+    iteration; MWEM: each round); ``progress=False`` keeps it disabled."""
+    if method == "mst":
+        pytest.importorskip("mbi")
+    from rich.progress import Progress
+
+    from dpkit.release.synthetic import mst, mwem
+    from dpkit.release.synthetic.domain import Bins
+    from dpkit.release.synthetic.synthesize import synthesize
+
+    bars = []
+
+    class Recorder(Progress):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            bars.append(self)
+
+    monkeypatch.setattr(mst if method == "mst" else mwem, "Progress", Recorder)
+    table = dp.datasets.load_adult("train").select("sex", "age").head(2000)
+    spec = {"sex": ["Female", "Male"], "age": Bins(tuple(range(17, 93, 25)))}
+    options = {"iters": 20} if method == "mst" else {"rounds": 3}
+    for shown in (True, False):
+        out = synthesize(table, spec, method=method, epsilon=1, rows=50, progress=shown,
+                         **options)
+        assert out.shape == (50, 2)
+        (task,) = bars[-1].tasks
+        assert bars[-1].disable is not shown
+        assert task.completed == task.total == (21 if method == "mst" else 3)

@@ -9,6 +9,8 @@ ledger       Ledger, the persistent epsilon registry
 release      histograms, range queries, query release, synthetic data (imported on first use
              of the query namespace ``query.publish`` or by ``import dpkit.release``)
 audit        empirical privacy tests (imported on demand: ``import dpkit.audit``)
+report       HTML reports of a release or of a ledger's dataset (``Release.to_html()``,
+             ``dpkit.report.ledger_report``; imported on first use)
 datasets     load_adult
 errors       DPError and its subclasses
 
@@ -20,6 +22,7 @@ Top-level names: ``Session``, ``KeySet``, ``PrivacyUnit``, ``PureDP``, ``ApproxD
 
 from dpkit import core, datasets, errors, mechanisms
 from dpkit.client import Client
+from dpkit.core import record as _record
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.core.record import Release
 from dpkit.core.renyi import RenyiDP
@@ -47,6 +50,8 @@ from dpkit.mechanisms.partition_selection import PartitionSelection
 # which happens on first use (frame, above release on the layer map, never imports it)
 _namespace.provide_query_namespace("publish", "dpkit.release")
 _namespace.provide_query_namespace("continual", "dpkit.stream")
+# Release.to_html(): dpkit.report registers its renderer when imported, on first use
+_record.provide_html("dpkit.report")
 
 __version__ = "0.1.0"
 

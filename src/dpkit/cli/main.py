@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dpkit.cli.ledger import ledger_app
+from dpkit.cli.report import report
 from dpkit.errors import DomainError, DPError
 
 _DEBUG = {"on": False}
@@ -60,6 +61,7 @@ class _Group(typer.core.TyperGroup):
 app = typer.Typer(cls=_Group, help="dpkit — differential privacy, exact by construction.",
                   no_args_is_help=True, add_completion=False)
 app.add_typer(ledger_app, name="ledger")
+app.command("report")(report)
 bench_app = typer.Typer(help="Evaluation harnesses.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 

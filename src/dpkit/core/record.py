@@ -13,6 +13,7 @@ Release      the frozen record of one release
 digest_of    SHA-256 of a canonical serialization of released values
 noise_json   the one JSON encoding of noise rows (the ledger's ``noise`` column)
 noise_rows   its inverse (None for text written before this encoding)
+register_html, provide_html   the extension point of :meth:`Release.to_html` (``dpkit.report``)
 
 The core imports no dataframe engine: Polars frames and series are recognised by their
 module and read through their public methods.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,7 +37,7 @@ from dpkit.core.measures import PrivacyLoss
 from dpkit.errors import DomainError
 
 __all__ = ["NoiseRow", "Accuracy", "Release", "digest_of", "noise_json", "noise_rows",
-           "read_only"]
+           "read_only", "register_html", "provide_html"]
 
 T = TypeVar("T")
 
@@ -242,6 +244,53 @@ class Release(Generic[T]):
     def noise_json(self) -> str:
         """The noise rows as the ledger stores them (:func:`noise_json`)."""
         return noise_json(self.noise)
+
+    def to_html(self, truth: Mapping[str, Any] | None = None, title: str | None = None
+                ) -> str:
+        """This release as a self-contained HTML page: its values (tables with confidence
+        intervals, bar charts with error bars, the true values beside them when ``truth``
+        gives them), its loss, noise and accuracy. Rendered by
+        :func:`dpkit.report.release_html` (the core never imports the report: the renderer
+        registers itself, :func:`register_html`); needs matplotlib (``dpkit[plot]``).
+
+        Parameters
+        ----------
+        truth : mapping, optional
+            Per statistic column, the true (non-private) values: a mapping from the row's
+            key to the value, or a sequence in row order. Only the curator has them.
+        title : str, optional
+            The page's title (default: the release's description).
+
+        Raises
+        ------
+        DomainError
+            If no renderer is registered (``dpkit.report`` is not installed).
+        ImportError
+            Without matplotlib.
+        """
+        render = _HTML.get("render")
+        if render is None and "module" in _HTML:
+            importlib.import_module(_HTML["module"])  # registers itself
+            render = _HTML.get("render")
+        if render is None:
+            raise DomainError("Release.to_html needs a renderer: import dpkit.report")
+        return str(render(self, truth=truth, title=title))
+
+
+_HTML: dict[str, Any] = {}  # "render": the renderer; "module": the module that registers it
+
+
+def register_html(render: Callable[..., str]) -> None:
+    """Make ``render(release, truth=…, title=…) -> str`` the renderer of
+    :meth:`Release.to_html` (``dpkit.report`` registers :func:`~dpkit.report.release_html`
+    when it is imported)."""
+    _HTML["render"] = render
+
+
+def provide_html(module: str) -> None:
+    """Declare the module whose import registers the renderer; it is imported on the first
+    :meth:`Release.to_html` (``dpkit/__init__.py`` declares ``dpkit.report``)."""
+    _HTML["module"] = module
 
 
 def read_only(values: Any) -> Any:

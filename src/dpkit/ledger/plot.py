@@ -4,16 +4,35 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from dpkit.errors import LedgerError
 from dpkit.ledger.registry import Ledger
 
-__all__ = ["burn_down"]
+__all__ = ["burn_down", "burn_down_figure"]
 
 
 def burn_down(ledger: Ledger, dataset: str, output: str | Path) -> Path:
     """Write a PNG of the remaining budget (ε, or ρ for zCDP; δ on a second axis for (ε, δ)
     datasets) after each release, and the lifetime cap.
+
+    Raises
+    ------
+    LedgerError
+        For an unknown dataset, or if matplotlib is not installed.
+    """
+    fig = burn_down_figure(ledger, dataset)  # LedgerError without matplotlib
+    import matplotlib.pyplot as plt
+
+    path = Path(output)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def burn_down_figure(ledger: Ledger, dataset: str) -> Any:
+    """The burn-down plot of :func:`burn_down` as a matplotlib ``Figure`` (8 × 4.5 in; the
+    caller saves and closes it): remaining ε (ρ for zCDP) after each release, in time.
 
     Raises
     ------
@@ -54,7 +73,4 @@ def burn_down(ledger: Ledger, dataset: str, output: str | Path) -> Path:
     ax.set_title(f"Budget burn-down: {dataset} ({len(times) - 1} releases)")
     ax.legend(loc="upper right")
     fig.tight_layout()
-    path = Path(output)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig

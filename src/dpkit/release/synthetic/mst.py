@@ -29,11 +29,14 @@ zCDP composes additively: ρ/3 + ρ/3 + ρ/3 = ρ (Bun & Steinke 2016, Lemma 2.3
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from rich.console import Console
+from rich.progress import Progress
 
 from dpkit.core.measures import ZCDP
 from dpkit.core.numbers import Number, positive, sqrt_down
@@ -97,12 +100,12 @@ class MSTResult:
     model: Any = field(default=None, repr=False)
     merged: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
-    def fit(self, iters: int = 1000) -> Any:
+    def fit(self, iters: int = 1000, tick: Callable[[], object] | None = None) -> Any:
         """Estimate the graphical model with Private-PGM's mirror descent (post-processing);
-        cached on the result."""
+        cached on the result. ``tick()`` is called after each iteration (a progress bar)."""
         if self.model is None:
             self.model = pgm_estimate(self.compressed, self.measurements, self.noisy_total,
-                                      iters)
+                                      iters, tick=tick)
         return self.model
 
     def sample(self, rows: int | None = None, iters: int = 1000) -> np.ndarray:
@@ -119,10 +122,10 @@ class MSTResult:
 
 
 def pgm_estimate(domain: Domain, measurements: list[Measured], total: float, iters: int,
-                 potentials: Any = None) -> Any:
+                 potentials: Any = None, tick: Callable[[], object] | None = None) -> Any:
     """Private-PGM's mirror descent (McKenna, Sheldon & Miklau, ICML 2019, Alg. 1) on the
-    measurements, with the (noisy) total known; ``potentials`` warm-starts it.
-    Post-processing of the measurements."""
+    measurements, with the (noisy) total known; ``potentials`` warm-starts it; ``tick()``
+    after each iteration. Post-processing of the measurements."""
     mbi = require_mbi()
     import jax.numpy as jnp
 
@@ -139,10 +142,11 @@ def pgm_estimate(domain: Domain, measurements: list[Measured], total: float, ite
     loss = mbi.marginal_loss.MarginalLossFn(loss.cliques, loss.loss_fn,
                                             loss_lipschitz(domain, measurements, loss.cliques))
     with quick_compile():
-        return mirror_descent(dom, loss, max(total, 1.0), potentials, int(iters))
+        return mirror_descent(dom, loss, max(total, 1.0), potentials, int(iters), tick)
 
 
-def mirror_descent(domain: Any, loss: Any, total: float, potentials: Any, iters: int) -> Any:
+def mirror_descent(domain: Any, loss: Any, total: float, potentials: Any, iters: int,
+                   tick: Callable[[], object] | None = None) -> Any:
     """Entropic mirror descent on the marginal polytope (McKenna, Sheldon & Miklau, ICML
     2019, Alg. 1) with an Armijo line search (step ×1.01 after a sufficient decrease, ×0.5
     and no move otherwise; first step 2/(L·total)), on Private-PGM's model classes and
@@ -178,6 +182,8 @@ def mirror_descent(domain: Any, loss: Any, total: float, potentials: Any, iters:
             theta, value, grad, mu, alpha = trial, value2, grad2, mu2, 1.01 * alpha
         else:
             alpha *= 0.5
+        if tick is not None:
+            tick()
     return MarkovRandomField(potentials=theta, marginals=mu, total=total)
 
 
@@ -348,9 +354,12 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
                      merged=merged)
 
 
-def mst(codes: np.ndarray, domain: Domain, rho: Number, iters: int = 1000) -> MSTResult:
+def mst(codes: np.ndarray, domain: Domain, rho: Number, iters: int = 1000,
+        progress: bool = False) -> MSTResult:
     """MST (module docstring): :func:`mst_measure`, then Private-PGM inference
     (:meth:`MSTResult.fit`). ρ-zCDP; ``result.sample(rows)`` draws synthetic records.
+    ``progress``: a progress bar (Rich, on standard error) of the measurement step and of the
+    inference's iterations.
 
     Raises
     ------
@@ -358,8 +367,12 @@ def mst(codes: np.ndarray, domain: Domain, rho: Number, iters: int = 1000) -> MS
         Without the ``mbi`` package.
     """
     require_mbi()
-    result = mst_measure(codes, domain, rho)
-    result.fit(iters)
+    with Progress(*Progress.get_default_columns(), console=Console(stderr=True),
+                  transient=True, disable=not progress) as bar:
+        task = bar.add_task("MST: measuring", total=int(iters) + 1)
+        result = mst_measure(codes, domain, rho)
+        bar.update(task, advance=1, description="MST: fitting the model")
+        result.fit(iters, tick=lambda: bar.advance(task))
     return result
 
 

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
+from rich.console import Console
+from rich.progress import Progress
 
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
@@ -167,7 +169,7 @@ def default_rounds(epsilon: Number) -> int:
 def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
          rounds: int | None = None,
          total_share: Number = Fraction(1, 20), passes: int = 100, max_cells: int = 1 << 17,
-         ) -> MWEMResult:
+         progress: bool = False) -> MWEMResult:
     """Run MWEM on records ``codes`` (n, d) of ``workload.domain`` (module docstring).
 
     Parameters
@@ -190,6 +192,8 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
     max_cells : int
         Largest factor table the hypothesis may build (default 2^17; 2^20 made an ε = 0.1
         run on Adult take minutes for no gain).
+    progress : bool
+        Show a progress bar of the rounds (Rich, on standard error).
 
     Returns
     -------
@@ -221,15 +225,20 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
     sensitivity = 1 + Fraction(1, 1 << 20)
     select = make_selection(sensitivity, eps_round / 2)  # the exponential mechanism, checked
     selected = []
-    for _ in range(rounds):
-        candidates = [c for c in workload.cliques if hyp.merged_cells(c) <= max_cells]
-        if not candidates:
-            break
-        scores = [math.fsum(np.abs(hyp.marginal(c) - truth[c]).ravel()) for c in candidates]
-        choice = candidates[select(np.array(scores))]
-        measured = laplace_integer(truth[choice], Fraction(1), eps_round / 2)
-        group = hyp.merge(choice)
-        group.measurements.append((tuple(choice), measured.astype(np.float64)))
-        hyp.update(group, passes)
-        selected.append(tuple(choice))
+    with Progress(*Progress.get_default_columns(), console=Console(stderr=True),
+                  transient=True, disable=not progress) as bar:
+        task = bar.add_task("MWEM: rounds", total=int(rounds))
+        for _ in range(rounds):
+            candidates = [c for c in workload.cliques if hyp.merged_cells(c) <= max_cells]
+            if not candidates:
+                break
+            scores = [math.fsum(np.abs(hyp.marginal(c) - truth[c]).ravel())
+                      for c in candidates]
+            choice = candidates[select(np.array(scores))]
+            measured = laplace_integer(truth[choice], Fraction(1), eps_round / 2)
+            group = hyp.merge(choice)
+            group.measurements.append((tuple(choice), measured.astype(np.float64)))
+            hyp.update(group, passes)
+            selected.append(tuple(choice))
+            bar.advance(task)
     return MWEMResult(hyp, tuple(selected), eps, noisy_n)

@@ -208,7 +208,8 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "a
     rows : int, optional
         Rows to synthesise (default: the method's noisy record count).
     progress : bool
-        Show a progress bar (standard error) for AIM, the one that takes minutes.
+        Show a progress bar (Rich, on standard error) for MST (measurement, then the
+        inference's iterations), AIM (the budget spent) and MWEM (the rounds).
     **options
         Passed to the method (e.g. ``rounds`` or ``workload`` for MWEM — default
         :func:`mwem_workload` —, ``iters`` for MST/AIM inference).
@@ -235,7 +236,8 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "a
         from dpkit.release.synthetic.mst import mst, require_mbi
 
         require_mbi()
-        result = mst(codes, domain, _rho(eps, delta), iters=options.pop("iters", 1000))
+        result = mst(codes, domain, _rho(eps, delta), iters=options.pop("iters", 1000),
+                     progress=progress)
         synthetic = result.sample(rows)
     elif method == "aim":
         from dpkit.release.synthetic.aim import aim
@@ -250,7 +252,7 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "a
         workload = options.pop("workload", None)
         workload = mwem_workload(domain) if workload is None else MarginalWorkload(
             domain, tuple(tuple(c) for c in workload))
-        result_mw = mwem(codes, workload, eps, **options)
+        result_mw = mwem(codes, workload, eps, progress=progress, **options)
         n = max(result_mw.noisy_total, 0) if rows is None else int(rows)
         synthetic = result_mw.hypothesis.sample(n)
     else:
