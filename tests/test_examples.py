@@ -20,5 +20,6 @@ def test_example_runs(path, tmp_path, monkeypatch, capsys):
     for extra in re.findall(r"dpkit\[(\w+)\]", path.read_text()):
         pytest.importorskip(EXTRAS[extra])
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", [str(path)])  # a script's own options, not pytest's
     runpy.run_path(str(path), run_name="__main__")
     assert capsys.readouterr().out.strip()  # it printed its results

@@ -78,3 +78,40 @@ def test_remembered_answers_are_exact_and_private_to_their_table():
     for other in ("x", "y"):
         cache.get_or_compute((other,), [], lambda: None)
     assert key not in cache._items and cache._answers == {}
+
+
+@pytest.mark.parametrize("other", ["table", "unit"])
+def test_a_shared_cache_refuses_other_tables_or_units(other):
+    df, cache = _frame(), BoundedCache()
+    dp.Session(df, UNIT, dp.PureDP(10), bounded_cache=cache)
+    data = df.clone() if other == "table" else df
+    unit = UNIT if other == "table" else dp.PrivacyUnit.by("u", max_rows=1)
+    with pytest.raises(DomainError, match="other tables or another privacy unit"):
+        dp.Session(data, unit, dp.PureDP(10), bounded_cache=cache)
+
+
+def test_requests_reuse_bounded_tables_and_register_once(tmp_path, monkeypatch):
+    _frame().write_csv(tmp_path / "t.csv")
+    cfg = parse_config({
+        "ledger": "ledger.sqlite",
+        "datasets": [{"name": "t", "source": {"kind": "csv", "path": "t.csv"},
+                      "privacy_unit": {"column": "u", "max_rows": 2},
+                      "budget": {"measure": "pure", "epsilon": 10}}]}, base=tmp_path)
+    app = create_app(cfg)
+    state = app.state.dpkit
+    token = state.ledger.add_analyst("alice")
+    state.ledger.grant("alice", "t")
+    registered = []
+    original = state.ledger.register
+    monkeypatch.setattr(state.ledger, "register", lambda *a, **k: registered.append(
+        state.ledger._registered.get(a[0])) or original(*a, **k))
+    body = {"group_by": {"columns": ["k"], "keys": {"k": ["a", "b"]}},
+            "aggs": [{"agg": "count"}], "budget": {"epsilon": "1/2"}}
+    with TestClient(app) as http:
+        for _ in range(3):
+            r = http.post("/v1/datasets/t/release", json=body,
+                          headers={"Authorization": f"Bearer {token}"})
+            assert r.status_code == 200, r.text
+    assert state.datasets["t"].bounded.answer_hits == 2  # the same plan: exact values reused
+    assert len(registered) == 3 and all(r is not None for r in registered)  # all memo hits
+    assert state.ledger.spent("t") == dp.PureDP(Fraction(3, 2))

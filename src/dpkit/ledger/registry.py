@@ -283,12 +283,12 @@ class Ledger:
                 yield conn
             return
         local = self._writers
-        conn = getattr(local, "conn", None)
-        if conn is None or local.pid != os.getpid() or conn.closed or conn.invalidated:
-            conn = local.conn = self._write_engine.connect()  # outside the pool: a server's
-            # threads keep theirs without starving the pool that reads check out from
+        writer: Connection | None = getattr(local, "conn", None)
+        if writer is None or local.pid != os.getpid() or writer.closed or writer.invalidated:
+            writer = local.conn = self._write_engine.connect()  # outside the pool: a
+            # server's threads keep theirs without starving the pool that reads check out from
             local.pid = os.getpid()
-        yield conn
+        yield writer
 
     @contextlib.contextmanager
     def _queue(self) -> Iterator[None]:

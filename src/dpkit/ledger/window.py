@@ -28,7 +28,7 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, select
 
@@ -187,7 +187,7 @@ class Tracker:
                 summed = add(summed, {k: v * times for k, v in raw(loss).items()})
             self._buckets[(dataset, minute)] = summed
         for dataset in {d for d, _ in pending}:
-            last, total = self.minute[dataset], {}
+            last, total = self.minute[dataset], cast(Raw, {})
             for m in range(last - SPAN, last + 1):
                 found = self._buckets.get((dataset, m))
                 if found is not None:

@@ -122,7 +122,8 @@ class HashedOLH:
     def supports(self, reports: np.ndarray, v: int) -> np.ndarray:
         """Whether each report supports the identifier v (bool (n,))."""
         rep = np.asarray(reports, dtype=np.uint64)
-        return self._hash(rep[:, 0], rep[:, 1], np.uint64(v)) == rep[:, 2]
+        ident = np.full(len(rep), v, dtype=np.uint64)
+        return self._hash(rep[:, 0], rep[:, 1], ident) == rep[:, 2]
 
     def unbiased(self, support: np.ndarray, n: int) -> np.ndarray:
         """f̂(v) = (C(v)/n − q*)/(p* − q*)."""

@@ -435,7 +435,8 @@ def audit_pair() -> tuple[str, str]:
     found: list[str] = []
     used: set[int] = set()
     for i in range(1000):
-        bits = set(np.flatnonzero(np.unpackbits(probe.bloom(0, f"v{i}"), bitorder="little")))
+        bits = {int(b) for b in np.flatnonzero(np.unpackbits(probe.bloom(0, f"v{i}"),
+                                                              bitorder="little"))}
         if len(bits) == 2 and not bits & used:
             found.append(f"v{i}")
             used |= bits
