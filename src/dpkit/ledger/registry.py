@@ -221,6 +221,7 @@ class Ledger:
         self._lock_path = (None if database in (None, "", ":memory:") or fcntl is None
                            else f"{database}.lock")
         self._lock_pid, self._lock_file = -1, cast(Any, None)
+        self._thread_lock = threading.Lock()
         # a SQLite file: a write connection kept per thread (_writer), outside the pool
         self._writers = threading.local()
         self._write_engine = (None if database in (None, "", ":memory:")
@@ -295,19 +296,24 @@ class Ledger:
         """For a SQLite file: queue on an OS lock (``flock`` on ``<ledger>.lock``) before
         ``BEGIN IMMEDIATE``, so that a waiting writer wakes as soon as the lock is free
         instead of sleeping in SQLite's busy handler (which backs off up to 100 ms). Only
-        a queue: the database lock still serialises writers, whoever holds this one."""
+        a queue: the database lock still serialises writers, whoever holds this one.
+        The threads of one process queue on a thread lock first: ``flock`` belongs to the
+        open file, so two threads sharing it would both pass (and meet in the busy
+        handler)."""
         path = self._lock_path
         if path is None:
             yield
             return
         if self._lock_pid != os.getpid():  # a forked process opens its own lock file
             self._lock_file = open(path, "a")  # noqa: SIM115 - kept open, by design
+            self._thread_lock = threading.Lock()
             self._lock_pid = os.getpid()
-        fcntl.flock(self._lock_file, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+        with self._thread_lock:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._lock_file, fcntl.LOCK_UN)
 
     def _lock_head(self, conn: Connection) -> tuple[str, int, int]:
         """Take the ledger's write lock (the chain head's row; SQLite already holds its
