@@ -30,7 +30,8 @@ from typing import Any
 __all__ = ["GENESIS", "ROW_FIELDS", "RELEASE_FIELDS", "OUTCOME_FIELDS", "EVENT_FIELDS",
            "V3_DATASET_FIELDS", "canonical", "link_hash", "legacy_link_hash", "row_mac",
            "bucket_mac", "checkpoint_mac", "key_id", "request_digest", "release_body",
-           "outcome_body", "event_body", "legacy_body", "subject", "verify_links"]
+           "outcome_body", "event_body", "legacy_body", "subject", "verify_links",
+           "hash_problems"]
 
 GENESIS = "0" * 64
 
@@ -156,23 +157,42 @@ def describe(body: Mapping[str, Any]) -> str:
 
 
 def verify_links(links: Iterable[tuple[dict[str, Any], str, str]], key: bytes | None,
-                 start: tuple[str, int] = (GENESIS, 1)) -> list[str]:
+                 start: tuple[str, int] = (GENESIS, 1), hashed_elsewhere: int = 0
+                 ) -> list[str]:
     """Check (body, prev_hash, hash) links in ``seq`` order; return the problems found.
     ``key`` None checks version-2 (unkeyed) links; ``start``: the hash the first link must
-    follow and its ``seq`` (after a checkpoint)."""
+    follow and its ``seq`` (after a checkpoint); ``hashed_elsewhere``: links up to this
+    ``seq`` have their keyed hash recomputed by :func:`hash_problems` in another process
+    (their order and ``prev_hash`` are still checked here)."""
     problems, (expected_prev, expected_seq) = [], start
     for body, prev, digest in links:
-        where = describe(body)
         if body["seq"] != expected_seq:
-            problems.append(f"{where}: expected seq {expected_seq} (a link is missing, "
-                            "duplicated or reordered)")
+            problems.append(f"{describe(body)}: expected seq {expected_seq} (a link is "
+                            "missing, duplicated or reordered)")
             expected_seq = body["seq"] if isinstance(body["seq"], int) else expected_seq
         if prev != expected_prev:
-            problems.append(f"{where}: prev_hash does not match the previous link")
+            problems.append(f"{describe(body)}: prev_hash does not match the previous link")
+        if not (isinstance(body["seq"], int) and 0 < body["seq"] <= hashed_elsewhere):
+            problems += hash_problems([(body, prev, digest)], key)
+        expected_prev, expected_seq = digest, expected_seq + 1
+    return problems
+
+
+def hash_problems(links: Iterable[tuple[dict[str, Any], str, str]], key: bytes | None,
+                  requests: bool = False) -> list[str]:
+    """The links whose content does not match their (keyed) hash — and with ``requests``,
+    the release links whose request hash does not match their query (what
+    :class:`~dpkit.ledger.integrity.State` checks otherwise): the costly per-link checks,
+    which ``verify`` of a long chain runs in a second process."""
+    problems = []
+    for body, prev, digest in links:
         recomputed = (legacy_link_hash(prev, body) if key is None
                       else link_hash(key, prev, body))
         if not hmac.compare_digest(recomputed, str(digest)):
-            problems.append(f"{where}: content does not match its hash (edited outside the "
-                            "ledger)")
-        expected_prev, expected_seq = digest, expected_seq + 1
+            problems.append(f"{describe(body)}: content does not match its hash (edited "
+                            "outside the ledger)")
+        if requests and body.get("kind") == "release" and body["request_sha256"] != (
+                request_digest(body["dataset"], body["analyst"], body["query"],
+                               body["loss"], body["noise"])):
+            problems.append(f"{describe(body)}: request hash does not match its query")
     return problems
