@@ -33,6 +33,7 @@ from scipy import stats
 from dpkit.core.numbers import Number, exp_down, integer, positive
 from dpkit.core.samplers import bernoulli_dyadic
 from dpkit.errors import DomainError
+from dpkit.local.values import local_measurement
 
 __all__ = ["BITS", "check_k_epsilon", "to_index", "bernoulli_dyadic", "dyadic_down",
            "exp_lower", "estimate_frame", "norm_sub", "pure_variance"]
@@ -222,18 +223,7 @@ class FrequencyOracle:
         """The randomizer as a :class:`~dpkit.core.component.Measurement`: input a vector of
         values (one per user, anything: see :func:`to_index`), output the reports; under
         :class:`HammingDistance` the map is d_in ↦ PureDP(d_in · ε)."""
-        from dpkit.core.component import Measurement
-        from dpkit.core.domains import AnyDomain, VectorDomain
-        from dpkit.core.measures import PureDP
-        from dpkit.core.metrics import HammingDistance
-        from dpkit.core.numbers import non_negative
-
-        eps = self.epsilon
-        return Measurement(
-            function=self.randomize, input_metric=HammingDistance(), output_measure=PureDP,
-            privacy_map=lambda d_in: PureDP(non_negative(d_in, "d_in") * eps),
-            name=f"local_{self.name}(k={self.k}, epsilon={float(eps):.6g})",
-            input_domain=VectorDomain(AnyDomain()))
+        return local_measurement(self.randomize, self.epsilon, self.name, k=self.k)
 
 
 class BitReports(FrequencyOracle):

@@ -38,6 +38,7 @@ from dpkit.core import rng
 from dpkit.core.numbers import Number, integer, positive
 from dpkit.errors import DomainError
 from dpkit.local.base import BITS, bernoulli_dyadic, dyadic_down, exp_lower, pure_variance
+from dpkit.local.values import local_measurement
 from dpkit.mechanisms.registry import AuditCase, register
 
 __all__ = ["HashedOLH", "PEM", "PEMReports"]
@@ -315,18 +316,7 @@ class PEM:
     def measurement(self) -> Any:
         """One report per user as a :class:`~dpkit.core.component.Measurement` under
         :class:`HammingDistance`: d_in ↦ PureDP(d_in · ε)."""
-        from dpkit.core.component import Measurement
-        from dpkit.core.domains import AnyDomain, VectorDomain
-        from dpkit.core.measures import PureDP
-        from dpkit.core.metrics import HammingDistance
-        from dpkit.core.numbers import non_negative
-
-        eps = self.epsilon
-        return Measurement(
-            function=self.randomize, input_metric=HammingDistance(), output_measure=PureDP,
-            privacy_map=lambda d_in: PureDP(non_negative(d_in, "d_in") * eps),
-            name=f"local_pem(length={self.length}, epsilon={float(eps):.6g})",
-            input_domain=VectorDomain(AnyDomain()))
+        return local_measurement(self.randomize, self.epsilon, "pem", length=self.length)
 
 
 def _audit() -> list[AuditCase]:

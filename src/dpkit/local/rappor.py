@@ -37,6 +37,7 @@ from dpkit.core.numbers import (
 from dpkit.errors import DomainError
 from dpkit.local.base import dyadic_down, exp_lower
 from dpkit.local.bits import bernoulli_bits, digest, group_bit_counts, value_keys
+from dpkit.local.values import local_measurement
 from dpkit.mechanisms.registry import AuditCase, register
 
 __all__ = ["RAPPOR", "RAPPORReports"]
@@ -394,18 +395,7 @@ class RAPPOR:
     def measurement(self) -> Any:
         """One fresh report per user as a :class:`~dpkit.core.component.Measurement` under
         :class:`HammingDistance`: d_in ↦ PureDP(d_in · ε) with ε = min(ε1, ε∞)."""
-        from dpkit.core.component import Measurement
-        from dpkit.core.domains import AnyDomain, VectorDomain
-        from dpkit.core.measures import PureDP
-        from dpkit.core.metrics import HammingDistance
-        from dpkit.core.numbers import non_negative
-
-        eps = self.epsilon
-        return Measurement(
-            function=self.randomize, input_metric=HammingDistance(), output_measure=PureDP,
-            privacy_map=lambda d_in: PureDP(non_negative(d_in, "d_in") * eps),
-            name=f"local_rappor(m={self.m}, h={self.h}, epsilon={float(eps):.6g})",
-            input_domain=VectorDomain(AnyDomain()))
+        return local_measurement(self.randomize, self.epsilon, "rappor", m=self.m, h=self.h)
 
 
 def _gram_inverse(gram: np.ndarray) -> np.ndarray:

@@ -59,6 +59,7 @@ from dpkit.core.numbers import Number, dyadic_up, integer, positive
 from dpkit.errors import DomainError
 from dpkit.local.base import exp_lower
 from dpkit.local.bits import bernoulli_bits, group_bit_counts, value_ids, value_keys
+from dpkit.local.values import local_measurement
 from dpkit.mechanisms.registry import AuditCase, register
 
 __all__ = ["CountMeanSketch", "HadamardCountMeanSketch", "CMSReports"]
@@ -167,18 +168,7 @@ class _Sketch:
     def measurement(self) -> Any:
         """One report per user as a :class:`~dpkit.core.component.Measurement` under
         :class:`HammingDistance`: d_in ↦ PureDP(d_in · ε)."""
-        from dpkit.core.component import Measurement
-        from dpkit.core.domains import AnyDomain, VectorDomain
-        from dpkit.core.measures import PureDP
-        from dpkit.core.metrics import HammingDistance
-        from dpkit.core.numbers import non_negative
-
-        eps = self.epsilon
-        return Measurement(
-            function=self.randomize, input_metric=HammingDistance(), output_measure=PureDP,
-            privacy_map=lambda d_in: PureDP(non_negative(d_in, "d_in") * eps),
-            name=f"local_{self.name}(k={self.k}, m={self.m}, epsilon={float(eps):.6g})",
-            input_domain=VectorDomain(AnyDomain()))
+        return local_measurement(self.randomize, self.epsilon, self.name, k=self.k, m=self.m)
 
     def randomize(self, values: Any) -> Any:
         raise NotImplementedError

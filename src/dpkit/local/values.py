@@ -80,20 +80,23 @@ def mean_frame(estimate: np.ndarray, variance: np.ndarray, n: int, alpha: float,
     return pl.DataFrame(cols)
 
 
-def local_measurement(function: Any, epsilon: Fraction, name: str) -> Any:
+def local_measurement(function: Any, epsilon: Fraction, name: str, **params: Any) -> Any:
     """A local randomizer as a :class:`~dpkit.core.component.Measurement`: input a vector of
-    values (one per user), output the reports; under :class:`HammingDistance` the map is
-    d_in ↦ PureDP(d_in · ε) (each user's report depends on their value only)."""
+    values (one per user, anything the randomizer accepts), output the reports; under
+    :class:`HammingDistance` the map is d_in ↦ PureDP(d_in · ε) (each user's report depends
+    on their value only). ``params`` are shown in its name: ``local_<name>(k=…, epsilon=…)``.
+    """
     from dpkit.core.component import Measurement
     from dpkit.core.domains import AnyDomain, VectorDomain
     from dpkit.core.measures import PureDP
     from dpkit.core.metrics import HammingDistance
     from dpkit.core.numbers import non_negative
 
+    shown = "".join(f"{k}={v}, " for k, v in params.items())
     return Measurement(
         function=function, input_metric=HammingDistance(), output_measure=PureDP,
         privacy_map=lambda d_in: PureDP(non_negative(d_in, "d_in") * epsilon),
-        name=f"local_{name}(epsilon={float(epsilon):.6g})",
+        name=f"local_{name}({shown}epsilon={float(epsilon):.6g})",
         input_domain=VectorDomain(AnyDomain()))
 
 
