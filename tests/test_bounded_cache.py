@@ -16,10 +16,13 @@ def test_same_query_reuses_the_bounded_table_and_still_pays():
     s, _ = _session()
     for _ in range(3):
         s.query().group_by("k", keys=[0, 1, 2]).agg(dp.count()).release(epsilon=1)
-    assert s._bounded.hits == 2 and s.spent == dp.PureDP(3)
+    # the same plan on the same bounded table: its exact values are remembered
+    assert s._bounded.answer_hits == 2 and s.spent == dp.PureDP(3)
+    s.query().group_by("k", keys=[2, 1, 0]).agg(dp.count()).release(epsilon=1)  # another plan
+    assert s._bounded.hits == 1  # ... on the same bounded table
     s.query().agg(dp.count()).release(epsilon=1)  # another grouping: bounded afresh
     s.query().filter(pl.col("x") > 1).agg(dp.count()).release(epsilon=1)  # other steps
-    assert s._bounded.hits == 2
+    assert (s._bounded.hits, s._bounded.answer_hits) == (1, 2)
 
 
 def test_steps_with_objects_match_by_identity_only():
