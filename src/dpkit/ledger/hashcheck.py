@@ -22,7 +22,8 @@ __all__ = ["start", "finish", "check", "upto_seq"]
 
 
 def upto_seq(found: Iterator[tuple[dict[str, Any], str, str]], upto: int
-          ) -> Iterator[tuple[dict[str, Any], str, str]]:
+             ) -> Iterator[tuple[dict[str, Any], str, str]]:
+    """The links of ``found`` (in ``seq`` order) up to ``seq`` ``upto``."""
     for link in found:
         seq = link[0]["seq"]
         if isinstance(seq, int) and seq > upto:
