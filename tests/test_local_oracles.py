@@ -19,8 +19,9 @@ from tests.stats import FALSE_POSITIVE_RATE, chi2_pvalue
 import dpkit.local as ldp
 from dpkit.audit.statistics import histogram_test
 from dpkit.errors import DomainError
-from dpkit.local.base import bernoulli_dyadic, norm_sub, to_index
+from dpkit.local.base import norm_sub, to_index
 from dpkit.local.hadamard import fwht
+from dpkit.mechanisms.randomized_response import response_coins
 from dpkit.mechanisms.registry import registered
 
 N_LAW = 100_000
@@ -206,11 +207,11 @@ def test_confidence_intervals_cover_at_their_level():
 
 
 def test_exact_helpers():
-    draws = bernoulli_dyadic(1431655765, 200_000)  # ⌊2^32/3⌋ / 2^32
+    draws = response_coins(Fraction(1431655765, 2**32), 200_000)  # ⌊2^32/3⌋ / 2^32
     p = 1431655765 / 2**32
     z = (draws.sum() - 200_000 * p) / math.sqrt(200_000 * p * (1 - p))
     assert abs(z) < stats.norm.isf(FALSE_POSITIVE_RATE / 2)
-    assert bernoulli_dyadic(0, 1000).sum() == 0 and bernoulli_dyadic(2**32, 10).all()
+    assert response_coins(0, 1000).sum() == 0 and response_coins(1, 10).all()
     h = np.array([[1]])
     for _ in range(3):
         h = np.block([[h, h], [h, -h]])

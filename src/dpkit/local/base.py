@@ -13,8 +13,8 @@ and its variance (their §3, divided by n² to speak of frequencies) is
 
     Var[f̂(v)] = q*(1 − q*) / (n (p* − q*)²) + f(v) (1 − p* − q*) / (n (p* − q*)).
 
-Probabilities are exact rationals, drawn with the core's dyadic Bernoulli sampler
-(:func:`dpkit.core.samplers.bernoulli_dyadic`, re-exported here for the oracles): an
+Probabilities are exact rationals, drawn as randomized-response coins
+(:func:`dpkit.mechanisms.randomized_response.response_coins`, exact Bernoulli draws): an
 irrational probability of a paper (e^ε/(e^ε + k − 1)) is rounded to a multiple of 2^-32 in
 the direction that adds noise, so the protocol's true ε is at most the one claimed, and the
 estimator uses the rounded (exact) p*, q*.
@@ -31,11 +31,10 @@ import polars as pl
 from scipy import stats
 
 from dpkit.core.numbers import Number, exp_down, integer, positive
-from dpkit.core.samplers import bernoulli_dyadic
 from dpkit.errors import DomainError
 from dpkit.local.values import local_measurement
 
-__all__ = ["BITS", "check_k_epsilon", "to_index", "bernoulli_dyadic", "dyadic_down",
+__all__ = ["BITS", "check_k_epsilon", "to_index", "dyadic_down",
            "exp_lower", "estimate_frame", "norm_sub", "pure_variance"]
 
 BITS = 32  # probabilities are multiples of 2^-BITS

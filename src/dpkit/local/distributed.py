@@ -14,7 +14,8 @@ Client i, with public shared randomness (the signs of the rotation, drawn once):
    with zeros to a power of two, d′);
 3. scale by 1/γ and round each coordinate randomly (floor + Bernoulli(fraction)), redrawn
    until ‖x̃‖₂² ≤ Δ₂² (conditional randomized rounding);
-4. add discrete Gaussian noise N_ℤ(0, σ²/γ²) per coordinate (:mod:`dpkit.core.samplers`);
+4. add discrete Gaussian noise N_ℤ(0, σ²/γ²) per coordinate
+   (:func:`dpkit.mechanisms.make_discrete_gaussian`);
 5. reduce modulo m.
 
 Secure aggregation is simulated: the server sees only Σ_i y_i mod m. It maps the residues
@@ -42,9 +43,9 @@ from dpkit.core.numbers import (
     sqrt_up,
     to_fraction,
 )
-from dpkit.core.samplers import discrete_gaussian
 from dpkit.errors import DomainError
 from dpkit.local.values import bernoulli_float
+from dpkit.mechanisms.gaussian import make_discrete_gaussian
 from dpkit.mechanisms.registry import register
 
 __all__ = ["DistributedDiscreteGaussian", "tau_bound"]
@@ -250,8 +251,8 @@ class DistributedDiscreteGaussian:
         scale = np.where(norms > c, c / np.where(norms > 0, norms, 1.0), 1.0)
         z = self.rotate(x * scale[:, None]) / float(self.gamma)
         rounded = self._round(z)
-        noise = discrete_gaussian(self.sigma_int, rounded.size).reshape(rounded.shape)
-        return rounded + noise
+        noisy = make_discrete_gaussian(self.sigma_int)(rounded.reshape(-1))
+        return np.asarray(noisy, dtype=np.int64).reshape(rounded.shape)
 
     def _round(self, z: np.ndarray) -> np.ndarray:
         """Conditional randomized rounding: redraw a row until ‖x̃‖² ≤ Δ₂² (exact integer

@@ -13,14 +13,13 @@ import numpy as np
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number
-from dpkit.core.samplers import bernoulli_dyadic
 from dpkit.local.base import (
-    BITS,
     FrequencyOracle,
     audit_cases,
     dyadic_down,
     exp_lower,
 )
+from dpkit.mechanisms.randomized_response import response_coins
 from dpkit.mechanisms.registry import register
 
 __all__ = ["GRR"]
@@ -60,7 +59,7 @@ class GRR(FrequencyOracle):
         self.q = (1 - self.p) / (self.k - 1)
 
     def _randomize(self, idx: np.ndarray) -> np.ndarray:
-        keep = bernoulli_dyadic(int(self.p * (1 << BITS)), idx.size)
+        keep = response_coins(self.p, idx.size)
         other = rng.uniform_below(self.k - 1, idx.size).astype(np.int64)
         other += other >= idx  # uniform over the k − 1 values other than the input
         return np.where(keep, idx, other)

@@ -16,14 +16,13 @@ import numpy as np
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number
-from dpkit.core.samplers import bernoulli_dyadic
 from dpkit.local.base import (
-    BITS,
     FrequencyOracle,
     audit_cases,
     dyadic_down,
     exp_lower,
 )
+from dpkit.mechanisms.randomized_response import response_coins
 from dpkit.mechanisms.registry import register
 
 __all__ = ["HadamardResponse", "fwht"]
@@ -78,7 +77,7 @@ class HadamardResponse(FrequencyOracle):
         r = (idx + 1).astype(np.int64)
         j = rng.uniform_below(self.K, n).astype(np.int64)
         inside = (np.bitwise_count(r & j) & 1) == 0
-        want = bernoulli_dyadic(int(self.p * (1 << BITS)), n)
+        want = response_coins(self.p, n)
         flip = inside != want
         j[flip] ^= (r & -r)[flip]  # flipping the lowest set bit of r moves j across C_x
         return j

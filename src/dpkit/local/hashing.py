@@ -17,13 +17,12 @@ from dpkit.core import rng
 from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 from dpkit.local.base import (
-    BITS,
     FrequencyOracle,
     audit_cases,
-    bernoulli_dyadic,
     dyadic_down,
     exp_lower,
 )
+from dpkit.mechanisms.randomized_response import response_coins
 from dpkit.mechanisms.registry import register
 
 __all__ = ["OLH", "BLH", "PRIME"]
@@ -104,7 +103,7 @@ class OLH(FrequencyOracle):
         a = (rng.uniform_below(PRIME - 1, n).astype(np.uint32) + np.uint32(1))
         b = rng.uniform_below(PRIME, n).astype(np.uint32)
         h = _hash(a, b, idx.astype(np.uint32), self.g)
-        keep = bernoulli_dyadic(int(self.p_grr * (1 << BITS)), n)
+        keep = response_coins(self.p_grr, n)
         other = rng.uniform_below(self.g - 1, n).astype(np.uint32)
         other += other >= h
         return np.stack([a, b, np.where(keep, h, other)], axis=1)

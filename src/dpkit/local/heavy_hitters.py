@@ -37,8 +37,9 @@ from scipy import stats
 from dpkit.core import rng
 from dpkit.core.numbers import Number, integer, positive
 from dpkit.errors import DomainError
-from dpkit.local.base import BITS, bernoulli_dyadic, dyadic_down, exp_lower, pure_variance
+from dpkit.local.base import dyadic_down, exp_lower, pure_variance
 from dpkit.local.values import local_measurement
+from dpkit.mechanisms.randomized_response import response_coins
 from dpkit.mechanisms.registry import AuditCase, register
 
 __all__ = ["HashedOLH", "PEM", "PEMReports"]
@@ -103,7 +104,7 @@ class HashedOLH:
         n = x.size
         a, b = rng.words(n, 64), rng.words(n, 64)
         h = self._hash(a, b, x)
-        keep = bernoulli_dyadic(int(self.p * (1 << BITS)), n)
+        keep = response_coins(self.p, n)
         other = rng.uniform_below(self.g - 1, n).astype(np.uint64)
         other += other >= h
         return np.stack([a, b, np.where(keep, h, other)], axis=1)

@@ -31,9 +31,8 @@ import polars as pl
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, exp_up, integer, positive
-from dpkit.core.samplers import bernoulli_dyadic
 from dpkit.errors import DomainError
-from dpkit.local.base import BITS, dyadic_down, exp_lower
+from dpkit.local.base import dyadic_down, exp_lower
 from dpkit.local.telemetry import sample_buckets
 from dpkit.local.values import (
     bernoulli_float,
@@ -42,6 +41,7 @@ from dpkit.local.values import (
     mean_frame,
     to_interval,
 )
+from dpkit.mechanisms.randomized_response import response_coins
 from dpkit.mechanisms.registry import register
 
 __all__ = ["NumericMechanism", "Duchi", "Piecewise", "Hybrid", "SampledMean", "MAX_DUCHI_D"]
@@ -253,7 +253,7 @@ class Duchi(NumericMechanism):
     def _randomize(self, u: np.ndarray) -> np.ndarray:
         n, d = u.shape
         v = np.where(bernoulli_float((1 + u.reshape(-1)) / 2).reshape(n, d), 1.0, -1.0)
-        plus = bernoulli_dyadic(int(self.p * (1 << BITS)), n)
+        plus = response_coins(self.p, n)
         if d == 1:
             return np.where(plus[:, None], v, -v) * float(self.B)
         pick = rng.uniform_below(self.size, n).astype(np.uint64)
@@ -400,7 +400,7 @@ class Hybrid(NumericMechanism):
         self.pm = Piecewise(self.epsilon) if self.beta > 0 else None  # ε ≤ ε*: Duchi only
 
     def _randomize(self, u: np.ndarray) -> np.ndarray:
-        use_pm = bernoulli_dyadic(int(self.beta * (1 << BITS)), u.shape[0])
+        use_pm = response_coins(self.beta, u.shape[0])
         out = self.duchi._randomize(u)
         idx = np.flatnonzero(use_pm)
         if self.pm is not None:

@@ -16,14 +16,13 @@ import numpy as np
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, integer
-from dpkit.core.samplers import bernoulli_dyadic
 from dpkit.local.base import (
-    BITS,
     BitReports,
     audit_cases,
     dyadic_down,
     exp_lower,
 )
+from dpkit.mechanisms.randomized_response import response_coins
 from dpkit.mechanisms.registry import register
 
 __all__ = ["SubsetSelection"]
@@ -102,7 +101,7 @@ class SubsetSelection(BitReports):
 
     def _randomize(self, idx: np.ndarray) -> np.ndarray:
         n, k = idx.size, self.k
-        member = bernoulli_dyadic(int(self.p * (1 << BITS)), n)
+        member = response_coins(self.p, n)
         need = np.where(member, self.d - 1, self.d).astype(np.int64)
         rows = max(1, _BLOCK // k)  # users per block: the block's matrix stays in cache
         out = np.concatenate([_random_subsets(need[s: s + rows], idx[s: s + rows], k)

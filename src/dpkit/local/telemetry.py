@@ -46,9 +46,8 @@ from scipy import stats
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, integer, positive
-from dpkit.core.samplers import bernoulli_dyadic
 from dpkit.errors import DomainError
-from dpkit.local.base import BITS, check_k_epsilon, dyadic_down, exp_lower, to_index
+from dpkit.local.base import check_k_epsilon, dyadic_down, exp_lower, to_index
 from dpkit.local.values import (
     bernoulli_float,
     check_alpha,
@@ -56,6 +55,7 @@ from dpkit.local.values import (
     mean_frame,
     to_interval,
 )
+from dpkit.mechanisms.randomized_response import response_coins
 from dpkit.mechanisms.registry import register
 
 __all__ = ["OneBitMean", "DBitFlip", "MemoizedOneBitMean", "MemoizedDBitFlip"]
@@ -67,10 +67,6 @@ def _rr_probability(eps: Fraction) -> Fraction:
     """p = e^ε/(e^ε + 1) rounded down to a multiple of 2^-32 (so p/(1 − p) ≤ e^ε)."""
     e = exp_lower(eps)
     return dyadic_down(e / (e + 1))
-
-
-def _keep(p: Fraction, shape: Any) -> np.ndarray:
-    return bernoulli_dyadic(int(p * (1 << BITS)), shape)
 
 
 def _audit_onebit() -> list[Any]:
@@ -167,7 +163,7 @@ class OneBitMean:
         :mod:`dpkit.core.rng`)."""
         x = self.values(values)
         up = bernoulli_float(x / self.m_float)
-        return ~(up ^ _keep(self.p, x.size))  # keep the rounded bit with probability p
+        return ~(up ^ response_coins(self.p, x.size))  # keep the rounded bit with probability p
 
     def memoized(self, n_users: int, s: int = 16) -> MemoizedOneBitMean:
         """A population of ``n_users`` clients with α-point rounding to s + 1 points and
@@ -238,7 +234,7 @@ class MemoizedOneBitMean:
         self.alpha = rng.words(self.n, 64)
         up = rng.uniform_below(self.s, self.n * (self.s + 1)).reshape(self.n, self.s + 1)
         up = up < np.arange(self.s + 1, dtype=np.uint64)[None, :]  # Bernoulli(j/s)
-        self.memo = ~(up ^ _keep(mechanism.p, (self.n, self.s + 1)))
+        self.memo = ~(up ^ response_coins(mechanism.p, (self.n, self.s + 1)))
 
     def points(self, values: Any) -> np.ndarray:
         """Each user's rounding point index j ∈ [0, s] for the current values (length n)."""
@@ -370,8 +366,8 @@ class DBitFlip:
         return buckets, self._bits(buckets == idx[:, None])
 
     def _bits(self, mine: np.ndarray) -> np.ndarray:
-        q = _keep(self.q, mine.shape)  # Bernoulli(q) everywhere, ...
-        p = _keep(self.p, mine.shape)  # ... Bernoulli(p) on the user's own bucket
+        q = response_coins(self.q, mine.shape)  # Bernoulli(q) everywhere, ...
+        p = response_coins(self.p, mine.shape)  # ... Bernoulli(p) on the user's own bucket
         return np.where(mine, p, q)
 
     def memoized(self, n_users: int) -> MemoizedDBitFlip:

@@ -17,11 +17,11 @@ from dpkit.local.base import (
     BITS,
     BitReports,
     audit_cases,
-    bernoulli_dyadic,
     dyadic_down,
     exp_lower,
 )
 from dpkit.local.bits import bernoulli_bits
+from dpkit.mechanisms.randomized_response import response_coins
 from dpkit.mechanisms.registry import register
 
 __all__ = ["SUE", "OUE"]
@@ -37,7 +37,7 @@ class _Unary(BitReports):
         # 5× faster than one comparison per bit; see dpkit.local.bits)
         packed = bernoulli_bits(self.q, (idx.size, -(-self.k // 8) * 8))
         bits = np.unpackbits(packed, axis=1, count=self.k, bitorder="little").view(bool)
-        bits[np.arange(idx.size), idx] = bernoulli_dyadic(int(self.p * (1 << BITS)), idx.size)
+        bits[np.arange(idx.size), idx] = response_coins(self.p, idx.size)
         return bits
 
     def output_law(self, x: int) -> np.ndarray:

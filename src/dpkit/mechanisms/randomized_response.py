@@ -23,7 +23,7 @@ from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
-__all__ = ["make_randomized_response", "make_binary_randomized_response"]
+__all__ = ["make_randomized_response", "make_binary_randomized_response", "response_coins"]
 
 
 def _audit() -> list[AuditCase]:
@@ -120,3 +120,32 @@ def make_binary_randomized_response(epsilon: Number) -> Measurement:
     """
     inner = make_randomized_response([False, True], epsilon)
     return inner >> (lambda out: np.asarray(out, dtype=bool) if np.ndim(out) else bool(out))
+
+
+def response_coins(p: Number, size: int | tuple[int, ...]) -> np.ndarray:
+    """The coins of a local randomizer (:mod:`dpkit.local`): exact Bernoulli(p) draws.
+
+    The one place the local protocols draw their randomized-response coins; each protocol
+    sets ``p`` from its own privacy analysis, rounded to a multiple of 2^-32 towards more
+    noise. A dyadic ``p`` takes the core's byte-wise fast path
+    (:func:`dpkit.core.samplers.bernoulli`), about one random byte per coin.
+
+    Parameters
+    ----------
+    p : number
+        The probability of True, a rational in [0, 1].
+    size : int or tuple of int
+        The shape of the result.
+
+    Returns
+    -------
+    numpy.ndarray
+        Booleans of shape ``size``.
+
+    Raises
+    ------
+    DomainError
+        If p ∉ [0, 1] or its denominator is 2^64 or more.
+    """
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    return samplers.bernoulli(p, int(np.prod(shape))).reshape(shape)
