@@ -20,8 +20,9 @@ from tests.stats import FALSE_POSITIVE_RATE, chi2_pvalue
 from dpkit.audit.statistics import histogram_test
 from dpkit.core.numbers import log_down
 from dpkit.errors import DomainError
-from dpkit.local.bits import bernoulli_bits, group_bit_counts
+from dpkit.local.bits import group_bit_counts
 from dpkit.local.rappor import RAPPOR, RAPPORReports, audit_pair
+from dpkit.mechanisms.randomized_response import response_bits
 from dpkit.mechanisms.registry import registered
 
 N_LAW = 100_000
@@ -219,13 +220,13 @@ def test_any_value_is_encoded_by_its_text():
 
 def test_packed_bernoulli_and_group_counts():
     for prob in (Fraction(3, 4), Fraction(1431655765, 2**32), Fraction(1, 2**32)):
-        bits = bernoulli_bits(prob, (20_000, 64))
+        bits = response_bits(prob, (20_000, 64))
         ones = int(np.unpackbits(bits).sum())
         n, p = bits.size * 8, float(prob)
         assert abs(ones - n * p) < stats.norm.isf(FALSE_POSITIVE_RATE / 6) * math.sqrt(
             n * p * (1 - p)) + 1e-9
-    assert not bernoulli_bits(Fraction(0), (10, 8)).any()
-    assert (bernoulli_bits(Fraction(1), (10, 8)) == 255).all()
+    assert not response_bits(Fraction(0), (10, 8)).any()
+    assert (response_bits(Fraction(1), (10, 8)) == 255).all()
     bits = np.packbits(np.eye(16, dtype=bool), axis=1, bitorder="little")
     counts = group_bit_counts(np.arange(16) % 2, bits, 2)
     assert counts.shape == (2, 16) and counts[0, ::2].tolist() == [1] * 8

@@ -36,8 +36,9 @@ from dpkit.core.numbers import (
 )
 from dpkit.errors import DomainError
 from dpkit.local.base import dyadic_down, exp_lower
-from dpkit.local.bits import bernoulli_bits, digest, group_bit_counts, value_keys
+from dpkit.local.bits import digest, group_bit_counts, value_keys
 from dpkit.local.values import local_measurement
+from dpkit.mechanisms.randomized_response import response_bits
 from dpkit.mechanisms.registry import AuditCase, register
 
 __all__ = ["RAPPOR", "RAPPORReports"]
@@ -218,13 +219,13 @@ class RAPPOR:
 
     def _permanent(self, bloom: np.ndarray) -> np.ndarray:
         shape = (bloom.shape[0], self.m)
-        flip = bernoulli_bits(self.f, shape)
-        coin = bernoulli_bits(Fraction(1, 2), shape)
+        flip = response_bits(self.f, shape)
+        coin = response_bits(Fraction(1, 2), shape)
         return (flip & coin) | (~flip & bloom)
 
     def _instantaneous(self, prr: np.ndarray) -> np.ndarray:
         shape = (prr.shape[0], self.m)
-        ones, zeros = bernoulli_bits(self.q, shape), bernoulli_bits(self.p, shape)
+        ones, zeros = response_bits(self.q, shape), response_bits(self.p, shape)
         return (prr & ones) | (~prr & zeros)
 
     def permanent(self, values: Any, users: Any) -> tuple[np.ndarray, np.ndarray]:

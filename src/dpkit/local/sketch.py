@@ -58,8 +58,9 @@ from dpkit.core import rng
 from dpkit.core.numbers import Number, dyadic_up, integer, positive
 from dpkit.errors import DomainError
 from dpkit.local.base import exp_lower
-from dpkit.local.bits import bernoulli_bits, group_bit_counts, value_ids, value_keys
+from dpkit.local.bits import group_bit_counts, value_ids, value_keys
 from dpkit.local.values import local_measurement
+from dpkit.mechanisms.randomized_response import response_bits
 from dpkit.mechanisms.registry import AuditCase, register
 
 __all__ = ["CountMeanSketch", "HadamardCountMeanSketch", "CMSReports"]
@@ -225,7 +226,7 @@ class CountMeanSketch(_Sketch):
         n = ids.size
         row = rng.uniform_below(self.k, n).astype(np.int64)
         col = self.buckets(ids, row)
-        bits = bernoulli_bits(self.flip, (n, self.m))  # 1 = flip; v is −1 (bit 0) but at col
+        bits = response_bits(self.flip, (n, self.m))  # 1 = flip; v is −1 (bit 0) but at col
         bits[np.arange(n), col >> 3] ^= (np.uint8(1) << (col & 7).astype(np.uint8))
         return CMSReports(row, bits)
 
@@ -297,7 +298,7 @@ class HadamardCountMeanSketch(_Sketch):
         row = rng.uniform_below(self.k, n).astype(np.int64)
         col = rng.uniform_below(self.m, n).astype(np.int64)
         parity = np.bitwise_count(col & self.buckets(ids, row)) & 1  # 1 ⇔ H = −1
-        flip = np.unpackbits(bernoulli_bits(self.flip, (1, 8 * ((n + 7) // 8)))[0])[:n]
+        flip = np.unpackbits(response_bits(self.flip, (1, 8 * ((n + 7) // 8)))[0])[:n]
         return np.stack([row, col, 1 - (parity ^ flip)], axis=1).astype(np.int64)
 
     def sketch(self, reports: np.ndarray) -> tuple[np.ndarray, int]:

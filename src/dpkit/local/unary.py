@@ -20,8 +20,7 @@ from dpkit.local.base import (
     dyadic_down,
     exp_lower,
 )
-from dpkit.local.bits import bernoulli_bits
-from dpkit.mechanisms.randomized_response import response_coins
+from dpkit.mechanisms.randomized_response import response_bits, response_coins
 from dpkit.mechanisms.registry import register
 
 __all__ = ["SUE", "OUE"]
@@ -35,7 +34,7 @@ class _Unary(BitReports):
     def _randomize(self, idx: np.ndarray) -> np.ndarray:
         # the k − 1 q-bits: exact bit-sliced draws into packed words, then unpacked (about
         # 5× faster than one comparison per bit; see dpkit.local.bits)
-        packed = bernoulli_bits(self.q, (idx.size, -(-self.k // 8) * 8))
+        packed = response_bits(self.q, (idx.size, -(-self.k // 8) * 8))
         bits = np.unpackbits(packed, axis=1, count=self.k, bitorder="little").view(bool)
         bits[np.arange(idx.size), idx] = response_coins(self.p, idx.size)
         return bits

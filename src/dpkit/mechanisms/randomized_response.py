@@ -19,11 +19,12 @@ from dpkit.core.component import Measurement
 from dpkit.core.domains import CategoricalDomain, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
-from dpkit.core.numbers import Number, non_negative, positive
+from dpkit.core.numbers import Number, non_negative, positive, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
-__all__ = ["make_randomized_response", "make_binary_randomized_response", "response_coins"]
+__all__ = ["make_randomized_response", "make_binary_randomized_response", "response_coins",
+           "response_bits"]
 
 
 def _audit() -> list[AuditCase]:
@@ -149,3 +150,32 @@ def response_coins(p: Number, size: int | tuple[int, ...]) -> np.ndarray:
     """
     shape = (size,) if isinstance(size, int) else tuple(size)
     return samplers.bernoulli(p, int(np.prod(shape))).reshape(shape)
+
+
+def response_bits(p: Number, shape: tuple[int, int]) -> np.ndarray:
+    """:func:`response_coins` packed: the m-bit reports of the sketching protocols (RAPPOR,
+    the count-mean sketches), drawn 64 coins per random word
+    (:func:`dpkit.core.samplers.bernoulli_packed`).
+
+    Parameters
+    ----------
+    p : number
+        The probability of a set bit, a multiple of 2^-32 in [0, 1].
+    shape : (int, int)
+        (n, m), m a multiple of 8.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint8 (n, m/8): bit t of byte s is bit 8s + t of the row, each an independent exact
+        Bernoulli(p) draw.
+
+    Raises
+    ------
+    DomainError
+        If ``p`` is not a multiple of 2^-32 in [0, 1].
+    """
+    n, m = shape
+    nbytes = n * (m // 8)
+    words = samplers.bernoulli_packed(to_fraction(p), (nbytes + 7) // 8)
+    return words.view(np.uint8)[:nbytes].reshape(n, m // 8)
