@@ -580,38 +580,48 @@ def _wrk(url: str, token: str, seconds: float, clients: int) -> dict[str, Any]:
             "p90_ms": pct.get(90), "p99_ms": pct.get(99), "raw": out}
 
 
+def _measured(server: Server, seconds: float, drive: Any) -> tuple[Any, float, dict[str, Any]]:
+    """Run ``drive()`` against the server while sampling its RSS and CPU; returns what
+    ``drive`` returned, the seconds it took, and the server's figures: the ledger's releases,
+    verify, spend = Σ logged, the memory trend, CPU per release and the load at the start."""
+    server_pids = [server.proc.pid, *server.live_workers()] if server.proc else []
+    load_before = os.getloadavg()
+    server_cpu = _cpu_seconds(server_pids)
+    samples: list[tuple[float, float]] = []
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sample_rss, daemon=True,
+                               args=(server_pids, max(seconds / 120, 0.5), stop, samples))
+    sampler.start()
+    start = time.perf_counter()
+    got = drive()
+    elapsed = time.perf_counter() - start
+    stop.set()
+    server_cpu = _cpu_seconds(server_pids) - server_cpu
+    count = server.ledger.count()
+    spent = server.ledger.spent(DATASET).epsilon
+    logged = sum((r["loss"].epsilon for r in server.ledger.releases(DATASET)), Fraction(0))
+    # CPU per answered request (all requests end in a release, errors included): the
+    # server's master and workers
+    return got, elapsed, {
+        "ledger_releases": count, "verify": server.ledger.verify(), "spent": str(spent),
+        "sum_logged": str(logged), "spend_equals_logged": spent == logged,
+        **_memory_trend(samples),
+        "server_cpu_ms_per_request": round(1000 * server_cpu / max(1, count), 2),
+        "loadavg_at_start": [round(x, 2) for x in load_before]}
+
+
 def load_wrk(seconds: float, clients: int, workers: int, backend: str) -> dict[str, Any]:
     """The load run with wrk as the client (module docstring)."""
     with tempfile.TemporaryDirectory() as tmp, ledger_location(backend, Path(tmp)) as where, \
             Server(Path(tmp), where, workers, Fraction(10**6)) as server:
-        server_pids = [server.proc.pid, *server.live_workers()] if server.proc else []
-        load_before = os.getloadavg()
-        server_cpu = _cpu_seconds(server_pids)
-        samples: list[tuple[float, float]] = []
-        stop = threading.Event()
-        sampler = threading.Thread(target=_sample_rss, daemon=True,
-                                   args=(server_pids, max(seconds / 120, 0.5), stop, samples))
-        sampler.start()
-        start = time.perf_counter()
-        got = _wrk(server.url, server.token, seconds, clients)
-        elapsed = time.perf_counter() - start
-        stop.set()
-        server_cpu = _cpu_seconds(server_pids) - server_cpu
-        verify = server.ledger.verify()
-        count = server.ledger.count()
-        spent = server.ledger.spent(DATASET).epsilon
-        logged = sum((r["loss"].epsilon for r in server.ledger.releases(DATASET)), Fraction(0))
+        got, elapsed, figures = _measured(server, seconds, lambda: _wrk(
+            server.url, server.token, seconds, clients))
     ok = got["requests"] - got["non_2xx"]
     return {"client": "wrk", "seconds": round(elapsed, 1), "clients": clients,
             "workers": workers, "requests_ok": ok,
             "requests_per_s": round(ok / elapsed, 1), "p50_ms": got["p50_ms"],
             "p90_ms": got["p90_ms"], "p99_ms": got["p99_ms"],
-            "errors": {"non_2xx": got["non_2xx"], "socket": got["socket_errors"]},
-            "ledger_releases": count, "verify": verify, "spent": str(spent),
-            "sum_logged": str(logged), "spend_equals_logged": spent == logged,
-            **_memory_trend(samples),
-            "server_cpu_ms_per_request": round(1000 * server_cpu / max(1, count), 2),
-            "loadavg_at_start": [round(x, 2) for x in load_before]}
+            "errors": {"non_2xx": got["non_2xx"], "socket": got["socket_errors"]}, **figures}
 
 
 def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, Any]:
@@ -624,30 +634,18 @@ def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, 
         for p in procs:
             p.start()
         time.sleep(3)
-        load_before = os.getloadavg()
-        server_pids = [server.proc.pid, *server.live_workers()] if server.proc else []
-        server_cpu = _cpu_seconds(server_pids)
-        samples: list[tuple[float, float]] = []
-        stop = threading.Event()
-        sampler = threading.Thread(target=_sample_rss, daemon=True,
-                                   args=(server_pids, max(seconds / 120, 0.5), stop, samples))
-        sampler.start()
-        start = time.perf_counter()
-        go.set()
-        results = [out.get(timeout=seconds + 300) for _ in procs]
-        elapsed = time.perf_counter() - start
-        stop.set()
-        server_cpu = _cpu_seconds(server_pids) - server_cpu
+
+        def drive() -> list[Any]:
+            go.set()
+            return [out.get(timeout=seconds + 300) for _ in procs]
+
+        results, elapsed, figures = _measured(server, seconds, drive)
         for p in procs:
             p.join(60)
-        lat = sorted(x for r in results for x in r[0])
-        errors: Counter[str] = Counter()
-        for r in results:
-            errors.update(r[1])
-        verify = server.ledger.verify()
-        count = server.ledger.count()
-        spent = server.ledger.spent(DATASET).epsilon
-        logged = sum((r["loss"].epsilon for r in server.ledger.releases(DATASET)), Fraction(0))
+    lat = sorted(x for r in results for x in r[0])
+    errors: Counter[str] = Counter()
+    for r in results:
+        errors.update(r[1])
 
     def pct(q: float) -> float:
         return round(1000 * lat[min(len(lat) - 1, int(q * len(lat)))], 1) if lat else float("nan")
@@ -656,15 +654,10 @@ def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, 
             "requests_ok": len(lat), "requests_per_s": round(len(lat) / elapsed, 1),
             "p50_ms": pct(0.5), "p90_ms": pct(0.9), "p99_ms": pct(0.99),
             "max_ms": round(1000 * lat[-1], 1) if lat else None, "errors": dict(errors),
-            "ledger_releases": count, "verify": verify,
-            "spent": str(spent), "sum_logged": str(logged),
-            "spend_equals_logged": spent == logged, **_memory_trend(samples),
-            # CPU per answered request (all requests end in a release, errors included):
-            # the server's master and workers, and the 8 client processes
-            "server_cpu_ms_per_request": round(1000 * server_cpu / max(1, count), 2),
+            **figures,
+            # the 8 client processes' CPU per answered request
             "client_cpu_ms_per_request": round(
-                1000 * sum(r[2] for r in results) / max(1, len(lat)), 2),
-            "loadavg_at_start": [round(x, 2) for x in load_before]}
+                1000 * sum(r[2] for r in results) / max(1, len(lat)), 2)}
 
 
 # -- results ---------------------------------------------------------------------------------
