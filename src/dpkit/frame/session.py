@@ -283,10 +283,15 @@ class Session:
         ``key_columns``; reused from an earlier release of this session with the same
         table, steps, columns and grouping when the table is an in-memory Polars frame and
         the query has no private join (:mod:`dpkit.frame.bounded_cache`)."""
+        return self._bound(query, lf, key_columns, self._bounded_key(query, key_columns))
+
+    def _bound(self, query: Query, lf: Any, key_columns: Sequence[str],
+               found: tuple[tuple, list[Any]] | None) -> Any:
+        """:meth:`bounded` with its cache key (``found``: None for an uncached table)
+        already computed."""
         def compute() -> Any:
             return engine.bound_contributions(lf, self.privacy_unit, query.columns(),
                                               key_columns)
-        found = self._bounded_key(query, key_columns)
         if found is None:
             return compute()
         return self._bounded.get_or_compute(*found, compute)
@@ -340,9 +345,9 @@ class Session:
                 # a plan already answered on this bounded table: its exact values again
                 # (dpkit.frame.bounded_cache, "Exact answers"); fresh noise below
                 raw = self._bounded.answer(cached[0], key, lambda: exact(
-                    self.bounded(query, frame, key_columns), query.keys))
+                    self._bound(query, frame, key_columns, cached), query.keys))
             else:
-                bounded = self.bounded(query, frame, key_columns)  # after the debit
+                bounded = self._bound(query, frame, key_columns, cached)  # after the debit
                 keys = query.keys
                 if query.selection is not None:
                     keys = self._select_partitions(bounded, query.selection, key_columns,
