@@ -480,3 +480,19 @@ def test_noise_first_never_worse_than_identity_on_the_same_noise(monkeypatch):
     broken = P.noise_first(x, eps, None, switch=None)
     noise = seen[-1].astype(np.float64)
     assert float(((broken - x) ** 2).sum()) > float((noise ** 2).sum())
+
+
+def test_too_large_counts_raise_before_the_switch(monkeypatch):
+    """The magnitude refusals do not depend on the noisy scale: forced onto the Identity
+    branch (the switch fires), they still raise, before any noise (the switch used to skip
+    them about 0.3% of the time)."""
+    from dpkit.release.ranges import switch
+
+    monkeypatch.setattr(switch, "use_identity", lambda *a: True)
+    monkeypatch.setattr(switch, "noisy_scale", lambda *a: pytest.fail("noise drawn first"))
+    with pytest.raises(DomainError, match="too large"):
+        P.dawa(np.full(8, 1 << 58, dtype=np.int64), Fraction(1))
+    with pytest.raises(DomainError, match="too large"):
+        P.structure_first(np.zeros(4096, dtype=np.int64), Fraction(1), bound=10 ** 6)
+    with pytest.raises(DomainError, match="too large"):
+        P.phpartition(np.full(8, 1 << 56, dtype=np.int64), Fraction(1))

@@ -246,7 +246,7 @@ def _no_options() -> None:
 
 @register("dawa", dims=(1,), data_dependent=True)
 @scale_switched(SWITCH_DAWA, dawa_options,
-                check_data=lambda x: _check_magnitude(x, 4 * x.size, "dawa"))
+                check_data=lambda x, **_: _check_magnitude(x, 4 * x.size, "dawa"))
 def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
          ratio: Fraction | float = Fraction(1, 4), strategy: str = "auto") -> np.ndarray:
     """DAWA: private L1 partition on dyadic intervals, then bucket totals by a simplified
@@ -302,7 +302,7 @@ def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     n = x.size
     eps1 = r * epsilon
     eps2 = epsilon - eps1
-    _check_magnitude(x, 4 * n, "dawa")
+    # counts' magnitude: checked by the decorator, on either branch and before any noise
     devs = dyadic_deviations(x)
     if not devs:  # n = 1: nothing to partition, all of ε measures the one cell
         eps2 = epsilon
@@ -422,8 +422,17 @@ def _structure_first_options(buckets: int = 32, bound: int = 100,
             _ratio(ratio), _positive_int(grid, "grid", 2))
 
 
+def _structure_first_scores_fit(x: np.ndarray, bound: int = 100, **_: object) -> None:
+    """Refuse n²·bound² beyond exact int64 scores (public: the size and the option), on
+    either branch of the switch and before any noise."""
+    n, f = x.size, _positive_int(bound, "bound")
+    if SCORE_GRID * n * n * f * f >= _INT_LIMIT:  # bounds G·m·SSE·m and every DP sum
+        raise DomainError("structure_first: n²·bound² too large for exact integer scores; "
+                          "lower bound")
+
+
 @register("structure_first", dims=(1,), data_dependent=True)
-@scale_switched(SWITCH, _structure_first_options)
+@scale_switched(SWITCH, _structure_first_options, check_data=_structure_first_scores_fit)
 def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                     buckets: int = 32, bound: int = 100, ratio: Fraction | float =
                     Fraction(1, 2), grid: int = 512) -> np.ndarray:
@@ -468,10 +477,7 @@ def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | 
     cuts = np.unique(np.concatenate([np.arange(0, n, step), [n]])).astype(np.int64)
     positions = cuts.size - 1  # number of elementary segments
     k = min(k, positions)
-    clamped = np.minimum(x, f)
-    if SCORE_GRID * n * n * f * f >= _INT_LIMIT:  # bounds G·m·SSE·m and every DP sum
-        raise DomainError("structure_first: n²·bound² too large for exact integer scores; "
-                          "lower bound")
+    clamped = np.minimum(x, f)  # n²·bound² checked by the decorator, before any noise
     eps1 = r * epsilon
     eps2 = epsilon - eps1
     chosen = [positions]
@@ -585,7 +591,9 @@ def _phpartition_options(ratio: Fraction | float = Fraction(1, 2), depth: int | 
 
 
 @register("phpartition", dims=(1,), data_dependent=True, robust=False)
-@scale_switched(SWITCH_PHPARTITION, _phpartition_options)
+@scale_switched(SWITCH_PHPARTITION, _phpartition_options,
+                check_data=lambda x, **_: _check_magnitude(x, 4 * SCORE_GRID * x.size,
+                                                           "phpartition"))
 def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                 ratio: Fraction | float = Fraction(1, 2), depth: int | None = None,
                 max_cuts: int = 128) -> np.ndarray:
@@ -633,7 +641,7 @@ def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
     r, depth, k = _phpartition_options(ratio, depth, max_cuts)
     n = x.size
     d = max(1, (n - 1).bit_length()) if depth is None else depth
-    _check_magnitude(x, 4 * SCORE_GRID * n, "phpartition")
+    # counts' magnitude: checked by the decorator, on either branch and before any noise
     eps1 = r * epsilon
     eps2 = epsilon - eps1
     eps_level = eps1 / d

@@ -88,14 +88,14 @@ def use_identity(n_hat: float, epsilon: Fraction, cells: int, switch: Number | N
 
 
 def scale_switched(threshold: float, check: Callable[..., object], dims: tuple[int, ...] = (1,),
-                   check_data: Callable[[np.ndarray], object] | None = None
+                   check_data: Callable[..., object] | None = None
                    ) -> Callable[[Algorithm], Algorithm]:
     """Decorate a histogram algorithm ``(x, epsilon, workload, **options)`` with the switch
     (module docstring): it gains the options ``switch`` (default ``threshold``; None turns
     it off), ``scale`` and ``scale_fraction``. ``check(**options)`` validates the
     algorithm's own options, the counts are checked for rank ``dims`` and by
-    ``check_data(x)`` (e.g. magnitude limits), first: bad input raises on either branch and
-    before any noise is drawn."""
+    ``check_data(x, **options)`` (e.g. magnitude limits, which may depend on the options),
+    first: bad input raises on either branch and before any noise is drawn."""
     def deco(fn: Algorithm) -> Algorithm:
         @functools.wraps(fn)
         def run(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None, *,
@@ -104,7 +104,7 @@ def scale_switched(threshold: float, check: Callable[..., object], dims: tuple[i
             x = check_counts(x, dims)
             check(**options)
             if check_data is not None:
-                check_data(x)
+                check_data(x, **options)
             if switch is None:
                 return fn(x, epsilon, workload, **options)
             use_identity(0.0, epsilon, 1, switch)  # validate before spending
