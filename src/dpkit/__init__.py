@@ -16,7 +16,8 @@ errors       DPError and its subclasses
 
 Top-level names: ``Session``, ``KeySet``, ``PrivacyUnit``, ``PureDP``, ``ApproxDP``, ``ZCDP``,
 ``count``, ``count_distinct``, ``sum``, ``mean``, ``variance``, ``std``, ``histogram``,
-``quantile``, ``median``, ``min``, ``max``, ``PartitionSelection``, ``Ledger``, ``Release``
+``quantile``, ``median``, ``min``, ``max``, ``PartitionSelection``, ``TopKSelection``,
+``Ledger``, ``Release``
 (the record of a release: ``session.last_release``).
 """
 
@@ -44,6 +45,7 @@ from dpkit.frame import (
     variance,
 )
 from dpkit.frame import namespace as _namespace
+from dpkit.mechanisms.limited_domain import TopKSelection
 from dpkit.mechanisms.partition_selection import PartitionSelection
 
 # query.publish.histogram(…) / .pmw(…): dpkit.release registers the namespace when imported,
@@ -80,6 +82,7 @@ __all__ = [
     "min",
     "max",
     "PartitionSelection",
+    "TopKSelection",
     "Ledger",
     "Client",
     "Release",

@@ -76,6 +76,13 @@ class Contribution:
         rows = min(self.max_rows, self.max_rows_per_group)
         return Contribution(rows, 1, rows)
 
+    def within_groups(self, groups: int) -> Contribution:
+        """The bounds on a release restricted to keys of which a unit has at most ``groups``
+        (≤ G): M' = min(M, groups·R), G' = groups, R unchanged."""
+        groups = min(self.max_groups, groups)
+        return Contribution.of(min(self.max_rows, groups * self.max_rows_per_group), groups,
+                               self.max_rows_per_group)
+
     def cells(self) -> Contribution:
         """The bounds on group × bin cells (a row lies in one cell; a cell in one group)."""
         return Contribution.of(self.max_rows, self.max_groups * self.max_rows_per_group,

@@ -22,6 +22,7 @@ from dpkit.frame import aggregates, engine, language
 from dpkit.frame.compiler import PlannedStatistic, Target, plan_statistics, resolve_target
 from dpkit.frame.keys import canonical_keys
 from dpkit.frame.language import MAX_BINS, Expr, Param, ProtocolError
+from dpkit.mechanisms.limited_domain import TopKSelection
 from dpkit.mechanisms.partition_selection import PartitionSelection
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class Query:
     keys_digest: str = ""  # of the canonical keys, for describe()
     aggs: tuple[aggregates.Aggregation, ...] = ()
     group_columns: tuple[str, ...] = ()
-    selection: PartitionSelection | None = None
+    selection: PartitionSelection | TopKSelection | None = None
     declared: tuple[tuple[str, tuple[Any, Any]], ...] = ()  # bounds set by clamp()
     part: tuple[int, Any] | None = None  # (partition id, key) of a partition() sub-query
     table: str | None = None  # which private table (None: the session's first)
@@ -306,7 +307,7 @@ class Query:
                 for key, value in zip(values, converted, strict=True)}
 
     def group_by(self, *columns: str, keys: Any = None,
-                 selection: PartitionSelection | None = None) -> Query:
+                 selection: PartitionSelection | TopKSelection | None = None) -> Query:
         """Group by ``columns`` over public keys, or over keys chosen by private partition
         selection.
 
@@ -319,10 +320,13 @@ class Query:
             several, a sequence of tuples, a mapping ``{column: values}`` (cross product) or
             a DataFrame with those columns. Every key appears in the result (with noise)
             whether or not it occurs in the data; rows whose key is not listed are dropped.
-        selection : PartitionSelection, optional
+        selection : PartitionSelection or TopKSelection, optional
             Instead of ``keys``: release the keys that pass private partition selection
-            (:mod:`dpkit.mechanisms.partition_selection`), spending its (ε, δ) on top of the
-            aggregations' budget. Needs an (ε, δ) session.
+            (:mod:`dpkit.mechanisms.partition_selection`), or at most k of the most common
+            keys, best first (:class:`~dpkit.mechanisms.limited_domain.TopKSelection`,
+            Durfee & Rogers 2019), spending its (ε, δ) on top of the aggregations' budget.
+            Needs an (ε, δ) session. With top-k, a unit is in at most min(G, k) released
+            groups, so the statistics' sensitivities use min(G, k) for G.
 
         Raises
         ------
@@ -334,8 +338,9 @@ class Query:
         if selection is not None:
             if keys is not None:
                 raise DomainError("pass keys= (public) or selection= (private), not both")
-            if not isinstance(selection, PartitionSelection):
-                raise DomainError("selection must be dp.PartitionSelection(epsilon, delta)")
+            if not isinstance(selection, PartitionSelection | TopKSelection):
+                raise DomainError("selection must be dp.PartitionSelection(epsilon, delta) "
+                                  "or dp.TopKSelection(k, epsilon, delta)")
             selection.loss()  # validate now
             return replace(self, keys=None, group_columns=tuple(columns), selection=selection)
         frame = self._keys_in_schema(_keyset(list(columns), keys))
@@ -397,10 +402,8 @@ class Query:
             raise ProtocolError("a partition's sub-query or a named table has no JSON form")
         doc: dict[str, Any] = {"steps": [language.encode_step(t, p) for t, p in self.calls]}
         if self.selection is not None:
-            s = self.selection
-            doc["group_by"] = {"columns": list(self.group_columns), "selection": {
-                "epsilon": language.json_number(s.epsilon),
-                "delta": language.json_number(s.delta), "method": s.method}}
+            doc["group_by"] = {"columns": list(self.group_columns),
+                               "selection": _selection_json(self.selection)}
         elif self.keys is not None:
             rows = ([language.json_scalar(v) for v in row] for row in self.keys.rows())
             doc["group_by"] = {"columns": list(self.group_columns), "keys": [
@@ -447,13 +450,7 @@ class Query:
         if (keys is None) == (selection is None):
             raise ProtocolError("group_by needs public keys or a private selection, not both")
         if selection is not None:
-            if not isinstance(selection, Mapping) or set(selection) - {
-                    "epsilon", "delta", "method"}:
-                raise ProtocolError("selection is {epsilon, delta, method}")
-            return self.group_by(*columns, selection=PartitionSelection(
-                language.number(selection.get("epsilon")),
-                language.number(selection.get("delta")),
-                str(selection.get("method", "truncated_geometric"))))
+            return self.group_by(*columns, selection=_selection_from_json(selection))
         if isinstance(keys, list) and len(columns) > 1:
             keys = [tuple(k) if isinstance(k, list) else k for k in keys]
         return self.group_by(*columns, keys=keys)
@@ -511,6 +508,8 @@ class Query:
             needed.append(unit.column)
         engine.check_columns(schema, needed)
         bounds = unit.bounds if self.group_columns else unit.bounds.single_group()
+        if isinstance(self.selection, TopKSelection):  # a unit is in ≤ min(G, k) released keys
+            bounds = bounds.within_groups(self.selection.contribution_groups(bounds.max_groups))
         aggs = self._with_declared_bounds()
         return lf, lambda target: plan_statistics(aggs, schema, bounds, target, split)
 
@@ -687,8 +686,9 @@ class Query:
                          f"{self.keys_digest or _digest(self.keys)})")
         elif self.selection is not None:
             s = self.selection
+            top = (f"k={s.k}, k_bar={s.k_bar}, " if isinstance(s, TopKSelection) else "")
             parts.append(f"group_by({', '.join(self.group_columns)}; selection={s.method}, "
-                         f"ε={s.epsilon}, δ={s.delta})")
+                         f"{top}ε={s.epsilon}, δ={s.delta})")
         parts.append("agg(" + ", ".join(_describe_agg(a) for a in self.aggs) + ")")
         return ".".join(parts)
 
@@ -834,3 +834,38 @@ def _key_frame(columns: list[str], keys: Any) -> pl.DataFrame:
             frame = pl.DataFrame([tuple(v) for v in values], schema=columns, orient="row")
     return frame  # checked and converted by canonical_keys
 
+
+
+_SELECTION_FIELDS = {"epsilon", "delta", "method", "k", "k_bar"}
+
+
+def _selection_json(selection: PartitionSelection | TopKSelection) -> dict[str, Any]:
+    doc = {"epsilon": language.json_number(selection.epsilon),
+           "delta": language.json_number(selection.delta), "method": selection.method}
+    if isinstance(selection, TopKSelection):
+        doc["k"] = selection.k
+        if selection.k_bar is not None:
+            doc["k_bar"] = selection.k_bar
+    return doc
+
+
+def _selection_from_json(doc: Any) -> PartitionSelection | TopKSelection:
+    """A selection's JSON form, by allow-list: {epsilon, delta, method} or, with method
+    "limited_domain", also {k, k_bar}."""
+    if not isinstance(doc, Mapping) or set(doc) - _SELECTION_FIELDS:
+        raise ProtocolError("selection is {epsilon, delta, method} (and k, k_bar for "
+                            "method limited_domain)")
+    method = doc.get("method", "truncated_geometric")
+    if not isinstance(method, str):
+        raise ProtocolError("selection method must be a string")
+    epsilon, delta = language.number(doc.get("epsilon")), language.number(doc.get("delta"))
+    if method == TopKSelection.method:
+        k_bar = doc.get("k_bar")
+        for name, value in (("k", doc.get("k")), ("k_bar", k_bar)):
+            if (value is not None or name == "k") and (
+                    isinstance(value, bool) or not isinstance(value, int)):
+                raise ProtocolError(f"selection {name} must be an integer")
+        return TopKSelection(doc["k"], epsilon, delta, k_bar)
+    if "k" in doc or "k_bar" in doc:
+        raise ProtocolError("k and k_bar belong to method limited_domain")
+    return PartitionSelection(epsilon, delta, method)

@@ -31,6 +31,7 @@ from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.language import ProtocolError
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import Query
+from dpkit.mechanisms.limited_domain import TopKSelection, make_limited_domain_top_k
 from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
 
 if TYPE_CHECKING:
@@ -240,7 +241,7 @@ class Session:
         return Query(self, table=table)
 
     def total_loss(self, planned: Sequence[PlannedStatistic],
-                   selection: PartitionSelection | None = None) -> PrivacyLoss:
+                   selection: PartitionSelection | TopKSelection | None = None) -> PrivacyLoss:
         """The privacy loss of a release of ``planned`` statistics, in the session's measure.
 
         Basic composition of the statistics' losses; an (ε, δ) release with Gaussian noise
@@ -362,15 +363,20 @@ class Session:
             accuracy=accuracy, store=lambda r: r.write_json(),
             replay=lambda text: pl.read_json(io.StringIO(text)))
 
-    def _select_partitions(self, bounded: Any, selection: PartitionSelection,
+    def _select_partitions(self, bounded: Any, selection: PartitionSelection | TopKSelection,
                            key_columns: list[str], streaming: bool) -> pl.DataFrame:
-        """The keys that pass private partition selection (on the bounded rows)."""
+        """The keys that pass private partition selection, or the private top-k keys (best
+        first), on the bounded rows."""
         counts = engine.partition_counts(bounded, key_columns, self.privacy_unit.column,
                                          streaming)
         bounds = self.privacy_unit.bounds
-        measurement = make_partition_selection(selection, min(bounds.max_groups,
-                                                              bounds.max_rows))
-        mask = measurement(counts["__dpkit_units"].to_numpy())
+        groups = min(bounds.max_groups, bounds.max_rows)
+        if isinstance(selection, TopKSelection):  # best first, ties by the keys' order
+            ordered = counts.sort(key_columns, nulls_last=True)
+            picks = make_limited_domain_top_k(selection, groups)(
+                ordered["__dpkit_units"].to_numpy())
+            return ordered[picks].select(key_columns)
+        mask = make_partition_selection(selection, groups)(counts["__dpkit_units"].to_numpy())
         return counts.filter(pl.Series(mask)).select(key_columns)
 
     def __repr__(self) -> str:
@@ -378,7 +384,8 @@ class Session:
                 f"ledger={self.ledger.path if self.ledger else None})")
 
 
-def _record_plan(planned: Sequence[PlannedStatistic], selection: PartitionSelection | None,
+def _record_plan(planned: Sequence[PlannedStatistic],
+                 selection: PartitionSelection | TopKSelection | None,
                  beta: float) -> tuple[tuple[NoiseRow, ...], Accuracy]:
     """The release record's noise rows (each statistic's mechanism, scale and sensitivity in
     the statistic's units; the partition selection's mechanism) and accuracy (each

@@ -19,6 +19,8 @@ make_exponential_many     one exponential-mechanism draw per score vector (disjo
 make_permute_and_flip     permute-and-flip selection, exact (pure DP)
 make_report_noisy_max     Report Noisy Max with discrete Laplace noise (pure DP)
 make_top_k                top-k by peeling the exponential mechanism (pure DP)
+TopKSelection             top-k keys over an unknown domain (limited domain, Durfee &
+                          Rogers 2019), for group_by(selection=...) ((ε, δ))
 make_randomized_response  k-ary randomized response, exact (pure DP, local)
 make_binary_randomized_response   Warner's randomized response on bits
 SparseVector              interactive AboveThreshold / NumericSparse (Lyu, Su & Li 2017)
@@ -37,6 +39,7 @@ registry                  every public make_* registered with its audit cases (t
 
 # every module with a registered constructor is imported here, so the registry is complete
 # whenever dpkit.mechanisms is (the audit battery reads it)
+from dpkit.mechanisms import limited_domain as limited_domain
 from dpkit.mechanisms import partition_selection as partition_selection
 from dpkit.mechanisms import registry as registry
 from dpkit.mechanisms import tree_quantile as tree_quantile
