@@ -113,3 +113,68 @@ def test_from_a_session() -> None:
     with pytest.raises(DomainError):
         top_k_query(loose, "item", 5, selection=dp.PartitionSelection(1, 1e-6), epsilon=1)
     assert loose.spent.epsilon == 0
+
+
+def _clicked() -> pl.DataFrame:
+    """_grid() with one click column: user u clicks u % 3 times on each of its items, over
+    two rows per (user, item) (summed before the bound)."""
+    g = _grid().with_columns(clicks=pl.col("user") % 3)
+    return pl.concat([g, g.with_columns(clicks=pl.lit(0, dtype=g["clicks"].dtype))])
+
+
+def test_limited_domain_with_clicks_spends_the_budget_and_ranks_best_first() -> None:
+    f = PrivacyFilter(dp.ApproxDP(4, 1e-5))
+    table = pl.concat([_clicked(), pl.DataFrame({"user": np.arange(5000, 5600),
+                                                 "item": np.full(600, 10_000),
+                                                 "clicks": np.zeros(600, dtype=np.int64)})])
+    out = top_k_unknown_domain(table, user="user", item="item", k=3, d=None, epsilon=3,
+                               delta=1e-6, method="limited_domain", k_bar=20,
+                               clicks="clicks", click_bound=2, accountant=f)
+    assert f.spent.epsilon == 3 and f.spent.delta == Fraction(1e-6)
+    assert out.columns == ["item", "count", "count_ci_low", "count_ci_high", "clicks",
+                           "clicks_ci_low", "clicks_ci_high"]
+    assert 1 <= out.height <= 3
+    assert out["item"][0] == 10_000  # 600 users against 200: first whenever anything is
+    # its clicks are all 0; noise scale min(d, k)·c/(ε_c/2) = 8: |noise| > 200 w.p. < 1e-10
+    assert abs(out["clicks"][0]) <= 200
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"clicks": "clicks"}, {"click_bound": 2}, {"clicks": "clicks", "click_bound": 0},
+    {"clicks": "user", "click_bound": 1}, {"method": "laplace", "k_bar": 5},
+    {"method": "limited_domain", "k_bar": 1}, {"d": None},
+])
+def test_click_and_method_refusals_spend_nothing(kwargs: dict) -> None:
+    f = PrivacyFilter(dp.ApproxDP(4, 1e-5))
+    args = {"user": "user", "item": "item", "k": 3, "d": 2, "epsilon": 1, "delta": 1e-6,
+            "accountant": f, **kwargs}
+    with pytest.raises(DomainError):
+        top_k_unknown_domain(_clicked(), **args)
+    assert f.spent.epsilon == 0
+
+
+def test_click_totals_have_the_declared_noise_law() -> None:
+    """Threshold method, all ITEMS items released; per item the exact click total is known,
+    the noise is discrete Laplace of scale d·c/(ε_c/2)."""
+    table = _clicked()
+    exact = (table.group_by("user", "item").agg(pl.col("clicks").sum().clip(0, 2))
+             .group_by("item").agg(pl.col("clicks").sum().alias("exact")))
+    out = top_k_unknown_domain(table, user="user", item="item", k=ITEMS, d=D,
+                               epsilon=4 * EPS_C, delta=1e-6, clicks="clicks", click_bound=2)
+    assert out.height == ITEMS
+    noise = out.join(exact, on="item").select(pl.col("clicks") - pl.col("exact"))
+    support = np.arange(-150, 151)
+    scale = float(D * 2 / EPS_C)  # ε_c = 2·EPS_C, half of it to the clicks
+    assert chi2_pvalue(noise.to_series().to_numpy().astype(np.int64), support,
+                       discrete_laplace_pmf(support, scale)) > FALSE_POSITIVE_RATE
+    broken = samplers.discrete_laplace(Fraction(2) / EPS_C, ITEMS)  # ignores d
+    assert chi2_pvalue(np.asarray(broken), support,
+                       discrete_laplace_pmf(support, scale)) < FALSE_POSITIVE_RATE
+
+
+def test_from_a_session_with_top_k_selection() -> None:
+    s = dp.Session(_grid(), dp.PrivacyUnit.by("user", D, max_groups=D, max_rows_per_group=1),
+                   dp.ApproxDP(3, 1e-5))
+    out = top_k_query(s, "item", 5, selection=dp.TopKSelection(5, 2, 1e-6, k_bar=ITEMS),
+                      epsilon=1)
+    assert out.height <= 5 and s.spent.epsilon == 3
