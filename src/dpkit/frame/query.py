@@ -403,7 +403,7 @@ class Query:
         doc: dict[str, Any] = {"steps": [language.encode_step(t, p) for t, p in self.calls]}
         if self.selection is not None:
             doc["group_by"] = {"columns": list(self.group_columns),
-                               "selection": _selection_json(self.selection)}
+                               "selection": selection_json(self.selection)}
         elif self.keys is not None:
             rows = ([language.json_scalar(v) for v in row] for row in self.keys.rows())
             doc["group_by"] = {"columns": list(self.group_columns), "keys": [
@@ -839,7 +839,8 @@ def _key_frame(columns: list[str], keys: Any) -> pl.DataFrame:
 _SELECTION_FIELDS = {"epsilon", "delta", "method", "k", "k_bar"}
 
 
-def _selection_json(selection: PartitionSelection | TopKSelection) -> dict[str, Any]:
+def selection_json(selection: PartitionSelection | TopKSelection) -> dict[str, Any]:
+    """A selection's JSON form: {epsilon, delta, method} (and k, k_bar for top-k)."""
     doc = {"epsilon": language.json_number(selection.epsilon),
            "delta": language.json_number(selection.delta), "method": selection.method}
     if isinstance(selection, TopKSelection):

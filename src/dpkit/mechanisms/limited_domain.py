@@ -82,8 +82,11 @@ class TopKSelection:
         δ ∈ (0, 1): the probability budget of picking a key that is a candidate on one
         neighbour only.
     k_bar : int, optional
-        How many of the true top keys are candidates (k ≤ k̄ ≤ 100,000; default k). A larger
-        k̄ lowers the sentinel's base count h_{(k̄+1)} and raises its ln(min(Δ, k̄)/δ) term.
+        How many of the true top keys are candidates (k ≤ k̄ ≤ 100,000; default
+        min(4k, 100,000)). A larger k̄ lowers the sentinel's base count h_{(k̄+1)} and raises
+        its ln(min(Δ, k̄)/δ) term only logarithmically; with k̄ = k, a tie between the k-th
+        and (k+1)-th counts puts the sentinel above every candidate, so the default leaves
+        room (chosen from that argument, not fitted to any data).
     """
 
     k: int
@@ -96,8 +99,8 @@ class TopKSelection:
     def checked(self) -> tuple[int, int, Fraction, Fraction]:
         """(k, k̄, ε, δ) validated; DomainError otherwise."""
         k = integer(self.k, "k", minimum=1, maximum=MAX_K)
-        k_bar = k if self.k_bar is None else integer(self.k_bar, "k_bar", minimum=k,
-                                                     maximum=MAX_K_BAR)
+        k_bar = (min(4 * k, MAX_K_BAR) if self.k_bar is None
+                 else integer(self.k_bar, "k_bar", minimum=k, maximum=MAX_K_BAR))
         eps = positive(self.epsilon, "epsilon", up=False)
         dlt = fraction_down(self.delta)
         if not 0 < dlt < 1:

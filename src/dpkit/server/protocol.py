@@ -22,9 +22,10 @@ and expression grammar of :mod:`dpkit.frame.language`) plus its budget::
 
 ``group_by`` takes public ``keys`` (a ``{column: values}`` mapping, crossed; a list of values
 for one column; or a list of rows) or a private ``selection`` (``{"epsilon", "delta",
-"method"}``). ``budget`` holds ``epsilon``/``rho``/``delta``, or ``alpha`` (an accuracy
-target) with ``confidence``; and optionally ``split``. Numbers may be JSON numbers or exact
-rationals as strings (``"1/3"``).
+"method"}``; with method ``"limited_domain"`` also ``k`` and ``k_bar``: top-k). ``budget``
+holds ``epsilon``/``rho``/``delta``, or ``alpha`` (an accuracy target) with ``confidence``;
+and optionally ``split``. Numbers may be JSON numbers or exact rationals as strings
+(``"1/3"``).
 
 The request model is generated from the registry: one model per registered step and
 aggregation (its parameters, types, defaults and limits), joined in discriminated unions on
@@ -54,7 +55,8 @@ from dpkit.frame.language import (
     json_number,
     json_scalar,
 )
-from dpkit.frame.query import KeySet, Query
+from dpkit.frame.query import KeySet, Query, selection_json
+from dpkit.mechanisms import limited_domain
 
 if TYPE_CHECKING:
     from dpkit.frame.session import Session
@@ -144,7 +146,10 @@ def _union(key: str, table: Mapping[str, language.Form]) -> Any:
 class Selection(_Model):
     epsilon: Number
     delta: Number
-    method: Literal["truncated_geometric", "laplace", "gaussian"] = "truncated_geometric"
+    method: Literal["truncated_geometric", "laplace", "gaussian",
+                    "limited_domain"] = "truncated_geometric"
+    k: Annotated[int, Field(ge=1, le=limited_domain.MAX_K, strict=True)] | None = None
+    k_bar: Annotated[int, Field(ge=1, le=limited_domain.MAX_K_BAR, strict=True)] | None = None
 
 
 class GroupBy(_Model):
@@ -329,8 +334,7 @@ def from_query(*, steps: Sequence[Mapping[str, Any]] = (),
     if group_by is not None:
         group: dict[str, Any] = {"columns": list(group_by["columns"])}
         if (s := group_by.get("selection")) is not None:
-            group["selection"] = {"epsilon": json_number(s.epsilon),
-                                  "delta": json_number(s.delta), "method": s.method}
+            group["selection"] = selection_json(s)
         if group_by.get("keys") is not None:
             group["keys"] = keys_json(group["columns"], group_by["keys"])
         query["group_by"] = group
