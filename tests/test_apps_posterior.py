@@ -115,15 +115,17 @@ def test_large_n_concentrates_near_the_truth() -> None:
 
 
 @pytest.mark.slow
-def test_audit_correct_sampler_passes() -> None:
-    result = run_audit(audit_cases()[0], 50_000, confidence=CONFIDENCE)
+@pytest.mark.parametrize("case", [0, 1], ids=["beta_bernoulli", "dirichlet_categorical"])
+def test_audit_correct_sampler_passes(case: int) -> None:
+    result = run_audit(audit_cases()[case], 50_000, confidence=CONFIDENCE)
     assert result.histogram_passed
     assert result.lower_bound <= result.claimed_epsilon
 
 
 @pytest.mark.slow
-def test_audit_broken_sampler_is_flagged() -> None:
-    result = run_audit(audit_cases()[0], 50_000, broken=True, confidence=CONFIDENCE)
+@pytest.mark.parametrize("case", [0, 1], ids=["beta_bernoulli", "dirichlet_categorical"])
+def test_audit_broken_sampler_is_flagged(case: int) -> None:
+    result = run_audit(audit_cases()[case], 50_000, broken=True, confidence=CONFIDENCE)
     assert (not result.histogram_passed) or result.lower_bound > result.claimed_epsilon
 
 
@@ -276,15 +278,3 @@ def test_exact_gaps_of_python_integers_are_exact() -> None:
     ref, rden = exact_gaps(np.array([Fraction(v) for v in big], dtype=object), scale)
     assert [Fraction(a, denom) for a in numer] == [Fraction(b, rden) for b in ref]
 
-
-@pytest.mark.slow
-def test_audit_categorical_correct_sampler_passes() -> None:
-    result = run_audit(audit_cases()[1], 50_000, confidence=CONFIDENCE)
-    assert result.histogram_passed
-    assert result.lower_bound <= result.claimed_epsilon
-
-
-@pytest.mark.slow
-def test_audit_categorical_broken_sampler_is_flagged() -> None:
-    result = run_audit(audit_cases()[1], 50_000, broken=True, confidence=CONFIDENCE)
-    assert (not result.histogram_passed) or result.lower_bound > result.claimed_epsilon

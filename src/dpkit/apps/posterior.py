@@ -258,25 +258,26 @@ def _release(grid: PosteriorGrid, counts: Sequence[int], eps: Fraction, accounta
                   lambda: int(_draw(grid, counts, selection.scale)), rows)
 
 
-def _ones(x: Any) -> tuple[int, int]:
+def _vector(x: Any, what: str) -> np.ndarray:
+    """x as a 1-D array (DomainError otherwise), before any debit."""
     try:
         arr = np.asarray(x)
     except (TypeError, ValueError):
-        raise DomainError("x must be an array of 0/1 outcomes") from None
+        raise DomainError(f"x must be an array of {what}") from None
     if arr.ndim != 1:
-        raise DomainError("x must be a 1-D array of 0/1 outcomes")
+        raise DomainError(f"x must be a 1-D array of {what}")
+    return arr
+
+
+def _ones(x: Any) -> tuple[int, int]:
+    arr = _vector(x, "0/1 outcomes")
     if arr.dtype.kind not in "biuf":
         raise DomainError("x must be numeric or boolean")
     return int(np.count_nonzero(arr == 1)), int(arr.size)
 
 
 def _category_counts(x: Any, k: int) -> list[int]:
-    try:
-        arr = np.asarray(x)
-    except (TypeError, ValueError):
-        raise DomainError("x must be an array of category indices") from None
-    if arr.ndim != 1:
-        raise DomainError("x must be a 1-D array of category indices")
+    arr = _vector(x, "category indices")
     if arr.size == 0:
         return [0] * k
     if arr.dtype.kind not in "biu":
