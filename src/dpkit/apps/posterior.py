@@ -27,7 +27,7 @@ power of two). The law is unchanged by adding a constant to every score, so a ne
 effect is the range of f = u' − u over Θ. Substituting one record from category x to y
 gives f = ℓ_y − ℓ_x, |f| ≤ Δ = max_Θ (max_k ℓ_k − min_k ℓ_k) (Beta: max_Θ |log θ − log(1 − θ)|
 ≈ log((1 − a)/a); Dirichlet: log(m − K + 1)), range ≤ 2Δ; adding, removing or dropping one
-record gives f = ±ℓ_x, range ≤ Δ. At temperature t = 1/s the mechanism is (2Δ/s)-DP
+record gives f = ±ℓ_x, range ≤ 2Δ too (Dirichlet: exactly Δ). At temperature t = 1/s the mechanism is (2Δ/s)-DP
 (McSherry & Talwar 2007; Dwork & Roth Thm 3.10 — OPS's 2·sup|log-likelihood ratio| of
 Dimitrakakis et al.). The temperature comes from the one calibrated selection entry
 (:func:`dpkit.mechanisms.make_selection`, Δ, ε) and the draw is dpkit's exact exponential
@@ -67,7 +67,7 @@ __all__ = ["PosteriorGrid", "beta_bernoulli_grid", "dirichlet_categorical_grid",
 MAX_GRID = 1 << 14  # Beta–Bernoulli: grid points m
 MAX_SIMPLEX = 1 << 17  # Dirichlet–categorical: grid points C(m − 1, K − 1)
 DEFAULT_SIMPLEX = 1 << 14  # the default resolution: the largest m with at most this many
-MAX_CATEGORIES = 1 << 10
+MAX_CATEGORIES = 64  # the grid is already coarse (K = 20: m ≤ 25)
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def dirichlet_categorical_grid(categories: int, prior: Any = 1,
     Parameters
     ----------
     categories : int
-        K, 2 ≤ K ≤ 1024.
+        K, 2 ≤ K ≤ 64.
     prior : number or sequence of K numbers
         The Dirichlet α (a number: symmetric), each > 0.
     resolution : int or None
@@ -350,7 +350,7 @@ def one_posterior_sample_categorical(x: Any, *, epsilon: Any, categories: int,
     epsilon : number
         ε (nats), charged once.
     categories : int
-        K, 2 ≤ K ≤ 1024.
+        K, 2 ≤ K ≤ 64.
     prior : number or sequence of K numbers
         The Dirichlet α (a number: symmetric), each > 0 (a base measure: it costs nothing).
     resolution : int or None
