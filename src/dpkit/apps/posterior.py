@@ -20,16 +20,16 @@ Models (one implementation: a grid Θ of points θ ∈ Δ_K on the simplex, K co
 The release is θ ∈ Θ drawn with probability ∝ prior(θ) · exp(t · Σ_k n_k log θ_k): the
 tempered posterior on the grid.
 
-Privacy: this is the exponential mechanism with base measure prior(θ) on the scores
-u(θ) = Σ_k n_k ℓ_k(θ), ℓ_k = log θ_k taken as the exact binary value of its float64
-evaluation, so every score is an exact dyadic rational (held as integers over one common
-power of two). The law is unchanged by adding a constant to every score, so a neighbour's
-effect is the range of f = u' − u over Θ. Substituting one record from category x to y
-gives f = ℓ_y − ℓ_x, |f| ≤ Δ = max_Θ (max_k ℓ_k − min_k ℓ_k) (Beta: max_Θ |log θ − log(1 − θ)|
-≈ log((1 − a)/a); Dirichlet: log(m − K + 1)), range ≤ 2Δ; adding, removing or dropping one
-record gives f = ±ℓ_x, range ≤ 2Δ too (Dirichlet: exactly Δ). At temperature t = 1/s the mechanism is (2Δ/s)-DP
-(McSherry & Talwar 2007; Dwork & Roth Thm 3.10 — OPS's 2·sup|log-likelihood ratio| of
-Dimitrakakis et al.). The temperature comes from the one calibrated selection entry
+Privacy: this is the exponential mechanism with base measure prior(θ) on the scores u(θ) =
+Σ_k n_k ℓ_k(θ), ℓ_k = log θ_k taken as the exact binary value of its float64 evaluation, so
+every score is an exact dyadic rational (held as integers over one common power of two). The
+law is unchanged by adding a constant to every score, so a neighbour's effect is the range
+of f = u' − u over Θ. Substituting one record from category x to y gives f = ℓ_y − ℓ_x, |f|
+≤ Δ = max_Θ (max_k ℓ_k − min_k ℓ_k) (Beta: max_Θ |log θ − log(1 − θ)| ≈ log((1 − a)/a);
+Dirichlet: log(m − K + 1)), range ≤ 2Δ; adding, removing or dropping one record gives f =
+±ℓ_x, range ≤ 2Δ too (Dirichlet: exactly Δ). At temperature t = 1/s the mechanism is
+(2Δ/s)-DP (McSherry & Talwar 2007; Dwork & Roth Thm 3.10 — OPS's 2·sup|log-likelihood ratio|
+of Dimitrakakis et al.). The temperature comes from the one calibrated selection entry
 (:func:`dpkit.mechanisms.make_selection`, Δ, ε) and the draw is dpkit's exact exponential
 sampler: no floating-point sampling. A continuous Beta or Dirichlet draw (normalised Gammas)
 is not used because it cannot be made exact with dpkit's samplers (floating-point inversion
