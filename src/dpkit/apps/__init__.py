@@ -18,7 +18,8 @@ auction     digital_goods_auction: one price by the exponential mechanism on rev
             (McSherry & Talwar 2007), approximately truthful
 topk        top_k_unknown_domain / top_k_query: top-k items over an unknown domain with
             user-level contribution bounds (Korolova et al. 2009)
-posterior   one_posterior_sample: Beta–Bernoulli one posterior sample, exact on a θ grid
+posterior   one_posterior_sample / one_posterior_sample_categorical: one posterior sample
+            for Beta–Bernoulli and Dirichlet–categorical, exact on a public θ grid
             (Dimitrakakis et al. 2014; Wang, Fienberg & Smola 2015)
 network     McSherry & Mahajan 2010's trace analyses as Session queries
 accounting  charge: the one debit every application goes through

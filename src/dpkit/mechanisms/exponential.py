@@ -96,6 +96,12 @@ def exact_gaps(scores: Any, scale: Fraction) -> tuple[np.ndarray, int]:
         q = Fraction(scale)
         ints = (int(arr.max()) - arr.astype(np.int64)).astype(object) * q.denominator
         return ints, q.numerator
+    if arr.dtype == object and arr.ndim == 1 and arr.size and all(
+            type(v) is int for v in arr.tolist()):
+        # Python integers of any size (exact scores over a common denominator folded into
+        # the scale): the same, in arbitrary-precision integers
+        q = Fraction(scale)
+        return (max(arr.tolist()) - arr) * q.denominator, q.numerator
     exact = _exact_scores(scores)
     top = max(exact)
     gaps = [(top - u) / scale for u in exact]
