@@ -140,7 +140,7 @@ def test_discrete_laplace_tail_is_exact_and_tight():
         for beta in (0.05, 1e-3):
             a = int(laplace_tail(scale, beta, discrete=True))
             q = math.exp(-1 / scale)
-            tail = lambda k: 2 * q ** (k + 1) / (1 + q)  # noqa: E731 - P(|Z| > k)
+            tail = lambda k, q=q: 2 * q ** (k + 1) / (1 + q)  # noqa: E731 - P(|Z| > k)
             assert tail(a) <= beta < tail(a - 1) or a == 0
 
 

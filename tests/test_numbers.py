@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dpkit.core import numbers as N
+from dpkit.core import numbers as N  # noqa: N812
 from dpkit.errors import DomainError
 
 

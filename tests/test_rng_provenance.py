@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 import dpkit as dp
-from dpkit import mechanisms as M
+from dpkit import mechanisms as M  # noqa: N812
 
 
 @pytest.fixture

@@ -37,14 +37,14 @@ import numpy as np
 from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
-from dpkit.core.domains import AnyDomain
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import sample_exponential
-from dpkit.mechanisms.registry import AuditCase, Sampler
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["AuctionResult", "digital_goods_auction", "revenue_scores", "price_grid",
            "price_distribution", "audit_cases"]
@@ -116,6 +116,7 @@ def revenue_scores(bids: np.ndarray, prices: list[Fraction]) -> list[Fraction]:
     return [p * int(c) for p, c in zip(prices, counts, strict=True)]
 
 
+@register(audit=lambda: audit_cases())  # the audit battery's case(s)
 def digital_goods_auction(bids: Any, *, epsilon: Any, prices: Any = None,
                           max_price: Any = 1, accountant: Any = None) -> AuctionResult:
     """Post one price for unlimited goods by the exponential mechanism on revenue.
@@ -201,6 +202,6 @@ def audit_cases() -> list[AuditCase]:
 
     claim = Measurement(lambda b: sampler(scale)(b, 1), HammingDistance(), PureDP,
                         lambda d: PureDP(Fraction(d)), "digital_goods_auction",
-                        input_domain=AnyDomain())
+                        input_domain=VectorDomain(AtomDomain(Kind.FLOAT, nan=True)))
     return [AuditCase("digital_goods_auction", claim, sampler(scale), sampler(scale / 4),
                       x, x_prime)]

@@ -35,13 +35,13 @@ import numpy as np
 from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
-from dpkit.core.domains import AnyDomain
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
 from dpkit.core.record import NoiseRow
 from dpkit.errors import BudgetExceededError, DomainError
 from dpkit.mechanisms import SparseVector, make_noise
-from dpkit.mechanisms.registry import AuditCase, Sampler
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["ReusableHoldout", "HoldoutAnswer", "audit_cases"]
 
@@ -71,6 +71,7 @@ def _rows(data: Any, name: str) -> int:
     return n
 
 
+@register(audit=lambda: audit_cases())  # the audit battery's case(s)
 class ReusableHoldout:
     """Thresholdout: adaptive statistical queries answered from a training set, checked
     against a holdout through the sparse vector.
@@ -249,6 +250,6 @@ def audit_cases() -> list[AuditCase]:
 
     claim = Measurement(lambda data: sampler(Fraction(1, n))(data, 1), HammingDistance(),
                         PureDP, lambda d: PureDP(eps * d), "reusable_holdout",
-                        input_domain=AnyDomain())
+                        input_domain=VectorDomain(AtomDomain(Kind.FLOAT)))
     return [AuditCase("reusable_holdout", claim, sampler(Fraction(1, n)),
                       sampler(Fraction(1, 4 * n)), x, x_prime)]

@@ -51,14 +51,14 @@ import numpy as np
 from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
-from dpkit.core.domains import AnyDomain
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import sample_exponential
-from dpkit.mechanisms.registry import AuditCase, Sampler
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["PosteriorGrid", "beta_bernoulli_grid", "dirichlet_categorical_grid",
            "one_posterior_sample", "one_posterior_sample_categorical", "posterior_law",
@@ -286,6 +286,7 @@ def _category_counts(x: Any, k: int) -> list[int]:
     return [int(c) for c in np.bincount(valid, minlength=k)]
 
 
+@register(audit=lambda: audit_cases())  # the audit battery's case(s)
 def one_posterior_sample(x: Any, *, epsilon: Any, prior: tuple[Any, Any] = (1, 1),
                          truncation: Any = Fraction(1, 100), size: int = 1024,
                          accountant: Any = None) -> float:
@@ -408,7 +409,8 @@ def _audit_case(name: str, grid: PosteriorGrid, counts_of: Callable[[Any], Seque
         return sample
 
     claim = Measurement(lambda d: sampler(scale)(d, 1), HammingDistance(), PureDP,
-                        lambda d: PureDP(eps * d), name, input_domain=AnyDomain())
+                        lambda d: PureDP(eps * d), name,
+                        input_domain=VectorDomain(AtomDomain(Kind.INTEGER)))
     return AuditCase(name, claim, sampler(scale), sampler(scale / 4), x, x_prime)
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import dpkit.apps.auction  # noqa: F401  (registers the applications' own mechanisms' cases)
+import dpkit.apps.holdout  # noqa: F401
+import dpkit.apps.posterior  # noqa: F401
 import dpkit.local  # noqa: F401  (registers the local randomizers' cases)
 import dpkit.stream  # noqa: F401  (registers the continual counters' cases)
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
