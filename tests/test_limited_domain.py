@@ -204,3 +204,22 @@ def test_pure_session_refuses_and_spends_nothing():
     with pytest.raises(MeasureError):
         q.release(epsilon=1)
     assert s.spent == dp.PureDP.zero()
+
+
+@pytest.mark.parametrize("backend", ["polars", "lazy", "duckdb"])
+def test_top_k_selection_runs_on_every_engine(backend):
+    """Three keys with 1,000 users each, one with 600, one user alone; k = 3, ε₀ = 1: the
+    600-user key is picked before one of the three with probability ≈ e^-400, the lone key
+    and the sentinel (h_⊥ = 0 + 1 + ln(3/δ) ≈ 16) as rarely: the three come out."""
+    table = _table()
+    if backend == "lazy":
+        table = table.lazy()
+    elif backend == "duckdb":
+        duckdb = pytest.importorskip("duckdb")
+        table = duckdb.from_arrow(table.to_arrow())
+    s = dp.Session(table, dp.PrivacyUnit.by("user", max_groups=3, max_rows_per_group=1),
+                   dp.ApproxDP(10, 1e-5))
+    out = s.query().group_by("item", selection=dp.TopKSelection(3, 3, 1e-6, k_bar=5)).agg(
+        dp.count()).release(epsilon=1)
+    assert sorted(out["item"].to_list()) == ["a", "b", "c"]
+    assert s.spent == dp.ApproxDP(4, Fraction(1e-6))
