@@ -303,3 +303,16 @@ def test_uniforms_are_on_the_53_bit_grid_and_refuse_the_test_stream():
     assert stats.kstest(u, "uniform").pvalue > 1e-6
     with rng.deterministic_for_tests(3), pytest.raises(InsecureRandomnessError):
         rng.uniforms(1)
+
+
+def test_a_data_dependent_sensitivity_is_never_cached():
+    """make_noise(..., cache=False) (smooth sensitivity) builds the same calibration and leaves
+    no entry behind: the caches' sizes do not move."""
+    from dpkit.mechanisms import calibrated
+
+    sizes = (calibrated._by_arguments.cache_info().currsize,
+             calibrated._make_noise.cache_info().currsize)
+    fresh = make_noise(Fraction(12345, 7), epsilon=Fraction(1, 3), cache=False)
+    assert (calibrated._by_arguments.cache_info().currsize,
+            calibrated._make_noise.cache_info().currsize) == sizes
+    assert fresh.scale == make_noise(Fraction(12345, 7), epsilon=Fraction(1, 3)).scale

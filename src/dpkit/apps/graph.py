@@ -275,7 +275,7 @@ def _smooth_release(count: int, bounds: np.ndarray, eps: Fraction, beta: Fractio
     with np.errstate(divide="ignore"):
         log_s = np.max(np.log(bounds.astype(np.float64)) - k * float(beta))
     smooth = Fraction(float(np.exp(log_s) * (1 + _SLACK)))
-    return _integer_release(make_noise(smooth, epsilon=eps / 2), count)
+    return _integer_release(make_noise(smooth, epsilon=eps / 2, cache=False), count)
 
 
 def _smooth_budget(epsilon: Number, delta: Number) -> tuple[Fraction, Fraction, Fraction]:

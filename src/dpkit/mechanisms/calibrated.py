@@ -149,8 +149,8 @@ def _optional(x: Number | None, name: str) -> Fraction | None:
 @register(audit=_audit_noise)
 def make_noise(sensitivity: Number, *, epsilon: Number | None = None,
                rho: Number | None = None, delta: Number | None = None, norm: str = "l1",
-               output: str = "integer", size: int = 1, scale: Number | None = None
-               ) -> CalibratedNoise:
+               output: str = "integer", size: int = 1, scale: Number | None = None,
+               cache: bool = True) -> CalibratedNoise:
     """The calibrated, map-checked noise measurement for a sensitivity and a budget.
 
     Parameters
@@ -170,12 +170,17 @@ def make_noise(sensitivity: Number, *, epsilon: Number | None = None,
         for them; for the vector mechanism, its exact dimension). Ignored for integers.
     scale : number, optional
         Use this scale instead of the closed form (still checked against the map).
+    cache : bool
+        False for a data-dependent sensitivity (smooth sensitivity): the measurement is built
+        afresh and nothing of it is remembered, so the process keeps no trace of the value
+        and a later call's speed does not depend on it.
 
     Returns
     -------
     CalibratedNoise
         A measurement (input metric L1 or L2 distance) whose privacy map at Δ is within
-        the budget; the same object for the same arguments (bounded LRU cache). Closed
+        the budget; the same object for the same arguments (bounded LRU cache, unless
+        ``cache=False``). Closed
         forms, the grid rule and the sources are in the module docstring.
 
     Raises
@@ -187,6 +192,8 @@ def make_noise(sensitivity: Number, *, epsilon: Number | None = None,
         If the measurement's map exceeds the budget (a ``scale`` that is too small).
     """
     args = (sensitivity, epsilon, rho, delta, norm, output, size, scale)
+    if not cache:
+        return _from_arguments(*args, cached=False)
     try:
         hash(args)
     except TypeError:  # unhashable arguments: converted (or refused) without the fast cache
@@ -196,14 +203,16 @@ def make_noise(sensitivity: Number, *, epsilon: Number | None = None,
 
 def _from_arguments(sensitivity: Number, epsilon: Number | None, rho: Number | None,
                     delta: Number | None, norm: str, output: str, size: int,
-                    scale: Number | None) -> CalibratedNoise:
-    """The arguments converted to exact Fractions (:func:`_make_noise` is cached by those)."""
+                    scale: Number | None, cached: bool = True) -> CalibratedNoise:
+    """The arguments converted to exact Fractions (:func:`_make_noise` is cached by those,
+    unless ``cached`` is False)."""
     if norm not in _NORMS:
         raise DomainError(f"norm must be one of {_NORMS}; got {norm!r}")
     if output not in _OUTPUTS:
         raise DomainError(f"output must be one of {_OUTPUTS}; got {output!r}")
     n = 1 if output == "integer" else integer(size, "size", minimum=1)
-    return _make_noise(positive(sensitivity, "sensitivity"), _optional(epsilon, "epsilon"),
+    make = _make_noise if cached else _make_noise.__wrapped__
+    return make(positive(sensitivity, "sensitivity"), _optional(epsilon, "epsilon"),
                        _optional(rho, "rho"), _optional(delta, "delta"), norm, output, n,
                        None if scale is None else positive(scale, "scale"))
 
@@ -214,7 +223,8 @@ _by_arguments = lru_cache(maxsize=CACHE_SIZE)(_from_arguments)
 
 
 def clear_cache() -> None:
-    """Forget every cached calibration (tests; the cached values hold no data)."""
+    """Forget every cached calibration (tests; the cached values hold no data: a
+    data-dependent sensitivity is never cached, ``make_noise(..., cache=False)``)."""
     for cached in (_by_arguments, _make_noise, _make_selection):
         cached.cache_clear()
 
