@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 
 from dpkit.core.component import Measurement
-from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import ApproxDP
 from dpkit.core.metrics import AddRemoveDistance
 from dpkit.core.numbers import (
@@ -53,12 +52,12 @@ from dpkit.core.numbers import (
     positive,
 )
 from dpkit.errors import DomainError
+from dpkit.mechanisms.partition_selection import UNIT_COUNTS
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 from dpkit.mechanisms.selection import sample_top_k
 
 __all__ = ["TopKSelection", "make_limited_domain_top_k", "sentinel_score"]
 
-UNIT_COUNTS = VectorDomain(AtomDomain(Kind.INTEGER, (0, None)))
 MAX_K = 1_000
 MAX_K_BAR = 100_000
 _SENTINEL_BITS = 10  # h_⊥ is rounded up to a multiple of 2^-10
