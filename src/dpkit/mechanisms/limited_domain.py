@@ -41,18 +41,16 @@ import numpy as np
 
 from dpkit.core.component import Measurement
 from dpkit.core.measures import ApproxDP
-from dpkit.core.metrics import AddRemoveDistance
 from dpkit.core.numbers import (
     Number,
     dyadic_up,
     fraction_down,
     integer,
     log_up,
-    non_negative,
     positive,
 )
 from dpkit.errors import DomainError
-from dpkit.mechanisms.partition_selection import UNIT_COUNTS
+from dpkit.mechanisms.partition_selection import unit_selection
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 from dpkit.mechanisms.selection import sample_top_k
 
@@ -176,14 +174,9 @@ def make_limited_domain_top_k(selection: TopKSelection, max_groups: int | None =
     def select(counts: Any) -> list[int]:
         return _picks(counts, k, k_bar, eps0, dlt, groups, None)[0]
 
-    def privacy_map(d_in: Any) -> ApproxDP:
-        if non_negative(d_in, "d_in") > 1:
-            raise DomainError("top-k selection's guarantee is stated for one unit")
-        return ApproxDP(eps, dlt)
-
-    return Measurement(select, AddRemoveDistance(), ApproxDP, privacy_map,
-                       f"limited_domain_top_k(k={k}, k̄={k_bar}, ε={float(eps):g}, "
-                       f"δ={float(dlt):g}, Δ={groups})", input_domain=UNIT_COUNTS)
+    return unit_selection(select, ApproxDP(eps, dlt), "top-k selection",
+                          f"limited_domain_top_k(k={k}, k̄={k_bar}, ε={float(eps):g}, "
+                          f"δ={float(dlt):g}, Δ={groups})")
 
 
 def sample_limited_domain(counts: Any, selection: TopKSelection, max_groups: int | None,

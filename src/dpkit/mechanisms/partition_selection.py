@@ -214,11 +214,18 @@ def make_partition_selection(selection: PartitionSelection, max_groups: int) -> 
             c = np.asarray(counts, dtype=np.int64)
             return c + samplers.discrete_gaussian(sigma, c.size) >= threshold
 
+    return unit_selection(select, ApproxDP(eps, dlt), "partition selection",
+                          f"partition_selection({method}, ε={float(eps):g}, δ={float(dlt):g}, "
+                          f"G={g})")
+
+
+def unit_selection(select: Any, loss: ApproxDP, what: str, name: str) -> Measurement:
+    """A selection over distinct-unit counts per candidate partition (:data:`UNIT_COUNTS`
+    under :class:`AddRemoveDistance`): d_in ≤ 1 ↦ ``loss``; larger d_in is refused."""
     def privacy_map(d_in: Any) -> ApproxDP:
         if non_negative(d_in, "d_in") > 1:
-            raise DomainError("partition selection's guarantee is stated for one unit")
-        return ApproxDP(eps, dlt)
+            raise DomainError(f"{what}'s guarantee is stated for one unit")
+        return loss
 
-    return Measurement(select, AddRemoveDistance(), ApproxDP, privacy_map,
-                       f"partition_selection({method}, ε={float(eps):g}, δ={float(dlt):g}, "
-                       f"G={g})", input_domain=UNIT_COUNTS)
+    return Measurement(select, AddRemoveDistance(), ApproxDP, privacy_map, name,
+                       input_domain=UNIT_COUNTS)
