@@ -119,7 +119,8 @@ def _grid(theta: np.ndarray, index: np.ndarray, logs: np.ndarray,
 
 
 def _prior(prior: Any, k: int) -> tuple[Fraction, ...]:
-    values = [prior] * k if isinstance(prior, int | float | Fraction | np.number) else prior
+    values: Any = ([prior] * k if isinstance(prior, int | float | Fraction | np.number)
+                   else prior)
     try:
         alpha = tuple(numbers.positive(p, "prior") for p in values)
     except (TypeError, ValueError):
