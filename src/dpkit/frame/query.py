@@ -597,8 +597,9 @@ class Query:
                 f"at {confidence:.0%}, loss {p.loss}"
             )
         if self.selection is not None:
-            lines.append(f"partition selection on {', '.join(self.group_columns)}: "
-                         f"{self.selection.method}, loss {self.selection.loss()}")
+            lines.append(f"{selection_label(self.selection)} on "
+                         f"{', '.join(self.group_columns)}: {self.selection.method}, "
+                         f"loss {self.selection.loss()}")
         lines.append(f"total: {self.session.total_loss(planned, self.selection)}")
         return "\n".join(lines)
 
@@ -837,6 +838,13 @@ def _key_frame(columns: list[str], keys: Any) -> pl.DataFrame:
 
 
 _SELECTION_FIELDS = {"epsilon", "delta", "method", "k", "k_bar"}
+
+
+def selection_label(selection: PartitionSelection | TopKSelection) -> str:
+    """How explain and the release record name the selection step."""
+    if isinstance(selection, TopKSelection):
+        return f"top-{selection.checked()[0]} selection"
+    return "partition selection"
 
 
 def selection_json(selection: PartitionSelection | TopKSelection) -> dict[str, Any]:
