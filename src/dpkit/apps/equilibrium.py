@@ -186,9 +186,10 @@ class EquilibriumResult:
 def _latencies(x: Any, name: str) -> np.ndarray:
     try:
         arr = np.asarray(x, dtype=np.float64)
+        flags = [isinstance(v, bool | np.bool_) for v in np.asarray(x, dtype=object).ravel()]
     except (TypeError, ValueError):
         raise DomainError(f"{name} must be numbers") from None
-    if np.asarray(x).dtype == np.bool_:
+    if any(flags):
         raise DomainError(f"{name} must be numbers, not booleans")
     if arr.ndim != 1 or not 1 <= arr.size <= MAX_LINKS:
         raise DomainError(f"{name} must be a 1-D array of 1 to {MAX_LINKS} links")
