@@ -1,14 +1,15 @@
 """A jointly differentially private mediator for a large parallel-links congestion game.
 
 Sources: Kearns, Pai, Roth & Ullman, *Mechanism design in large games: incentives and
-privacy*, ITCS 2014 (a mediator that computes an approximate equilibrium under *joint*
-differential privacy makes "report truthfully, then follow the advice" an approximate ex-post
-Nash equilibrium of the mediated game; joint DP and the Billboard Lemma); Rogers & Roth,
-*Asymptotically truthful equilibrium selection in large congestion games*, EC 2014 (the same
-for congestion games, with approximate Nash equilibria); Dwork & Roth, *The Algorithmic
-Foundations of Differential Privacy*, §10.2 ("Differential privacy as a tool in mechanism
-design": approximately truthful equilibrium selection, joint differential privacy, the
-Billboard Lemma — cited here without a lemma number).
+privacy*, ITCS 2014 (joint differential privacy; a mediator that computes an approximate
+equilibrium under joint DP makes "report truthfully, then follow the advice" an approximate
+ex-post Nash equilibrium of the mediated game); Rogers & Roth, *Asymptotically truthful
+equilibrium selection in large congestion games*, EC 2014 (the same for congestion games,
+with approximate Nash equilibria); the Billboard Lemma (Hsu, Huang, Roth, Roughgarden & Wu,
+*Private matchings and allocations*, STOC 2014: outputs of the form f_j(DP output, own
+data) are jointly DP); Dwork & Roth, *The Algorithmic Foundations of Differential Privacy*,
+§10.2 ("Differential privacy as a tool in mechanism design": approximately truthful
+equilibrium selection under joint DP — cited without definition or lemma numbers).
 
 Game. n players, m parallel links, T public types. A type t is a public, non-empty set
 A_t ⊆ {0, …, m − 1} of links the player may use (``allowed[t]``); a player reports its type.
@@ -383,10 +384,21 @@ def suggest(numerators: np.ndarray, types: np.ndarray) -> np.ndarray:
     One draw u_i ~ Uniform{0, …, 2^32 − 1} per player (:func:`dpkit.core.rng.uniform_below`);
     the link is the first ℓ with u_i < Σ_{k≤ℓ} numerators[t_i, k], so P(ℓ) = p_{t_i ℓ}
     exactly. Returns int64, shape (n,).
+
+    Raises
+    ------
+    DomainError
+        A table that is not (T, m) non-negative integers with rows summing to 2^32, or
+        types that are not 1-D integers in 0 … T − 1.
     """
-    cum = np.cumsum(np.asarray(numerators, dtype=np.int64), axis=1)
-    u = rng.uniform_below(DENOMINATOR, size=len(types)).astype(np.int64)
-    return np.sum(cum[types] <= u[:, None], axis=1).astype(np.int64)
+    table = np.asarray(numerators)
+    if (table.ndim != 2 or not np.issubdtype(table.dtype, np.integer) or np.any(table < 0)
+            or np.any(table.sum(axis=1) != DENOMINATOR)):
+        raise DomainError("numerators must be a (T, m) integer table, rows summing to 2^32")
+    t = _check_types(types, table.shape[0])
+    cum = np.cumsum(table.astype(np.int64), axis=1)
+    u = rng.uniform_below(DENOMINATOR, size=t.size).astype(np.int64)
+    return np.sum(cum[t] <= u[:, None], axis=1).astype(np.int64)
 
 
 def _pair_gaps(game: CongestionGame, numerators: np.ndarray, loads: np.ndarray, n: int,
@@ -490,8 +502,9 @@ def private_equilibrium(types: Any, game: CongestionGame, *, epsilon: Any, beta:
     Notes
     -----
     Privacy map: substitute-one player's report ↦ ε-joint-DP (the histogram is ε-DP with
-    discrete Laplace noise of scale 2/ε, Dwork & Roth Thm 3.6's discrete analogue; the
-    suggestions are the Billboard Lemma's form, Kearns et al. 2014; Dwork & Roth §10.2).
+    discrete Laplace noise of scale 2/ε, the calibrated entry's closed form; the
+    suggestions have the Billboard Lemma's form, Hsu et al. 2014; joint DP as in Kearns et
+    al. 2014 and Dwork & Roth §10.2).
     With probability ≥ 1 − β, following is a ``regret_bound``-approximate Nash
     equilibrium; no deviation, misreports included, saves more than (1 − e^{−ε})·C +
     E[regret_bound] + β·C in expectation, C = ``game.max_cost`` (module docstring).
