@@ -53,9 +53,10 @@ h = √(n · ln(2m/β₂) / 2), β₁ = β₂ = β/2. Then with probability ≥ 
 On that event a player of type t told ℓ ∈ supp p_t gains by moving to ℓ′ ∈ A_t at most
 c_ℓ(L_ℓ) − c_ℓ′(L_ℓ′ + 1) ≤ c_ℓ(y_ℓ) − c_ℓ′(y_ℓ′) + (b_ℓ E_ℓ + b_ℓ′ E_ℓ′)/n, E_ℓ = D_ℓ + h,
 and the published ``regret_bound`` is the maximum of this over t, ℓ ∈ supp p_t and
-ℓ′ ∈ A_t ∖ {ℓ} (and 0). It includes the *equilibrium gap* γ = max c_ℓ(y_ℓ) − c_ℓ′(y_ℓ′) of
-the published table at its own loads, computed from the table itself, so neither the
-solver's tolerance nor the rounding to 2^−32 is assumed away. It is at most
+ℓ′ ∈ A_t ∖ {ℓ} (and 0), capped at C = max_ℓ (a_ℓ + b_ℓ) (no cost exceeds C). It includes
+the *equilibrium gap* γ = max c_ℓ(y_ℓ) − c_ℓ′(y_ℓ′) of the published table at its own
+loads, computed from the table itself, so neither the solver's tolerance nor the rounding
+to 2^−32 is assumed away. It is at most
 γ + 2·b_max·(T·K + h)/n: O((T log(T/β)/ε + √(n log(m/β)))/n), vanishing as n grows.
 
 Approximate truthfulness (Kearns et al. 2014's argument, made explicit). Fix player i of
@@ -422,7 +423,8 @@ def regret_bound(game: CongestionGame, numerators: np.ndarray, noisy_counts: Any
     """(γ, R): the table's equilibrium gap and the regret bound at failure probability β.
 
     R = max(0, max_{t, ℓ∈supp p_t, ℓ′∈A_t∖{ℓ}} c_ℓ(y_ℓ) − c_ℓ′(y_ℓ′) + (b_ℓE_ℓ + b_ℓ′E_ℓ′)/n),
-    E_ℓ = K·Σ_t p_tℓ + h, K = s·ln(4T/β), h = √(n·ln(4m/β)/2) (module docstring). A function
+    E_ℓ = K·Σ_t p_tℓ + h, K = s·ln(4T/β), h = √(n·ln(4m/β)/2), capped at C =
+    ``game.max_cost`` (module docstring). A function
     of public numbers and the ε-DP table only. Cost units.
     """
     g = _check_game(game)
@@ -437,7 +439,7 @@ def regret_bound(game: CongestionGame, numerators: np.ndarray, noisy_counts: Any
     h = math.sqrt(n * math.log(4 * g.links / b) / 2)
     drift = g.latency_b * (k * p.sum(axis=0) + h) / n
     return (_pair_gaps(g, numer, loads, n, np.zeros(g.links)),
-            _pair_gaps(g, numer, loads, n, drift))
+            min(_pair_gaps(g, numer, loads, n, drift), g.max_cost))
 
 
 def regret(game: CongestionGame, types: Any, suggestions: Any) -> np.ndarray:
