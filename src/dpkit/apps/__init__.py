@@ -22,6 +22,9 @@ posterior   one_posterior_sample / one_posterior_sample_categorical: one posteri
             for Beta–Bernoulli and Dirichlet–categorical, exact on a public θ grid
             (Dimitrakakis et al. 2014; Wang, Fienberg & Smola 2015)
 network     McSherry & Mahajan 2010's trace analyses as Session queries
+equilibrium private_equilibrium: a jointly DP mediator for a parallel-links congestion game
+            (Kearns, Pai, Roth & Ullman 2014; Rogers & Roth 2014): noisy type histogram,
+            Wardrop split, suggestions by the Billboard Lemma; approximately truthful
 accounting  charge: the one debit every application goes through
 """
 
