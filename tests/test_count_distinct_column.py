@@ -1,8 +1,9 @@
 """dp.count_distinct(column): distinct non-null values of a key-like column per group.
 
 Its sensitivities are the row count's (the docstring's argument): checked exhaustively on
-neighbours of small random tables (Hypothesis), tight on a worst case, and through the
-released noise law (χ², false-positive rate 1e-6, with a broken variant the test rejects).
+neighbours of small random tables (Hypothesis), tight on a worst case, through the
+released noise law (χ², false-positive rate 1e-6) and an audit of the whole release on
+worst-case neighbours (dpkit.audit, 1e-6), each with a broken variant that it rejects.
 Also: its JSON form (the language and the server), plan-time refusals with nothing spent,
 and the same exact values on Polars, lazy (streaming) and DuckDB sessions.
 """
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 from stats import FALSE_POSITIVE_RATE, chi2_pvalue, discrete_laplace_pmf
 
 import dpkit as dp
+from dpkit.audit import audit_release
 from dpkit.core import stability
 from dpkit.core.stability import Contribution
 from dpkit.errors import ColumnError
@@ -163,6 +165,31 @@ def test_released_noise_is_discrete_laplace_at_the_count_sensitivity(monkeypatch
                         original(f, Contribution(1, 1, 1), metric, name))
     broken = _noise(df, exact, eps)
     assert chi2_pvalue(broken, support, law) < FALSE_POSITIVE_RATE
+
+
+# The audit of the whole pipeline (plan, debit, bounding, exact statistic, noise) on the
+# worst-case neighbours: one unit added with R = 5 rows of fresh values. False-positive rate
+# 1e-6 (dpkit.audit.audit_release); the broken variant calibrates for sensitivity 1 (true
+# ε = 5 for a claimed 1) and must fail.
+AUDIT_X = pl.DataFrame({"u": [0, 0, 1], "x": [1, 2, 2]})
+AUDIT_X_PRIME = pl.concat([AUDIT_X, pl.DataFrame({"u": [2] * 5, "x": [10, 11, 12, 13, 14]})])
+
+
+def _audited(df: pl.DataFrame) -> float:
+    s = dp.Session(df, dp.PrivacyUnit.by("u", 5), dp.PureDP(1))
+    return float(s.query().agg(dp.count_distinct("x")).release(epsilon=1)["x_distinct"][0])
+
+
+@pytest.mark.slow
+def test_audit_of_the_release_and_broken_variant(monkeypatch):
+    ok = audit_release(_audited, AUDIT_X, AUDIT_X_PRIME, 1.0, samples=600, histogram_share=0)
+    assert ok.passed, ok.lower_bound
+    original = stability.make_bounded_count
+    monkeypatch.setattr(stability, "make_bounded_count", lambda f, bounds, metric, name="count":
+                        original(f, Contribution(1, 1, 1), metric, name))
+    broken = audit_release(_audited, AUDIT_X, AUDIT_X_PRIME, 1.0, samples=600,
+                           histogram_share=0)
+    assert not broken.passed, broken.lower_bound
 
 
 # -- the language, the server and refusals -----------------------------------------------
