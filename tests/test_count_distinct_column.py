@@ -217,6 +217,13 @@ def test_key_like_columns_release_and_others_are_refused_before_any_debit():
             s.query().group_by("g", keys=["a", "b"]).agg(dp.count_distinct(bad)).release(
                 epsilon=1)
     assert s.spent == dp.PureDP(1e6)
+    duckdb = pytest.importorskip("duckdb")  # the same values there (no categorical type)
+    table = _typed().drop("c", "dec", "l")
+    d = dp.Session(duckdb.from_arrow(table.to_arrow()), dp.PrivacyUnit.by("u", 2),
+                   dp.PureDP(1e7))
+    out = d.query().group_by("g", keys=["a", "b"]).agg(*ok[:-1]).release(epsilon=1e6)
+    assert out.sort("g").select("i_distinct", "s_distinct", "b_distinct", "d_distinct",
+                                "t_distinct").rows() == [(2, 2, 2, 2, 1), (1, 1, 1, 1, 1)]
 
 
 def test_json_round_trip_and_refusals():
