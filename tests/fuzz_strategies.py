@@ -223,6 +223,8 @@ COMMON_BOUNDS = [[0, 10], [-1, 1], [0, 1], ["1/3", 3], [-7.25, 3], [0, 100], [-(
 bounds = st.one_of(*[st.sampled_from(COMMON_BOUNDS)] * 4, st.sampled_from(BOUNDS), st.none())
 json_agg = st.one_of(
     st.sampled_from([{"agg": "count"}, {"agg": "count_distinct"}]),
+    st.builds(lambda c: {"agg": "count_distinct", "column": c},
+              st.sampled_from([*AGG_COLUMNS, "id", "c"])),
     st.builds(lambda a, c, b, f: {"agg": a, "column": c, **({"bounds": b} if b else {}),
                                   **({"fill": f} if f is not None else {})},
               st.sampled_from(["sum", "sum", "mean", "variance", "std"]),
@@ -444,7 +446,7 @@ def library_agg(spec: dict[str, Any], flavour: str) -> aggregates.Aggregation:
     if kind == "count":
         return dp.count()
     if kind == "count_distinct":
-        return dp.count_distinct()
+        return dp.count_distinct(spec.get("column"))
     if kind == "histogram":
         return dp.histogram(spec["column"], [_flavoured(b, flavour) for b in spec["bins"]])
     b = spec.get("bounds")
@@ -581,9 +583,11 @@ attack_step = st.one_of(
     st.sampled_from([LStep(t, f) for t, f in _REWRITES]),
 )
 ATTACK_AGGS = [{"agg": "count"}, {"agg": "count_distinct"},
+               {"agg": "count_distinct", "column": "s"},
                {"agg": "sum", "column": "x", "bounds": [-10, 10]},
                {"agg": "histogram", "column": "x", "bins": [-10, 0, 1, 10]}]
 NEW1_AGGS = [{"agg": "sum", "column": "new1", "bounds": [-10, 10]},
+             {"agg": "count_distinct", "column": "new1"},
              {"agg": "mean", "column": "new1", "bounds": [0, 10]}]
 
 

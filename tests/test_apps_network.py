@@ -14,17 +14,17 @@ from dpkit.apps.network import (
     packet_size_distribution,
     port_distribution,
 )
-from dpkit.errors import DomainError
+from dpkit.errors import ColumnError, DomainError
 
 
-def _session() -> dp.Session:
+def _session(budget: dp.ApproxDP | None = None, dst=lambda src: src % 7) -> dp.Session:
     n = 3000
     src = np.arange(n) % 500
-    table = pl.DataFrame({"src": src, "dst": src % 7, "dport": np.where(src % 2, 443, 80),
+    table = pl.DataFrame({"src": src, "dst": dst(src), "dport": np.where(src % 2, 443, 80),
                           "packets": np.full(n, 4), "bytes": np.full(n, 4 * 600),
                           "payload": np.where(src % 3 == 0, "WORM", None)})
     unit = dp.PrivacyUnit.by("src", 8, max_groups=4, max_rows_per_group=4)
-    return dp.Session(table, unit, dp.ApproxDP(10, 1e-5))
+    return dp.Session(table, unit, budget or dp.ApproxDP(10, 1e-5))
 
 
 def test_each_analysis_spends_its_declared_budget() -> None:
@@ -37,6 +37,28 @@ def test_each_analysis_spends_its_declared_budget() -> None:
     assert s.spent.epsilon == 4 and hosts.height == 7
     worms = frequent_payloads(s, selection=dp.PartitionSelection(1, 1e-6), epsilon=1)
     assert s.spent.epsilon == 6 and worms["payload"].to_list() == ["WORM"]
+    assert {"sources", "destinations", "destinations_ci_low"} <= set(worms.columns)
+
+
+def test_frequent_payloads_count_distinct_sources_and_destinations() -> None:
+    """ε = 10^6 for the counts (noise 0 but with probability < 10^-100000): the released
+    counts are the exact ones on the bounded rows — 167 infected hosts, 7 destinations —
+    planned with the row count's sensitivity for destinations (Δ₁ = min(M, G·R) = 8) and
+    the unit count's for sources (min(G, M) = 4)."""
+    s = _session(budget=dp.ApproxDP(10**7, 1e-5))
+    selection = dp.PartitionSelection(1, 1e-6)
+    worms = frequent_payloads(s, selection=selection, epsilon=10**6)
+    assert worms.select("payload", "sources", "destinations").rows() == [("WORM", 167, 7)]
+    q = s.query().group_by("payload", selection=selection).agg(
+        dp.count_distinct(name="sources"), dp.count_distinct("dst", name="destinations"))
+    assert [p.sensitivity for p in q.plan(epsilon=1)[1]] == [4, 8]
+
+
+def test_a_float_destination_column_is_refused_before_any_debit() -> None:
+    s = _session(dst=lambda src: src / 7)
+    with pytest.raises(ColumnError, match="dst"):
+        frequent_payloads(s, selection=dp.PartitionSelection(1, 1e-6), epsilon=1)
+    assert s.spent.epsilon == 0
 
 
 def test_bad_input_is_refused_before_any_debit() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 import dpkit as dp
 from dpkit.frame import backend, engine
-from dpkit.frame.aggregates import count, mean, quantile, sum
+from dpkit.frame.aggregates import count, count_distinct, mean, quantile, sum
 
 duckdb = pytest.importorskip("duckdb")
 
@@ -61,16 +61,19 @@ def test_exact_statistics_agree_across_backends(kind, request):
     """Row-level privacy: the engine's exact integer statistics are identical everywhere."""
     table = _table()
     keys = pl.DataFrame({"g": ["a", "b", "c"]})
-    aggs = [count(), sum("x", (0, 10)), mean("x", (0, 10)), quantile("k", 0.5, (0, 9))]
+    aggs = [count(), sum("x", (0, 10)), mean("x", (0, 10)), quantile("k", 0.5, (0, 9)),
+            count_distinct("k"), count_distinct("g")]
     stats = [st for i, a in enumerate(aggs) for st in a.statistics(
         engine.to_lazy(table).collect_schema(), prefix=f"a{i}_")]
 
     def run(data):
         lf = engine.to_lazy(data)
         lf = engine.apply_steps(lf, [("filter", (dp_nw().col("k") >= 1,), {})])
-        return engine.compute(lf, keys, stats)
+        whole = engine.compute(lf, None, stats[-2:])  # one group: g's nulls not counted
+        return {**engine.compute(lf, keys, stats), **{f"all_{k}": v for k, v in whole.items()}}
 
     expected = run(table)
+    assert expected["all_a5_v"][0] == 3  # "a", "b", "c"; null is not a value
     got = run(_native(kind, table, request))
     assert expected.keys() == got.keys()
     for key in expected:

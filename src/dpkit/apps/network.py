@@ -6,7 +6,7 @@ here depends on where the flows come from (a pcap turned into flows by a maintai
 library such as ``dpkt`` or ``scapy``, a NetFlow/IPFIX CSV, or ``bench/network.py``'s
 generator). The table has one row per flow with (at least) the columns
 
-    src, dst      host identifiers (any hashable type)
+    src, dst      host identifiers (integers or strings, e.g. an IPv4 address as either)
     dport         destination port (integer)
     packets       packets in the flow (integer ≥ 1)
     bytes         bytes in the flow (integer ≥ 0)
@@ -23,18 +23,17 @@ Analyses (their §4–§5), each one release:
 - :func:`port_distribution` — flows per destination port over a public port list;
 - :func:`connections_per_host` — distinct sources per destination, over destinations found
   by partition selection (the domain of hosts is not public);
-- :func:`frequent_payloads` — worm fingerprinting: payload signatures sent by many
-  distinct sources, found by partition selection, with their noisy source counts.
+- :func:`frequent_payloads` — worm fingerprinting: payload signatures found by partition
+  selection, with their noisy numbers of distinct sources and of distinct destinations
+  (a worm's signature is sent by many sources to many destinations).
 
 What the query language cannot express (the findings of this example):
 
 - **stepping-stone detection** needs a join of the private flow table with itself
   (flows into a host matched with flows out of it within a time window); dpkit's ``join``
-  takes public tables only, and a private–private join with its stability (PINQ's Join,
-  which groups both sides by key first) is not in the language;
-- **worm fingerprinting's second half**, "many distinct destinations" per payload, needs a
-  count of distinct values of a non-unit column per group (``count_distinct`` counts
-  privacy units only); it would need a distinct-on-(payload, dst) step with its stability;
+  takes public tables, or private ones on the privacy unit column only (a unit's rows with
+  its own), while flows *into* h are other units' rows: a join across units with its
+  stability (PINQ's Join, which groups both sides by key first) is not in the language;
 - per-flow **time series** (packet inter-arrival CDFs over a flow's packets) need
   per-unit windowed aggregation before the release (a flow-level transformation that the
   row-wise language has no window functions for).
@@ -103,8 +102,43 @@ def connections_per_host(session: Session, *, selection: PartitionSelection, eps
 def frequent_payloads(session: Session, *, selection: PartitionSelection, epsilon: Any
                       ) -> pl.DataFrame:
     """Worm fingerprinting (McSherry & Mahajan §5.3, after Singh et al. 2004): payload
-    signatures sent by many distinct sources, found by partition selection over the unknown
-    set of signatures, with noisy source counts (``epsilon``). Null payloads are dropped."""
+    signatures found by partition selection over the unknown set of signatures, each with
+    its noisy number of distinct sources and of distinct destinations.
+
+    Parameters
+    ----------
+    session : Session
+        Over a flow table, privacy unit ``PrivacyUnit.by("src", M, max_groups=G,
+        max_rows_per_group=R)``; an (ε, δ) budget (partition selection spends δ).
+    selection : PartitionSelection
+        Its (ε, δ) choose which signatures are released (the domain is not public).
+    epsilon : number
+        ε (nats) for the two counts, split evenly between them.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per released signature: ``payload``, ``sources`` and ``destinations`` with
+        their ``_ci_low``/``_ci_high`` noise intervals, by decreasing ``sources``. Null
+        payloads are dropped; null destinations are not counted.
+
+    Raises
+    ------
+    DomainError, MeasureError, ColumnError
+        Before any debit: not a host-level session, a pure-DP session, ``dst`` not an
+        integer or string column.
+
+    Notes
+    -----
+    Privacy: selection's (ε_s, δ_s) plus ``epsilon``, by sequential composition. A host
+    adds 1 to the distinct-source count of at most min(G, M) signatures (Δ₁ = min(G, M));
+    its ≤ R flows with a signature add at most R destinations to that signature's count,
+    ≤ M flows in all (Δ₁ = min(M, G·R); :func:`dpkit.frame.count_distinct`). So the
+    destination counts carry more noise than the source counts unless R is small: a worm
+    sends each flow to a new host, so R = 1–2 flows per host and signature keep its
+    destination count while bounding the noise.
+    """
     query = (_session(session).query().filter(pl.col("payload").is_not_null())
-             .group_by("payload", selection=selection).agg(count_distinct(name="sources")))
+             .group_by("payload", selection=selection)
+             .agg(count_distinct(name="sources"), count_distinct("dst", name="destinations")))
     return query.release(epsilon=epsilon).sort("sources", descending=True)

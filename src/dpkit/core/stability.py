@@ -17,6 +17,8 @@ over that polytope is a vertex). For d units the bounds scale by d (triangle ine
 - count (per group): ‖Δ‖_p ≤ d·‖c‖_p.
 - sum of grid integers in [lo, hi]: ‖Δ‖_p ≤ d·‖c‖_p·max(|lo|, |hi|).
 - distinct units per group: each unit adds 1 to ≤ min(G, M) groups.
+- distinct values of a column per group (on the bounded rows): a unit's r_g rows in group g
+  remove at most r_g values, so the change is dominated by c: the count's map.
 - rank scores for a quantile: each group's score moves by ≤ d·min(M, R) (L∞); the per-group
   exponential mechanisms compose in parallel to a loss of 2·d·‖c‖₁/s.
 """

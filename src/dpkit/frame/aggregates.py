@@ -25,7 +25,7 @@ import numpy as np
 
 from dpkit.core.numbers import Number, as_typed, float_down, float_up, fraction_down, fraction_up
 from dpkit.errors import BoundsError, ColumnError, DomainError
-from dpkit.frame.language import MAX_BINS, MAX_CANDIDATES, Param, aggregation
+from dpkit.frame.language import MAX_BINS, MAX_CANDIDATES, Param, aggregation, column_kind
 from dpkit.mechanisms import grid_exponent
 
 __all__ = ["Aggregation", "Statistic", "StatKind", "count", "count_distinct", "sum", "mean",
@@ -235,22 +235,50 @@ class Count(Aggregation):
         return _interval(self.output_name(), noisy[key], int(half_widths[key]))
 
 
-@aggregation("count_distinct", _NAME)
+@aggregation("count_distinct", Param("column", "column", None), _NAME)
 @dataclass(frozen=True)
 class CountDistinct(Aggregation):
-    """Number of distinct privacy units (per group); rows for row-level privacy. A unit adds
-    1 to at most min(G, M) groups."""
+    """Number of distinct privacy units (per group; rows under row-level privacy) or, with
+    ``column``, of distinct non-null values of ``column``; see :func:`count_distinct`."""
+
+    column: str | None = None
 
     def output_name(self) -> str:
-        return self.name or "units"
+        return self.name or (f"{self.column}_distinct" if self.column else "units")
+
+    def columns(self) -> list[str]:
+        return [self.column] if self.column else []
 
     def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
-        return [Statistic(f"{prefix}u", StatKind.DISTINCT)]
+        if self.column is None:
+            return [Statistic(f"{prefix}u", StatKind.DISTINCT)]
+        # distinct values of the bounded rows: a row count's sensitivities (count_distinct)
+        return [Statistic(f"{prefix}v", StatKind.COUNT, expr=_distinct_values(schema,
+                                                                              self.column))]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
         key = stats[0].key
         return _interval(self.output_name(), noisy[key], int(half_widths[key]))
+
+
+def _distinct_values(schema: Any, column: str) -> Any:
+    """Distinct non-null values of a key-like column (integer, string, categorical, enum,
+    boolean, date/time), as one narwhals expression every backend evaluates alike:
+    ``n_unique`` (which counts null as a value on every backend) minus one when a null is
+    present. Floats and decimals are refused (NaN and −0.0 are distinct values on some
+    backends and not on others), as are nested and binary types."""
+    if column not in schema:
+        raise ColumnError(f"unknown column {column!r}; available: {', '.join(schema)}")
+    dtype = schema[column]
+    kind = column_kind(dtype)
+    if not (dtype.is_integer() or kind in ("string", "boolean", "temporal")):
+        raise ColumnError(
+            f"count_distinct({column!r}) counts values of an integer, string, categorical, "
+            f"boolean or date/time column; {column!r} has type {dtype} (map floats to keys "
+            "first, e.g. with bin() or a cast in with_columns)")
+    x = nw.col(column)
+    return x.n_unique() - x.is_null().any().cast(nw.Int64)
 
 
 @dataclass(frozen=True)
@@ -581,9 +609,62 @@ def mean(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any 
     return Mean(name=name, column=column, bounds=bounds, fill=fill)
 
 
-def count_distinct(*, name: str | None = None) -> CountDistinct:
-    """DP count of distinct privacy units (per group); rows under row-level privacy."""
-    return CountDistinct(name=name)
+def count_distinct(column: str | None = None, *, name: str | None = None) -> CountDistinct:
+    """DP count of distinct privacy units, or of distinct values of ``column``, per group.
+
+    Parameters
+    ----------
+    column : str, optional
+        Without it: the number of distinct privacy units per group (rows under row-level
+        privacy). With it: the number of distinct **non-null** values of ``column`` per
+        group, counted on the contribution-bounded rows (nulls are not a value; a group
+        whose rows are all null counts 0). The column must be key-like, the kinds a group
+        key may have: integer, string, categorical/enum, boolean, date/time/duration.
+    name : str, optional
+        The output column (default ``"units"``, or ``"<column>_distinct"``).
+
+    Returns
+    -------
+    CountDistinct
+        The aggregation; its release has the columns ``name``, ``name_ci_low`` and
+        ``name_ci_high`` (integer noisy counts and the (1 − β) noise interval).
+
+    Raises
+    ------
+    ColumnError
+        At plan time, before any debit: ``column`` is not in the table, or has a float,
+        decimal, binary or nested type (NaN and −0.0 are a distinct value on some backends
+        and not on others; map floats to keys first, e.g. with ``bin``).
+
+    Notes
+    -----
+    Privacy (add/remove one unit). Without ``column``, a unit adds 1 to the distinct-unit
+    count of at most min(G, M) groups: Δ₁ = min(G, M), Δ∞ = 1, Δ₂ = √min(G, M).
+
+    With ``column``: after contribution bounding a unit has at most R rows in any group and
+    at most M rows in total, in at most G groups. Let D_g(x) be the number of distinct
+    non-null values of ``column`` among group g's rows. Removing a unit's r_g ≤ R rows
+    from group g removes only values seen in those rows alone, so
+    0 ≤ D_g(x) − D_g(x − u) ≤ r_g (and adding a unit raises D_g by at most r_g). The change
+    vector is dominated entry-wise by the row-count change vector c = (r_g), hence has the
+    row count's sensitivities (:func:`count`; :mod:`dpkit.core.stability`):
+
+        Δ∞ = R,   Δ₁ = min(M, G·R),   Δ₂ = √(q·R² + t²),
+
+    with q = min(G, ⌊M/R⌋) full groups and a remainder t = min(M − q·R, R) (t = 0 when
+    q = G), and the statistic is released through the same row-count stability map and the
+    one calibrated noise entry: discrete Laplace of scale s = Δ₁/ε, ε-DP (Dwork & Roth
+    Thm 3.6; Canonne, Kamath & Steinke 2020 Alg. 2), or discrete Gaussian of variance σ²,
+    Δ₂²/(2σ²)-zCDP (Bun & Steinke 2016 Prop. 1.6; CKS20 Thm 4). Under
+    ``PrivacyUnit.rows()`` one row moves one group's distinct count by at most 1, as it
+    moves its row count (M = G = R = 1); without a group-by the table is one group
+    (Δ = min(M, R)). The guarantee holds for every ``column``: it needs no bound on the
+    number of values. Counting the unit column itself is allowed but conservative
+    (``count_distinct()`` without a column has Δ∞ = 1). Sources: PINQ's Distinct is a
+    1-stable transformation (McSherry, SIGMOD 2009); the use case is McSherry & Mahajan,
+    SIGCOMM 2010, §5.3 (worm payloads with many distinct sources and destinations).
+    """
+    return CountDistinct(name=name, column=column)
 
 
 @aggregation("std", *_BOUNDED)
