@@ -253,19 +253,12 @@ def test_server_releases_it_and_refuses_a_float_column_with_nothing_spent(tmp_pa
         warnings.filterwarnings("ignore", message="Using `httpx` with")
         from fastapi.testclient import TestClient
 
-    from dpkit.server.app import create_app
-    from dpkit.server.config import parse_config
+    from served import serve_one
 
-    _typed().select("u", "g", "i", "f").write_csv(tmp_path / "t.csv")
-    cfg = parse_config({
-        "ledger": "ledger.sqlite",
-        "datasets": [{"name": "t", "source": {"kind": "csv", "path": "t.csv"},
-                      "privacy_unit": {"column": "u", "max_rows": 2},
-                      "budget": {"measure": "pure", "epsilon": 3}}]}, base=tmp_path)
-    app = create_app(cfg)
-    ledger = app.state.dpkit.ledger
-    headers = {"Authorization": f"Bearer {ledger.add_analyst('ann')}"}
-    ledger.grant("ann", "t")
+    app, ledger, token = serve_one(tmp_path, _typed().select("u", "g", "i", "f"),
+                                   {"column": "u", "max_rows": 2},
+                                   {"measure": "pure", "epsilon": 3})
+    headers = {"Authorization": f"Bearer {token}"}
     body = {"group_by": {"columns": ["g"], "keys": ["a", "b"]}, "budget": {"epsilon": 1}}
     with TestClient(app) as http:
         bad = http.post("/v1/datasets/t/release", headers=headers,

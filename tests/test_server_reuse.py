@@ -17,9 +17,7 @@ from dpkit.ledger import Ledger
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
-
-from dpkit.server.app import create_app  # noqa: E402
-from dpkit.server.config import parse_config  # noqa: E402
+from served import serve_one  # noqa: E402
 
 UNIT = dp.PrivacyUnit.by("u", max_rows=2)
 
@@ -91,16 +89,9 @@ def test_a_shared_cache_refuses_other_tables_or_units(other):
 
 
 def test_requests_reuse_bounded_tables_and_register_once(tmp_path, monkeypatch):
-    _frame().write_csv(tmp_path / "t.csv")
-    cfg = parse_config({
-        "ledger": "ledger.sqlite",
-        "datasets": [{"name": "t", "source": {"kind": "csv", "path": "t.csv"},
-                      "privacy_unit": {"column": "u", "max_rows": 2},
-                      "budget": {"measure": "pure", "epsilon": 10}}]}, base=tmp_path)
-    app = create_app(cfg)
+    app, _, token = serve_one(tmp_path, _frame(), {"column": "u", "max_rows": 2},
+                              {"measure": "pure", "epsilon": 10}, analyst="alice")
     state = app.state.dpkit
-    token = state.ledger.add_analyst("alice")
-    state.ledger.grant("alice", "t")
     registered = []
     original = state.ledger.register
     monkeypatch.setattr(state.ledger, "register", lambda *a, **k: registered.append(

@@ -24,8 +24,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with")
     from fastapi.testclient import TestClient  # noqa: E402
 
-from dpkit.server.app import create_app  # noqa: E402
-from dpkit.server.config import parse_config  # noqa: E402
+from served import serve_one  # noqa: E402
 
 DELTA = "1/10000000"
 POPULAR = ["weather", "news", "maps"]
@@ -46,18 +45,9 @@ def search_log() -> pl.DataFrame:
 
 @pytest.fixture
 def server(tmp_path):
-    search_log().write_csv(tmp_path / "log.csv")
-    cfg = parse_config({
-        "ledger": "ledger.sqlite",
-        "datasets": [{"name": "log", "source": {"kind": "csv", "path": "log.csv"},
-                      "privacy_unit": {"column": "user", "max_groups": 3,
-                                       "max_rows_per_group": 2},
-                      "budget": {"measure": "approx", "epsilon": 10, "delta": "1/100000"}}]},
-        base=tmp_path)
-    app = create_app(cfg)
-    ledger = app.state.dpkit.ledger
-    token = ledger.add_analyst("ana")
-    ledger.grant("ana", "log")
+    app, ledger, token = serve_one(
+        tmp_path, search_log(), {"column": "user", "max_groups": 3, "max_rows_per_group": 2},
+        {"measure": "approx", "epsilon": 10, "delta": "1/100000"}, name="log")
     http = TestClient(app)
     yield {"app": app, "ledger": ledger, "token": token, "http": http}
     http.close()
