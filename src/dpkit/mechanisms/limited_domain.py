@@ -130,7 +130,9 @@ def _picks(counts: np.ndarray, k: int, k_bar: int, eps0: Fraction, dlt: Fraction
     base = int(c[positive_count[k_bar]]) if positive_count.size > k_bar else 0
     bottom = sentinel_score(base, eps0, dlt, min(groups, k_bar))
     denominator = bottom.denominator  # every score × 2^10: integers, scale 2^10/ε₀
-    scores = np.append(c[candidates] * denominator, bottom.numerator).astype(object)
+    scores = np.append(c[candidates].astype(object) * denominator, bottom.numerator)
+    if max(scores.tolist()) < 1 << 40:  # all ≥ 0: machine integers, the fast exact path
+        scores = scores.astype(np.int64)
     rounds = min(k, scores.size)
     drawn = np.asarray(sample_top_k(scores, rounds, Fraction(denominator) / eps0,
                                     size=1 if size is None else size)).reshape(-1, rounds)

@@ -111,18 +111,22 @@ def sample_top_k(scores: Any, k: int, scale: Fraction, size: int | None = None) 
     (:func:`~dpkit.mechanisms.sample_exponential`, exact). One list of k ints, or ``size``
     independent draws as an int64 array of shape (size, k) (the draws that share their
     choices so far are drawn together in each round)."""
-    values = list(np.asarray(scores).tolist())
-    if len(values) < k:
-        raise DomainError(f"top-{k} needs at least {k} candidates")
+    values = np.asarray(scores)
+    if values.ndim != 1 or values.size < k:
+        raise DomainError(f"top-{k} needs a 1-D vector of at least {k} candidates")
     n = 1 if size is None else int(size)
     chosen = np.zeros((n, k), dtype=np.int64)
     for j in range(k):
-        prefixes, group = np.unique(chosen[:, :j], axis=0, return_inverse=True)
+        if n == 1:  # one draw: one prefix (np.unique over rows would cost O(k) per round)
+            prefixes, group = chosen[:, :j], np.zeros(1, dtype=np.int64)
+        else:
+            prefixes, group = np.unique(chosen[:, :j], axis=0, return_inverse=True)
         for g, prefix in enumerate(prefixes):
             rows = np.flatnonzero(group.reshape(-1) == g)
-            taken = set(prefix.tolist())
-            remaining = np.array([i for i in range(len(values)) if i not in taken])
-            picks = sample_exponential([values[i] for i in remaining], scale, size=rows.size)
+            left = np.ones(values.size, dtype=bool)
+            left[prefix] = False
+            remaining = np.flatnonzero(left)
+            picks = sample_exponential(values[remaining], scale, size=rows.size)
             chosen[rows, j] = remaining[picks]
     return [int(i) for i in chosen[0]] if size is None else chosen
 
