@@ -80,8 +80,7 @@ class Contribution:
 
     def within_groups(self, groups: int) -> Contribution:
         """The bounds on a release restricted to keys of which a unit has at most ``groups``
-        (≤ G): M' = min(M, groups·R), G' = groups, R unchanged."""
-        groups = min(self.max_groups, groups)
+        (≤ G, the caller's bound): M' = min(M, groups·R), G' = groups, R unchanged."""
         return Contribution.of(min(self.max_rows, groups * self.max_rows_per_group), groups,
                                self.max_rows_per_group)
 

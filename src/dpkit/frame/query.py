@@ -508,7 +508,7 @@ class Query:
             needed.append(unit.column)
         engine.check_columns(schema, needed)
         bounds = unit.bounds if self.group_columns else unit.bounds.single_group()
-        if isinstance(self.selection, TopKSelection):  # a unit is in ≤ min(G, k) released keys
+        if self.selection is not None:  # top-k: a unit is in ≤ min(G, k) released keys
             bounds = bounds.within_groups(self.selection.contribution_groups(bounds.max_groups))
         aggs = self._with_declared_bounds()
         return lf, lambda target: plan_statistics(aggs, schema, bounds, target, split)
@@ -597,7 +597,7 @@ class Query:
                 f"at {confidence:.0%}, loss {p.loss}"
             )
         if self.selection is not None:
-            lines.append(f"{selection_label(self.selection)} on "
+            lines.append(f"{self.selection.label} on "
                          f"{', '.join(self.group_columns)}: {self.selection.method}, "
                          f"loss {self.selection.loss()}")
         lines.append(f"total: {self.session.total_loss(planned, self.selection)}")
@@ -840,13 +840,6 @@ def _key_frame(columns: list[str], keys: Any) -> pl.DataFrame:
 _SELECTION_FIELDS = {"epsilon", "delta", "method", "k", "k_bar"}
 
 
-def selection_label(selection: PartitionSelection | TopKSelection) -> str:
-    """How explain and the release record name the selection step."""
-    if isinstance(selection, TopKSelection):
-        return f"top-{selection.checked()[0]} selection"
-    return "partition selection"
-
-
 def selection_json(selection: PartitionSelection | TopKSelection) -> dict[str, Any]:
     """A selection's JSON form: {epsilon, delta, method} (and k, k_bar for top-k)."""
     doc = {"epsilon": language.json_number(selection.epsilon),
@@ -869,12 +862,9 @@ def _selection_from_json(doc: Any) -> PartitionSelection | TopKSelection:
         raise ProtocolError("selection method must be a string")
     epsilon, delta = language.number(doc.get("epsilon")), language.number(doc.get("delta"))
     if method == TopKSelection.method:
-        k_bar = doc.get("k_bar")
-        for name, value in (("k", doc.get("k")), ("k_bar", k_bar)):
-            if (value is not None or name == "k") and (
-                    isinstance(value, bool) or not isinstance(value, int)):
-                raise ProtocolError(f"selection {name} must be an integer")
-        return TopKSelection(doc["k"], epsilon, delta, k_bar)
+        return TopKSelection(language.decode(Param("k", "int"), doc.get("k"), "selection"),
+                             epsilon, delta, language.decode(Param("k_bar", "int", None),
+                                                             doc.get("k_bar"), "selection"))
     if "k" in doc or "k_bar" in doc:
         raise ProtocolError("k and k_bar belong to method limited_domain")
     return PartitionSelection(epsilon, delta, method)

@@ -30,7 +30,7 @@ from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.language import ProtocolError
 from dpkit.frame.privacy_unit import PrivacyUnit
-from dpkit.frame.query import Query, selection_label
+from dpkit.frame.query import Query
 from dpkit.mechanisms.limited_domain import TopKSelection, make_limited_domain_top_k
 from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
 
@@ -398,8 +398,7 @@ def _record_plan(planned: Sequence[PlannedStatistic],
                              p.sensitivity * unit if unit != 1 else p.sensitivity, p.stat.key))
         widths[p.stat.key] = partial(_half_width, p, beta, float(unit))  # read on demand
     if selection is not None:
-        rows.append(NoiseRow(f"{selection_label(selection)} ({selection.method})", None, None,
-                             "keys"))
+        rows.append(NoiseRow(f"{selection.label} ({selection.method})", None, None, "keys"))
     return tuple(rows), Accuracy.deferred(beta, widths)
 
 

@@ -109,6 +109,11 @@ class TopKSelection:
         _, _, eps, dlt = self.checked()
         return ApproxDP(eps, dlt)
 
+    @property
+    def label(self) -> str:
+        """How explain and the release record name the step."""
+        return f"top-{self.checked()[0]} selection"
+
     def contribution_groups(self, max_groups: int) -> int:
         """How many released keys one unit can be in: min(G, k)."""
         return min(max_groups, self.checked()[0])

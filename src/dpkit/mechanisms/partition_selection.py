@@ -104,9 +104,15 @@ class PartitionSelection:
     delta: Number
     method: str = "truncated_geometric"
 
+    label = "partition selection"
+
     def loss(self) -> ApproxDP:
         eps, dlt = _check(self.epsilon, self.delta, self.method)
         return ApproxDP(eps, dlt)
+
+    def contribution_groups(self, max_groups: int) -> int:
+        """How many released keys one unit can be in: all of its G."""
+        return max_groups
 
 
 def _check(epsilon: Number, delta: Number, method: str) -> tuple[Fraction, Fraction]:
