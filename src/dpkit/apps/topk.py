@@ -53,8 +53,6 @@ def _top(released: pl.DataFrame, item: str, k: int, ranked: bool) -> pl.DataFram
     else by decreasing noisy count."""
     if not ranked:
         released = released.sort(["count", item], descending=[True, False], nulls_last=True)
-    released = released.rename({c: c.replace("clicks_sum", "clicks") for c in released.columns
-                                if c.startswith("clicks_sum")})
     columns = [item, "count", "count_ci_low", "count_ci_high"]
     return released.head(k).select(columns + [c for c in _CLICK_COLUMNS if c in released.columns])
 
@@ -106,20 +104,23 @@ def top_k_query(session: Session, item: str, k: int, *,
     if unit.bounds.max_rows_per_group != 1:
         raise DomainError("top_k_query counts users: declare max_rows_per_group=1 in the "
                           "privacy unit")
-    query = session.query().group_by(item, selection=selection).agg(
-        *_aggregations(clicks, click_bound))
+    query = _query(session, item, selection, clicks, click_bound)
     return _top(query.release(epsilon=epsilon), item, k, isinstance(selection, TopKSelection))
 
 
-def _aggregations(clicks: str | None, click_bound: Any) -> list[Any]:
-    """The user count, and the click total with each (user, item) clamped to [0, c]."""
+def _query(session: Session, item: str, selection: PartitionSelection | TopKSelection,
+           clicks: str | None, click_bound: Any) -> Any:
+    """The release: the user count per selected item, and the click total (column
+    ``clicks``) with each (user, item) clamped to [0, c]."""
+    query = session.query().group_by(item, selection=selection)
     if clicks is None:
         if click_bound is not None:
             raise DomainError("click_bound without clicks")
-        return [count()]
+        return query.agg(count())
     if click_bound is None:
         raise DomainError("clicks needs click_bound: the most clicks one user adds to an item")
-    return [count(), dp_sum(clicks, bounds=(0, numbers.positive(click_bound, "click_bound")))]
+    bound = numbers.positive(click_bound, "click_bound")
+    return query.agg(count(), dp_sum(clicks, bounds=(0, bound), name="clicks"))
 
 
 def _pairs(frame: Any, user: str, item: str, clicks: str | None
@@ -233,13 +234,11 @@ def top_k_unknown_domain(frame: Any, *, user: str, item: str, k: int, d: int | N
     session = Session(pairs, PrivacyUnit.by(user, d, max_groups=d, max_rows_per_group=1),
                       loss)
 
-    def compute() -> pl.DataFrame:
-        return top_k_query(session, item, k, selection=selection, epsilon=eps_c,
-                           clicks=clicks, click_bound=click_bound)
+    query = _query(session, item, selection, clicks, click_bound)
+    query.plan(epsilon=eps_c)  # plan-time checks (no data read)
 
-    # plan-time checks (no data read): the same query, planned
-    session.query().group_by(item, selection=selection).agg(
-        *_aggregations(clicks, click_bound)).plan(epsilon=eps_c)
+    def compute() -> pl.DataFrame:
+        return _top(query.release(epsilon=eps_c), item, k, method == LIMITED_DOMAIN)
     return charge(accountant, loss, f"top-{k} of {item!r} over an unknown domain: user "
                   f"{user!r}, d={d}, ε={eps}, δ={loss.delta}, {method}"
                   + (f", clicks {clicks!r} ≤ {click_bound}" if clicks else ""), compute)
