@@ -1,8 +1,7 @@
 """Bit-level helpers of the sketching protocols (RAPPOR, count-mean sketches, heavy hitters):
 per-group bit counts of packed reports, and the fixed hash of arbitrary values to 32-bit
-identifiers. Their packed coins come from
-:func:`dpkit.mechanisms.randomized_response.response_bits` (the core's bit-sliced sampler,
-:func:`dpkit.core.samplers.bernoulli_packed`).
+identifiers. No noise is drawn here: the protocols' packed coins come from
+:func:`dpkit.mechanisms.randomized_response.response_bits`.
 """
 
 from __future__ import annotations
