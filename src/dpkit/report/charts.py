@@ -60,6 +60,16 @@ def chart(labels: Sequence[str], estimate: Sequence[float], low: Sequence[float]
     return draw(labels, estimate, low, high, truth, title, ylabel)
 
 
+def _finish(fig: Any, ax: Any, title: str, ylabel: str) -> str:
+    """Labels, the zero line and the legend of a chart; the figure as a PNG data URI."""
+    ax.set_ylabel(_short(ylabel, 40))
+    ax.set_title(_short(title, 90), fontsize=10)
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return to_uri(fig)
+
+
 def _finite(values: Sequence[float] | None) -> np.ndarray:
     """The values as floats, ±inf as NaN (not drawn; matplotlib cannot scale to infinity)."""
     a = np.asarray(values, dtype=float)
@@ -98,12 +108,7 @@ def lines(labels: Sequence[str], estimate: Sequence[float], low: Sequence[float]
     ticks = np.unique(np.linspace(0, k - 1, min(k, 12)).round().astype(int))
     ax.set_xticks(ticks, [_short(str(labels[i]), 14) for i in ticks], rotation=45,
                   ha="right", fontsize=8)
-    ax.set_ylabel(_short(ylabel, 40))
-    ax.set_title(_short(title, 90), fontsize=10)
-    ax.axhline(0, color="grey", lw=0.6)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    return to_uri(fig)
+    return _finish(fig, ax, title, ylabel)
 
 
 def bars(labels: Sequence[str], estimate: Sequence[float], low: Sequence[float] | None,
@@ -143,9 +148,4 @@ def bars(labels: Sequence[str], estimate: Sequence[float], low: Sequence[float] 
     ax.set_xticks(x, [_short(str(s)) for s in labels[:k]],
                   rotation=45 if k > 6 or max((len(str(s)) for s in labels[:k]), default=0) > 10
                   else 0, ha="right" if k > 6 else "center", fontsize=8)
-    ax.set_ylabel(_short(ylabel, 40))
-    ax.set_title(_short(title, 90), fontsize=10)
-    ax.axhline(0, color="grey", lw=0.6)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    return to_uri(fig)
+    return _finish(fig, ax, title, ylabel)
