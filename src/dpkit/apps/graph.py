@@ -66,11 +66,12 @@ import scipy.sparse as sp
 from scipy.optimize import isotonic_regression
 
 from dpkit.apps.accounting import charge
+from dpkit.apps.tables import require_columns
 from dpkit.core import rng
 from dpkit.core.measures import ApproxDP, PureDP
 from dpkit.core.numbers import Number, fraction_down, integer, positive
 from dpkit.core.record import NoiseRow
-from dpkit.errors import ColumnError, DomainError
+from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise, make_selection
 from dpkit.mechanisms.smooth_sensitivity import admissible_beta
 
@@ -110,16 +111,10 @@ class DegreeHistogram:
 
 
 def _frame(edges: Any, columns: tuple[str, str]) -> None:
-    if not isinstance(edges, pl.DataFrame):
-        raise DomainError("edges must be a Polars DataFrame")
-    if len(columns) != 2:
+    if isinstance(edges, pl.DataFrame) and len(columns) != 2:
         raise DomainError("columns must name two columns")
-    missing = [c for c in columns if c not in edges.columns]
-    if missing:
-        raise ColumnError(f"missing columns: {missing}")
-    for c in columns:
-        if not edges.schema[c].is_integer():
-            raise DomainError(f"column {c!r} must hold integer node ids; got {edges.schema[c]}")
+    require_columns(edges, columns, what="edges", accepts=lambda t: t.is_integer(),
+                    kind="hold integer node ids")
 
 
 def simple_edges(edges: pl.DataFrame, columns: tuple[str, str] = ("src", "dst"),

@@ -60,10 +60,11 @@ import polars as pl
 import scipy.sparse as sp
 
 from dpkit.apps.accounting import charge
+from dpkit.apps.tables import require_columns
 from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP
 from dpkit.core.numbers import Number, integer, non_negative, positive, sqrt_up, to_fraction
 from dpkit.core.record import NoiseRow
-from dpkit.errors import ColumnError, DomainError
+from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise
 
 __all__ = ["Recommender", "fit_recommender", "nonprivate_recommender", "MAX_ITEMS"]
@@ -217,14 +218,8 @@ class Recommender:
 
 
 def _require(frame: Any, names: tuple[str, ...]) -> None:
-    if not isinstance(frame, pl.DataFrame):
-        raise DomainError("ratings must be a Polars DataFrame")
-    missing = [c for c in names if c not in frame.columns]
-    if missing:
-        raise ColumnError(f"missing columns: {missing}")
-    for c in names:
-        if not frame.schema[c].is_numeric():
-            raise DomainError(f"column {c!r} must be numeric; got {frame.schema[c]}")
+    require_columns(frame, names, what="ratings", accepts=lambda t: t.is_numeric(),
+                    kind="be numeric")
 
 
 def _item_index(col: pl.Series, n_items: int, *, strict: bool) -> np.ndarray:
