@@ -125,6 +125,15 @@ def sentinel_score(base: int, epsilon_pick: Fraction, delta: Fraction, groups: i
                      _SENTINEL_BITS)
 
 
+def _parameters(selection: TopKSelection, max_groups: int | None
+                ) -> tuple[int, int, Fraction, Fraction, int]:
+    """(k, k̄, ε₀ = ε/k, δ, Δ) of a selection for units in ``max_groups`` partitions (None:
+    unrestricted, Δ = k̄)."""
+    k, k_bar, eps, dlt = selection.checked()
+    groups = k_bar if max_groups is None else integer(max_groups, "max_groups", minimum=1)
+    return k, k_bar, eps / k, dlt, groups
+
+
 def _picks(counts: np.ndarray, k: int, k_bar: int, eps0: Fraction, dlt: Fraction,
            groups: int, size: int | None) -> list[list[int]]:
     """``size`` (or 1) independent outputs: lists of positions, best first."""
@@ -174,25 +183,23 @@ def make_limited_domain_top_k(selection: TopKSelection, max_groups: int | None =
     DomainError
         For k ∉ [1, 1000], k̄ ∉ [k, 100000], ε ≤ 0, δ ∉ (0, 1) or max_groups < 1.
     """
-    k, k_bar, eps, dlt = selection.checked()
-    groups = k_bar if max_groups is None else integer(max_groups, "max_groups", minimum=1)
-    eps0 = eps / k
+    parameters = _parameters(selection, max_groups)
+    k, k_bar, _, _, groups = parameters
+    loss = selection.loss()
 
     def select(counts: Any) -> list[int]:
-        return _picks(counts, k, k_bar, eps0, dlt, groups, None)[0]
+        return _picks(counts, *parameters, None)[0]
 
-    return unit_selection(select, ApproxDP(eps, dlt), "top-k selection",
-                          f"limited_domain_top_k(k={k}, k̄={k_bar}, ε={float(eps):g}, "
-                          f"δ={float(dlt):g}, Δ={groups})")
+    return unit_selection(select, loss, "top-k selection",
+                          f"limited_domain_top_k(k={k}, k̄={k_bar}, ε={float(loss.epsilon):g}, "
+                          f"δ={float(loss.delta):g}, Δ={groups})")
 
 
 def sample_limited_domain(counts: Any, selection: TopKSelection, max_groups: int | None,
                           size: int) -> list[list[int]]:
     """``size`` independent outputs of :func:`make_limited_domain_top_k` on ``counts``
     (drawn together; for audits and tests)."""
-    k, k_bar, eps, dlt = selection.checked()
-    groups = k_bar if max_groups is None else integer(max_groups, "max_groups", minimum=1)
-    return _picks(counts, k, k_bar, eps / k, dlt, groups, size)
+    return _picks(counts, *_parameters(selection, max_groups), size)
 
 
 def _audit() -> list[AuditCase]:
@@ -204,7 +211,7 @@ def _audit() -> list[AuditCase]:
 
     def sampler(broken: bool) -> Sampler:
         def sample(counts: Any, n: int) -> np.ndarray:
-            if broken:  # δ so large that ln(Δ/δ) ≤ 0 is replaced by the +1 alone
+            if broken:  # δ = 99/100, Δ = 1: the ln term ≈ 0.01, the sentinel ≈ base + 1
                 bad = TopKSelection(1, 1, Fraction(99, 100), k_bar=2)
                 outs = sample_limited_domain(counts, bad, 1, n)
             else:
