@@ -87,13 +87,13 @@ from scipy.optimize import minimize
 from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
-from dpkit.core.domains import AnyDomain
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise
-from dpkit.mechanisms.registry import AuditCase, Sampler
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["CongestionGame", "EquilibriumResult", "congestion_game", "private_equilibrium",
            "wardrop_split", "published_distribution", "suggest", "regret_bound", "regret",
@@ -469,6 +469,7 @@ def _beta(beta: Any) -> float:
     return value
 
 
+@register(audit=lambda: audit_cases())  # the audit battery's case
 def private_equilibrium(types: Any, game: CongestionGame, *, epsilon: Any, beta: Any = 1e-6,
                         accountant: Any = None) -> EquilibriumResult:
     """Mediate a parallel-links congestion game under ε-joint differential privacy.
@@ -577,6 +578,6 @@ def audit_cases() -> list[AuditCase]:
 
     claim = Measurement(lambda d: sampler(noise)(d, 1), HammingDistance(), PureDP,
                         lambda d: PureDP(eps * d), "private_equilibrium",
-                        input_domain=AnyDomain())
+                        input_domain=VectorDomain(AtomDomain(Kind.INTEGER)))
     return [AuditCase("private_equilibrium", claim, sampler(noise), sampler(None), x,
                       x_prime)]

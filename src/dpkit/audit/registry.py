@@ -8,6 +8,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import dpkit.apps.auction  # noqa: F401  (registers the applications' own mechanisms' cases)
+import dpkit.apps.equilibrium  # noqa: F401
 import dpkit.apps.holdout  # noqa: F401
 import dpkit.apps.posterior  # noqa: F401
 import dpkit.local  # noqa: F401  (registers the local randomizers' cases)
