@@ -278,3 +278,54 @@ def test_without_matplotlib_an_install_hint(monkeypatch, tmp_path):
     assert result.exit_code == 1 and not (tmp_path / "r.html").exists()
     assert "error (ImportError): dpkit's HTML reports draw their charts with matplotlib" in (
         result.output)
+
+
+MATHTEXT = ["$\\frac{$", "$x^{$", "a$b$c", "$\\alpha$"]  # malformed and well-formed mathtext
+
+
+def test_group_keys_and_names_are_plain_text_in_charts():
+    """Issue 30 (7): keys a private selection chose are data; matplotlib parsed ``$…$`` in
+    them as mathtext and a malformed one made the report raise. Bars (few keys), a line chart
+    (many keys), a hostile column and description: every chart is drawn, nothing raises."""
+    few = pl.DataFrame({f"key{MATHTEXT[0]}": MATHTEXT, "count": [10, 20, 30, 40],
+                        "count_ci_low": [7, 17, 27, 37], "count_ci_high": [13, 23, 33, 43]})
+    keys = [f"{MATHTEXT[i % 4]}{i}" for i in range(60)]
+    many = pl.DataFrame({"key": keys, "count": list(range(60)),
+                         "count_ci_low": [v - 3 for v in range(60)],
+                         "count_ci_high": [v + 3 for v in range(60)]})
+    for frame in (few, many):
+        page = release_html(record(frame, description=MATHTEXT[1]), title=MATHTEXT[0])
+        assert page.count("<img ") == 1 and problems(page) == []
+
+
+def test_charts_leave_no_text_to_the_mathtext_parser():
+    """The defence itself: every text of a drawn chart is plain (so the test above does not
+    pass by luck of which labels were parsed); the broken variant, the same figure drawn with
+    mathtext on, raises on the first malformed key."""
+    import matplotlib
+    from matplotlib.text import Text
+
+    from dpkit.report import charts
+
+    plt = charts.pyplot()
+    fig, ax = plt.subplots()
+    ax.bar([0, 1], [1.0, 2.0])
+    ax.set_xticks([0, 1], MATHTEXT[:2])
+    ax.set_title(MATHTEXT[1])
+    with pytest.raises(ValueError):  # the broken variant: mathtext parses the keys
+        fig.savefig(__import__("io").BytesIO(), format="png")
+    texts = charts.plain_text(fig).findobj(Text)
+    assert texts and not any(t.get_parse_math() for t in texts)
+    with matplotlib.rc_context({"text.parse_math": True}):
+        assert charts.to_uri(fig).startswith("data:image/png;base64,")
+
+
+def test_a_dataset_name_is_plain_text_in_the_burn_down(tmp_path):
+    """A curator's dataset name with a malformed ``$…$`` draws (``dpkit ledger plot`` and the
+    ledger report)."""
+    from dpkit.ledger.plot import burn_down
+
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.register(MATHTEXT[0], PureDP(1))
+    assert burn_down(ledger, MATHTEXT[0], tmp_path / "b.png").stat().st_size > 0
+    assert ledger_report(ledger, MATHTEXT[0]).count("<img ") >= 1

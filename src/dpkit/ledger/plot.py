@@ -22,10 +22,12 @@ def burn_down(ledger: Ledger, dataset: str, output: str | Path) -> Path:
         For an unknown dataset, or if matplotlib is not installed.
     """
     fig = burn_down_figure(ledger, dataset)  # LedgerError without matplotlib
+    import matplotlib
     import matplotlib.pyplot as plt
 
     path = Path(output)
-    fig.savefig(path, dpi=120)
+    with matplotlib.rc_context({"text.parse_math": False}):  # names are plain text
+        fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
 
@@ -45,6 +47,7 @@ def burn_down_figure(ledger: Ledger, dataset: str) -> Any:
         matplotlib.use("Agg")
         import matplotlib.dates as mdates
         import matplotlib.pyplot as plt
+        from matplotlib.text import Text
     except ImportError:
         raise LedgerError("the burn-down plot needs matplotlib: pip install 'dpkit[plot]'"
                           ) from None
@@ -72,5 +75,7 @@ def burn_down_figure(ledger: Ledger, dataset: str) -> Any:
     ax.set_ylabel(f"remaining {field} (cap {total:g})")
     ax.set_title(f"Budget burn-down: {dataset} ({len(times) - 1} releases)")
     ax.legend(loc="upper right")
+    for text in fig.findobj(Text):  # a dataset's name is plain text, never mathtext
+        text.set_parse_math(False)
     fig.tight_layout()
     return fig

@@ -1,6 +1,8 @@
 """The report's charts: matplotlib figures (``dpkit[plot]``) as base64 PNG data URIs.
 
-Labels drawn into a PNG are pixels, so user text in a chart cannot become markup.
+Labels drawn into a PNG are pixels, so user text in a chart cannot become markup; and every
+text is drawn as plain text (:func:`plain_text`), never parsed as mathtext: group keys chosen by
+a private selection are data, and a ``$…$`` in one must neither change the picture nor raise.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["pyplot", "to_uri", "chart", "bars", "lines", "MAX_BARS", "MAX_POINTS"]
+__all__ = ["pyplot", "plain_text", "to_uri", "chart", "bars", "lines", "MAX_BARS", "MAX_POINTS"]
 
 MAX_BARS = 40  # more categories than this: a line chart with a band (:func:`lines`)
 MAX_POINTS = 5000  # a line chart draws at most this many points (the table has all)
@@ -38,11 +40,27 @@ def pyplot() -> Any:
     return plt
 
 
+def plain_text(fig: Any) -> Any:
+    """Mark every text of ``fig`` (titles, axis labels, tick labels, legend entries) as plain
+    text: matplotlib otherwise parses text between two ``$`` as mathtext, where a malformed
+    expression raises at drawing time. Texts created while drawing (new tick labels) follow
+    ``rcParams["text.parse_math"]``, which :func:`to_uri` turns off around the draw."""
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+    return fig
+
+
 def to_uri(fig: Any, dpi: int = 100) -> str:
-    """The figure as a ``data:image/png;base64,…`` URI (the figure is closed)."""
+    """The figure as a ``data:image/png;base64,…`` URI, every text drawn as plain text
+    (:func:`plain_text`); the figure is closed."""
+    import matplotlib
+
     buf = io.BytesIO()
     try:
-        fig.savefig(buf, format="png", dpi=dpi)
+        with matplotlib.rc_context({"text.parse_math": False}):
+            plain_text(fig).savefig(buf, format="png", dpi=dpi)
     finally:
         pyplot().close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
@@ -66,7 +84,7 @@ def _finish(fig: Any, ax: Any, title: str, ylabel: str) -> str:
     ax.set_title(_short(title, 90), fontsize=10)
     ax.axhline(0, color="grey", lw=0.6)
     ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
+    plain_text(fig).tight_layout()  # tight_layout measures the texts: plain ones
     return to_uri(fig)
 
 
