@@ -5,12 +5,6 @@ through expressions, exhausted budgets — gets the right status and debits noth
 
 import json
 import logging
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 import warnings
 from fractions import Fraction
 from pathlib import Path
@@ -27,6 +21,7 @@ pytest.importorskip("yaml")
 with warnings.catch_warnings():  # Starlette's note about its httpx dependency
     warnings.filterwarnings("ignore", message="Using `httpx` with")
     from fastapi.testclient import TestClient  # noqa: E402
+from tests.processes import ServerProcess  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from dpkit.client import ServerError, col, lit  # noqa: E402
@@ -498,12 +493,6 @@ def test_serve_help_and_bad_config():
     assert bad.exit_code != 0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_uvicorn_end_to_end(tmp_path, adult):
     adult.write_csv(tmp_path / "adult.csv")
@@ -519,35 +508,19 @@ datasets:
     ledger.register("adult", dp.PureDP(3))
     token = ledger.add_analyst("alice")
     ledger.grant("alice", "adult")
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "dpkit", "serve", "--config", str(config),
-                             "--port", str(port)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    server = ServerProcess(config)
     try:
-        client = dp.Client(f"http://127.0.0.1:{port}", token)
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                if client.health()["status"] == "ok":
-                    break
-            except Exception:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.1)
+        server.wait_ready(workers=2)  # readiness, not a fixed start-up time
+        client = dp.Client(server.url, token)
         out = client.query("adult").group_by("sex", keys=["Female", "Male"]).count().release(
             epsilon=0.5)
         assert out["count"].dtype == pl.Int64 and len(out) == 2
         assert ledger.spent("adult") == dp.PureDP(Fraction(1, 2))
         client.close()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            _, stderr = proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
-    assert proc.returncode == 0, stderr
+        code = server.stop()
+    stderr = "".join(server.stderr)
+    assert code == 0, stderr
     logs = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     assert any(x.get("path") == "/v1/datasets/adult/release" and x.get("status") == 200
                for x in logs)
