@@ -44,9 +44,13 @@ def test_bad_input_raises_before_any_debit(kwargs: dict) -> None:
     args = {"epsilon": 1, "threshold": 0.1, "accountant": f} | kwargs
     with pytest.raises(DomainError):
         ReusableHoldout(DATA, DATA, **args)
-    for bad in ([], np.array(["a", "b"]), [object()], np.zeros((2, 2, 2)), [[1], [1, 2]]):
+    for bad in ([], np.array(["a", "b"]), [object()], np.zeros((2, 2, 2)), [[1], [1, 2]],
+                np.zeros(20), np.zeros((20, 3)), pl.DataFrame({"a": [0, 1]})):  # + layouts
         with pytest.raises(DomainError):
             ReusableHoldout(DATA, bad, epsilon=1, threshold=0.1, accountant=f)
+    with pytest.raises(DomainError):
+        ReusableHoldout(pl.DataFrame({"a": [0]}), pl.DataFrame({"a": [0.5]}), epsilon=1,
+                        threshold=0.1, accountant=f)
     assert f.spent == PureDP(0)
 
 
@@ -93,7 +97,7 @@ def test_data_side_is_total() -> None:
     h = ReusableHoldout(DATA, DATA, epsilon=1, threshold=0.1)
     out = h.query_rows(lambda r: np.full(2, np.nan))
     assert len(out) == 2 and all(0 <= a <= 1 for a in out)
-    rows = ReusableHoldout(np.arange(6), DATA, epsilon=1, threshold=0.1)
+    rows = ReusableHoldout(np.arange(6), np.zeros(4), epsilon=1, threshold=0.1)
     for bad in (lambda r: 1 / 0, lambda r: "x", lambda r: np.zeros((2, 2)),
                 lambda r: np.zeros(1 + int(r) % 2)):
         with pytest.raises(DomainError):

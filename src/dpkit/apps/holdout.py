@@ -134,6 +134,13 @@ def _table(data: Any, name: str) -> Table:
     return table
 
 
+def _layout(table: Table) -> tuple[Any, ...]:
+    """What a row looks like (public: no value is read): the schema or the row's shape."""
+    if isinstance(table, pl.DataFrame):
+        return ("frame", *table.schema.items())
+    return ("array", table.shape[1:])
+
+
 def _row(table: Table, i: int) -> Any:
     """Row i as the analyst's function receives it: a dict of Python values (a frame) or a
     fresh copy (an array), never a view of the holdout."""
@@ -219,7 +226,10 @@ def _select(frame: pl.DataFrame, exprs: list[Any], native: bool) -> pl.DataFrame
 
 def _width(exprs: list[Any], native: bool, schema: pl.Schema) -> int:
     """m, from two rows of nulls (no data): one number or boolean per row per output."""
-    out = _select(pl.DataFrame(schema=schema).clear(2), exprs, native)
+    try:
+        out = _select(pl.DataFrame(schema=schema).clear(2), exprs, native)
+    except Exception as exc:  # no data was read: the expression itself fails
+        raise DomainError(f"the query fails on rows of nulls: {type(exc).__name__}") from None
     if out.height != 2:
         raise DomainError("every expression must give one value per row (a constant alone "
                           "does not)")
@@ -323,6 +333,9 @@ class ReusableHoldout:
         if not lo < hi:
             raise DomainError("bounds must have lo < hi")
         self._train, self._holdout = _table(train, "train"), _table(holdout, "holdout")
+        if _layout(self._train) != _layout(self._holdout):
+            raise DomainError("train and holdout must have one layout: Polars DataFrames "
+                              "with one schema, or arrays with the same columns")
         check_accountant(accountant)
         n = len(self._holdout)
         self.n, self.c = n, c
@@ -371,7 +384,7 @@ class ReusableHoldout:
         ------
         DomainError
             Before the holdout is read: a callable (use :meth:`query_rows`), sets that are
-            not Polars DataFrames of one schema, an expression off the row-wise allow-list
+            not Polars DataFrames, an expression off the row-wise allow-list
             (:func:`dpkit.frame.rowwise.check_step`), an output that is not a number or a
             boolean per row, or a failure on the training set.
         BudgetExceededError
@@ -386,8 +399,6 @@ class ReusableHoldout:
         train, holdout = self._train, self._holdout
         if not (isinstance(train, pl.DataFrame) and isinstance(holdout, pl.DataFrame)):
             raise DomainError("expressions need train and holdout as Polars DataFrames")
-        if train.schema != holdout.schema:
-            raise DomainError("train and holdout must have the same schema")
         exprs, native = _compile(query, holdout.schema)
         m = _width(exprs, native, holdout.schema)
         try:
@@ -428,8 +439,10 @@ class ReusableHoldout:
 
         Notes
         -----
-        On the holdout nothing ``f`` does escapes: a row where it raises (anything), returns
-        another shape or a non-numeric value counts as lo in all m values. ε-DP for the
+        On the holdout nothing ``f`` does escapes: a row where it raises (anything, even
+        ``KeyboardInterrupt``, so Ctrl-C during the holdout pass only fails the row it
+        lands in), returns another shape or a non-numeric value counts as lo in all m
+        values. ε-DP for the
         holdout if ``f`` is a function of its row alone — no state kept across rows, no
         side effects — which library mode cannot enforce: ``f`` sees the holdout's rows
         (module docstring). Use :meth:`query` when that matters. Time: n calls of ``f``
