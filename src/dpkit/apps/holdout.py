@@ -124,7 +124,7 @@ def _table(data: Any, name: str) -> Table:
                               "rows") from None
         if array.dtype.kind not in "biuf" or array.ndim not in (1, 2):
             raise DomainError(f"{name} must be a Polars DataFrame or a numeric array of rows "
-                              f"(1 or 2 dimensions); got {array.dtype} with {array.ndim}")
+                              f"(1 or 2 dimensions); got {array.dtype}, {array.ndim} dimensions")
         array.setflags(write=False)
         rows, table = len(array), array
     if rows < 1:
