@@ -70,7 +70,8 @@ def run(gen: np.random.Generator, n: int, d: int, signal: bool, thresholdout: bo
         holdout = ReusableHoldout(np.column_stack([xt, yt]), np.column_stack([xh, yh]),
                                   epsilon=eps, threshold=4 / math.sqrt(n),
                                   max_over=max_over, bounds=(-1, 1))
-        answers = holdout.query(lambda s: s[:, :-1] * s[:, -1:])
+        # a function of one row (features, label): the holdout is never handed over whole
+        answers = holdout.query_rows(lambda r: r[:-1] * r[-1])
         c_hold = np.array([float(a) for a in answers])
         info["epsilon"] = eps
     else:
@@ -89,8 +90,8 @@ def run(gen: np.random.Generator, n: int, d: int, signal: bool, thresholdout: bo
         if thresholdout:
             if holdout.exhausted:
                 break
-            got = holdout.query(
-                lambda s: (predict(s[:, :-1], cols, signs) == s[:, -1]).astype(float))  # noqa: B023
+            got = holdout.query_rows(
+                lambda r: float(predict(r[None, :-1], cols, signs)[0] == r[-1]))  # noqa: B023
             h_acc = float(got[0]) if got else np.nan
         else:
             h_acc = acc((xh, yh))
