@@ -91,10 +91,11 @@ class TopKSelection:
     k_bar : int, optional
         How many of the true top keys are candidates (k ≤ k̄ ≤ 100,000 and k·k̄ ≤
         4,000,000, :data:`MAX_K_TIMES_K_BAR`, which bounds the request's cost whatever the
-        data; default min(4k, 100,000)). A larger k̄ lowers the sentinel's base count h_{(k̄+1)} and raises
-        its ln(min(Δ, k̄)/δ) term only logarithmically; with k̄ = k, a tie between the k-th
-        and (k+1)-th counts puts the sentinel above every candidate, so the default leaves
-        room (chosen from that argument, not fitted to any data).
+        data; default min(4k, 100,000)). A larger k̄ lowers the sentinel's base count
+        h_{(k̄+1)} and raises its ln(min(Δ, k̄)/δ) term only logarithmically; with k̄ = k,
+        a tie between the k-th and (k+1)-th counts puts the sentinel above every
+        candidate, so the default leaves room (chosen from that argument, not fitted to any
+        data).
     """
 
     k: int
