@@ -66,7 +66,8 @@ __all__ = ["MAX_K", "MAX_K_BAR", "MAX_K_TIMES_K_BAR", "TopKSelection",
 MAX_K = 1_000
 MAX_K_BAR = 100_000
 # k·k̄ per request: the sampler's work is ≤ 1.6·k·(k̄ + 257) proposals in expectation
-# whatever the data (selection.sample_top_k), ≈ 0.4 s at this limit on one core
+# whatever the data (selection.sample_top_k): ≈ 1.6 s at worst at k = 1,000, k̄ = 4,000
+# (bench/topk_cost.py, scores 1 nat apart), ≈ 0.02–0.2 s on Adult
 MAX_K_TIMES_K_BAR = 4_000_000
 _SENTINEL_BITS = 10  # h_⊥ is rounded up to a multiple of 2^-10
 
