@@ -92,6 +92,8 @@ def test_http_release_of_an_unknown_domain_debits_its_loss(server, selection):
     {"epsilon": 1, "delta": DELTA, "method": "limited_domain", "k": 2, "depth": 3},
     {"epsilon": 1, "delta": DELTA, "k": 2},  # k with a threshold method
     {"epsilon": 1, "delta": DELTA, "method": "limited_domain", "k": 100_000},
+    # issue 30, attack 6: k·k̄ over the per-request limit (the cost was set by the data)
+    {"epsilon": 1, "delta": DELTA, "method": "limited_domain", "k": 1000, "k_bar": 100_000},
 ])
 def test_malformed_selections_are_422_and_debit_nothing(server, selection):
     before = spent(server)

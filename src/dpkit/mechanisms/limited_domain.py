@@ -21,6 +21,12 @@ Algorithm (ε₀ = ε/k per pick):
    and ⊥, at most k times without replacement (:func:`dpkit.mechanisms.selection.sample_top_k`,
    exact); the output is the items picked before ⊥, best first.
 
+Cost: sorting the P partitions (numpy), then ≤ 1.6·k·(k̄ + 257) proposals in expectation,
+each O(1) on machine integers, whatever the counts (``sample_top_k``'s notes: the proposal
+stream has peeling's law in one pass); a request is refused at plan time unless
+k·k̄ ≤ :data:`MAX_K_TIMES_K_BAR`, so its cost is bounded by declared quantities, not by
+the number of groups that pass the analyst's filter.
+
 Peeling the exponential mechanism is the same law as adding Gumbel(1/ε₀) noise once and
 sorting (Durfee & Rogers 2019, Lemma 4.2), which is their Alg. 1.
 
@@ -54,10 +60,15 @@ from dpkit.mechanisms.partition_selection import unit_selection
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 from dpkit.mechanisms.selection import sample_top_k
 
-__all__ = ["TopKSelection", "make_limited_domain_top_k", "sentinel_score"]
+__all__ = ["MAX_K", "MAX_K_BAR", "MAX_K_TIMES_K_BAR", "TopKSelection",
+           "make_limited_domain_top_k", "sentinel_score"]
 
 MAX_K = 1_000
 MAX_K_BAR = 100_000
+# k·k̄ per request: the sampler's work is ≤ 1.6·k·(k̄ + 257) proposals in expectation
+# whatever the data (selection.sample_top_k): ≈ 1.6 s at worst at k = 1,000, k̄ = 4,000
+# (bench/topk_cost.py, scores 1 nat apart), ≈ 0.02–0.2 s on Adult
+MAX_K_TIMES_K_BAR = 4_000_000
 _SENTINEL_BITS = 10  # h_⊥ is rounded up to a multiple of 2^-10
 
 
@@ -79,11 +90,13 @@ class TopKSelection:
         δ ∈ (0, 1): the probability budget of picking a key that is a candidate on one
         neighbour only.
     k_bar : int, optional
-        How many of the true top keys are candidates (k ≤ k̄ ≤ 100,000; default
-        min(4k, 100,000)). A larger k̄ lowers the sentinel's base count h_{(k̄+1)} and raises
-        its ln(min(Δ, k̄)/δ) term only logarithmically; with k̄ = k, a tie between the k-th
-        and (k+1)-th counts puts the sentinel above every candidate, so the default leaves
-        room (chosen from that argument, not fitted to any data).
+        How many of the true top keys are candidates (k ≤ k̄ ≤ 100,000 and k·k̄ ≤
+        4,000,000, :data:`MAX_K_TIMES_K_BAR`, which bounds the request's cost whatever the
+        data; default min(4k, 100,000)). A larger k̄ lowers the sentinel's base count
+        h_{(k̄+1)} and raises its ln(min(Δ, k̄)/δ) term only logarithmically; with k̄ = k,
+        a tie between the k-th and (k+1)-th counts puts the sentinel above every
+        candidate, so the default leaves room (chosen from that argument, not fitted to any
+        data).
     """
 
     k: int
@@ -98,6 +111,11 @@ class TopKSelection:
         k = integer(self.k, "k", minimum=1, maximum=MAX_K)
         k_bar = (min(4 * k, MAX_K_BAR) if self.k_bar is None
                  else integer(self.k_bar, "k_bar", minimum=k, maximum=MAX_K_BAR))
+        if k * k_bar > MAX_K_TIMES_K_BAR:  # the cost bound (MAX_K_TIMES_K_BAR), not the data
+            raise DomainError(
+                f"top-k selection with k = {k} and k_bar = {k_bar} is over the per-request "
+                f"limit k·k_bar ≤ {MAX_K_TIMES_K_BAR:,}: lower k_bar to at most "
+                f"{MAX_K_TIMES_K_BAR // k:,} (or k)")
         eps = positive(self.epsilon, "epsilon", up=False)
         dlt = fraction_down(self.delta)
         if not 0 < dlt < 1:
@@ -149,9 +167,10 @@ def _picks(counts: np.ndarray, k: int, k_bar: int, eps0: Fraction, dlt: Fraction
         scores = scores.astype(np.int64)
     rounds = min(k, scores.size)
     drawn = np.asarray(sample_top_k(scores, rounds, Fraction(denominator) / eps0,
-                                    size=1 if size is None else size)).reshape(-1, rounds)
+                                    size=1 if size is None else size, until=candidates.size)
+                       ).reshape(-1, rounds)
     out = []
-    for row in drawn.tolist():
+    for row in drawn.tolist():  # the picks before ⊥ (a draw ends at ⊥: −1 after it)
         stop = row.index(candidates.size) if candidates.size in row else rounds
         out.append([int(candidates[i]) for i in row[:stop]])
     return out
@@ -181,7 +200,8 @@ def make_limited_domain_top_k(selection: TopKSelection, max_groups: int | None =
     Raises
     ------
     DomainError
-        For k ∉ [1, 1000], k̄ ∉ [k, 100000], ε ≤ 0, δ ∉ (0, 1) or max_groups < 1.
+        For k ∉ [1, 1000], k̄ ∉ [k, 100000], k·k̄ > 4,000,000, ε ≤ 0, δ ∉ (0, 1) or
+        max_groups < 1.
     """
     parameters = _parameters(selection, max_groups)
     k, k_bar, _, _, groups = parameters

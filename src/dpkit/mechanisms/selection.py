@@ -24,7 +24,6 @@ from dpkit.mechanisms._common import representable_scale
 from dpkit.mechanisms.exponential import (
     SCORES,
     exact_gaps,
-    sample_exponential,
     selection_audit,
     selection_measurement,
 )
@@ -105,30 +104,136 @@ def make_permute_and_flip(scale: Number, *, monotonic: bool = False) -> Measurem
     return selection_measurement(sample_permute_and_flip, scale, monotonic, "permute_and_flip")
 
 
-def sample_top_k(scores: Any, k: int, scale: Fraction, size: int | None = None) -> Any:
-    """k distinct indices, best first, by peeling the exponential mechanism k times: each
-    round draws among the indices not yet chosen with probability ∝ exp(score/scale)
-    (:func:`~dpkit.mechanisms.sample_exponential`, exact). One list of k ints, or ``size``
-    independent draws as an int64 array of shape (size, k) (the draws that share their
-    choices so far are drawn together in each round)."""
+def sample_top_k(scores: Any, k: int, scale: Fraction, size: int | None = None, *,
+                 until: int | None = None) -> Any:
+    """k distinct indices, best first, with the law of peeling the exponential mechanism k
+    times: each pick is index i among those not yet picked with probability ∝
+    exp(scoreᵢ/scale), exactly.
+
+    Parameters
+    ----------
+    scores : array of shape (N,)
+        Finite scores (ints, floats or Fractions, used exactly); N ≥ k.
+    k : int
+        Picks per draw.
+    scale : Fraction
+        s > 0, in score units.
+    size : int, optional
+        Independent draws (default one).
+    until : int, optional
+        Stop a draw once index ``until`` is picked (the limited domain's sentinel): its
+        later entries are −1. The entries up to it have the same law as without ``until``.
+
+    Returns
+    -------
+    list of int, or int64 array of shape (size, k)
+        One list of k indices, or ``size`` independent rows.
+
+    Raises
+    ------
+    DomainError
+        If ``scores`` is not 1-D or has fewer than k entries.
+
+    Notes
+    -----
+    One stream of i.i.d. proposals, drawn in vectorised batches (:func:`_stream_picks`):
+    propose i uniformly among all N, accept it with probability exp(−(m − uᵢ)/s), where m is
+    the largest score not yet picked when the batch starts; the next pick is the first
+    accepted proposal not picked before. Given the past, that is index i with probability
+    exp(−(m − uᵢ)/s)/Σⱼ exp(−(m − uⱼ)/s) over the unpicked j — the common factor exp(−m/s)
+    cancels — i.e. the exponential mechanism on the unpicked indices (McSherry & Talwar
+    2007), so the picks have peeling's law exactly (Durfee & Rogers 2019 for peeling).
+    Cost, whatever the scores: the remaining maximum is accepted with probability 1, so
+    the acceptance a is ≥ 1/N; a batch holds 1/a + 256 (:data:`BATCH_PAD`) proposals and
+    yields a pick with probability ≥ 1 − e⁻¹, so a draw takes ≤ k·(N + 256)/(1 − e⁻¹)
+    ≤ 1.6·k·(N + 256) proposals in expectation (exponential tails), each O(1) on machine
+    integers (arbitrary-size integers when the gaps need more than 63 bits).
+    """
     values = np.asarray(scores)
     if values.ndim != 1 or values.size < k:
         raise DomainError(f"top-{k} needs a 1-D vector of at least {k} candidates")
+    numer, denom = exact_gaps(values, scale)
+    if max(numer.tolist()) < 1 << 63 and denom < 1 << 63:  # machine integers
+        numer = numer.astype(np.uint64)
+    order = np.argsort(numer, kind="stable")  # best first
     n = 1 if size is None else int(size)
-    chosen = np.zeros((n, k), dtype=np.int64)
-    for j in range(k):
-        if n == 1:  # one draw: one prefix (np.unique over rows would cost O(k) per round)
-            prefixes, group = chosen[:, :j], np.zeros(1, dtype=np.int64)
-        else:
-            prefixes, group = np.unique(chosen[:, :j], axis=0, return_inverse=True)
-        for g, prefix in enumerate(prefixes):
-            rows = np.flatnonzero(group.reshape(-1) == g)
-            left = np.ones(values.size, dtype=bool)
-            left[prefix] = False
-            remaining = np.flatnonzero(left)
-            picks = sample_exponential(values[remaining], scale, size=rows.size)
-            chosen[rows, j] = remaining[picks]
+    stop = -1 if until is None else int(np.flatnonzero(order == until)[0])
+    picks = _stream_picks(numer[order], denom, k, n, stop)
+    chosen = np.where(picks >= 0, order[np.maximum(picks, 0)], -1)
     return [int(i) for i in chosen[0]] if size is None else chosen
+
+
+BATCH_PAD = 256  # proposals added to a batch beyond 1/acceptance: many picks when scores tie
+_MAX_BATCH = 1 << 21  # proposals per vectorised pass, over all draws: bounds the memory
+
+
+def _stream_picks(gaps: np.ndarray, denom: int, k: int, n: int, stop: int) -> np.ndarray:
+    """``n`` draws of k positions into ``gaps`` (γ·denom, ascending; uint64 or object),
+    shape (n, k); a draw ends at position ``stop`` (≥ 0), its later entries −1."""
+    size = gaps.size
+    picked = np.zeros((n, size), dtype=bool)
+    out = np.full((n, k), -1, dtype=np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    g = np.minimum(gaps.astype(np.float64) / float(denom), 1e15)  # γ in floats: sizes only
+    tails = np.logaddexp.accumulate(-g[::-1])[::-1]  # log Σ_{j ≥ i} exp(−γⱼ)
+    active = np.arange(n)
+    while active.size:
+        top = np.argmin(picked[active], axis=1)  # the first unpicked position: the max
+        batch = _batch_sizes(g, tails, out[active], top, k - count[active])
+        take = max(1, int(np.searchsorted(np.cumsum(batch), _MAX_BATCH, side="right")))
+        draws, top, batch = active[:take], top[:take], batch[:take]
+        node = np.repeat(np.arange(draws.size), batch)  # stream order within each draw
+        proposal = rng.uniform_below(size, node.size).astype(np.int64)
+        fresh = np.flatnonzero(~picked[draws[node], proposal])
+        ok = fresh[_accept(gaps[proposal[fresh]] - gaps[top[node[fresh]]], denom)]
+        _record(out, picked, count, draws[node[ok]], proposal[ok], k, stop)
+        done = (count[draws] >= k) | ((stop >= 0) & picked[draws, max(stop, 0)])
+        active = np.concatenate([draws[~done], active[take:]])
+    return out
+
+
+def _accept(gap: np.ndarray, denom: int) -> np.ndarray:
+    """Bernoulli(exp(−gap/denom)) per element; on machine integers the whole part is drawn
+    first, so a far proposal costs O(1) coins and the fractional part only the survivors."""
+    if gap.dtype == object:
+        return samplers.bernoulli_exp(gap, denom)
+    d = np.uint64(denom)
+    ok = samplers.bernoulli_exp(gap // d, 1)
+    idx = np.flatnonzero(ok)
+    ok[idx] = samplers.bernoulli_exp(gap[idx] % d, denom)
+    return ok
+
+
+def _record(out: np.ndarray, picked: np.ndarray, count: np.ndarray, draw: np.ndarray,
+            proposal: np.ndarray, k: int, stop: int) -> None:
+    """Append each draw's accepted proposals (stream order) that are new, up to k in all
+    and up to ``stop``: the first occurrence of an index is its pick."""
+    key = draw * picked.shape[1] + proposal
+    first = np.sort(np.unique(key, return_index=True)[1])  # first occurrences, in order
+    draw, proposal = draw[first], proposal[first]
+    starts = np.searchsorted(draw, draw)  # draw is sorted: each group's first element
+    rank = count[draw] + np.arange(draw.size) - starts
+    if stop >= 0:  # nothing after the stop position is kept
+        hit = np.where(proposal == stop, rank, k)
+        last = np.full(out.shape[0], k, dtype=np.int64)
+        np.minimum.at(last, draw, hit)
+        keep = (rank < k) & (rank <= last[draw])
+    else:
+        keep = rank < k
+    out[draw[keep], rank[keep]] = proposal[keep]
+    picked[draw[keep], proposal[keep]] = True
+    np.add.at(count, draw[keep], 1)
+
+
+def _batch_sizes(g: np.ndarray, tails: np.ndarray, out: np.ndarray, top: np.ndarray,
+                 left: np.ndarray) -> np.ndarray:
+    """Proposals per draw for the next batch: 1/a + min(picks left, BATCH_PAD), where
+    a = Σ_{unpicked j} exp(−(γⱼ − γ_top))/N is the acceptance (≥ 1/N: the top is unpicked)."""
+    after = out > top[:, None]  # picked positions past the top (unfilled entries are −1)
+    gap = np.where(after, g[np.maximum(out, 0)] - g[top][:, None], np.inf)
+    weight = np.maximum(1.0, np.exp(tails[top] + g[top]) - np.exp(-gap).sum(axis=1))
+    # 1/a proposals: one pick expected; 1/(1 − e^-1) ≈ 1.6 batches per pick at worst
+    return (np.ceil(g.size / weight) + np.minimum(left, BATCH_PAD)).astype(np.int64)
 
 
 @register(audit=_audit_top_k)
