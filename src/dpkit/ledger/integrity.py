@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from dpkit.ledger import chain, codec, hashcheck, store, window
+from dpkit.ledger import chain, codec, store, window
 from dpkit.ledger.schema import burn, events, meta, outcomes, releases
 
 __all__ = ["State", "Start", "verify", "check", "replay", "links", "stored_sha256"]
@@ -53,8 +53,6 @@ class State:
         self.problems: list[str] = []
         self.windows = window.Tracker()
         self.release_floor = 0  # from a checkpoint: releases up to this id were before it
-        self.requests_checked_elsewhere = 0  # releases up to this seq: request hashes checked
-        # by the second process of verify (dpkit.ledger.hashcheck)
         self.streams: dict[int, int] = {}  # a continual release's last step (since start)
         self._parsed: dict[str, window.Raw] = {}  # recent texts of losses and totals
         self._ints_cache: dict[str, dict[str, tuple[int, int]]] = {}
@@ -200,8 +198,7 @@ class State:
         if ds is None:
             self.problems.append(f"{where}: debits an unregistered dataset")
             return
-        elsewhere = isinstance(body["seq"], int) and body["seq"] <= self.requests_checked_elsewhere
-        if not elsewhere and body["request_sha256"] != (
+        if body["request_sha256"] != (
                 chain.request_digest(body["dataset"], body["analyst"], body["query"],
                                      body["loss"], body["noise"])):
             self.problems.append(f"{where}: request hash does not match its query")
@@ -348,29 +345,13 @@ class Start:
     bucket_since: dict[str, int]
 
 
-PARALLEL_LINKS = 200_000  # links beyond which verify recomputes the hashes in a second process
-
-
-def _second_process(conn: Connection, key: bytes, after: int, upto: int,
-                    parallel: bool | None) -> Any:
-    """Start :mod:`dpkit.ledger.hashcheck` on the links ``after < seq ≤ upto`` when
-    ``parallel`` (None: when there are more than :data:`PARALLEL_LINKS` of them) and the
-    ledger can be opened a second time (not an in-memory SQLite); else None."""
-    url = conn.engine.url
-    if parallel is False or (parallel is None and upto - after <= PARALLEL_LINKS):
-        return None
-    if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
-        return None
-    return hashcheck.start(url.render_as_string(hide_password=False), key, after, upto)
-
-
-def replay(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None,
-           parallel: bool | None = None) -> tuple[list[str], State, str, int]:
+def replay(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None
+           ) -> tuple[list[str], State, str, int]:
     """Check the links (from ``start``, else from the genesis) in one pass and replay them:
     returns the problems of the links themselves, the state they imply (window fields
-    filled in), and the hash and ``seq`` of the last link. The links' keyed hashes are
-    recomputed by a second process (:mod:`dpkit.ledger.hashcheck`, on the other core) while
-    this one replays, when ``parallel`` (None: for more than :data:`PARALLEL_LINKS` links)."""
+    filled in), and the hash and ``seq`` of the last link. All in this process: the key
+    never leaves it (no helper process is started; a second process that held the key could
+    be hijacked, and one without it could only be trusted for what this one re-checks)."""
     state = State() if start is None else start.state
     last: list[Any] = [chain.GENESIS, 0] if start is None else [start.head, start.seq]
     heads_seen = [head is None or (start is not None and head == start.head)]
@@ -389,17 +370,7 @@ def replay(conn: Connection, key: bytes, head: str | None = None, start: Start |
             yield link
 
     after = last[1]
-    upto = int(_meta(conn, "chain_seq") or 0)
-    second = _second_process(conn, key, after, upto, parallel)
-    if second is not None:
-        state.requests_checked_elsewhere = upto
-    problems = chain.verify_links(tap(links(conn, after)), key, (last[0], after + 1),
-                                  hashed_elsewhere=upto if second is not None else 0)
-    if second is not None:
-        found = hashcheck.finish(second)
-        problems += (found if found is not None  # it failed: check the hashes here
-                     else chain.hash_problems(hashcheck.upto_seq(links(conn, after), upto), key,
-                                              requests=True))
+    problems = chain.verify_links(tap(links(conn, after)), key, (last[0], after + 1))
     stored_head, stored_seq = _meta(conn, "chain_head"), _meta(conn, "chain_seq")
     if stored_head != last[0] or str(stored_seq) != str(last[1]):
         problems.append("the stored chain head is not the last link (truncated or extended "
@@ -413,21 +384,21 @@ def replay(conn: Connection, key: bytes, head: str | None = None, start: Start |
     return problems + state.problems, state.finish(), str(last[0]), int(last[1])
 
 
-def verify(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None,
-           parallel: bool | None = None) -> list[str]:
+def verify(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None
+           ) -> list[str]:
     """Every problem found in the ledger (empty when intact); ``head``, a head saved earlier,
     must still be on the chain (or be the version-2 head the migration started from). One
     pass over the chain in ``seq`` order, then one over each table of rows. From ``start``
     (a checkpoint), only the links after it and the releases and buckets they touched are
     read; the rows are all compared."""
-    return check(conn, key, head, start, parallel)[0]
+    return check(conn, key, head, start)[0]
 
 
-def check(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None,
-          parallel: bool | None = None) -> tuple[list[str], State, str, int]:
+def check(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None
+          ) -> tuple[list[str], State, str, int]:
     """:func:`verify`, also returning the state the chain implies and the hash and ``seq``
     of its last link (for a checkpoint)."""
-    problems, state, last_hash, last_seq = replay(conn, key, head, start, parallel)
+    problems, state, last_hash, last_seq = replay(conn, key, head, start)
     problems += (_compare_rows(conn, key, state)
                  + _compare_buckets(conn, key, state,
                                     None if start is None else start.bucket_since)
