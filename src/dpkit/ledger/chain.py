@@ -10,7 +10,8 @@ release's status and the hashes of its answer and of the stored copy). Link i st
     hash_i = HMAC-SHA256(key, hash_{i−1} ‖ canonical JSON of its immutable fields)
 
 with ``hash_0`` the genesis value. The mutable rows that the ledger reads to decide a spend
-or an answer (``datasets``, ``analysts``, ``grants``, ``studies``) are caches of the chain:
+or an answer (``datasets``, ``analysts``, ``grants``, ``studies``, and ``streams``: a continual
+release's last step) are caches of the chain:
 each carries the ``seq`` of the last link that changed it and a MAC (HMAC-SHA256 under the
 same key, domain-separated) over all its fields. Without the key nobody can write a link or
 a row that verifies; editing, deleting or reordering links breaks the chain, and editing a
@@ -52,6 +53,7 @@ ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "analysts": ("name", "token_sha256", "created", "seq"),
     "grants": ("analyst", "dataset", "cap", "spent", "seq"),
     "studies": ("name", "dataset", "description", "created", "seq"),
+    "streams": ("release_id", "step", "state", "seq"),
 }
 
 
