@@ -646,3 +646,32 @@ def test_an_intact_stream_verifies_from_a_checkpoint(location, tmp_path):
     assert reg.verify() == [] and reg.verify(since_checkpoint=True) == []
     with pytest.raises(StreamRollbackError):
         reg.advance_stream(s.release_id, 6)
+
+
+def _as_version_4(location: str) -> None:
+    """The ledger as schema 4 left it: no mark rows, checkpoints without marks."""
+    tamper(location, "DROP TABLE streams")
+    tamper(location, "UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+
+
+def test_version_4_ledger_gets_its_marks_from_the_chain(location, tmp_path):
+    reg, s, key, _, _ = _stream(location, tmp_path)
+    assert reg.checkpoint() == []
+    reg.dispose()
+    _as_version_4(location)
+    reg = Ledger(location)
+    assert read(location, "SELECT value FROM meta WHERE key = 'schema_version'")[0][0] == "5"
+    assert read(location, "SELECT count(*) FROM checkpoints")[0][0] == 0  # held no marks
+    assert reg.stream_step(s.release_id) == (5, None) and reg.verify() == []
+    with pytest.raises(StreamRollbackError):  # the old state is stale, as before
+        ContinualRelease.restore(tmp_path / "old", key, LedgerAccountant(reg, "d"))
+
+
+def test_version_4_ledger_with_a_deleted_step_link_is_not_upgraded(location, tmp_path):
+    reg, s, key, step3, _ = _stream(location, tmp_path)
+    reg.dispose()
+    _as_version_4(location)
+    tamper(location, "DELETE FROM events WHERE seq = :s", s=step3 + 1)  # step 4, mid-chain
+    with pytest.raises(LedgerError, match="cannot be upgraded"):
+        Ledger(location)
+    assert read(location, "SELECT value FROM meta WHERE key = 'schema_version'")[0][0] == "4"
