@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import sqlalchemy as sa
+from cryptography.fernet import Fernet
 from typer.testing import CliRunner
 
 import dpkit as dp
@@ -27,9 +28,11 @@ from dpkit.errors import (
     IdempotencyConflictError,
     LedgerError,
     LedgerIntegrityError,
+    StreamRollbackError,
 )
-from dpkit.ledger import IdempotentReplay, Ledger, chain
+from dpkit.ledger import IdempotentReplay, Ledger, LedgerAccountant, chain
 from dpkit.ledger.registry import token_digest
+from dpkit.stream import ContinualRelease
 
 
 @pytest.fixture(scope="module")
@@ -518,7 +521,7 @@ def test_version_2_ledger_is_migrated_and_covered(tmp_path, monkeypatch):
     tamper(str(path), "UPDATE grants SET cap = :c", c='{"epsilon": "9"}')  # now covered
     assert said(Ledger(path).verify(), "grants ('ana', 'd')", "cap")
     version = read(str(path), "SELECT value FROM meta WHERE key = 'schema_version'")[0][0]
-    assert version == "4"
+    assert version == "5"
 
 
 def test_version_2_ledger_with_a_broken_chain_is_not_migrated(tmp_path, monkeypatch):
@@ -548,7 +551,7 @@ def test_cli_verify_names_the_problem_and_exits_1(tmp_path, monkeypatch):
 def test_export_and_listing_still_work_on_a_clean_ledger(location):
     reg = setup(location)
     exported = reg.export()
-    assert exported["schema_version"] == 4 and json.dumps(exported, default=str)
+    assert exported["schema_version"] == 5 and json.dumps(exported, default=str)
     assert [d["name"] for d in reg.datasets()] == ["d"]
 
 
@@ -567,24 +570,108 @@ def test_cli_checkpoint_then_verify_since_it(tmp_path, monkeypatch):
     assert res.exit_code == 1 and "no checkpoint stored" in res.output
 
 
-@pytest.mark.parametrize("edit", [
-    "UPDATE releases SET query = 'other()' WHERE id = 1",  # content: the second process
-    "DELETE FROM outcomes WHERE release_id = 1"])          # order: the first one
-def test_verify_in_two_processes_finds_what_one_finds(location, edit):
-    """verify of a long chain recomputes the hashes in a second process
-    (dpkit.ledger.hashcheck, forced here on a short one): it reports the same problems."""
-    from dpkit.ledger import integrity
-
+# -- continual releases: the step mark (issue 30, finding B) ----------------------------------
+def _stream(location: str, tmp_path: Path):
+    """A stream on d (ε = 1) fed steps 1–3, its state saved then (the old copy, and the mark
+    row as it was, when there is one), then fed steps 4 and 5."""
     reg = setup(location)
-    tamper(location, edit)
-    with reg.engine.connect() as conn:
-        one = integrity.verify(conn, reg._key, parallel=False)
-        two = integrity.verify(conn, reg._key, parallel=True)
-    assert one and sorted(one) == sorted(two)
-    with reg.engine.connect() as conn:  # a second process that fails: checked here instead
-        started = integrity.hashcheck.start
-        try:
-            integrity.hashcheck.start = lambda *a: started("sqlite:///no/such/dir/x", *a[1:])
-            assert sorted(integrity.verify(conn, reg._key, parallel=True)) == sorted(one)
-        finally:
-            integrity.hashcheck.start = started
+    key = Fernet.generate_key()
+    s = ContinualRelease(32, accountant=LedgerAccountant(reg, "d"), mechanism="tree",
+                         epsilon=1)
+    for x in (1, 2, 3):
+        s.feed(x)
+    s.save(tmp_path / "old", key)
+    step3 = read(location, "SELECT max(seq) FROM events WHERE kind = 'stream'")[0][0]
+    try:
+        old_row = read(location, "SELECT step, state, seq, mac FROM streams")
+    except sa.exc.DatabaseError:  # no such table (the code before the fix)
+        old_row = []
+    for x in (4, 5):
+        s.feed(x)
+    return reg, s, key, step3, old_row
+
+
+def _refused(reg: Ledger, s, key: bytes, tmp_path: Path) -> None:
+    """The old state is not restored and step 4 is not released a second time."""
+    acct = LedgerAccountant(reg, "d")
+    with pytest.raises((LedgerIntegrityError, StreamRollbackError)):
+        ContinualRelease.restore(tmp_path / "old", key, acct)
+    with pytest.raises((LedgerIntegrityError, StreamRollbackError)):
+        reg.advance_stream(s.release_id, 4)
+
+
+@pytest.mark.parametrize("row", ["kept", "deleted"])
+def test_deleted_newest_step_links_do_not_roll_a_stream_back(location, tmp_path, row):
+    """The attack: delete the stream's newest step links and rewind the stored head to the
+    link before them (the chain then ends cleanly), copy back the state saved at step 3.
+    Before the fix the mark was the newest remaining link: step 4 was released again."""
+    reg, s, key, step3, _ = _stream(location, tmp_path)
+    tamper(location, "DELETE FROM events WHERE kind = 'stream' AND seq > :s", s=step3)
+    head = read(location, "SELECT hash FROM events WHERE seq = :s", s=step3)[0][0]
+    tamper(location, "UPDATE meta SET value = :h WHERE key = 'chain_head'", h=head)
+    tamper(location, "UPDATE meta SET value = :s WHERE key = 'chain_seq'", s=str(step3))
+    if row == "deleted":
+        tamper(location, "DELETE FROM streams")
+    _refused(reg, s, key, tmp_path)
+    assert said(reg.verify(), f"streams '{s.release_id}'")
+
+
+@pytest.mark.parametrize("row", ["kept", "rolled back"])
+def test_deleted_step_links_before_a_checkpoint_are_reported(location, tmp_path, row):
+    """The same deletion after a checkpoint was signed over the deleted links (and more
+    links after it): ``verify --since-checkpoint`` reports it, from the mark row and from
+    the checkpoint's copy of the mark (the row rolled back to its signed copy of step 3)."""
+    reg, s, key, step3, old_row = _stream(location, tmp_path)
+    assert reg.checkpoint() == []
+    rid = reg.debit("d", dp.PureDP(Fraction(1, 10)), "count()")
+    reg.mark(rid, "released", "ab" * 32)
+    tamper(location, "DELETE FROM events WHERE kind = 'stream' AND seq > :s", s=step3)
+    if row == "rolled back":
+        (step, state, seq, mac), = old_row
+        tamper(location, "UPDATE streams SET step = :a, state = :b, seq = :c, mac = :d",
+               a=step, b=state, c=seq, d=mac)
+    problems = reg.verify(since_checkpoint=True)
+    assert said(problems, f"streams '{s.release_id}'"), problems
+    assert said(reg.verify(), "expected seq")
+    _refused(reg, s, key, tmp_path)
+
+
+def test_an_intact_stream_verifies_from_a_checkpoint(location, tmp_path):
+    """No false alarm: the mark rows, the checkpoint's marks and a stream fed on after the
+    checkpoint all agree; a step out of order after it is refused."""
+    reg, s, key, _, _ = _stream(location, tmp_path)
+    assert reg.checkpoint() == []
+    s.feed(6)
+    assert reg.stream_step(s.release_id) == (6, None)
+    assert reg.verify() == [] and reg.verify(since_checkpoint=True) == []
+    with pytest.raises(StreamRollbackError):
+        reg.advance_stream(s.release_id, 6)
+
+
+def _as_version_4(location: str) -> None:
+    """The ledger as schema 4 left it: no mark rows, checkpoints without marks."""
+    tamper(location, "DROP TABLE streams")
+    tamper(location, "UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+
+
+def test_version_4_ledger_gets_its_marks_from_the_chain(location, tmp_path):
+    reg, s, key, _, _ = _stream(location, tmp_path)
+    assert reg.checkpoint() == []
+    reg.dispose()
+    _as_version_4(location)
+    reg = Ledger(location)
+    assert read(location, "SELECT value FROM meta WHERE key = 'schema_version'")[0][0] == "5"
+    assert read(location, "SELECT count(*) FROM checkpoints")[0][0] == 0  # held no marks
+    assert reg.stream_step(s.release_id) == (5, None) and reg.verify() == []
+    with pytest.raises(StreamRollbackError):  # the old state is stale, as before
+        ContinualRelease.restore(tmp_path / "old", key, LedgerAccountant(reg, "d"))
+
+
+def test_version_4_ledger_with_a_deleted_step_link_is_not_upgraded(location, tmp_path):
+    reg, s, key, step3, _ = _stream(location, tmp_path)
+    reg.dispose()
+    _as_version_4(location)
+    tamper(location, "DELETE FROM events WHERE seq = :s", s=step3 + 1)  # step 4, mid-chain
+    with pytest.raises(LedgerError, match="cannot be upgraded"):
+        Ledger(location)
+    assert read(location, "SELECT value FROM meta WHERE key = 'schema_version'")[0][0] == "4"

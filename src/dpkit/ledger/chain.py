@@ -10,7 +10,8 @@ release's status and the hashes of its answer and of the stored copy). Link i st
     hash_i = HMAC-SHA256(key, hash_{i−1} ‖ canonical JSON of its immutable fields)
 
 with ``hash_0`` the genesis value. The mutable rows that the ledger reads to decide a spend
-or an answer (``datasets``, ``analysts``, ``grants``, ``studies``) are caches of the chain:
+or an answer (``datasets``, ``analysts``, ``grants``, ``studies``, and ``streams``: a continual
+release's last step) are caches of the chain:
 each carries the ``seq`` of the last link that changed it and a MAC (HMAC-SHA256 under the
 same key, domain-separated) over all its fields. Without the key nobody can write a link or
 a row that verifies; editing, deleting or reordering links breaks the chain, and editing a
@@ -52,6 +53,7 @@ ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "analysts": ("name", "token_sha256", "created", "seq"),
     "grants": ("analyst", "dataset", "cap", "spent", "seq"),
     "studies": ("name", "dataset", "description", "created", "seq"),
+    "streams": ("release_id", "step", "state", "seq"),
 }
 
 
@@ -157,13 +159,10 @@ def describe(body: Mapping[str, Any]) -> str:
 
 
 def verify_links(links: Iterable[tuple[dict[str, Any], str, str]], key: bytes | None,
-                 start: tuple[str, int] = (GENESIS, 1), hashed_elsewhere: int = 0
-                 ) -> list[str]:
+                 start: tuple[str, int] = (GENESIS, 1)) -> list[str]:
     """Check (body, prev_hash, hash) links in ``seq`` order; return the problems found.
     ``key`` None checks version-2 (unkeyed) links; ``start``: the hash the first link must
-    follow and its ``seq`` (after a checkpoint); ``hashed_elsewhere``: links up to this
-    ``seq`` have their keyed hash recomputed by :func:`hash_problems` in another process
-    (their order and ``prev_hash`` are still checked here)."""
+    follow and its ``seq`` (after a checkpoint)."""
     problems, (expected_prev, expected_seq) = [], start
     for body, prev, digest in links:
         if body["seq"] != expected_seq:
@@ -172,18 +171,14 @@ def verify_links(links: Iterable[tuple[dict[str, Any], str, str]], key: bytes | 
             expected_seq = body["seq"] if isinstance(body["seq"], int) else expected_seq
         if prev != expected_prev:
             problems.append(f"{describe(body)}: prev_hash does not match the previous link")
-        if not (isinstance(body["seq"], int) and 0 < body["seq"] <= hashed_elsewhere):
-            problems += hash_problems([(body, prev, digest)], key)
+        problems += hash_problems([(body, prev, digest)], key)
         expected_prev, expected_seq = digest, expected_seq + 1
     return problems
 
 
-def hash_problems(links: Iterable[tuple[dict[str, Any], str, str]], key: bytes | None,
-                  requests: bool = False) -> list[str]:
-    """The links whose content does not match their (keyed) hash — and with ``requests``,
-    the release links whose request hash does not match their query (what
-    :class:`~dpkit.ledger.integrity.State` checks otherwise): the costly per-link checks,
-    which ``verify`` of a long chain runs in a second process."""
+def hash_problems(links: Iterable[tuple[dict[str, Any], str, str]], key: bytes | None
+                  ) -> list[str]:
+    """The links whose content does not match their (keyed) hash."""
     problems = []
     for body, prev, digest in links:
         recomputed = (legacy_link_hash(prev, body) if key is None
@@ -191,8 +186,4 @@ def hash_problems(links: Iterable[tuple[dict[str, Any], str, str]], key: bytes |
         if not hmac.compare_digest(recomputed, str(digest)):
             problems.append(f"{describe(body)}: content does not match its hash (edited "
                             "outside the ledger)")
-        if requests and body.get("kind") == "release" and body["request_sha256"] != (
-                request_digest(body["dataset"], body["analyst"], body["query"],
-                               body["loss"], body["noise"])):
-            problems.append(f"{describe(body)}: request hash does not match its query")
     return problems

@@ -5,8 +5,9 @@ replays the chain (:class:`State`) into the rows it implies — datasets with th
 burn-rate policies and running totals, analysts with their token hashes, grants with their
 caps and running totals, studies — and compares them with the rows on disk field by field
 and MAC by MAC. It also checks each release row's status, result hash and stored answer
-against its last chained outcome, and that every debit stayed inside the caps in force when
-it was made. Each problem names the row or link and what differs.
+against its last chained outcome, that every debit stayed inside the caps in force when
+it was made, and that each continual release's mark names an intact link of its last step.
+Each problem names the row or link and what differs.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from dpkit.ledger import chain, codec, hashcheck, store, window
-from dpkit.ledger.schema import burn, events, meta, outcomes, releases
+from dpkit.errors import LedgerError
+from dpkit.ledger import chain, codec, store, window
+from dpkit.ledger.schema import burn, checkpoints, events, meta, outcomes, releases
 
-__all__ = ["State", "Start", "verify", "check", "replay", "links", "stored_sha256"]
+__all__ = ["State", "Start", "verify", "check", "replay", "links", "stored_sha256",
+           "upgrade_marks"]
 
 
 def stored_sha256(stored: str | None) -> str | None:
@@ -53,9 +56,6 @@ class State:
         self.problems: list[str] = []
         self.windows = window.Tracker()
         self.release_floor = 0  # from a checkpoint: releases up to this id were before it
-        self.requests_checked_elsewhere = 0  # releases up to this seq: request hashes checked
-        # by the second process of verify (dpkit.ledger.hashcheck)
-        self.streams: dict[int, int] = {}  # a continual release's last step (since start)
         self._parsed: dict[str, window.Raw] = {}  # recent texts of losses and totals
         self._ints_cache: dict[str, dict[str, tuple[int, int]]] = {}
 
@@ -175,23 +175,25 @@ class State:
                 return
             row.update({k: v for k, v in b.items() if k not in store.KEYS[table]}, seq=seq)
         elif kind == "stream":
-            self._stream(b, where)
+            self._stream(b, where, seq)
         elif kind != "migration":
             self.problems.append(f"{where}: unknown event kind")
 
-    def _stream(self, b: Mapping[str, Any], where: str) -> None:
+    def _stream(self, b: Mapping[str, Any], where: str, seq: int) -> None:
         """A continual release's step record: its release is before it, and its steps go
-        up by one (a stream first seen after a checkpoint may start anywhere)."""
+        up by one from 1 (a checkpoint holds every stream's mark, so a stream first seen
+        after one starts at 1 too); it moves the stream's mark row."""
         rid, step = b.get("release_id"), b.get("step")
         if not isinstance(rid, int) or not isinstance(step, int) or (
                 rid not in self.releases and not 0 < rid <= self.release_floor):
             self.problems.append(f"{where}: a stream step of no release before it")
             return
-        last = self.streams.get(rid)
-        if (last is None and rid in self.releases and step != 1) or (
-                last is not None and step != last + 1):
-            self.problems.append(f"{where}: stream {rid} goes from step {last or 0} to {step}")
-        self.streams[rid] = step
+        mark = self.rows["streams"].get((str(rid),))
+        last = 0 if mark is None else mark["step"]
+        if step != last + 1:
+            self.problems.append(f"{where}: stream {rid} goes from step {last} to {step}")
+        self.rows["streams"][(str(rid),)] = {"release_id": rid, "step": step,
+                                             "state": b.get("state"), "seq": seq}
 
     def _release(self, body: Mapping[str, Any]) -> None:
         where = chain.describe(body)
@@ -200,8 +202,7 @@ class State:
         if ds is None:
             self.problems.append(f"{where}: debits an unregistered dataset")
             return
-        elsewhere = isinstance(body["seq"], int) and body["seq"] <= self.requests_checked_elsewhere
-        if not elsewhere and body["request_sha256"] != (
+        if body["request_sha256"] != (
                 chain.request_digest(body["dataset"], body["analyst"], body["query"],
                                      body["loss"], body["noise"])):
             self.problems.append(f"{where}: request hash does not match its query")
@@ -229,8 +230,11 @@ _EVENT_COLUMNS = [events.c.kind, *(events.c[f] for f in chain.EVENT_FIELDS)]
 
 
 def _stream(conn: Connection, query: Any) -> Iterator[Any]:
-    """Rows of ``query`` fetched in batches (a server-side cursor on PostgreSQL)."""
-    yield from conn.execution_options(stream_results=True, yield_per=4096).execute(query)
+    """Rows of ``query`` fetched in batches (a server-side cursor on PostgreSQL; set on the
+    statement: set on the connection, it would stay for every later statement, and
+    PostgreSQL declares no cursor for an INSERT)."""
+    yield from conn.execute(query, execution_options={"stream_results": True,
+                                                      "yield_per": 4096})
 
 
 def links(conn: Connection, after: int = 0) -> Iterator[tuple[dict[str, Any], str, str]]:
@@ -335,6 +339,51 @@ def _compare_releases(conn: Connection, state: State, after: Start | None) -> li
     return problems
 
 
+def _compare_marks(conn: Connection, key: bytes, state: State) -> list[str]:
+    """Each stream's mark (as the chain implies it: from a checkpoint, its copy) against the
+    link it names: that link must still be there, intact, and be the same step of the same
+    stream. Links older than a checkpoint are not re-read otherwise, and the mark is what a
+    restore trusts; one lookup per stream."""
+    problems = []
+    query = select(*_EVENT_COLUMNS, events.c.prev_hash, events.c.hash)
+    for ident, mark in state.rows["streams"].items():
+        found = conn.execute(query.where(events.c.seq == mark["seq"])).first()
+        body = None if found is None else chain.event_body(found._mapping)
+        ok = found is not None and body is not None and (
+            found.kind == "stream" and found.subject == chain.subject("streams", *ident)
+            and hmac.compare_digest(str(found.hash),
+                                    chain.link_hash(key, str(found.prev_hash), body))
+            and json.loads(found.body) == {"release_id": mark["release_id"],
+                                           "step": mark["step"], "state": mark["state"]})
+        if not ok:
+            problems.append(f"streams {_show(ident)}: its mark (step {mark['step']}) names "
+                            f"link {mark['seq']}, which is missing or another link (deleted "
+                            "or edited outside the ledger)")
+    return problems
+
+
+def upgrade_marks(conn: Connection, key: bytes) -> None:
+    """Fill the ``streams`` table of a ledger migrated from version 3 or 4 from its chain,
+    once, after checking every link (:func:`replay`), so that a link deleted or edited
+    before the upgrade is not laundered into a signed mark; drop the older checkpoints
+    (their states hold no marks: ``verify --since-checkpoint`` is a full verify until the
+    next one).
+
+    Raises
+    ------
+    LedgerError
+        If the chain does not verify (nothing is changed).
+    """
+    problems, state, _, _ = replay(conn, key)
+    if problems:
+        raise LedgerError("this version-4 ledger cannot be upgraded: its chain does not verify "
+                          f"({'; '.join(problems[:5])}{'; …' if len(problems) > 5 else ''}); "
+                          "restore it from a copy, or open it with the dpkit that wrote it")
+    for mark in state.rows["streams"].values():
+        store.put_row(conn, key, "streams", mark, new=True)
+    conn.execute(checkpoints.delete())
+
+
 @dataclass
 class Start:
     """Where a verify starts from a signed checkpoint (:mod:`dpkit.ledger.checkpoint`): the
@@ -348,29 +397,13 @@ class Start:
     bucket_since: dict[str, int]
 
 
-PARALLEL_LINKS = 200_000  # links beyond which verify recomputes the hashes in a second process
-
-
-def _second_process(conn: Connection, key: bytes, after: int, upto: int,
-                    parallel: bool | None) -> Any:
-    """Start :mod:`dpkit.ledger.hashcheck` on the links ``after < seq ≤ upto`` when
-    ``parallel`` (None: when there are more than :data:`PARALLEL_LINKS` of them) and the
-    ledger can be opened a second time (not an in-memory SQLite); else None."""
-    url = conn.engine.url
-    if parallel is False or (parallel is None and upto - after <= PARALLEL_LINKS):
-        return None
-    if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
-        return None
-    return hashcheck.start(url.render_as_string(hide_password=False), key, after, upto)
-
-
-def replay(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None,
-           parallel: bool | None = None) -> tuple[list[str], State, str, int]:
+def replay(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None
+           ) -> tuple[list[str], State, str, int]:
     """Check the links (from ``start``, else from the genesis) in one pass and replay them:
     returns the problems of the links themselves, the state they imply (window fields
-    filled in), and the hash and ``seq`` of the last link. The links' keyed hashes are
-    recomputed by a second process (:mod:`dpkit.ledger.hashcheck`, on the other core) while
-    this one replays, when ``parallel`` (None: for more than :data:`PARALLEL_LINKS` links)."""
+    filled in), and the hash and ``seq`` of the last link. All in this process: the key
+    never leaves it (no helper process is started; a second process that held the key could
+    be hijacked, and one without it could only be trusted for what this one re-checks)."""
     state = State() if start is None else start.state
     last: list[Any] = [chain.GENESIS, 0] if start is None else [start.head, start.seq]
     heads_seen = [head is None or (start is not None and head == start.head)]
@@ -389,17 +422,7 @@ def replay(conn: Connection, key: bytes, head: str | None = None, start: Start |
             yield link
 
     after = last[1]
-    upto = int(_meta(conn, "chain_seq") or 0)
-    second = _second_process(conn, key, after, upto, parallel)
-    if second is not None:
-        state.requests_checked_elsewhere = upto
-    problems = chain.verify_links(tap(links(conn, after)), key, (last[0], after + 1),
-                                  hashed_elsewhere=upto if second is not None else 0)
-    if second is not None:
-        found = hashcheck.finish(second)
-        problems += (found if found is not None  # it failed: check the hashes here
-                     else chain.hash_problems(hashcheck.upto_seq(links(conn, after), upto), key,
-                                              requests=True))
+    problems = chain.verify_links(tap(links(conn, after)), key, (last[0], after + 1))
     stored_head, stored_seq = _meta(conn, "chain_head"), _meta(conn, "chain_seq")
     if stored_head != last[0] or str(stored_seq) != str(last[1]):
         problems.append("the stored chain head is not the last link (truncated or extended "
@@ -413,23 +436,24 @@ def replay(conn: Connection, key: bytes, head: str | None = None, start: Start |
     return problems + state.problems, state.finish(), str(last[0]), int(last[1])
 
 
-def verify(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None,
-           parallel: bool | None = None) -> list[str]:
+def verify(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None
+           ) -> list[str]:
     """Every problem found in the ledger (empty when intact); ``head``, a head saved earlier,
     must still be on the chain (or be the version-2 head the migration started from). One
     pass over the chain in ``seq`` order, then one over each table of rows. From ``start``
     (a checkpoint), only the links after it and the releases and buckets they touched are
     read; the rows are all compared."""
-    return check(conn, key, head, start, parallel)[0]
+    return check(conn, key, head, start)[0]
 
 
-def check(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None,
-          parallel: bool | None = None) -> tuple[list[str], State, str, int]:
+def check(conn: Connection, key: bytes, head: str | None = None, start: Start | None = None
+          ) -> tuple[list[str], State, str, int]:
     """:func:`verify`, also returning the state the chain implies and the hash and ``seq``
     of its last link (for a checkpoint)."""
-    problems, state, last_hash, last_seq = replay(conn, key, head, start, parallel)
+    problems, state, last_hash, last_seq = replay(conn, key, head, start)
     problems += (_compare_rows(conn, key, state)
                  + _compare_buckets(conn, key, state,
                                     None if start is None else start.bucket_since)
-                 + _compare_releases(conn, state, start))
+                 + _compare_releases(conn, state, start)
+                 + _compare_marks(conn, key, state))
     return problems, state, last_hash, last_seq

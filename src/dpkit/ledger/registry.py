@@ -29,10 +29,15 @@ Guarantees
   recorded an answer (it failed, or crashed more than ``STALE_SECONDS`` ago) debits again,
   since nothing was released.
 - A continual release (:mod:`dpkit.stream.frames`) keeps its step high-water mark here: a
-  chained ``stream`` event per released step, written by compare-and-set under the write lock
+  chained ``stream`` event per released step and a MAC-signed mark row (``streams``) naming
+  the ``seq`` of the newest one, written by compare-and-set under the write lock
   (:meth:`Ledger.advance_stream`), so a stale or second copy of a stream's state can never
-  release a step twice (:class:`~dpkit.errors.StreamRollbackError`); ``verify`` checks that
-  each stream's steps follow its paying release and go up by one.
+  release a step twice (:class:`~dpkit.errors.StreamRollbackError`). The mark is read from
+  the row and checked against the chain (:meth:`Ledger.stream_step`): deleting the newest
+  step links, or the row, is refused (:class:`~dpkit.errors.LedgerIntegrityError`).
+  ``verify`` checks that each stream's steps follow its paying release and go up by one from
+  1, that the rows are the marks the chain implies, and that the link each mark names is
+  still there; checkpoints hold the marks.
 - Losses compose in the dataset's measure exactly (Fractions; basic composition).
 - Every check-and-debit reads a constant number of rows, whatever the ledger's size: running
   totals on the dataset and grant rows, the burn-rate window's running total on the dataset
@@ -124,6 +129,7 @@ _RELEASE_INSERT = _insert("releases", [c.name for c in releases.columns])
 _OUTCOME_INSERT = _insert("outcomes", [c.name for c in outcomes.columns if c.name != "id"])
 _STREAM_LAST = """SELECT "seq", "kind", "subject", "time", "body", "prev_hash", "hash"
     FROM "events" WHERE "subject" = :subject ORDER BY "seq" DESC LIMIT 1"""
+_NEWEST_CHECKPOINT = 'SELECT max("seq") FROM "checkpoints"'
 _RELEASE_BY_ID = f"""SELECT {_RELEASE_COLUMNS} FROM "releases" WHERE "id" = :rid"""
 _MARK = """UPDATE "releases" SET "status" = :status, "result_sha256" = :result_sha256,
     "result" = :result WHERE "id" = :rid"""
@@ -217,6 +223,8 @@ class Ledger:
         # datasets this object registered or checked: a cap is fixed at registration, so
         # a later register() of the same (measure, cap) needs no write transaction
         self._registered: dict[str, tuple[str, PrivacyLoss]] = {}
+        # the newest checkpoint's seq in the table, the seq it signed, its stream marks
+        self._marks_at: tuple[int | None, int, dict[str, Any]] = (-1, 0, {})
         database = make_url(self.url).database if self.url.startswith("sqlite") else None
         self._lock_path = (None if database in (None, "", ":memory:") or fcntl is None
                            else f"{database}.lock")
@@ -244,6 +252,8 @@ class Ledger:
                     rechain(conn, self._key, found)
                 elif found == 3:
                     window.upgrade(conn, self._key)
+                if found in (3, 4):
+                    integrity.upgrade_marks(conn, self._key)
         except LedgerError:
             self.engine.dispose()
             raise
@@ -803,16 +813,45 @@ class Ledger:
     # -- continual releases: the step high-water mark ----------------------------------------
     def _stream_mark(self, conn: Connection, release_id: int) -> tuple[int, str | None]:
         """The last step recorded for the stream paid by ``release_id`` and the MAC of its
-        state (0, None before its first step), from its newest chained event."""
-        last = store.first(conn, _STREAM_LAST,
-                           {"subject": chain.subject("streams", str(int(release_id)))})
-        if last is None:
+        state (0, None before its first step), from its mark row, checked against the chain:
+        the row's MAC, that it is the stream's newest link (:meth:`_row`: deleting the newest
+        step links, or the row, is refused), and that this link is intact and says the same.
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If the mark row or its link was edited, deleted or rolled back.
+        """
+        key = (str(int(release_id)),)
+        row = self._row(conn, "streams", key)
+        self._after_checkpoint(conn, key[0], row)
+        if row is None:
             return 0, None
-        if not self._link_ok(last, chain.event_body(last)):
+        last = store.first(conn, _STREAM_LAST, {"subject": chain.subject("streams", *key)})
+        if last is None or last.seq != row["seq"] or not self._link_ok(
+                last, chain.event_body(last)) or json.loads(last.body) != {
+                "release_id": row["release_id"], "step": row["step"], "state": row["state"]}:
             raise self._tampered(f"the step record of stream {release_id} was edited outside "
                                  "the ledger")
-        body = json.loads(last.body)
-        return int(body["step"]), body.get("state")
+        return int(row["step"]), row["state"]
+
+    def _after_checkpoint(self, conn: Connection, stream: str, row: dict[str, Any] | None
+                          ) -> None:
+        """A mark row must not be older than the newest signed checkpoint's copy of it (a row
+        rolled back to an older signed copy, with the links after it deleted, agrees with
+        the chain that is left). The checkpoint's marks are read once per checkpoint."""
+        newest = store.run(conn, _NEWEST_CHECKPOINT).fetchone()[0]
+        if newest != self._marks_at[0]:
+            start, _ = checkpoint.latest(conn, self._key)
+            self._marks_at = (newest, 0 if start is None else start.seq, {} if start is None
+                              else {i[0]: m for i, m in start.state.rows["streams"].items()})
+        _, signed_at, marks = self._marks_at
+        signed = marks.get(stream)
+        fields = None if row is None else {k: row[k] for k in chain.ROW_FIELDS["streams"]}
+        if (signed is not None and (fields is None or fields["step"] < signed["step"])) or (
+                fields is not None and fields["seq"] <= signed_at and fields != signed):
+            raise self._tampered(f"the step record of stream {stream} is older than the one "
+                                 "the newest checkpoint signed (rolled back outside the ledger)")
 
     def stream_step(self, release_id: int) -> tuple[int, str | None]:
         """The high-water mark of a continual release (:mod:`dpkit.stream.frames`): the
@@ -822,7 +861,8 @@ class Ledger:
         Raises
         ------
         LedgerIntegrityError
-            If its newest step record was edited outside the ledger.
+            If its mark row or its newest step link was edited, deleted or rolled back
+            outside the ledger (the links and row no longer agree).
         """
         with self.engine.connect() as conn:
             return self._stream_mark(conn, release_id)
@@ -838,6 +878,8 @@ class Ledger:
         StreamRollbackError
             If another step ``step`` (or a later one) is already recorded: the caller's
             state is stale; nothing is written.
+        LedgerIntegrityError
+            If the stream's mark row or its newest step link was changed outside the ledger.
         LedgerError
             If ``release_id`` is no paid, released stream of this ledger.
         """
@@ -855,9 +897,10 @@ class Ledger:
                     f"stream {release_id}: step {found} is the last released and this state "
                     f"is at step {step - 1}; a newer state exists (a stale or second copy of "
                     "the stream). Nothing was released.")
-            self._append(conn, "stream", "streams", (str(int(release_id)),),
-                         {"release_id": int(release_id), "step": step, "state": state},
-                         stamp(now()))
+            mark = {"release_id": int(release_id), "step": step, "state": state}
+            seq = self._append(conn, "stream", "streams", (str(int(release_id)),), mark,
+                               stamp(now()))
+            store.put_row(conn, self._key, "streams", {**mark, "seq": seq}, new=found == 0)
 
     def release(self, release_id: int) -> dict[str, Any] | None:
         """One release row (as :meth:`releases` gives them; one index lookup), or None."""

@@ -13,7 +13,11 @@ ledger: the burn-rate window's running total on the dataset row (``window_minute
 (:mod:`dpkit.ledger.window`), computed once from the releases when a version-3 ledger is
 opened (:func:`dpkit.ledger.window.upgrade`), the ``checkpoints`` table (signed states for an
 incremental ``verify``, :mod:`dpkit.ledger.checkpoint`), and indexes on the ``seq`` of releases and
-outcomes (``verify`` streams the chain in order). Migrations run in one transaction on open
+outcomes (``verify`` streams the chain in order). Version 5 adds the ``streams`` table: a
+continual release's step high-water mark as a MAC-signed row carrying the ``seq`` of its last
+``stream`` link (it was the newest remaining link, which deleting links rolled back), built
+once from the chain when a version-4 ledger is opened, after checking every link
+(:func:`dpkit.ledger.integrity.upgrade_marks`). Migrations run in one transaction on open
 and are recorded in ``meta.schema_version``; the ledger then rebuilds the chain
 (:mod:`dpkit.ledger.rechain`).
 """
@@ -37,9 +41,9 @@ from sqlalchemy import (
 )
 
 __all__ = ["METADATA", "SCHEMA_VERSION", "migrate", "meta", "datasets", "analysts", "grants",
-           "studies", "releases", "outcomes", "events", "burn", "checkpoints"]
+           "studies", "releases", "outcomes", "events", "burn", "checkpoints", "streams"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 METADATA = MetaData()
 
 meta = Table("meta", METADATA, Column("key", String(64), primary_key=True),
@@ -162,6 +166,15 @@ checkpoints = Table(  # signed states of the chain for an incremental verify (ch
     Column("mac", String(64), nullable=False),  # chain.checkpoint_mac
 )
 
+streams = Table(  # a continual release's step high-water mark (version 5)
+    "streams", METADATA,
+    Column("release_id", Integer, primary_key=True, autoincrement=False),  # its paid release
+    Column("step", Integer, nullable=False),  # the last step released
+    Column("state", Text),  # the MAC of the state it was released from (None: not given)
+    Column("seq", Integer, nullable=False),  # its last stream link (an event)
+    Column("mac", String(64), nullable=False),  # chain.row_mac over the fields above
+)
+
 # columns added by version 3 to tables that may already exist
 _V3_COLUMNS = {
     "datasets": (("seq", "INTEGER"), ("mac", "VARCHAR(64)")),
@@ -218,8 +231,13 @@ def _v3_to_v4(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE datasets ADD COLUMN {column} {kind}"))
 
 
+def _v4_to_v5(conn: Connection) -> None:
+    """Nothing to alter: the ``streams`` table is new (created after); the ledger then fills
+    it from the chain (:func:`dpkit.ledger.integrity.upgrade_marks`)."""
+
+
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3,
-                                                        3: _v3_to_v4}
+                                                        3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def migrate(conn: Connection) -> int:

@@ -16,15 +16,16 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Table, and_
 
 from dpkit.ledger import chain
-from dpkit.ledger.schema import analysts, datasets, events, grants, studies
+from dpkit.ledger.schema import analysts, datasets, events, grants, streams, studies
 
 __all__ = ["ROW_TABLES", "KEYS", "ident", "match", "insert_event", "put_row", "row_ok",
            "latest_seq", "fetch", "run", "batch", "rows", "first", "sql", "columns", "Row"]
 
 ROW_TABLES: dict[str, Table] = {"datasets": datasets, "analysts": analysts, "grants": grants,
-                                "studies": studies}
+                                "studies": studies, "streams": streams}
 KEYS: dict[str, tuple[str, ...]] = {"datasets": ("name",), "analysts": ("name",),
-                                    "grants": ("analyst", "dataset"), "studies": ("name",)}
+                                    "grants": ("analyst", "dataset"), "studies": ("name",),
+                                    "streams": ("release_id",)}
 
 
 def ident(table: str, row: Mapping[Any, Any]) -> tuple[str, ...]:
@@ -147,8 +148,16 @@ _UPDATE = {t: f"UPDATE {_q(t)} SET "  # the key is not set: no foreign-key check
            + f" WHERE {_where(t)}" for t in ROW_TABLES}
 
 
+def _bound(table: str, key: tuple[str, ...]) -> dict[str, Any]:
+    """The key's values as the columns hold them (a stream's paid release id is an integer;
+    PostgreSQL compares no integer with text)."""
+    if table == "streams":
+        return {"k0": int(key[0])}
+    return {f"k{i}": v for i, v in enumerate(key)}
+
+
 def _params(table: str, key: tuple[str, ...]) -> dict[str, Any]:
-    return {"subject": chain.subject(table, *key), **{f"k{i}": v for i, v in enumerate(key)}}
+    return {"subject": chain.subject(table, *key), **_bound(table, key)}
 
 
 def put_row(conn: Connection, key: bytes, table: str, row: Mapping[Any, Any], *,
@@ -159,8 +168,7 @@ def put_row(conn: Connection, key: bytes, table: str, row: Mapping[Any, Any], *,
     if new:
         conn.execute(ROW_TABLES[table].insert(), values)
     else:
-        run(conn, _UPDATE[table], {**values, **{f"k{i}": v for i, v in
-                                                enumerate(ident(table, values))}})
+        run(conn, _UPDATE[table], {**values, **_bound(table, ident(table, values))})
 
 
 def row_ok(key: bytes, table: str, row: Mapping[Any, Any]) -> bool:

@@ -238,7 +238,8 @@ def upgrade(conn: Connection, key: bytes) -> None:
     """
     tracker, bad = Tracker(), []
     query = select(releases).order_by(releases.c.seq)
-    for row in conn.execution_options(stream_results=True, yield_per=4096).execute(query):
+    for row in conn.execute(query, execution_options={"stream_results": True,
+                                                      "yield_per": 4096}):
         fields = row._mapping
         if not hmac.compare_digest(str(row.hash), chain.link_hash(
                 key, str(row.prev_hash), chain.release_body(fields))):
