@@ -49,7 +49,7 @@ from dpkit.errors import DomainError
 from dpkit.ledger import Ledger
 from dpkit.stream.frames import ContinualRelease
 
-CI = {"apps": 160, "holdout": 40, "stream_library": 60, "stream_server": 12}
+CI = {"apps": 160, "holdout": 40, "stream_library": 200, "stream_server": 12}
 
 
 def examples(name: str) -> list[object]:
@@ -77,15 +77,21 @@ def _zone_mismatch(spec: dict[str, Any], problem: str) -> bool:
                                                     and bool(origin))
 
 
+def _pure_on_zcdp(spec: dict[str, Any], problem: str) -> bool:
+    return spec["_measure"] != "pure" and "epsilon" in spec.get("budget", {})
+
+
 KNOWN: dict[str, Callable[[dict[str, Any], str], bool]] = {
     "tiny sum bounds overflow after the debit": _tiny_bounds,
     "time zone of the time column vs origin fails after the debit": _zone_mismatch,
+    "a pure-ε stream on a zCDP or (ε, δ) dataset is never restored (never released hosted)":
+        _pure_on_zcdp,
 }
 
 
-def split_known(run: Run, spec: dict[str, Any], seen: dict[str, int]) -> None:
+def split_known(run: Run, spec: dict[str, Any], measure: str, seen: dict[str, int]) -> None:
     """Move ``run``'s problems that a known finding explains out of ``run.problems``."""
-    kept = []
+    spec, kept = {**spec, "_measure": measure}, []
     for p in run.problems:
         name = next((k for k, f in KNOWN.items() if p.startswith("(b)") and f(spec, p)), None)
         if name is None:
@@ -122,7 +128,7 @@ def test_fuzz_streams_in_library_mode(n, ledger, tmp_path):
             runs.append(run_library(table, unit, measure, spec, ledger, directory, key))
         (small, inc_s), (large, inc_l) = runs
         for r in (small, large):
-            split_known(r, spec, seen)
+            split_known(r, spec, measure, seen)
         small.problems += stream_violations(inc_s, inc_l)
         tally.check(small, large, (unit, measure, pair, spec))
 
@@ -149,7 +155,7 @@ def test_fuzz_streams_over_http(n, tmp_path, monkeypatch):
         directory.mkdir()
         small, large, (inc_s, inc_l) = run_server(directory, pair, unit, measure, spec)
         for r in (small, large):
-            split_known(r, spec, seen)
+            split_known(r, spec, measure, seen)
         if small.statuses != large.statuses and not (small.problems or large.problems):
             small.problems.append(f"(b) the statuses depend on the data: {small.statuses} vs "
                                   f"{large.statuses}")
@@ -295,3 +301,15 @@ def test_known_time_zone_mismatch_is_refused_before_the_debit(tmp_path):
         assert s.spent == dp.PureDP(0)  # refused before the debit: the fix
         return
     assert stream.advance().t == 1  # or it releases
+
+
+@pytest.mark.xfail(strict=False, reason="known finding (streams branch): a pure-ε stream on a "
+                   "zCDP dataset is debited as ρ, so restore never finds its paid release")
+@pytest.mark.parametrize("budget", [dp.ZCDP(5), dp.ApproxDP(5, Fraction(1, 10**6))])
+def test_known_pure_stream_on_a_zcdp_dataset_restores(tmp_path, budget):
+    """Also on an (ε, δ) dataset (found here): the ledger records the converted loss."""
+    key = Fernet.generate_key()
+    s = _stream_session(tmp_path, pl.DataFrame({"t": [1, 2]}), budget)
+    stream = s.query().continual(dp.count(), time="t", horizon=3, epsilon=1)
+    stream.advance(save=(tmp_path / "a.state", key))
+    assert s.query().continual.restore(tmp_path / "a.state", key).t == 1
