@@ -78,17 +78,20 @@ class Pair:
 
 
 @st.composite
-def neighbours(draw: Any, unit: dp.PrivacyUnit, max_rows: int = 8) -> Pair:
-    rows = draw(st.lists(row, max_size=max_rows))
+def neighbours(draw: Any, unit: dp.PrivacyUnit, max_rows: int = 8, rows_of: Any = None,
+               build: Callable[[list[dict[str, Any]]], pl.DataFrame] = frame) -> Pair:
+    """Neighbouring tables of ``rows_of`` rows (default :data:`row`) built by ``build``."""
+    one = row if rows_of is None else rows_of
+    rows = draw(st.lists(one, max_size=max_rows))
     if unit.column is None:
         pos = draw(st.integers(0, len(rows)))
-        extra = draw(row)
-        return Pair(frame(rows), frame([*rows[:pos], extra, *rows[pos:]]), 1)
+        extra = draw(one)
+        return Pair(build(rows), build([*rows[:pos], extra, *rows[pos:]]), 1)
     present = {r["id"] for r in rows}
     new_id = draw(st.sampled_from([i for i in NEW_UNITS if i not in present]))
     k = draw(st.integers(1, unit.max_rows + 3))
-    extra = [{**draw(row), "id": new_id} for _ in range(k)]
-    return Pair(frame(rows), frame(rows + extra), k)
+    extra = [{**draw(one), "id": new_id} for _ in range(k)]
+    return Pair(build(rows), build(rows + extra), k)
 
 
 units = st.one_of(
@@ -207,11 +210,24 @@ def group_keys(draw: Any, column: str) -> list[Any]:
     return draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4))
 
 
+# private selections: partition selection by each method, and limited-domain top-k (with k,
+# k̄ at and around their limits, some refused before the debit: k = 0, k̄ < k, k > MAX_K)
+json_selection = st.one_of(
+    st.builds(lambda m, e, d: {"epsilon": e, "delta": d, **({"method": m} if m else {})},
+              st.sampled_from([None, "truncated_geometric", "laplace", "gaussian"]),
+              st.sampled_from([1, "1/2", 2]), st.sampled_from(["1/1000000", 1e-9])),
+    st.builds(lambda k, kb, e, d: {"method": "limited_domain", "k": k, "epsilon": e,
+                                   "delta": d, **({"k_bar": kb} if kb is not None else {})},
+              st.sampled_from([1, 1, 2, 3, 0, 1001, True, 2.0]),
+              st.sampled_from([None, None, 1, 2, 5, 100_001]),
+              st.sampled_from([1, "1/2", 3]), st.sampled_from(["1/1000000", 1e-9, 0])))
+
+
 @st.composite
 def json_group_by(draw: Any) -> dict[str, Any]:
     cols = draw(st.lists(st.sampled_from(GROUP_COLUMNS), min_size=1, max_size=2, unique=True))
-    if draw(st.integers(0, 9)) == 0:
-        return {"columns": cols, "selection": {"epsilon": 1, "delta": "1/1000000"}}
+    if draw(st.integers(0, 4)) == 0:
+        return {"columns": cols, "selection": draw(json_selection)}
     keys = {c: draw(group_keys(c)) for c in cols}
     return {"columns": cols, "keys": keys[cols[0]] if len(cols) == 1 else keys}
 
@@ -461,6 +477,14 @@ def library_agg(spec: dict[str, Any], flavour: str) -> aggregates.Aggregation:
     return make_q(spec["column"], bnds, **common)
 
 
+def library_selection(doc: dict[str, Any]) -> dp.PartitionSelection | dp.TopKSelection:
+    """The public selection object for a JSON selection ``doc`` (the library's own types)."""
+    eps, delta = Fraction(doc["epsilon"]), Fraction(doc["delta"])
+    if doc.get("method") == "limited_domain":
+        return dp.TopKSelection(doc["k"], eps, delta, doc.get("k_bar"))
+    return dp.PartitionSelection(eps, delta, doc.get("method", "truncated_geometric"))
+
+
 PARTITION_KEYS: dict[str, list[Any]] = {
     "x": [2**60, 2**60 + 1, 1, 1.0, -0.0, 0.0, NAN, 0.5],
     "g": [0, 1, 1.0, True, 2**62, "1"], "id": [0, 1, 2, 3, 1.0], "s": ["a", "b", "1"]}
@@ -484,7 +508,7 @@ class LibraryQuery:
             q = step.apply(q)
         g = self.group_by
         if g is not None and "selection" in g:
-            q = q.group_by(*g["columns"], selection=dp.PartitionSelection(1, Fraction(1, 10**6)))
+            q = q.group_by(*g["columns"], selection=library_selection(g["selection"]))
         elif g is not None:
             q = q.group_by(*g["columns"], keys=g["keys"])
         kwargs = {k: ([_flavoured(w, self.flavour) for w in v] if k == "split" else

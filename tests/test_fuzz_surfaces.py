@@ -1,0 +1,379 @@
+"""The grey-box fuzzer on the new surfaces (issue 30): hosted and library continual releases,
+top-k and count_distinct(column) requests (in the JSON grammar of tests/test_fuzz.py), and
+every ``dpkit.apps`` entry point that takes analyst input, checking the properties of
+tests/test_fuzz.py: (a) declared sensitivity on neighbours (the streams' exact increments;
+the first calibrated-noise input of an application; the session harness for session-based
+applications), (b) nothing fails after the debit, (c) no data value in an error text, an HTTP
+body or a log line.
+
+CI runs a fixed set of cases (derandomised); ``pytest -m fuzz_long tests/test_fuzz_surfaces.py``
+runs ``$DPKIT_FUZZ_EXAMPLES`` cases of the application targets and the others in proportion
+(the same environment variables as tests/test_fuzz.py).
+
+Known findings, being fixed on other branches, are recognised by :data:`KNOWN` (each with the
+shape of the request that produces it) and counted apart instead of failing the run; each has
+a minimal reproducer below marked ``xfail(strict=False)``. When a fix is merged, delete its
+entry in :data:`KNOWN` and its xfail mark.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+import pytest
+from cryptography.fernet import Fernet
+from fuzz_apps import HOLDOUT, SMOOTH, TARGETS, Target, compare_noise, run_app
+from fuzz_harness import Run
+from fuzz_strategies import SECRET_FLOAT, measures, neighbours, units
+from fuzz_streams import (
+    KEY_ENV,
+    run_library,
+    run_server,
+    stream_frame,
+    stream_row,
+    stream_spec,
+    stream_violations,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from test_fuzz import LONG, Tally, fuzz_settings
+
+import dpkit as dp
+from dpkit.errors import DomainError
+from dpkit.ledger import Ledger
+from dpkit.stream.frames import ContinualRelease
+
+CI = {"apps": 600, "holdout": 150, "stream_library": 400, "stream_server": 40}
+
+
+def examples(name: str) -> list[object]:
+    """CI count, and the long run's (``LONG`` × the CI share of the application targets)."""
+    return [pytest.param(CI[name], id="ci"),
+            pytest.param(max(CI[name], LONG * CI[name] // CI["apps"]), id="long",
+                         marks=pytest.mark.fuzz_long)]
+
+
+# -- known findings (fixed elsewhere): recognised, counted apart, reproduced below ----------
+def _tiny_bounds(spec: dict[str, Any], problem: str) -> bool:
+    if "aggregation" not in spec or not problem.startswith("(b)"):
+        return False
+    def magnitude(b: Any) -> Fraction:
+        try:
+            return abs(Fraction(b))
+        except (TypeError, ValueError):
+            return Fraction(1)
+    bounds = spec.get("aggregation", {}).get("bounds") or [1]
+    return 0 < max(magnitude(b) for b in bounds) < Fraction(1, 2**600)
+
+
+def _zone_mismatch(spec: dict[str, Any], problem: str) -> bool:
+    if "time" not in spec or not problem.startswith("(b)"):
+        return False
+    origin = str(spec.get("origin", ""))
+    utc = origin.endswith("+00:00")
+    return (spec.get("time") == "ts" and "+" in origin) or (
+        spec.get("time") == "tz" and bool(origin) and not utc)  # naive, or another offset
+
+
+def _pure_on_zcdp(spec: dict[str, Any], problem: str) -> bool:
+    return (problem.startswith("(b)") and spec["_measure"] not in ("pure", "")
+            and "epsilon" in spec.get("budget", {}))
+
+
+def _holdout(spec: dict[str, Any], problem: str) -> bool:
+    return spec.get("_target") == "holdout"  # (b) and (c): exceptions quoting the holdout
+
+
+def _unit_rewrite(spec: dict[str, Any], problem: str) -> bool:
+    return problem.startswith("(b)") and "DomainError" in problem and any(
+        m in problem for m in ("privacy unit column", "row-wise", "row of nulls"))
+
+
+def _calendar_end(spec: dict[str, Any], problem: str) -> bool:
+    return spec.get("horizon") is None and "past the year 9999" in problem
+
+
+def _huge_rating_bounds(spec: dict[str, Any], problem: str) -> bool:
+    return spec.get("_target") == "recommend" and "(OverflowError)" in problem
+
+
+KNOWN: dict[str, Callable[[dict[str, Any], str], bool]] = {
+    "NEW (issue 30 fuzz): fit_recommender accepts huge rating bounds, then overflows after "
+    "the debit": _huge_rating_bounds,
+    "NEW (issue 30 fuzz): continual skips the query's plan-time step checks (unit column, "
+    "row-wise allow-list, null-row dry run); debited, then every step fails": _unit_rewrite,
+    "NEW (issue 30 fuzz): an unbounded stream with a date origin near 9999 is debited, then "
+    "fails at the calendar's end": _calendar_end,
+    "the reusable holdout raises after its debit (holdout branch: interface redesign)":
+        _holdout,
+    "tiny sum bounds overflow after the debit": _tiny_bounds,
+    "time zone of the time column vs origin fails after the debit": _zone_mismatch,
+    "a pure-ε stream on a zCDP or (ε, δ) dataset is never restored (never released hosted)":
+        _pure_on_zcdp,
+}
+
+
+def split_known(run: Run, spec: dict[str, Any], measure: str, seen: dict[str, int]) -> None:
+    """Move ``run``'s problems that a known finding explains out of ``run.problems``."""
+    spec, kept = {**spec, "_measure": measure}, []
+    for p in run.problems:
+        name = next((k for k, f in KNOWN.items() if f(spec, p)), None)
+        if name is None:
+            kept.append(p)
+        else:
+            seen[name] = seen.get(name, 0) + 1
+    run.problems = kept
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory):
+    led = Ledger(tmp_path_factory.mktemp("fuzz-streams") / "ledger.sqlite")
+    yield led
+    led.dispose()
+
+
+# -- streams ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", examples("stream_library"))
+def test_fuzz_streams_in_library_mode(n, ledger, tmp_path):
+    """``query.continual(…)`` on random neighbouring tables: open, every step (saved), a
+    stale restore (refused), a restore and one more step."""
+    key, counter, seen = Fernet.generate_key(), itertools.count(), {}
+
+    @fuzz_settings(n)
+    @given(st.data())
+    def case(data):
+        unit, measure = data.draw(units, label="unit"), data.draw(measures, label="measure")
+        pair = data.draw(neighbours(unit, 6, stream_row, stream_frame), label="tables")
+        spec = data.draw(stream_spec(measure), label="stream")
+        runs = []
+        for table in (pair.small, pair.large):
+            directory = tmp_path / f"c{next(counter)}"
+            directory.mkdir()
+            runs.append(run_library(table, unit, measure, spec, ledger, directory, key))
+        (small, inc_s), (large, inc_l) = runs
+        for r in (small, large):
+            split_known(r, spec, measure, seen)
+        small.problems += stream_violations(inc_s, inc_l)
+        tally.check(small, large, (unit, measure, pair, spec))
+
+    tally = Tally("streams in library mode")
+    case()
+    print("known findings met:", seen)
+    tally.finish()
+
+
+@pytest.mark.parametrize("n", examples("stream_server"))
+def test_fuzz_streams_over_http(n, tmp_path, monkeypatch):
+    """The stream API over HTTP on two served neighbours: open, next, the history, another
+    worker's restore, next to the horizon; the same statuses on both."""
+    monkeypatch.setenv(KEY_ENV, Fernet.generate_key().decode())
+    counter, seen = itertools.count(), {}
+
+    @fuzz_settings(n)
+    @given(st.data())
+    def case(data):
+        unit, measure = data.draw(units, label="unit"), data.draw(measures, label="measure")
+        pair = data.draw(neighbours(unit, 6, stream_row, stream_frame), label="tables")
+        spec = data.draw(stream_spec(measure), label="stream")
+        directory = tmp_path / f"case{next(counter)}"
+        directory.mkdir()
+        small, large, (inc_s, inc_l) = run_server(directory, pair, unit, measure, spec)
+        for r in (small, large):
+            split_known(r, spec, measure, seen)
+        if small.statuses != large.statuses and not (small.problems or large.problems):
+            small.problems.append(f"(b) the statuses depend on the data: {small.statuses} vs "
+                                  f"{large.statuses}")
+        small.problems += stream_violations(inc_s, inc_l)
+        tally.check(small, large, (unit, measure, pair, spec))
+
+    tally = Tally("streams over HTTP")
+    case()
+    print("known findings met:", seen)
+    tally.finish()
+
+
+# -- applications ------------------------------------------------------------------------------
+def check_target(tally: Tally, target: Target, data: st.DataObject, seen: dict[str, int]
+                 ) -> None:
+    small_in, large_in, params, measure = target.draw(data)
+    small = run_app(lambda x, a: target.call(x, params, a), small_in, measure)
+    large = run_app(lambda x, a: target.call(x, params, a), large_in, measure)
+    if small.outcome != large.outcome and not (small.run.problems or large.run.problems):
+        small.run.notes.append(f"the outcome depends on the data before any debit: "
+                               f"{small.outcome} vs {large.outcome}")
+    if target.sensitivity and params.get("fn") not in SMOOTH:
+        small.run.problems += compare_noise(small.noise, large.noise)
+    for r in (small.run, large.run):
+        split_known(r, {"_target": target.name}, "", seen)
+    # session-based targets draw their own row keys, so only the bounds are checked
+    tally.check(small.run, large.run, (target.name, params, small_in, large_in),
+                sensitivity=target.name not in ("topk", "network"))
+
+
+@pytest.mark.parametrize("n", examples("apps"))
+def test_fuzz_applications(n):
+    """Every ``dpkit.apps`` entry point with analyst input (recommend, graph, sequence,
+    auction, top-k, posterior, network, equilibrium) on neighbouring inputs."""
+
+    @fuzz_settings(n)
+    @given(st.data())
+    def case(data):
+        target = data.draw(st.sampled_from(TARGETS), label="target")
+        check_target(tally, target, data, seen)
+
+    tally, seen = Tally("applications"), {}
+    case()
+    print("known findings met:", seen)
+    tally.finish()
+
+
+@pytest.mark.parametrize("n", examples("holdout"))
+def test_fuzz_reusable_holdout(n):
+    """Thresholdout through its public API (kept apart: its interface is being redesigned)."""
+
+    @fuzz_settings(n)
+    @given(st.data())
+    def case(data):
+        check_target(tally, HOLDOUT, data, seen)
+
+    tally, seen = Tally("reusable holdout"), {}
+    case()
+    print("known findings met:", seen)
+    tally.finish()
+
+
+# -- the new targets' broken variants: each property must be able to fail -------------------
+def _stream_pair() -> tuple[pl.DataFrame, pl.DataFrame]:
+    from fuzz_strategies import VALUES
+
+    first = {**{c: v[0] for c, v in VALUES.items()}, "t": 1, "ts": datetime(2020, 1, 1),
+             "tz": datetime(2020, 1, 1)}
+    return stream_frame([first]), stream_frame([first, {**first, "x": SECRET_FLOAT}])
+
+
+def test_stream_targets_catch_moved_increments_errors_and_leaks(monkeypatch, tmp_path):
+    """Doubled increments break (a); an error quoting a value in a step breaks (b) and (c)."""
+    small_t, large_t = _stream_pair()
+    unit = dp.PrivacyUnit.rows()
+    spec = {"steps": [], "aggregation": {"agg": "sum", "column": "x", "bounds": [0, 10]},
+            "time": "t", "horizon": 2, "mechanism": "tree", "budget": {"epsilon": 1}}
+    led = Ledger(tmp_path / "l.sqlite")
+    key = Fernet.generate_key()
+    real = ContinualRelease._increments
+    outcomes = {}
+    for name, fake in (("doubled", lambda s, f: [2 * v for v in real(s, f)]),
+                       ("leaky", lambda s, f: (_ for _ in ()).throw(
+                           ValueError(f"bad {f['x'].to_list()}")))):
+        monkeypatch.setattr(ContinualRelease, "_increments", fake)
+        (small, inc_s), (large, inc_l) = (
+            run_library(t, unit, "pure", spec, led, d, key)
+            for t, d in ((small_t, tmp_path / f"{name}0"), (large_t, tmp_path / f"{name}1"))
+            if d.mkdir() is None)
+        outcomes[name] = small.problems + large.problems + stream_violations(inc_s, inc_l)
+    led.dispose()
+    assert any(p.startswith("(a)") for p in outcomes["doubled"]), outcomes
+    assert any(p.startswith("(b)") for p in outcomes["leaky"]), outcomes
+    assert any(p.startswith("(c)") for p in outcomes["leaky"]), outcomes
+
+
+def test_app_targets_catch_moved_noise_inputs_and_late_errors():
+    """A noise input that moves by more than Δ breaks (a); a release that fails after its
+    debit quoting a value breaks (b) and (c)."""
+    from dpkit.apps import graph
+    from dpkit.apps.accounting import charge
+
+    def run(edges: Any, accountant: Any) -> Any:
+        return graph.edge_count(edges, n_nodes=5, epsilon=1, accountant=accountant)
+
+    small = run_app(run, pl.DataFrame({"src": [0], "dst": [1]}), "pure")
+    large = run_app(run, pl.DataFrame({"src": [0, 1], "dst": [1, 2]}), "pure")
+    assert small.noise and compare_noise(small.noise, large.noise) == []
+    for call in large.noise:
+        call.value = call.value * 3  # the count moves by 2 > Δ = 1
+    assert any(p.startswith("(a)") for p in compare_noise(small.noise, large.noise))
+
+    def late(edges: Any, accountant: Any) -> Any:
+        def compute() -> int:
+            logging.getLogger("dpkit").warning("row %s", SECRET_FLOAT)  # a logged value
+            return int(f"{SECRET_FLOAT}x")
+        return charge(accountant, dp.PureDP(1), "late", compute)
+
+    failed = run_app(late, None, "pure").run.problems
+    assert any(p.startswith("(b)") for p in failed), failed
+    assert any(p.startswith("(c)") for p in failed), failed
+
+
+# -- the known findings, as minimal reproducers -----------------------------------------------
+def _stream_session(tmp_path: Any, table: pl.DataFrame, budget: Any) -> dp.Session:
+    return dp.Session(table, dp.PrivacyUnit.rows(), budget, ledger=Ledger(tmp_path / "l.sql"),
+                      dataset="d")
+
+
+@pytest.mark.xfail(strict=False, reason="known finding (streams branch): tiny sum bounds "
+                   "['0', '1e-305'] overflow after the debit")
+def test_known_tiny_sum_bounds_release_every_step(tmp_path):
+    s = _stream_session(tmp_path, pl.DataFrame({"t": [1, 2], "x": [1.0, 0.5]}), dp.PureDP(5))
+    stream = s.query().continual(dp.sum("x", (0, Fraction("1e-305"))), time="t", horizon=2,
+                                 epsilon=1)
+    assert [stream.advance().t for _ in range(2)] == [1, 2]
+
+
+@pytest.mark.xfail(strict=False, reason="known finding (streams branch): a naive time column "
+                   "with an aware origin fails after the debit")
+def test_known_time_zone_mismatch_is_refused_before_the_debit(tmp_path):
+    from datetime import UTC
+
+    s = _stream_session(tmp_path, pl.DataFrame({"ts": [datetime(2020, 1, 1, 5)]}),
+                        dp.PureDP(5))
+    try:
+        stream = s.query().continual(dp.count(), time="ts", horizon=2, epsilon=1,
+                                     origin=datetime(2020, 1, 1, tzinfo=UTC))
+    except DomainError:
+        assert s.spent == dp.PureDP(0)  # refused before the debit: the fix
+        return
+    assert stream.advance().t == 1  # or it releases
+
+
+@pytest.mark.xfail(strict=False, reason="known finding (streams branch): a pure-ε stream on a "
+                   "zCDP dataset is debited as ρ, so restore never finds its paid release")
+@pytest.mark.parametrize("budget", [dp.ZCDP(5), dp.ApproxDP(5, Fraction(1, 10**6))])
+def test_known_pure_stream_on_a_zcdp_dataset_restores(tmp_path, budget):
+    """Also on an (ε, δ) dataset (found here): the ledger records the converted loss."""
+    key = Fernet.generate_key()
+    s = _stream_session(tmp_path, pl.DataFrame({"t": [1, 2]}), budget)
+    stream = s.query().continual(dp.count(), time="t", horizon=3, epsilon=1)
+    stream.advance(save=(tmp_path / "a.state", key))
+    assert s.query().continual.restore(tmp_path / "a.state", key).t == 1
+
+
+@pytest.mark.xfail(strict=False, reason="new finding (this fuzzer): query.continual debits a "
+                   "stream whose steps rewrite the privacy unit column; every step then fails")
+def test_new_stream_rewriting_the_unit_column_is_refused_before_the_debit(tmp_path):
+    s = dp.Session(pl.DataFrame({"t": [1, 2], "id": [1, 2], "g": [5, 6]}),
+                   dp.PrivacyUnit.by("id", 1), dp.PureDP(10),
+                   ledger=Ledger(tmp_path / "l.sqlite"), dataset="d")
+    q = s.query().with_columns(id=pl.col("g"))  # refused by release(); continual opens it
+    with pytest.raises(DomainError):
+        q.continual(dp.count(), time="t", horizon=2, epsilon=1)
+    assert s.spent == dp.PureDP(0)
+
+
+@pytest.mark.xfail(strict=False, reason="new finding (this fuzzer): fit_recommender accepts "
+                   "bounds (0, 1e308), debits, then overflows (ReleaseFailedError)")
+def test_new_recommender_with_huge_bounds_is_refused_before_the_debit():
+    from dpkit.apps import fit_recommender
+    from dpkit.core.accountant import FilterAccountant
+
+    accountant = FilterAccountant(dp.PureDP(10))
+    ratings = pl.DataFrame({"user": [0, 0], "item": [0, 1], "rating": [1.0, 2.0]})
+    try:
+        fit_recommender(ratings, n_items=3, bounds=(0, 1e308), epsilon=1,
+                        accountant=accountant)
+    except DomainError:
+        assert accountant.spent == dp.PureDP(0)  # refused before the debit: the fix
