@@ -463,11 +463,21 @@ SMOOTH = ("triangle_count", "kstar_count")  # data-dependent (smooth) sensitivit
 
 
 # -- the reusable holdout (kept apart: its interface is being redesigned) ---------------------
-HOLDOUT_QUERIES: dict[str, Callable[[Any], Any]] = {
-    "mean": lambda d: d,
-    "two": lambda d: np.stack([d, 1 - d], axis=1),
-    "square": lambda d: d * d,
-    "positive": lambda d: d[d > 0],  # its shape depends on the data: must not raise after
+def _leaky_row(r: Any) -> Any:
+    if float(r) == SECRET_FLOAT:  # an exception that quotes the holdout value
+        raise ValueError(f"row holds {float(r)!r}")
+    return r
+
+
+HOLDOUT_QUERIES: dict[str, Any] = {  # row functions (query_rows) and expressions (query)
+    "mean": lambda r: r,
+    "two": lambda r: np.array([r, 1 - r]),
+    "square": lambda r: r * r,
+    "positive": lambda r: r if r > 0 else np.zeros(0),  # its shape depends on the value
+    "leaky": _leaky_row,
+    "expr_mean": pl.col("x"),
+    "expr_two": [pl.col("x"), (1 - pl.col("x")).alias("y")],
+    "expr_positive": (pl.col("x") > 0).alias("p"),
 }
 
 
@@ -475,7 +485,10 @@ def draw_holdout(data: st.DataObject) -> tuple[Any, Any, dict[str, Any], str]:
     value = st.sampled_from([0.0, 1.0, 0.5, 0.25, float("nan"), -1.0, SECRET_FLOAT])
     small, large = _add_one(data, value, lambda r: np.array(r, dtype=np.float64), "holdout",
                             substitute=True, min_size=1)
-    train = np.array(data.draw(st.lists(value, min_size=1, max_size=6), label="train"))
+    # the training set is the analyst's: a row function that fails or changes shape there
+    # is refused to her (DomainError), so only the holdout takes hostile values
+    train = np.array(data.draw(st.lists(st.sampled_from([0.25, 0.5, 1.0]), min_size=1,
+                                        max_size=6), label="train"))
     return small, large, {
         "train": train, "epsilon": _eps(data),
         "threshold": data.draw(st.sampled_from([0.1, 0, 1e-300, -1]), label="T"),
@@ -488,14 +501,21 @@ def call_holdout(holdout: Any, params: dict[str, Any], accountant: Any) -> Any:
     """Build a ReusableHoldout over ``holdout`` and ask the queries (its public API only)."""
     from dpkit.apps.holdout import ReusableHoldout
 
-    h = ReusableHoldout(params["train"], holdout, epsilon=params["epsilon"],
+    frames = any(name.startswith("expr_") for name in params["queries"])
+    train = pl.DataFrame({"x": params["train"]}) if frames else params["train"]
+    data = pl.DataFrame({"x": holdout}) if frames else holdout
+    h = ReusableHoldout(train, data, epsilon=params["epsilon"],
                         threshold=params["threshold"], max_over=params["max_over"],
                         accountant=accountant)
     answers = []
     for name in params["queries"]:
         if h.exhausted:
             break
-        answers.append(h.query(HOLDOUT_QUERIES[name]))
+        query = HOLDOUT_QUERIES[name]
+        if name.startswith("expr_"):
+            answers.append(h.query(query))
+        elif not frames:  # a row function reads an array row (a frame gives it a dict)
+            answers.append(h.query_rows(query))
     return answers
 
 

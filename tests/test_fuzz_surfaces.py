@@ -86,10 +86,6 @@ def _pure_on_zcdp(spec: dict[str, Any], problem: str) -> bool:
             and "epsilon" in spec.get("budget", {}))
 
 
-def _holdout(spec: dict[str, Any], problem: str) -> bool:
-    return spec.get("_target") == "holdout"  # (b) and (c): exceptions quoting the holdout
-
-
 def _unit_rewrite(spec: dict[str, Any], problem: str) -> bool:
     return problem.startswith("(b)") and "DomainError" in problem and any(
         m in problem for m in ("privacy unit column", "row-wise", "row of nulls"))
@@ -99,19 +95,11 @@ def _calendar_end(spec: dict[str, Any], problem: str) -> bool:
     return spec.get("horizon") is None and "past the year 9999" in problem
 
 
-def _huge_rating_bounds(spec: dict[str, Any], problem: str) -> bool:
-    return spec.get("_target") == "recommend" and "(OverflowError)" in problem
-
-
 KNOWN: dict[str, Callable[[dict[str, Any], str], bool]] = {
-    "NEW (issue 30 fuzz): fit_recommender accepts huge rating bounds, then overflows after "
-    "the debit": _huge_rating_bounds,
     "NEW (issue 30 fuzz): continual skips the query's plan-time step checks (unit column, "
     "row-wise allow-list, null-row dry run); debited, then every step fails": _unit_rewrite,
     "NEW (issue 30 fuzz): an unbounded stream with a date origin near 9999 is debited, then "
     "fails at the calendar's end": _calendar_end,
-    "the reusable holdout raises after its debit (holdout branch: interface redesign)":
-        _holdout,
     "tiny sum bounds overflow after the debit": _tiny_bounds,
     "time zone of the time column vs origin fails after the debit": _zone_mismatch,
     "a pure-ε stream on a zCDP or (ε, δ) dataset is never restored (never released hosted)":
@@ -364,16 +352,19 @@ def test_new_stream_rewriting_the_unit_column_is_refused_before_the_debit(tmp_pa
     assert s.spent == dp.PureDP(0)
 
 
-@pytest.mark.xfail(strict=False, reason="new finding (this fuzzer): fit_recommender accepts "
-                   "bounds (0, 1e308), debits, then overflows (ReleaseFailedError)")
-def test_new_recommender_with_huge_bounds_is_refused_before_the_debit():
+def test_recommender_with_huge_bounds_is_refused_before_the_debit():
+    """Found by this fuzzer (issue 30): bounds (0, 1e308) were accepted, debited, and the
+    model's squared half-range overflowed (ReleaseFailedError)."""
     from dpkit.apps import fit_recommender
     from dpkit.core.accountant import FilterAccountant
 
     accountant = FilterAccountant(dp.PureDP(10))
     ratings = pl.DataFrame({"user": [0, 0], "item": [0, 1], "rating": [1.0, 2.0]})
-    try:
-        fit_recommender(ratings, n_items=3, bounds=(0, 1e308), epsilon=1,
-                        accountant=accountant)
-    except DomainError:
-        assert accountant.spent == dp.PureDP(0)  # refused before the debit: the fix
+    for bounds, clip in (((0, 1e308), None), ((0, 2.0**257), None), ((0, 5), 1e200)):
+        with pytest.raises(DomainError, match="2\\^256"):
+            fit_recommender(ratings, n_items=3, bounds=bounds, clip=clip, epsilon=1,
+                            accountant=accountant)
+    assert accountant.spent == dp.PureDP(0)
+    model = fit_recommender(ratings, n_items=3, bounds=(0, 2.0**256), epsilon=1,
+                            accountant=accountant)  # the largest accepted: total
+    assert accountant.spent == dp.PureDP(1) and model.bounds == (0, 2.0**256)

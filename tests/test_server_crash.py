@@ -208,8 +208,14 @@ class Firing(threading.Thread):
             pass
 
 
+MAX_ROUNDS = 40  # a kill lands in the millisecond window in a fair share of rounds
+
+
 @pytest.mark.slow
 def test_kill_9_between_debit_and_answer_never_refunds(tmp_path):
+    """Kill -9 a worker while it serves releases, at least five times and until one kill
+    has landed between a debit and its answer (under load the window is often missed: five
+    fixed rounds failed the test in some runs)."""
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("fastapi")
     dp.datasets.load_adult("train").head(2000).write_csv(tmp_path / "adult.csv")
@@ -231,7 +237,9 @@ def test_kill_9_between_debit_and_answer_never_refunds(tmp_path):
         client.start()
         poll = sqlite3.connect(f"file:{tmp_path / 'ledger.sqlite'}?mode=ro", uri=True)
         spends, landed = [ledger.spent("adult")], []
-        for _ in range(5):
+        rounds = 0  # five kills, and more until one has landed between debit and answer
+        while rounds < 5 or ("debited" not in landed and rounds < MAX_ROUNDS):
+            rounds += 1
             last = poll.execute("SELECT coalesce(max(id), 0) FROM releases").fetchone()[0]
             client.go.set()
             time.sleep(rnd.uniform(0.05, 0.3))

@@ -301,6 +301,9 @@ class _Config:
     item_prior: float | None = None
 
 
+MAX_BOUND = 2.0**256  # |rating bound| and clip: their squares stay finite floats
+
+
 def _config(n_items: Any, bounds: Any, neighbours: Any, rank: Any, beta_item: Any,
             beta_cov: Any, user_shrinkage: Any, ridge: Any, noise_shrinkage: Any,
             clip: Any, item_prior: Any = None) -> _Config:
@@ -313,6 +316,11 @@ def _config(n_items: Any, bounds: Any, neighbours: Any, rank: Any, beta_item: An
         raise DomainError("bounds must be (lower, upper) numbers") from None
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise DomainError("bounds must be finite with lower < upper")
+    if max(abs(lo), abs(hi)) > MAX_BOUND:
+        raise DomainError(f"bounds must be within ±2^256 (the model squares the half-range); "
+                          f"got ({lo:g}, {hi:g})")
+    if clip is not None and float(positive(clip, "clip")) > MAX_BOUND:
+        raise DomainError("clip must be at most 2^256 (the model squares it)")
     return _Config(n, lo, hi, integer(neighbours, "neighbours", minimum=1),
                    min(integer(rank, "rank", minimum=1), n),
                    float(positive(beta_item, "beta_item")), float(positive(beta_cov, "beta_cov")),
@@ -346,7 +354,7 @@ def fit_recommender(ratings: pl.DataFrame, *, n_items: int, bounds: tuple[Number
     n_items : int
         The declared item universe (public), 2 ≤ n_items ≤ MAX_ITEMS.
     bounds : (lower, upper)
-        The declared rating range (public).
+        The declared rating range (public), finite, within ±2^256.
     epsilon, rho : number
         Exactly one: ε (pure ε-DP, nats; Laplace) or ρ (ρ-zCDP; Gaussian).
     accountant : Session, PrivacyFilter, Accountant or None
@@ -398,7 +406,9 @@ def fit_recommender(ratings: pl.DataFrame, *, n_items: int, bounds: tuple[Number
     stds = [float(m.scale) * (np.sqrt(2.0) if kind == "laplace" else 1.0) for m in noises]
 
     def compute() -> Recommender:
-        return _fit(ratings, columns, cfg, kind, lambda k, v: np.asarray(noises[k](v)), stds)
+        with np.errstate(all="ignore"):  # an overflow to ±inf is clipped, never printed
+            return _fit(ratings, columns, cfg, kind, lambda k, v: np.asarray(noises[k](v)),
+                        stds)
 
     return charge(accountant, loss, description, compute, rows)
 
