@@ -116,6 +116,16 @@ def test_unit_column_enforces_w_over_the_whole_stream(noiseless: None) -> None:
     assert d.feed(f)[1].value == 3.0
 
 
+def test_units_are_counted_by_their_canonical_value(noiseless: None) -> None:
+    """Finding 7: the stream keyed units by ``repr``, so 0.0 and -0.0 (one unit on the batch
+    side) were two, and a unit's sensitivity doubled."""
+    s = ContinualRelease(3, accountant=_acct(), mechanism="tree", epsilon=1, unit="u")
+    f = pl.DataFrame({"u": [0.0, -0.0, float("nan"), float("nan"), None, None]},
+                     schema={"u": pl.Float64})
+    assert s.feed(f).value == 3.0  # 0.0 = -0.0, one NaN unit, one null unit (as group_by)
+    assert s.feed(pl.DataFrame({"u": [-0.0]}, schema={"u": pl.Float64})).value == 3.0
+
+
 def test_window_counts(noiseless: None) -> None:
     s = ContinualRelease(20, accountant=_acct(), mechanism="honaker", epsilon=1, window=3)
     xs = [5, 1, 0, 7, 2, 2, 9]
