@@ -101,15 +101,22 @@ import polars as pl
 from dpkit.core.accountant import as_accountant
 from dpkit.core.measures import PrivacyLoss
 from dpkit.core.numbers import Number, integer, to_fraction
-from dpkit.errors import DomainError, StreamRollbackError
+from dpkit.errors import DomainError, DPError, LedgerError, StreamRollbackError
+from dpkit.frame.keys import canonical_values
 from dpkit.stream.base import Counter, half_width, noise_variance
 from dpkit.stream.factorization import MAX_VALUE
 from dpkit.stream.stream import HorizonExceededError, StepRelease, _bounds, clamp, make_counter
 
-__all__ = ["ContinualRelease", "ContinualStep", "window_weights", "window_variance",
-           "state_mac"]
+__all__ = ["ContinualRelease", "ContinualStep", "DatasetRetiredError", "window_weights",
+           "window_variance", "state_mac", "MIN_GRID"]
 
 VERSION = 1
+MIN_GRID = -960  # the finest grid 2^k: 2^−k and every release·2^k stay finite floats
+
+
+class DatasetRetiredError(LedgerError):
+    """The dataset that paid for a stream was retired (``dpkit ledger retire``): the stream
+    releases no further step; its released steps stand."""
 
 
 def window_weights(counter: Counter, t: int, width: int) -> tuple[float, float]:
@@ -286,7 +293,7 @@ class ContinualRelease:
             self.config["label"] = label
         self._build()
         if _schema is not None:
-            self.check_schema(_schema)  # the rows' schema, at plan time
+            self._dry_run(_schema)  # the rows' schema, at plan time (before the debit)
         self.extra: dict[str, Any] = {}  # saved with the state (the server's binding)
         self._ledger: Any = None  # the ledger keeping the step high-water mark
         if _restore is not None:
@@ -400,6 +407,10 @@ class ContinualRelease:
             log2 = top.numerator.bit_length() - top.denominator.bit_length()
             log2 -= Fraction(2) ** log2 > top  # ⌊log₂ top⌋
             self.grid = log2 - c["grid_bits"]
+            if self.grid < MIN_GRID:  # 2^−k would overflow a float after the debit
+                raise DomainError(f"a real-valued sum's largest bound must be at least "
+                                  f"2^{MIN_GRID + c['grid_bits']} (its grid 2^{self.grid} is "
+                                  f"finer than 2^{MIN_GRID})")
             unit = Fraction(2) ** -self.grid
             self.grid_range = (math.floor(lo_b * unit), math.floor(hi_b * unit))
             delta = math.ceil(top * unit)  # ≥ |⌊v·2^−k⌋| for v in the bounds, and ≥ the
@@ -488,7 +499,33 @@ class ContinualRelease:
                   dtype == pl.Date if c["time_kind"] == "date" else isinstance(dtype, pl.Datetime))
             if not ok:
                 raise DomainError(f"time column {c['time']} is {dtype}, not {c['time_kind']}")
+            if c["time_kind"] == "datetime":
+                aware = datetime.fromisoformat(c["origin"]).tzinfo is not None
+                if aware != (getattr(dtype, "time_zone", None) is not None):
+                    raise DomainError(f"time column {c['time']} is {dtype} but origin is "
+                                      f"{'aware' if aware else 'naive'}: give an origin with "
+                                      "the column's time zone (or none for a naive column)")
         return frame
+
+    def _dry_run(self, schema: pl.DataFrame) -> None:
+        """The schema checked and a step computed on zero rows of it (plan time, before the
+        debit): what would fail on the rows fails here, naming no value."""
+        empty = self.check_schema(schema).clear()
+        opened = getattr(self, "state", None)
+        self.state = {"t": 0, "units": {}} if opened is None else copy.deepcopy(opened)
+        try:
+            self._increments(empty)
+        except DPError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a type error of the schema, no rows read
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise DomainError(f"a step does not run on this schema: {type(exc).__name__}: "
+                              f"{first}") from None
+        finally:
+            if opened is None:
+                del self.state
+            else:
+                self.state = opened
 
     def _increments(self, frame: pl.DataFrame) -> list[int]:
         """Per key, the step's increment from the frame's rows (total; module docstring)."""
@@ -516,7 +553,8 @@ class ContinualRelease:
             vals = [clamp(v, lo_v, hi_v) for v in frame.get_column(c["value"]).to_list()]
         else:
             vals = [1] * n
-        units = frame.get_column(c["unit"]).to_list() if c["unit"] else None
+        units = (canonical_values(frame.get_column(c["unit"])).to_list() if c["unit"]
+                 else None)  # -0.0 is 0.0: one unit, as the batch side groups it
         seen: dict[str, int] = self.state["units"]
         w = c["contributions"]
         out = [0] * len(self.keys)
@@ -561,6 +599,9 @@ class ContinualRelease:
             raise HorizonExceededError(f"the stream's horizon of {self.horizon} steps is "
                                        "reached; open a new stream (with its own budget)")
         c = self.config
+        if self._ledger is not None and self._ledger.retired(self.paid["dataset"]):
+            raise DatasetRetiredError(f"the dataset of stream {self.release_id} is retired: "
+                                      "no further step is released")
         before = None if self._ledger is None else copy.deepcopy((self.state, self.extra))
         # an int is the step's total: a count in [0, 2^31 − 1]; a sum with the sign its
         # bounds allow (the neighbouring relation stays the declared one, as in Stream)
@@ -578,12 +619,9 @@ class ContinualRelease:
             else:
                 incs = [clamp(self._scaled(step), lo, hi)]
             out = self._step(incs)
-            history = self.extra.get("history")
-            if isinstance(history, list):  # kept with the state (the newest history_limit)
-                history.append(out.as_dict())
-                limit = self.extra.get("history_limit")
-                if isinstance(limit, int) and len(history) > limit:
-                    del history[:len(history) - limit]
+            # the last released step only (O(keys)): a host appends it to its public log,
+            # and recovers it from here if it stopped between the ledger's mark and the log
+            self.state["released"] = out.as_dict()
             mac = None if save is None else self.save(*save)
             if self._ledger is not None:
                 self._ledger.advance_stream(self.release_id, out.t, mac)
@@ -599,10 +637,8 @@ class ContinualRelease:
         if not self.grid or isinstance(total, bool) or not isinstance(
                 total, int | float | np.integer | np.floating):
             return total
-        value = float(total)
-        if not math.isfinite(value):
-            return total
-        return float(math.floor(value * 2.0 ** -self.grid)) if abs(value) < 1e300 else value
+        scaled = float(total) * 2.0 ** -self.grid  # may overflow to ±inf: the clamp rule
+        return float(math.floor(scaled)) if math.isfinite(scaled) else scaled
 
     def _step(self, incs: list[int]) -> ContinualStep:
         c = self.config
@@ -720,9 +756,11 @@ class ContinualRelease:
         if getattr(target, "ledger", None) is None or doc["release_id"] is None:
             raise DomainError("a stream is restored against the ledger that paid for it")
         paid = _paid_row(target, doc["release_id"])
+        # the description names the stream's own loss (in its measure); the ledger's loss
+        # text is in the dataset's measure, so it is compared with what was paid, not with
+        # the stream's text (a pure-ε stream on a zCDP dataset restores)
         if not (paid is not None and paid == doc["paid"] and paid["query"] == doc["description"]
-                and paid["status"] == "released" and paid["loss"] == str(stream.loss)
-                and stream._describe() == doc["description"]):
+                and paid["status"] == "released" and stream._describe() == doc["description"]):
             raise DomainError("the ledger has no paid release for this stream state")
         ledger: Any = getattr(target, "ledger", None)
         step, mac = ledger.stream_step(doc["release_id"])
