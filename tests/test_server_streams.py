@@ -4,6 +4,7 @@ step mark names, over HTTP and through dpkit.Client; refused requests debit noth
 
 from __future__ import annotations
 
+import json
 import shutil
 import warnings
 from collections.abc import Iterator
@@ -286,18 +287,21 @@ def test_client_errors_are_typed(server: dict[str, Any], noiseless: None) -> Non
         s.next()
 
 
-def test_an_unbounded_stream_keeps_its_newest_steps(server: dict[str, Any],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(streams, "MAX_CELLS", 6)  # 3 steps of history for 2 keys
+def test_an_unbounded_stream_keeps_every_step_in_pages(server: dict[str, Any],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(streams, "MAX_CELLS_PER_REQUEST", 6)  # pages of 3 steps for 2 keys
     body = _open_body(horizon=None, mechanism="hybrid", window=None)
     r = server["http"].post("/v1/datasets/visits/streams", json=body, headers=_auth(server))
     assert r.status_code == 200, r.text
     sid = r.json()["stream_id"]
-    r = server["http"].post(f"/v1/streams/{sid}/next", json={"max_steps": 5},
-                            headers=_auth(server))
-    assert [s["t"] for s in r.json()["steps"]] == [1, 2, 3, 4, 5]
-    kept = server["http"].get(f"/v1/streams/{sid}", headers=_auth(server)).json()
-    assert [s["t"] for s in kept["steps"]] == [3, 4, 5] and kept["horizon"] is None
+    for _ in range(2):
+        r = server["http"].post(f"/v1/streams/{sid}/next", json={"max_steps": 3},
+                                headers=_auth(server))
+    assert [s["t"] for s in r.json()["steps"]] == [4, 5, 6]
+    first = server["http"].get(f"/v1/streams/{sid}", headers=_auth(server)).json()
+    assert [s["t"] for s in first["steps"]] == [1, 2, 3] and first["horizon"] is None
+    client = dp.Client(app=server["app"], token=server["tokens"]["alice"])
+    assert [s.t for s in client.stream(sid).history()] == [1, 2, 3, 4, 5, 6]
 
 
 # -- issue 30: attacks on hosted streams, each a regression test --------------------------------
@@ -357,8 +361,9 @@ def test_released_history_is_authenticated(server: dict[str, Any]) -> None:
     log = streams.StreamStore.history_path(server["app"].state.dpkit.streams, sid)
     text = log.read_bytes()
     lines = text.splitlines(keepends=True)
-    edited = lines[0].replace(b'"t":1', b'"t":1 ')  # still valid JSON, another text
-    assert edited != lines[0]
+    doc = json.loads(lines[0])
+    doc["step"]["releases"][0]["value"] += 1  # a released value changed, its MAC kept
+    edited = json.dumps(doc).encode() + b"\n"
     log.write_bytes(edited + b"".join(lines[1:]))
     r = http.get(f"/v1/streams/{sid}", headers=_auth(server))
     assert r.status_code == 500 and r.json()["error"] == "StreamHistoryDamaged"

@@ -599,7 +599,8 @@ class ContinualRelease:
             raise HorizonExceededError(f"the stream's horizon of {self.horizon} steps is "
                                        "reached; open a new stream (with its own budget)")
         c = self.config
-        if self._ledger is not None and self._ledger.retired(self.paid["dataset"]):
+        if self._ledger is not None and self.paid is not None and self._ledger.retired(
+                self.paid["dataset"]):  # checked at each step (``dpkit ledger retire``)
             raise DatasetRetiredError(f"the dataset of stream {self.release_id} is retired: "
                                       "no further step is released")
         before = None if self._ledger is None else copy.deepcopy((self.state, self.extra))
