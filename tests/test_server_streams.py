@@ -233,7 +233,9 @@ def test_steps_become_available_by_the_clock(server: dict[str, Any]) -> None:
     {"keys": ["north"], "by": None}, {"mechanism": "factorization", "budget": {"epsilon": 1}},
     {"horizon": None}, {"origin": "yesterday"}, {"origin": 2**63},
     {"time": "date", "origin": "9999-12-25", "window": None},
-    {"keys": [str(i) for i in range(1000)], "horizon": 1000},
+    {"keys": [str(i) for i in range(1000)], "horizon": 2001},
+    {"keys": [str(i) for i in range(1000)], "horizon": 201, "mechanism": "factorization"},
+    {"keys": [str(i) for i in range(1000)], "window": 50},
 ])
 def test_refused_requests_debit_nothing(server: dict[str, Any], change: dict[str, Any]) -> None:
     r = server["http"].post("/v1/datasets/visits/streams", json=_open_body(**change),

@@ -48,7 +48,8 @@ reaches the state's step: an edited, dropped, reordered or moved line is refused
 (:class:`StreamHistoryError`), never served.
 
 Limits (declared quantities, checked before anything is computed): horizon ≤
-:data:`MAX_HORIZON`, keys ≤ :data:`MAX_KEYS`, keys × horizon ≤ :data:`MAX_CELLS`, keys ×
+:data:`MAX_HORIZON`, keys ≤ :data:`MAX_KEYS`, keys × horizon ≤ :data:`MAX_CELLS` (the log's
+size), ≤ :data:`MAX_STATE_CELLS` for "factorization" (its state is its history), keys ×
 (window + 1) ≤ :data:`MAX_WINDOW_CELLS` (the window's state), steps per request ≤
 :data:`MAX_STEPS_PER_REQUEST` and keys × steps per request ≤ :data:`MAX_CELLS_PER_REQUEST`
 (a ``/next`` and a history page alike).
@@ -86,12 +87,13 @@ from dpkit.stream import (
 __all__ = ["StreamRequest", "NextRequest", "StreamStore", "StreamLostError",
            "StreamNotFoundError", "StreamBusyError", "StreamHistoryError", "open_stream",
            "load_stream", "advance", "info", "history", "check_next", "MAX_HORIZON",
-           "MAX_KEYS", "MAX_CELLS", "MAX_WINDOW_CELLS", "MAX_STEPS_PER_REQUEST",
+           "MAX_KEYS", "MAX_CELLS", "MAX_STATE_CELLS", "MAX_WINDOW_CELLS", "MAX_STEPS_PER_REQUEST",
            "MAX_CELLS_PER_REQUEST", "MAX_PAGE"]
 
 MAX_HORIZON = 100_000
 MAX_KEYS = 1_000
-MAX_CELLS = 200_000
+MAX_CELLS = 2_000_000
+MAX_STATE_CELLS = 200_000
 MAX_WINDOW_CELLS = 50_000
 MAX_STEPS_PER_REQUEST = 1_000
 MAX_CELLS_PER_REQUEST = 100_000
@@ -221,9 +223,9 @@ class StreamStore:
         """The stream's append-only log of released steps."""
         return self.folder(stream_id) / "history.log"
 
-    def _mac(self, stream_id: int, t: int, step: dict[str, Any]) -> str:
+    def _mac(self, stream_id: int, t: int, body: str) -> str:
+        """The MAC of step t's canonical JSON ``body`` (:func:`_canonical`) in this stream."""
         key = hmac.new(self.secret, b"dpkit stream history", hashlib.sha256).digest()
-        body = json.dumps(step, sort_keys=True, separators=(",", ":"))
         return hmac.new(key, f"{int(stream_id)}:{int(t)}:{body}".encode(),
                         hashlib.sha256).hexdigest()
 
@@ -242,8 +244,6 @@ class StreamStore:
         """Append released step ``step["t"]`` to the log (once: a step already there is
         skipped; the log must end at t − 1), durably, under the stream's lock."""
         t = int(step["t"])
-        line = json.dumps({"t": t, "step": step, "mac": self._mac(stream_id, t, step)},
-                          sort_keys=True, separators=(",", ":")).encode() + b"\n"
         with self._locked(stream_id):
             offsets = self._repair(stream_id)
             if len(offsets) >= t:
@@ -251,6 +251,9 @@ class StreamStore:
             if len(offsets) != t - 1:
                 raise StreamHistoryError(f"stream {stream_id}: the log ends at step "
                                          f"{len(offsets)}, before step {t - 1}")
+            body = _canonical(step)  # the line is {"mac", "step", "t"} in canonical JSON
+            mac = self._mac(stream_id, t, body)
+            line = f'{{"mac":"{mac}","step":{body},"t":{t}}}\n'.encode()
             log = self.history_path(stream_id)
             with open(log, "ab") as f:
                 start = f.tell()
@@ -312,7 +315,7 @@ class StreamStore:
                         raw) % 8]), offset + 1):
                     f.seek(start)
                     doc = json.loads(f.readline())
-                    mac = self._mac(stream_id, t, doc["step"])
+                    mac = self._mac(stream_id, t, _canonical(doc["step"]))
                     if not (doc["t"] == t == doc["step"]["t"]
                             and hmac.compare_digest(str(doc["mac"]), mac)):
                         raise ValueError("a line fails its check")
@@ -337,6 +340,10 @@ class StreamStore:
         last = stream.state.get("released")
         if stream.t and isinstance(last, dict) and int(last["t"]) == stream.t:
             self.append(sid, last)
+
+
+def _canonical(step: dict[str, Any]) -> str:
+    return json.dumps(step, sort_keys=True, separators=(",", ":"))
 
 
 def _origin(raw: int | str | None) -> Any:
@@ -374,6 +381,10 @@ def open_stream(session: Any, request: StreamRequest, store: StreamStore,
     n_keys = 1 if request.keys is None else len(request.keys)
     if request.horizon is not None and n_keys * request.horizon > MAX_CELLS:
         raise DomainError(f"keys × horizon = {n_keys * request.horizon} exceeds {MAX_CELLS}")
+    if (request.mechanism == "factorization" and request.horizon is not None
+            and n_keys * request.horizon > MAX_STATE_CELLS):
+        raise DomainError(f"factorization keeps its history in its state: keys × horizon = "
+                          f"{n_keys * request.horizon} exceeds {MAX_STATE_CELLS}")
     if request.window is not None and n_keys * (request.window + 1) > MAX_WINDOW_CELLS:
         raise DomainError(f"keys × (window + 1) = {n_keys * (request.window + 1)} exceeds "
                           f"{MAX_WINDOW_CELLS}")
