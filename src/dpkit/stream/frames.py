@@ -15,7 +15,9 @@ steps — at least |⌊v·2^−k⌋| for every v in the bounds (a row's floored 
 the change of a floored step total fed as a number when one value moves it by at most
 max(|lower|, |upper|) (⌊a⌋ − ⌊b⌋ ≤ ⌈a − b⌉) — and every release (value, interval) is
 multiplied back by 2^k. Flooring moves each value down by less than 2^k
-(≤ 2^−grid_bits of the largest bound). A step's total per key is clamped to ±(2^31 − 1) grid
+(≤ 2^−grid_bits of the largest bound). The grid is refused at plan time when k < −960
+(:data:`MIN_GRID`: a largest bound below about 2^−936), where 2^−k would overflow a float
+after the debit. A step's total per key is clamped to ±(2^31 − 1) grid
 steps, like integer increments (:mod:`dpkit.stream.stream`): with the default 16 bits that is
 at least 2^14 rows at the largest bound per key and step. A privacy unit
 contributes at most w events over the whole stream (``contributions``; enforced when a
@@ -43,22 +45,31 @@ Frames and the time column. Step t covers the times [origin + (t − 1)·every, 
 step's rows: rows whose time is null or outside the step's interval are dropped (late rows
 are never counted), rows whose key is not a declared key are dropped, values follow the
 clamp rule of :mod:`dpkit.stream.stream` (a null or non-finite value becomes ``lower``). The
-frame's *schema* (column names and kinds) is public and checked before the step advances
-(``DomainError``, nothing drawn); after that the step is total.
+frame's *schema* (column names and kinds, and for a datetime column its time zone: set if and
+only if ``origin`` is aware) is public and checked before the step advances (``DomainError``,
+nothing drawn); after that the step is total. A stream planned over a query
+(``query.continual``) runs a step on zero rows of the query's schema at plan time, before the
+debit, so what would fail on the rows (a comparison the types refuse) fails there.
 
 Enforcing w. With ``unit=`` (a column naming the privacy unit), the stream keeps a count per
 unit in its state and keeps only a unit's first w events over the whole stream (in feed
 order, rows in frame order), dropping the rest: the declared w then holds whatever the data.
+Units are told apart by their canonical value (:func:`dpkit.frame.keys.canonical_values`, as
+the batch side groups them: 0.0 and −0.0 are one unit; NaN one unit; null one unit).
 Without it, w is declared (each row is its own unit when w = 1).
 
 Persistence and threat model. :meth:`ContinualRelease.save` writes the whole state — the
 open node sums (raw data sums and secret noise: with the released values they reveal the
-raw counts), the per-unit counts (unit identifiers) and the configuration — as one Fernet
+raw counts), the per-unit counts (unit identifiers), the last released step (O(keys); the
+earlier steps are the host's to keep, e.g. :mod:`dpkit.server.streams`' log) and the
+configuration — as one Fernet
 token (AES-128-CBC + HMAC-SHA256; ``cryptography``), with the ledger release id and
 description of the debit that paid for the stream inside it; nothing is written in plain
 text. :meth:`ContinualRelease.restore` decrypts and authenticates the token (a changed or
 truncated file, or a wrong key, is refused), rebuilds the plan, and checks against the ledger
-that release id's dataset, description, exact loss and "released" status: no second debit,
+that release id's dataset, description (which names the stream's exact loss in its own
+measure; the ledger's loss text, in the dataset's measure, must equal the one recorded when
+the stream was paid) and "released" status: no second debit,
 and a stream cannot be restored against a ledger that did not pay for it. The spend persists
 through the ledger's debit. Protected: reading or changing the file without the key.
 
@@ -76,7 +87,14 @@ one token can never draw new noise for a step already released: the releases of 
 be averaged. The cost is availability: a process that dies after a step is recorded but
 before its state is saved leaves no restorable state (the stream must be reopened with a new
 budget); ``feed(…, save=…)`` writes the state *before* recording the step, which closes that
-window (a state saved but not recorded is simply one step ahead and is refused).
+window (a state saved but not recorded is simply one step ahead and is refused). Each step
+also checks the ledger's dataset status (:meth:`~dpkit.ledger.Ledger.retired`): a stream
+of a retired dataset raises :class:`DatasetRetiredError` and releases nothing more.
+
+Cost. Every key's counter is one plan (built once), the keys' node noise is drawn in
+vectorised blocks (:func:`~dpkit.stream.base.pooled`), and the state is O(keys) (with a
+window O(keys·W); "factorization" keeps its O(t) history; with a unit column, plus a count
+per unit seen), so a step costs O(keys), not O(t·keys).
 """
 
 from __future__ import annotations
