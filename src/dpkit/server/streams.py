@@ -245,12 +245,12 @@ class StreamStore:
         skipped; the log must end at t − 1), durably, under the stream's lock."""
         t = int(step["t"])
         with self._locked(stream_id):
-            offsets = self._repair(stream_id)
-            if len(offsets) >= t:
+            logged = self._repair(stream_id)
+            if logged >= t:
                 return  # already logged (a recovery, or the winner, came first)
-            if len(offsets) != t - 1:
+            if logged != t - 1:
                 raise StreamHistoryError(f"stream {stream_id}: the log ends at step "
-                                         f"{len(offsets)}, before step {t - 1}")
+                                         f"{logged}, before step {t - 1}")
             body = _canonical(step)  # the line is {"mac", "step", "t"} in canonical JSON
             mac = self._mac(stream_id, t, body)
             line = f'{{"mac":"{mac}","step":{body},"t":{t}}}\n'.encode()
@@ -263,33 +263,40 @@ class StreamStore:
             with open(log.with_suffix(".idx"), "ab") as f:
                 f.write(struct.pack("<Q", start))
 
-    def _repair(self, stream_id: int) -> list[int]:
+    def _repair(self, stream_id: int) -> int:
         """Under the lock: cut a torn tail (a line without its newline) and bring the offsets
-        file up to the log's complete lines; the offsets of steps 1, 2, …"""
+        file up to the log's complete lines; the number of logged steps. Reads the offsets
+        file's last entries and the log after the last indexed line only (O(1) in t)."""
         log = self.history_path(stream_id)
         idx = log.with_suffix(".idx")
         if not log.exists():
             log.touch(mode=0o600)
-        raw = idx.read_bytes() if idx.exists() else b""
-        offsets = [o for (o,) in struct.iter_unpack("<Q", raw[:len(raw) - len(raw) % 8])]
         size = log.stat().st_size
-        while offsets and offsets[-1] >= size:  # the log was cut below an indexed line
-            offsets.pop()
-        start = offsets[-1] if offsets else 0
-        with open(log, "rb+") as f:
-            f.seek(start)
-            tail = f.read()
-            lines = tail.split(b"\n")
-            if lines[-1]:  # a torn tail: never a complete (released) line
-                f.truncate(start + len(tail) - len(lines[-1]))
-        found, pos = [], start
-        for text in lines[:-1]:
-            found.append(pos)
-            pos += len(text) + 1
-        offsets = offsets[:-1] + found
-        if len(raw) != 8 * len(offsets):
-            idx.write_bytes(b"".join(struct.pack("<Q", o) for o in offsets))
-        return offsets
+        with open(idx, "a+b") as f:
+            n = f.tell() // 8  # a torn entry (not 8 bytes) is dropped below
+            last = -1
+            while n:  # the last indexed line that the log still holds
+                f.seek(8 * (n - 1))
+                (last,) = struct.unpack("<Q", f.read(8))
+                if last < size:
+                    break
+                n, last = n - 1, -1
+            start = max(last, 0)
+            with open(log, "rb+") as g:
+                g.seek(start)
+                tail = g.read()
+                lines = tail.split(b"\n")
+                if lines[-1]:  # a torn tail: never a complete (released) line
+                    g.truncate(start + len(tail) - len(lines[-1]))
+            found, pos = [], start
+            for text in lines[:-1]:
+                found.append(pos)
+                pos += len(text) + 1
+            keep = n - 1 if last >= 0 else 0  # the last indexed line is re-found in ``found``
+            f.truncate(8 * keep)
+            f.seek(8 * keep)
+            f.write(b"".join(struct.pack("<Q", o) for o in found))
+            return keep + len(found)
 
     def page(self, stream_id: int, upto: int, offset: int, limit: int
              ) -> list[dict[str, Any]]:
