@@ -61,7 +61,8 @@ def main() -> None:
     headers = {"Authorization": f"Bearer {ledger.add_analyst('a')}"}
     ledger.grant("a", "v")
     logging.getLogger("dpkit.server").setLevel(logging.WARNING)
-    chunk = max(min(100, streams.MAX_CELLS_PER_REQUEST // args.keys), 1)
+    per_request = getattr(streams, "MAX_CELLS_PER_REQUEST", 100_000)  # (older servers)
+    chunk = max(min(100, per_request // args.keys), 1)
     print(f"keys = {args.keys}, horizon = {args.horizon}, mechanism = {args.mechanism}")
     print("| t | one /next: wall ms | CPU ms | state file (bytes) | GET default page: ms |")
     print("|---|---|---|---|---|")

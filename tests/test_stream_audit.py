@@ -68,8 +68,9 @@ def test_broken_counter_is_flagged(name: str) -> None:
 # for the factorisation. A correct release fails with probability ≤ 1e-6
 # (audit_release's false_positive_rate). Broken variants, each must be flagged:
 # "under-scaled noise" (the counter calibrated at 16× the budget, the claim unchanged) and
-# "rollback" (a restore that lets step 1 be released again with fresh noise, ROLLBACKS times,
-# the statistic the sum of those releases: what the ledger's step high-water mark forbids).
+# "rollback" (a restore that lets step 1 be released again with fresh noise, ROLLBACKS times:
+# what the ledger's step high-water mark forbids; the statistic is the pair's sufficient one,
+# the count of releases ≥ 1/2 for discrete Laplace noise, their sum for discrete Gaussian).
 AUDIT_HORIZON = 2
 AUDIT_SAMPLES = 10_000
 ROLLBACKS = 8
@@ -96,15 +97,19 @@ def _stream_release(mechanism: str, scale: int = 1, rollback: bool = False
                               mechanism != "factorization" else ZCDP(10**6)),
                               mechanism=mechanism, **_budget(mechanism, scale))
     opened = json.dumps(stream.state)
+    gaussian = mechanism == "factorization"
 
     def release(x: Sequence[int]) -> float:
-        total = 0.0
-        for _ in range(ROLLBACKS if rollback else 1):  # each time from the opening state
-            stream.state = json.loads(opened)  # a fresh stream (the plan is the same)
-            total += stream.feed(int(x[0])).value
-        for v in ([] if rollback else x[1:]):
-            total += stream.feed(int(v)).value
-        return total
+        if rollback:  # step 1 released ROLLBACKS times, each from the opening state
+            firsts = []
+            for _ in range(ROLLBACKS):
+                stream.state = json.loads(opened)
+                firsts.append(stream.feed(int(x[0])).value)
+            # pure ε: the count of releases ≥ 1/2 (each node's likelihood ratio is e^(±1/b)
+            # on either side); zCDP: their sum (the Gaussian's sufficient statistic)
+            return float(sum(firsts) if gaussian else sum(v >= 0.5 for v in firsts))
+        stream.state = json.loads(opened)  # a fresh stream (the plan is the same)
+        return float(sum(stream.feed(int(v)).value for v in x))
     return release
 
 
