@@ -406,6 +406,7 @@ def test_a_pure_stream_on_a_zcdp_dataset_releases(server: dict[str, Any]) -> Non
     {"aggregation": {"agg": "sum", "column": "price", "bounds": ["-1e-300", "0"]},
      "mechanism": "hybrid", "horizon": None},
     {"time": "stamp", "origin": "2024-01-01T00:00:00", "window": None},  # naive vs UTC
+    {"time": "stamp", "origin": "2024-01-01T00:00:00+03:00", "window": None},  # +03 vs UTC
 ])
 def test_what_fails_after_the_debit_is_refused_before_it(server: dict[str, Any],
                                                           change: dict[str, Any]) -> None:

@@ -99,7 +99,6 @@ per unit seen), so a step costs O(keys), not O(t·keys).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import hmac
 import json
@@ -527,14 +526,17 @@ class ContinualRelease:
                                       "the column's time zone (or none for a naive column)")
         return frame
 
-    def _dry_run(self, schema: pl.DataFrame) -> None:
-        """The schema checked and a step computed on zero rows of it (plan time, before the
-        debit): what would fail on the rows fails here, naming no value."""
-        empty = self.check_schema(schema).clear()
+    def _dry_run(self, frame: Any) -> pl.DataFrame:
+        """The frame's schema checked and a step computed on zero rows of it (at plan time
+        with the query's schema, before the debit, and before every frame step): what would
+        fail on the rows (a time zone Polars refuses to compare, …) fails here, naming no
+        value. Returns the frame."""
+        frame = self.check_schema(frame)
         opened = getattr(self, "state", None)
-        self.state = {"t": 0, "units": {}} if opened is None else copy.deepcopy(opened)
+        if opened is None:  # at plan time: an opening state's shape
+            self.state = {"t": 0, "units": {}}
         try:
-            self._increments(empty)
+            self._increments(frame.clear())  # zero rows: reads and changes nothing
         except DPError:
             raise
         except Exception as exc:  # noqa: BLE001 - a type error of the schema, no rows read
@@ -544,8 +546,7 @@ class ContinualRelease:
         finally:
             if opened is None:
                 del self.state
-            else:
-                self.state = opened
+        return frame
 
     def _increments(self, frame: pl.DataFrame) -> list[int]:
         """Per key, the step's increment from the frame's rows (total; module docstring)."""
@@ -634,7 +635,7 @@ class ContinualRelease:
         if not isinstance(step, pl.DataFrame | pl.LazyFrame | Mapping) and c["keys"]:
             raise DomainError("a continual histogram takes a mapping key → int or a frame")
         if isinstance(step, pl.DataFrame | pl.LazyFrame):
-            step = self.check_schema(step)
+            step = self._dry_run(step)
         try:  # computed on the state, released only once the ledger's mark moves (docstring)
             if isinstance(step, pl.DataFrame):
                 incs = self._increments(step)
