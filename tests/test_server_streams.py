@@ -407,6 +407,8 @@ def test_a_pure_stream_on_a_zcdp_dataset_releases(server: dict[str, Any]) -> Non
      "mechanism": "hybrid", "horizon": None},
     {"time": "stamp", "origin": "2024-01-01T00:00:00", "window": None},  # naive vs UTC
     {"time": "stamp", "origin": "2024-01-01T00:00:00+03:00", "window": None},  # +03 vs UTC
+    {"time": "date", "origin": "9900-01-01", "horizon": None, "mechanism": "hybrid",
+     "window": None},  # an unbounded stream that meets the calendar's end after the debit
 ])
 def test_what_fails_after_the_debit_is_refused_before_it(server: dict[str, Any],
                                                           change: dict[str, Any]) -> None:

@@ -41,7 +41,10 @@ uses Σ(a − b)²·scale² and max|a − b|·scale (for "honaker" the bound max
 
 Frames and the time column. Step t covers the times [origin + (t − 1)·every, origin + t·every)
 (integers: ``origin`` default 1, ``every`` default 1; dates/datetimes: ``origin`` required,
-``every`` a ``timedelta``, default one day). :meth:`ContinualRelease.feed` takes the next
+``every`` a ``timedelta``, default one day). The grid must hold the horizon's steps (an
+unbounded stream: :data:`UNBOUNDED_STEPS`) before the largest representable time (int64,
+year 9999), checked at plan time; an unbounded stream that reaches the end of the grid stops
+there like a horizon (``HorizonExceededError``). :meth:`ContinualRelease.feed` takes the next
 step's rows: rows whose time is null or outside the step's interval are dropped (late rows
 are never counted), rows whose key is not a declared key are dropped, values follow the
 clamp rule of :mod:`dpkit.stream.stream` (a null or non-finite value becomes ``lower``). The
@@ -126,10 +129,11 @@ from dpkit.stream.factorization import MAX_VALUE
 from dpkit.stream.stream import HorizonExceededError, StepRelease, _bounds, clamp, make_counter
 
 __all__ = ["ContinualRelease", "ContinualStep", "DatasetRetiredError", "window_weights",
-           "window_variance", "state_mac", "MIN_GRID"]
+           "window_variance", "state_mac", "MIN_GRID", "UNBOUNDED_STEPS"]
 
 VERSION = 1
 MIN_GRID = -960  # the finest grid 2^k: 2^−k and every release·2^k stay finite floats
+UNBOUNDED_STEPS = 100_000  # steps an unbounded stream's time grid must hold (plan time)
 
 
 class DatasetRetiredError(LedgerError):
@@ -378,14 +382,18 @@ class ContinualRelease:
                 every = timedelta(days=1) if every is None else every
                 if not isinstance(every, timedelta) or every <= timedelta(0):
                     raise DomainError("every must be a positive timedelta for a date origin")
-        if time is not None and horizon is not None:  # the grid's last time exists
+        if time is not None:  # the grid's last time exists (unbounded: UNBOUNDED_STEPS')
+            steps = (UNBOUNDED_STEPS if horizon is None
+                     else integer(horizon, "horizon", minimum=1))
             try:
-                end = origin + integer(horizon, "horizon", minimum=1) * every
+                end = origin + steps * every
             except OverflowError:
                 end = None
             if end is None or (kind == "int" and not -(1 << 63) <= end < 1 << 63):
-                raise DomainError("the time grid's last step ends past the largest "
-                                  "representable time")
+                raise DomainError(
+                    "the time grid's last step ends past the largest representable time"
+                    if horizon is not None else f"an unbounded stream's time grid must "
+                    f"hold {UNBOUNDED_STEPS} steps before the largest representable time")
         if window is not None:
             window = integer(window, "window", minimum=1)
         if not 0 < float(beta) < 1:
