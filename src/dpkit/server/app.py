@@ -541,8 +541,9 @@ def _stream_failed(stream_id: int, exc: BaseException) -> ApiError:
     logging.getLogger("dpkit.server").error(
         "stream step failed after its debit", exc_info=exc,
         extra={"fields": {"release_id": stream_id}})
-    return ApiError(500, "ReleaseFailed", f"stream {stream_id}: the step failed (nothing "
-                    "was released; the loss stands)", release_id=stream_id)
+    return ApiError(500, "ReleaseFailed", f"stream {stream_id}: the request failed after the "
+                    "stream's debit (the loss stands; a step it recorded is kept in the "
+                    "stream's history)", release_id=stream_id)
 
 
 # -- authentication and authorisation --------------------------------------------------------
