@@ -4,6 +4,7 @@ step mark names, over HTTP and through dpkit.Client; refused requests debit noth
 
 from __future__ import annotations
 
+import json
 import shutil
 import warnings
 from collections.abc import Iterator
@@ -50,7 +51,9 @@ def _rows() -> pl.DataFrame:
                                   for d in rng.integers(0, N_DAYS, n)],
                          "region": rng.choice(["north", "south", "east"], n),
                          "age": rng.integers(18, 80, n), "amount": rng.integers(0, 9, n),
-                         "price": rng.integers(0, 11, n) * 0.25})
+                         "price": rng.integers(0, 11, n) * 0.25,
+                         "stamp": [datetime(2024, 1, 1, tzinfo=UTC) + timedelta(days=int(d))
+                                   for d in rng.integers(0, N_DAYS, n)]})
 
 
 def _config(tmp_path: Path, **top: Any) -> Any:
@@ -230,7 +233,9 @@ def test_steps_become_available_by_the_clock(server: dict[str, Any]) -> None:
     {"keys": ["north"], "by": None}, {"mechanism": "factorization", "budget": {"epsilon": 1}},
     {"horizon": None}, {"origin": "yesterday"}, {"origin": 2**63},
     {"time": "date", "origin": "9999-12-25", "window": None},
-    {"keys": [str(i) for i in range(1000)], "horizon": 1000},
+    {"keys": [str(i) for i in range(1000)], "horizon": 2001},
+    {"keys": [str(i) for i in range(1000)], "horizon": 201, "mechanism": "factorization"},
+    {"keys": [str(i) for i in range(1000)], "window": 50},
 ])
 def test_refused_requests_debit_nothing(server: dict[str, Any], change: dict[str, Any]) -> None:
     r = server["http"].post("/v1/datasets/visits/streams", json=_open_body(**change),
@@ -284,15 +289,216 @@ def test_client_errors_are_typed(server: dict[str, Any], noiseless: None) -> Non
         s.next()
 
 
-def test_an_unbounded_stream_keeps_its_newest_steps(server: dict[str, Any],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(streams, "MAX_CELLS", 6)  # 3 steps of history for 2 keys
+def test_an_unbounded_stream_keeps_every_step_in_pages(server: dict[str, Any],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(streams, "MAX_CELLS_PER_REQUEST", 6)  # pages of 3 steps for 2 keys
     body = _open_body(horizon=None, mechanism="hybrid", window=None)
     r = server["http"].post("/v1/datasets/visits/streams", json=body, headers=_auth(server))
     assert r.status_code == 200, r.text
     sid = r.json()["stream_id"]
-    r = server["http"].post(f"/v1/streams/{sid}/next", json={"max_steps": 5},
+    for _ in range(2):
+        r = server["http"].post(f"/v1/streams/{sid}/next", json={"max_steps": 3},
+                                headers=_auth(server))
+    assert [s["t"] for s in r.json()["steps"]] == [4, 5, 6]
+    first = server["http"].get(f"/v1/streams/{sid}", headers=_auth(server)).json()
+    assert [s["t"] for s in first["steps"]] == [1, 2, 3] and first["horizon"] is None
+    client = dp.Client(app=server["app"], token=server["tokens"]["alice"])
+    assert [s.t for s in client.stream(sid).history()] == [1, 2, 3, 4, 5, 6]
+
+
+# -- issue 30: attacks on hosted streams, each a regression test --------------------------------
+def _open(server: dict[str, Any], **change: Any) -> int:
+    r = server["http"].post("/v1/datasets/visits/streams", json=_open_body(**change),
                             headers=_auth(server))
-    assert [s["t"] for s in r.json()["steps"]] == [1, 2, 3, 4, 5]
-    kept = server["http"].get(f"/v1/streams/{sid}", headers=_auth(server)).json()
-    assert [s["t"] for s in kept["steps"]] == [3, 4, 5] and kept["horizon"] is None
+    assert r.status_code == 200, r.text
+    return int(r.json()["stream_id"])
+
+
+def _state_bytes(server: dict[str, Any], sid: int) -> int:
+    files = list((server["tmp"] / "ledger.sqlite.streams" / str(sid)).glob("*.state"))
+    assert len(files) == 1
+    return files[0].stat().st_size
+
+
+def test_the_secret_state_does_not_grow_with_the_history(server: dict[str, Any]) -> None:
+    """Finding 4: the released history lived in the encrypted state, so step t cost O(t·keys)."""
+    keys = [f"k{i}" for i in range(50)]
+    sid = _open(server, keys=keys, horizon=400, window=None, mechanism="increments")
+    http = server["http"]
+    http.post(f"/v1/streams/{sid}/next", json={"max_steps": 2}, headers=_auth(server))
+    early = _state_bytes(server, sid)
+    http.post(f"/v1/streams/{sid}/next", json={"max_steps": 200}, headers=_auth(server))
+    assert _state_bytes(server, sid) < early * 1.2  # O(keys), not O(t·keys)
+
+
+def test_history_is_paginated_and_bounded(server: dict[str, Any], noiseless: None) -> None:
+    http = server["http"]
+    sid = _open(server, horizon=N_DAYS)
+    http.post(f"/v1/streams/{sid}/next", json={"max_steps": 7}, headers=_auth(server))
+    page = http.get(f"/v1/streams/{sid}", params={"offset": 2, "limit": 3},
+                    headers=_auth(server)).json()
+    assert [s["t"] for s in page["steps"]] == [3, 4, 5] and page["t"] == 7
+    r = http.get(f"/v1/streams/{sid}", params={"limit": streams.MAX_PAGE + 1},
+                 headers=_auth(server))
+    assert r.status_code == 422
+    # the default page is bounded, and the client's history() pages through all of it
+    client = dp.Client(app=server["app"], token=server["tokens"]["alice"])
+    assert [s.t for s in client.stream(sid).history()] == list(range(1, 8))
+    assert [s.t for s in client.stream(sid).history(since=5)] == [6, 7]
+
+
+def test_keys_times_steps_per_request_is_bounded(server: dict[str, Any]) -> None:
+    keys = [str(i) for i in range(1000)]
+    sid = _open(server, keys=keys, horizon=200, window=None, mechanism="increments")
+    r = server["http"].post(f"/v1/streams/{sid}/next", json={"max_steps": 200},
+                            headers=_auth(server))
+    assert r.status_code == 422 and server["ledger"].stream_step(sid)[0] == 0
+
+
+def test_released_history_is_authenticated(server: dict[str, Any]) -> None:
+    """A ledger-host adversary cannot silently edit, drop or move released steps."""
+    http = server["http"]
+    sid = _open(server)
+    http.post(f"/v1/streams/{sid}/next", json={"max_steps": 3}, headers=_auth(server))
+    log = streams.StreamStore.history_path(server["app"].state.dpkit.streams, sid)
+    text = log.read_bytes()
+    lines = text.splitlines(keepends=True)
+    doc = json.loads(lines[0])
+    doc["step"]["releases"][0]["value"] += 1  # a released value changed, its MAC kept
+    edited = json.dumps(doc).encode() + b"\n"
+    log.write_bytes(edited + b"".join(lines[1:]))
+    r = http.get(f"/v1/streams/{sid}", headers=_auth(server))
+    assert r.status_code == 500 and r.json()["error"] == "StreamHistoryDamaged"
+    log.write_bytes(b"".join(lines[1:]))  # a dropped step
+    assert http.get(f"/v1/streams/{sid}", headers=_auth(server)).status_code == 500
+    log.write_bytes(text + b'{"t":4,')  # a torn tail (a crash mid-append) is ignored
+    assert [s["t"] for s in http.get(f"/v1/streams/{sid}", headers=_auth(server)
+                                     ).json()["steps"]] == [1, 2, 3]
+    r = http.post(f"/v1/streams/{sid}/next", json={}, headers=_auth(server))
+    assert r.status_code == 200 and [s["t"] for s in r.json()["steps"]] == [4]
+    got = http.get(f"/v1/streams/{sid}", headers=_auth(server)).json()["steps"]
+    assert [s["t"] for s in got] == [1, 2, 3, 4]
+
+
+def test_a_step_recorded_but_not_logged_is_recovered(server: dict[str, Any],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash between the ledger's mark and the log's append loses no released step."""
+    http = server["http"]
+    sid = _open(server)
+    http.post(f"/v1/streams/{sid}/next", json={"max_steps": 2}, headers=_auth(server))
+    monkeypatch.setattr(streams.StreamStore, "append", lambda *a, **k: None)  # the "crash"
+    http.post(f"/v1/streams/{sid}/next", json={}, headers=_auth(server))
+    monkeypatch.undo()
+    got = http.get(f"/v1/streams/{sid}", headers=_auth(server)).json()["steps"]
+    assert [s["t"] for s in got] == [1, 2, 3]
+
+
+def test_a_pure_stream_on_a_zcdp_dataset_releases(server: dict[str, Any]) -> None:
+    """Finding 5a: paid, then 410 StreamLost at every step (loss texts in two measures)."""
+    sid = _open(server, budget={"epsilon": "1/2"})
+    r = server["http"].post(f"/v1/streams/{sid}/next", json={}, headers=_auth(server))
+    assert r.status_code == 200, r.text
+    assert [s["t"] for s in r.json()["steps"]] == [1]
+
+
+@pytest.mark.parametrize("change", [
+    {"aggregation": {"agg": "sum", "column": "price", "bounds": ["0", "1e-305"]}},
+    {"aggregation": {"agg": "sum", "column": "price", "bounds": ["-1e-300", "0"]},
+     "mechanism": "hybrid", "horizon": None},
+    {"time": "stamp", "origin": "2024-01-01T00:00:00", "window": None},  # naive vs UTC
+    {"time": "stamp", "origin": "2024-01-01T00:00:00+03:00", "window": None},  # +03 vs UTC
+    {"time": "date", "origin": "9900-01-01", "horizon": None, "mechanism": "hybrid",
+     "window": None},  # an unbounded stream that meets the calendar's end after the debit
+])
+def test_what_fails_after_the_debit_is_refused_before_it(server: dict[str, Any],
+                                                          change: dict[str, Any]) -> None:
+    """Findings 5b, 5c: an overflowing grid, a time zone that disagrees with ``origin``."""
+    r = server["http"].post("/v1/datasets/visits/streams", json=_open_body(**change),
+                            headers=_auth(server))
+    assert r.status_code == 422, r.text
+    assert server["ledger"].spent("visits") == dp.ZCDP(0)
+
+
+def test_a_datetime_stream_with_matching_zones_releases(server: dict[str, Any]) -> None:
+    sid = _open(server, time="stamp", origin="2024-01-01T00:00:00+00:00", window=None,
+                every=86400)
+    r = server["http"].post(f"/v1/streams/{sid}/next", json={}, headers=_auth(server))
+    assert r.status_code == 200 and [s["t"] for s in r.json()["steps"]] == [1]
+
+
+def test_a_retired_dataset_releases_no_further_step(server: dict[str, Any]) -> None:
+    """Finding 5d: streams opened before ``dpkit ledger retire`` kept releasing."""
+    http = server["http"]
+    sid = _open(server)
+    http.post(f"/v1/streams/{sid}/next", json={}, headers=_auth(server))
+    server["ledger"].retire("visits")
+    r = http.post(f"/v1/streams/{sid}/next", json={}, headers=_auth(server))
+    assert r.status_code == 409 and r.json()["error"] == "DatasetRetired"
+    assert server["ledger"].stream_step(sid)[0] == 1
+    assert http.get(f"/v1/streams/{sid}", headers=_auth(server)).status_code == 200
+
+
+def test_errors_after_the_debit_name_no_value(server: dict[str, Any],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the debit a step's failure is a fixed, data-free answer (not a Polars message)."""
+    from dpkit.stream import frames
+
+    sid = _open(server)
+
+    def leak(self: Any, frame: pl.DataFrame) -> list[int]:
+        raise ValueError(f"could not compare {frame['region'][0]!r}")
+
+    monkeypatch.setattr(frames.ContinualRelease, "_increments", leak)
+    r = server["http"].post(f"/v1/streams/{sid}/next", json={}, headers=_auth(server))
+    assert r.status_code == 500 and r.json()["error"] == "ReleaseFailed"
+    assert "north" not in r.text and "south" not in r.text and "east" not in r.text
+    assert server["ledger"].stream_step(sid)[0] == 0
+
+
+def test_a_state_deleted_under_a_reader_is_a_retryable_conflict(
+        server: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 7: a state file deleted by ``cleanup`` before a concurrent request read it
+    was a 500; now a 409 the client may retry."""
+    http = server["http"]
+    sid = _open(server)
+    store = server["app"].state.dpkit.streams
+    listed = streams.StreamStore.candidates
+
+    def raced(self: Any, stream_id: int, step: int) -> list[Path]:
+        found = listed(self, stream_id, step)
+        for f in found:  # another request advanced and cleaned up in between
+            f.unlink()
+        return found
+
+    monkeypatch.setattr(streams.StreamStore, "candidates", raced)
+    r = http.post(f"/v1/streams/{sid}/next", json={}, headers=_auth(server))
+    assert r.status_code in (409, 410), r.text
+    assert r.status_code != 500
+    assert store is not None
+
+
+def test_racing_next_requests_never_get_a_500(server: dict[str, Any]) -> None:
+    import threading
+
+    sid = _open(server, horizon=1000, window=None)
+    codes: list[int] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        http = TestClient(server["app"])
+        for _ in range(25):
+            r = http.post(f"/v1/streams/{sid}/next", json={}, headers=_auth(server))
+            with lock:
+                codes.append(r.status_code)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(codes) == 200 and set(codes) <= {200, 409}, sorted(set(codes))
+    released = server["ledger"].stream_step(sid)[0]
+    assert released == codes.count(200) and released >= 1
+    got = server["http"].get(f"/v1/streams/{sid}", params={"limit": 1000},
+                             headers=_auth(server)).json()["steps"]
+    assert [s["t"] for s in got] == list(range(1, released + 1))

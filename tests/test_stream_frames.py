@@ -116,6 +116,41 @@ def test_unit_column_enforces_w_over_the_whole_stream(noiseless: None) -> None:
     assert d.feed(f)[1].value == 3.0
 
 
+def test_units_are_counted_by_their_canonical_value(noiseless: None) -> None:
+    """Finding 7: the stream keyed units by ``repr``, so 0.0 and -0.0 (one unit on the batch
+    side) were two, and a unit's sensitivity doubled."""
+    s = ContinualRelease(3, accountant=_acct(), mechanism="tree", epsilon=1, unit="u")
+    f = pl.DataFrame({"u": [0.0, -0.0, float("nan"), float("nan"), None, None]},
+                     schema={"u": pl.Float64})
+    assert s.feed(f).value == 3.0  # 0.0 = -0.0, one NaN unit, one null unit (as group_by)
+    assert s.feed(pl.DataFrame({"u": [-0.0]}, schema={"u": pl.Float64})).value == 3.0
+
+
+def test_a_step_the_batch_side_refuses_is_refused_before_the_debit(tmp_path: Path) -> None:
+    """Found by the issue-30 fuzzer: ``query.continual`` skipped the query's plan-time step
+    checks (here: a step rewriting the privacy unit column), was debited, then every step
+    failed."""
+    s = dp.Session(pl.DataFrame({"t": [1, 2], "id": [1, 2], "g": [5, 6]}),
+                   dp.PrivacyUnit.by("id", 1), dp.PureDP(10),
+                   ledger=Ledger(tmp_path / "l.sqlite"), dataset="d")
+    q = s.query().with_columns(id=pl.col("g"))  # refused by a batch release
+    with pytest.raises(DomainError):
+        q.continual(dp.count(), time="t", horizon=2, epsilon=1)
+    assert s.spent == dp.PureDP(0)
+
+
+def test_an_unbounded_date_stream_must_hold_its_grid(tmp_path: Path) -> None:
+    """Found by the issue-30 fuzzer: an unbounded stream with an origin near 9999 was debited,
+    then failed at the calendar's end."""
+    acct = _acct()
+    with pytest.raises(DomainError, match="unbounded"):
+        ContinualRelease(None, accountant=acct, mechanism="hybrid", epsilon=1, time="d",
+                         origin=date(9900, 1, 1))
+    assert acct.spent == PureDP(0)
+    ContinualRelease(None, accountant=acct, mechanism="hybrid", epsilon=1, time="d",
+                     origin=date(2024, 1, 1))
+
+
 def test_window_counts(noiseless: None) -> None:
     s = ContinualRelease(20, accountant=_acct(), mechanism="honaker", epsilon=1, window=3)
     xs = [5, 1, 0, 7, 2, 2, 9]
@@ -273,10 +308,13 @@ def test_removing_a_unit_moves_the_increments_by_at_most_w_delta(noiseless: None
     assert loud > 2 * 5
 
 
-def test_the_time_grid_ends_cleanly() -> None:
+def test_the_time_grid_ends_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpkit.stream import frames
+
     with pytest.raises(DomainError):  # a horizon past the year 9999: refused at plan time
         ContinualRelease(5, accountant=_acct(), mechanism="tree", epsilon=1, time="d",
                          origin=date(9999, 12, 29))
+    monkeypatch.setattr(frames, "UNBOUNDED_STEPS", 1)  # (the real rule refuses this origin)
     s = ContinualRelease(None, accountant=_acct(), mechanism="hybrid", epsilon=1, time="d",
                          origin=date(9999, 12, 30))
     frame = pl.DataFrame({"d": [date(9999, 12, 30)]})

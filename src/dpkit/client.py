@@ -267,9 +267,17 @@ class RemoteStream:
         return got
 
     def history(self, since: int = 0) -> list[Any]:
-        """Every step released after step ``since`` (kept by the server with the state)."""
-        info = self.client._get(f"/v1/streams/{self.stream_id}", {"since": int(since)})
-        return self._update(info)
+        """Every step released after step ``since`` (the server's log of released steps),
+        fetched page by page (the server bounds a page; :mod:`dpkit.server.streams`)."""
+        got: list[Any] = []
+        offset = int(since)
+        while True:
+            info = self.client._get(f"/v1/streams/{self.stream_id}", {"offset": offset})
+            page = self._update(info)
+            got.extend(page)
+            if not page or page[-1].t >= info["t"]:
+                return got
+            offset = page[-1].t
 
 
 def _frame(columns: list[dict[str, str]], records: list[dict[str, Any]]) -> pl.DataFrame:

@@ -29,7 +29,7 @@ import polars as pl
 
 from dpkit.errors import ColumnError, DomainError
 
-__all__ = ["canonical_keys"]
+__all__ = ["canonical_keys", "canonical_values"]
 
 
 def _kind(dtype: Any) -> str:
@@ -63,7 +63,7 @@ def _convert(values: pl.Series, dtype: Any, column: str, what: str) -> pl.Series
     polars_type = isinstance(dtype, pl.DataType) or (
         isinstance(dtype, type) and issubclass(dtype, pl.DataType))
     if str(values.dtype) == str(dtype):  # already the column's type: nothing to convert
-        return values.rename(column) + 0.0 if values.dtype.is_float() else values.rename(column)
+        return canonical_values(values.rename(column))
     frame = nw.from_native(pl.DataFrame({"k": values}))
     try:
         converted = values.cast(dtype) if polars_type else nw.to_native(
@@ -77,9 +77,21 @@ def _convert(values: pl.Series, dtype: Any, column: str, what: str) -> pl.Series
                           "(e.g. a fraction on an integer column, an integer beyond 2^53 on "
                           "a float column, or a value outside the type): list the column's "
                           "own values")
-    if converted.dtype.is_float():
-        converted = converted + 0.0  # IEEE: -0.0 + 0.0 = +0.0
-    return converted.rename(column)
+    return canonical_values(converted.rename(column))
+
+
+def canonical_values(values: pl.Series) -> pl.Series:
+    """The values by which rows are matched and grouped: -0.0 becomes 0.0, as Polars'
+    grouping and sorting see them; other values unchanged. Total: never raises (nulls and NaN
+    stay as they are). Keys (:func:`canonical_keys`) and the units of a continual release
+    (:mod:`dpkit.stream.frames`) go through it."""
+    if not values.dtype.is_float():
+        return values
+    # a select, not ``+ 0.0``: Polars keeps -0.0 + 0.0 as -0.0
+    v = pl.col("v")
+    out = values.to_frame("v").select(
+        pl.when(v == 0).then(pl.lit(0.0, dtype=values.dtype)).otherwise(v).alias("v"))
+    return out.get_column("v").rename(values.name)
 
 
 def canonical_keys(keys: pl.DataFrame, schema: Any, what: str = "keys") -> pl.DataFrame:

@@ -10,16 +10,17 @@ Endpoints (OpenAPI documentation at ``/docs``)::
     GET  /v1/releases/{id}                one of the caller's own releases
     POST /v1/datasets/{name}/streams      open a continual release (charged once)
     POST /v1/streams/{id}/next            release the stream's next available step(s)
-    GET  /v1/streams/{id}                 the stream and every step released so far
+    GET  /v1/streams/{id}                 the stream and a page of its released steps
 
 Every ``/v1`` request needs ``Authorization: Bearer <token>`` (an analyst's token from the
 ledger, compared by hash). Status codes: 401 no or wrong token, 403 no grant on the
 dataset, 404 unknown dataset, release or stream, 409 budget exceeded (or an idempotent retry
-still in progress, or a stream step released by a concurrent request), 410 a stream whose
-state was lost, 413 body too large, 422 malformed or refused query (or a stream past its
-horizon), 500 a release that failed after its debit (the loss stands; nothing is returned),
-501 streams not configured (they need ``ledger_key_env``). Refused requests debit nothing.
-Streams: :mod:`dpkit.server.streams`.
+still in progress, a stream step released by a concurrent request — ask again —, or a stream
+of a retired dataset), 410 a stream whose state was lost, 413 body too large, 422 malformed or
+refused query (or a stream past its horizon), 500 a release or stream step that failed after
+its debit (the loss stands; a fixed text, nothing is returned) or a stream history that fails
+its integrity check, 501 streams not configured (they need ``ledger_key_env``). Refused
+requests debit nothing. Streams: :mod:`dpkit.server.streams`.
 
 The server never returns rows: a query's only output is its DP aggregations, and a release
 runs only after its loss is debited in the ledger (atomically, against the dataset's and the
@@ -56,6 +57,7 @@ from dpkit.errors import (
     DPError,
     LedgerError,
     MeasureError,
+    StreamRollbackError,
 )
 from dpkit.frame import engine
 from dpkit.frame.bounded_cache import BoundedCache
@@ -66,6 +68,7 @@ from dpkit.server import protocol, streams
 from dpkit.server.config import ConfigError, DatasetConfig, ServerConfig, load_config
 from dpkit.server.middleware import BodyLimitMiddleware, RequestLogMiddleware, configure_logging
 from dpkit.server.sources import Source, open_source
+from dpkit.stream import DatasetRetiredError, HorizonExceededError
 
 __all__ = ["create_app", "app_from_env", "serve", "ENV_CONFIG"]
 
@@ -423,24 +426,32 @@ def _routes(app: FastAPI, state: ServerState) -> None:
             session = state.session(served, data, analyst)
             stream = _load_stream(session, store, stream_id, analyst)
             try:
-                released = streams.advance(stream, store, payload.max_steps)
-            except Exception as exc:
-                raise _refusal(exc) from exc
+                streams.check_next(stream, payload.max_steps)  # declared: before any step
+            except DomainError as exc:
+                raise ApiError(422, "DomainError", str(exc)) from None
+            released = _stream_steps(stream, store, payload.max_steps)
         _note(request, release_id=stream_id, step=stream.t)
         return streams.info(stream, released)
 
     @app.get("/v1/streams/{stream_id}", response_model=StreamInfo, tags=["streams"])
-    def one_stream(stream_id: int, request: Request, since: int = 0,
+    def one_stream(stream_id: int, request: Request, since: int = 0, offset: int | None = None,
+                   limit: int = streams.MAX_PAGE,
                    credentials: HTTPAuthorizationCredentials | None = auth) -> dict[str, Any]:
-        """One of the caller's streams with the steps released after step ``since``."""
+        """One of the caller's streams with a page of its released steps: those after step
+        ``offset`` (``since``, its older name), at most ``limit`` (≤ ``MAX_PAGE``, and
+        ``MAX_CELLS_PER_REQUEST`` cells); page on with ``offset`` = the last ``t`` shown."""
         analyst, served = _stream_dataset(state, request, credentials, stream_id)
         store = _stream_store(state)
         with served.source.open() as data:
             session = state.session(served, data, analyst)
             stream = _load_stream(session, store, stream_id, analyst)
-        shown = streams.info(stream)
-        shown["steps"] = [s for s in shown["steps"] if s["t"] > since]
-        return shown
+        try:
+            steps = streams.history(stream, store, since if offset is None else offset, limit)
+        except DomainError as exc:
+            raise ApiError(422, "DomainError", str(exc)) from None
+        except streams.StreamHistoryError:
+            raise _history_damaged(stream_id) from None
+        return streams.info(stream, steps)
 
 
 # -- streams ---------------------------------------------------------------------------------
@@ -477,14 +488,62 @@ def _stream_dataset(state: ServerState, request: Request,
 
 def _load_stream(session: Session, store: streams.StreamStore, stream_id: int,
                  analyst: str) -> Any:
+    """The stream restored from the state its ledger mark names. A stream is past its debit:
+    every failure is a fixed answer that names no value (its exception is logged)."""
     try:
         return streams.load_stream(session, store, stream_id, analyst)
     except streams.StreamNotFoundError as exc:
         raise ApiError(404, "NotFound", str(exc)) from None
     except streams.StreamLostError as exc:
         raise ApiError(410, "StreamLost", str(exc)) from None
+    except streams.StreamBusyError:
+        raise _stream_busy(stream_id) from None
+    except streams.StreamHistoryError:
+        raise _history_damaged(stream_id) from None
     except Exception as exc:
-        raise _refusal(exc) from exc
+        raise _stream_failed(stream_id, exc) from None
+
+
+def _stream_steps(stream: Any, store: streams.StreamStore, max_steps: int
+                  ) -> list[dict[str, Any]]:
+    """Release the next steps. After the debit a step is total: what it raises maps to a
+    fixed status and text, never an exception's message (which may quote the data)."""
+    sid = int(stream.release_id)
+    try:
+        return streams.advance(stream, store, max_steps)
+    except StreamRollbackError:
+        raise _stream_busy(sid) from None
+    except HorizonExceededError:  # public: the declared horizon (or time grid) is reached
+        raise ApiError(422, "HorizonExceededError", f"stream {sid} reached its horizon "
+                       f"({stream.horizon} steps, step {stream.t})") from None
+    except DatasetRetiredError:
+        raise ApiError(409, "DatasetRetired", f"the dataset of stream {sid} is retired: it "
+                       "releases no further step") from None
+    except streams.StreamHistoryError:
+        raise _history_damaged(sid) from None
+    except Exception as exc:
+        raise _stream_failed(sid, exc) from None
+
+
+def _stream_busy(stream_id: int) -> ApiError:
+    return ApiError(409, "StreamRollbackError", f"stream {stream_id}: another request "
+                    "released its next step first; ask again")
+
+
+def _history_damaged(stream_id: int) -> ApiError:
+    logging.getLogger("dpkit.server").error(
+        "stream history fails its integrity check", extra={"fields": {"release_id": stream_id}})
+    return ApiError(500, "StreamHistoryDamaged", f"stream {stream_id}: its released history "
+                    "fails its integrity check (reported to the curator)")
+
+
+def _stream_failed(stream_id: int, exc: BaseException) -> ApiError:
+    logging.getLogger("dpkit.server").error(
+        "stream step failed after its debit", exc_info=exc,
+        extra={"fields": {"release_id": stream_id}})
+    return ApiError(500, "ReleaseFailed", f"stream {stream_id}: the request failed after the "
+                    "stream's debit (the loss stands; a step it recorded is kept in the "
+                    "stream's history)", release_id=stream_id)
 
 
 # -- authentication and authorisation --------------------------------------------------------

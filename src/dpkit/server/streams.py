@@ -11,8 +11,10 @@ and is charged the budget once, through the ledger, against the dataset's and th
 caps (:class:`~dpkit.stream.ContinualQuery`, as ``query.continual(…)`` on a Session). Then
 ``POST /v1/streams/{id}/next`` (``{"max_steps": k}``) releases the next steps that are
 available — each step's running totals (per key) with their (1 − β) intervals, the step's
-time interval, and the sliding window if asked — and ``GET /v1/streams/{id}`` returns the
-stream and every step released so far (a lost response loses nothing).
+time interval, and the sliding window if asked — and ``GET /v1/streams/{id}?offset=&limit=`` returns
+the stream and a page of the steps released so far, those after step ``offset`` (``since``
+is its older name), at most ``limit`` ≤ :data:`MAX_PAGE` steps and :data:`MAX_CELLS_PER_REQUEST`
+cells (a lost response loses nothing).
 
 Availability (public, never read from the data): step t covers the times
 [origin + (t − 1)·every, origin + t·every); with a date or datetime time column it is
@@ -20,26 +22,51 @@ available once that interval has ended by the server's UTC clock; with an intege
 every step up to the horizon is (the analyst decides when to ask). Late rows are never
 counted (:mod:`dpkit.stream.frames`).
 
-State. A stream's state (open node sums, secret noise, per-unit counts, the released steps)
-lives in ``streams_dir`` as Fernet tokens under the ledger's encryption key
-(``ledger_key_env``): ``<release id>/<step>-<writer>.state``. Every step is written *before*
-it is recorded in the ledger's step high-water mark with the state's MAC
-(:meth:`~dpkit.ledger.Ledger.advance_stream`), and a request restores the one file whose step
-and MAC the ledger names: any worker can serve any stream, two concurrent requests release a
-step once (the loser gets 409 and deletes its file), and a stale or foreign file is never
-used (:class:`~dpkit.errors.StreamRollbackError`). Older files are deleted after each step.
+State. A stream's secret state (open node sums, secret noise, per-unit counts, and the last
+released step) lives in ``streams_dir`` as Fernet tokens under the ledger's encryption key
+(``ledger_key_env``): ``<release id>/<step>-<writer>.state``; it is O(keys) (with a window,
+O(keys·W); "factorization" keeps its O(t) history), whatever the number of steps released.
+Every step is written *before* it is recorded in the ledger's step high-water mark with the
+state's MAC (:meth:`~dpkit.ledger.Ledger.advance_stream`), and a request restores the one
+file whose step and MAC the ledger names: any worker can serve any stream, two concurrent
+requests release a step once (the loser gets 409 and deletes its file), and a stale or
+foreign file is never used (:class:`~dpkit.errors.StreamRollbackError`). Older files are
+deleted after each step; a request whose file was deleted under it by a concurrent request
+(which moved the mark) reads the mark again, then answers 409 (ask again), never a 500.
 
-Limits: horizon ≤ :data:`MAX_HORIZON`, keys ≤ :data:`MAX_KEYS`, keys × horizon ≤
-:data:`MAX_CELLS` (the released steps are kept with the state; a stream without a horizon —
-"increments", "hybrid" — keeps its newest :data:`MAX_CELLS` ÷ keys steps), steps per request
-≤ :data:`MAX_STEPS_PER_REQUEST`.
+History. The released steps (public once released) are kept outside the secret state, in an
+append-only log ``<release id>/history.log``: one JSON line per step, ``{"t", "step",
+"mac"}``, with mac = HMAC-SHA256 under a key derived from the ledger's encryption key of
+(stream id, t, the step's canonical JSON), and a file of 8-byte offsets (``history.idx``) so
+that a page costs O(page), not O(t). Only the request that won the ledger's compare-and-set
+appends a step (a loser's noise is never written), under an exclusive ``flock``; a step
+recorded in the ledger but not yet appended (the writer stopped in between) is recovered
+from the state the mark names, which holds the last released step, before that stream is
+read or advanced: a released step is never lost. A torn tail (a crash mid-append) is cut at
+the last complete line. A reader checks every line of its page (MAC, t) and that the log
+reaches the state's step: an edited, dropped, reordered or moved line is refused
+(:class:`StreamHistoryError`), never served.
+
+Limits (declared quantities, checked before anything is computed): horizon ≤
+:data:`MAX_HORIZON`, keys ≤ :data:`MAX_KEYS`, keys × horizon ≤ :data:`MAX_CELLS` (the log's
+size), ≤ :data:`MAX_STATE_CELLS` for "factorization" (its state is its history), keys ×
+(window + 1) ≤ :data:`MAX_WINDOW_CELLS` (the window's state), steps per request ≤
+:data:`MAX_STEPS_PER_REQUEST` and keys × steps per request ≤ :data:`MAX_CELLS_PER_REQUEST`
+(a ``/next`` and a history page alike).
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import hmac
+import json
 import os
+import struct
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -58,13 +85,20 @@ from dpkit.stream import (
 )
 
 __all__ = ["StreamRequest", "NextRequest", "StreamStore", "StreamLostError",
-           "StreamNotFoundError", "open_stream", "load_stream", "advance", "info",
-           "MAX_HORIZON", "MAX_KEYS", "MAX_CELLS", "MAX_STEPS_PER_REQUEST"]
+           "StreamNotFoundError", "StreamBusyError", "StreamHistoryError", "open_stream",
+           "load_stream", "advance", "info", "history", "check_next", "MAX_HORIZON",
+           "MAX_KEYS", "MAX_CELLS", "MAX_STATE_CELLS", "MAX_WINDOW_CELLS", "MAX_STEPS_PER_REQUEST",
+           "MAX_CELLS_PER_REQUEST", "MAX_PAGE"]
 
 MAX_HORIZON = 100_000
 MAX_KEYS = 1_000
-MAX_CELLS = 200_000
+MAX_CELLS = 2_000_000
+MAX_STATE_CELLS = 200_000
+MAX_WINDOW_CELLS = 50_000
 MAX_STEPS_PER_REQUEST = 1_000
+MAX_CELLS_PER_REQUEST = 20_000
+MAX_PAGE = 1_000
+_RETRIES = 3  # loads of a stream whose state vanished under a concurrent request
 _PREFIX = "continual "  # the ledger description of every stream (dpkit.stream.frames)
 
 Name = Annotated[str, Field(min_length=1, max_length=language.MAX_NAME)]
@@ -128,6 +162,15 @@ class StreamLostError(LedgerError):
     step died before saving it): the stream cannot go on; its releases stand."""
 
 
+class StreamBusyError(LedgerError):
+    """Concurrent requests moved the stream while this one read it: ask again (409)."""
+
+
+class StreamHistoryError(LedgerError):
+    """The released history fails its integrity check (a line edited, dropped, reordered or
+    moved from another stream): it is not served."""
+
+
 class StreamStore:
     """Where hosted streams keep their encrypted states (module docstring).
 
@@ -175,6 +218,140 @@ class StreamStore:
             if first.isdigit() and int(first) < step:
                 old.unlink(missing_ok=True)
 
+    # -- the released history (module docstring) -------------------------------------------
+    def history_path(self, stream_id: int) -> Path:
+        """The stream's append-only log of released steps."""
+        return self.folder(stream_id) / "history.log"
+
+    def _mac(self, stream_id: int, t: int, body: str) -> str:
+        """The MAC of step t's canonical JSON ``body`` (:func:`_canonical`) in this stream."""
+        key = hmac.new(self.secret, b"dpkit stream history", hashlib.sha256).digest()
+        return hmac.new(key, f"{int(stream_id)}:{int(t)}:{body}".encode(),
+                        hashlib.sha256).hexdigest()
+
+    @contextmanager
+    def _locked(self, stream_id: int) -> Iterator[None]:
+        folder = self.folder(stream_id)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(folder / "history.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def append(self, stream_id: int, step: dict[str, Any]) -> None:
+        """Append released step ``step["t"]`` to the log (once: a step already there is
+        skipped; the log must end at t − 1), durably, under the stream's lock."""
+        t = int(step["t"])
+        with self._locked(stream_id):
+            logged = self._repair(stream_id)
+            if logged >= t:
+                return  # already logged (a recovery, or the winner, came first)
+            if logged != t - 1:
+                raise StreamHistoryError(f"stream {stream_id}: the log ends at step "
+                                         f"{logged}, before step {t - 1}")
+            body = _canonical(step)  # the line is {"mac", "step", "t"} in canonical JSON
+            mac = self._mac(stream_id, t, body)
+            line = f'{{"mac":"{mac}","step":{body},"t":{t}}}\n'.encode()
+            log = self.history_path(stream_id)
+            with open(log, "ab") as f:
+                start = f.tell()
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            with open(log.with_suffix(".idx"), "ab") as f:
+                f.write(struct.pack("<Q", start))
+
+    def _repair(self, stream_id: int) -> int:
+        """Under the lock: cut a torn tail (a line without its newline) and bring the offsets
+        file up to the log's complete lines; the number of logged steps. Reads the offsets
+        file's last entries and the log after the last indexed line only (O(1) in t)."""
+        log = self.history_path(stream_id)
+        idx = log.with_suffix(".idx")
+        if not log.exists():
+            log.touch(mode=0o600)
+        size = log.stat().st_size
+        with open(idx, "a+b") as f:
+            n = f.tell() // 8  # a torn entry (not 8 bytes) is dropped below
+            last = -1
+            while n:  # the last indexed line that the log still holds
+                f.seek(8 * (n - 1))
+                (last,) = struct.unpack("<Q", f.read(8))
+                if last < size:
+                    break
+                n, last = n - 1, -1
+            start = max(last, 0)
+            with open(log, "rb+") as g:
+                g.seek(start)
+                tail = g.read()
+                lines = tail.split(b"\n")
+                if lines[-1]:  # a torn tail: never a complete (released) line
+                    g.truncate(start + len(tail) - len(lines[-1]))
+            found, pos = [], start
+            for text in lines[:-1]:
+                found.append(pos)
+                pos += len(text) + 1
+            keep = n - 1 if last >= 0 else 0  # the last indexed line is re-found in ``found``
+            f.truncate(8 * keep)
+            f.seek(8 * keep)
+            f.write(b"".join(struct.pack("<Q", o) for o in found))
+            return keep + len(found)
+
+    def page(self, stream_id: int, upto: int, offset: int, limit: int
+             ) -> list[dict[str, Any]]:
+        """Released steps offset + 1 … min(offset + limit, upto), each checked (MAC, t);
+        O(limit) reads through the offsets file.
+
+        Raises
+        ------
+        StreamHistoryError
+            If a line of the page is missing or fails its check.
+        """
+        last = min(offset + limit, upto)
+        if last <= offset:
+            return []
+        log = self.history_path(stream_id)
+        out = []
+        try:
+            with open(log.with_suffix(".idx"), "rb") as f:
+                f.seek(8 * offset)
+                raw = f.read(8 * (last - offset))
+            with open(log, "rb") as f:
+                for t, (start,) in enumerate(struct.iter_unpack("<Q", raw[:len(raw) - len(
+                        raw) % 8]), offset + 1):
+                    f.seek(start)
+                    doc = json.loads(f.readline())
+                    mac = self._mac(stream_id, t, _canonical(doc["step"]))
+                    if not (doc["t"] == t == doc["step"]["t"]
+                            and hmac.compare_digest(str(doc["mac"]), mac)):
+                        raise ValueError("a line fails its check")
+                    out.append(doc["step"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StreamHistoryError(f"stream {stream_id}: its released history fails its "
+                                     "integrity check") from exc
+        if len(out) != last - offset:
+            raise StreamHistoryError(f"stream {stream_id}: its released history fails its "
+                                     "integrity check")
+        return out
+
+    def recover(self, stream: ContinualQuery) -> None:
+        """Append the state's last released step if the log lacks it (its writer stopped
+        between the ledger's mark and the log), and move a pre-log state's history out."""
+        sid = int(stream.release_id or 0)
+        old = stream.extra.pop("history", None)
+        stream.extra.pop("history_limit", None)
+        if isinstance(old, list):  # saved before the log existed (the steps it kept)
+            for step in old:
+                self.append(sid, step)
+        last = stream.state.get("released")
+        if stream.t and isinstance(last, dict) and int(last["t"]) == stream.t:
+            self.append(sid, last)
+
+
+def _canonical(step: dict[str, Any]) -> str:
+    return json.dumps(step, sort_keys=True, separators=(",", ":"))
+
 
 def _origin(raw: int | str | None) -> Any:
     if raw is None or isinstance(raw, int):
@@ -211,6 +388,13 @@ def open_stream(session: Any, request: StreamRequest, store: StreamStore,
     n_keys = 1 if request.keys is None else len(request.keys)
     if request.horizon is not None and n_keys * request.horizon > MAX_CELLS:
         raise DomainError(f"keys × horizon = {n_keys * request.horizon} exceeds {MAX_CELLS}")
+    if (request.mechanism == "factorization" and request.horizon is not None
+            and n_keys * request.horizon > MAX_STATE_CELLS):
+        raise DomainError(f"factorization keeps its history in its state: keys × horizon = "
+                          f"{n_keys * request.horizon} exceeds {MAX_STATE_CELLS}")
+    if request.window is not None and n_keys * (request.window + 1) > MAX_WINDOW_CELLS:
+        raise DomainError(f"keys × (window + 1) = {n_keys * (request.window + 1)} exceeds "
+                          f"{MAX_WINDOW_CELLS}")
     if request.horizon is None and request.mechanism not in ("increments", "hybrid"):
         raise DomainError(f"{request.mechanism} needs a horizon")
     agg = request.aggregation
@@ -234,8 +418,7 @@ def open_stream(session: Any, request: StreamRequest, store: StreamStore,
     query = Query.from_json(session, {"steps": request.steps})
     stream = ContinualNamespace(query)(aggregation, time=request.time, horizon=request.horizon,
                                        **options)
-    stream.extra = {"analyst": analyst, "dataset": session.dataset, "steps": request.steps,
-                    "history": [], "history_limit": MAX_CELLS // n_keys}
+    stream.extra = {"analyst": analyst, "dataset": session.dataset, "steps": request.steps}
     stream.save(store.path(stream.release_id, 0), store.secret)
     return stream
 
@@ -251,25 +434,43 @@ def load_stream(session: Any, store: StreamStore, stream_id: int,
         No such stream of this analyst on this dataset.
     StreamLostError
         No saved state matches the ledger's mark.
+    StreamBusyError
+        Concurrent requests kept moving the mark while this one read it (ask again).
     """
     ledger = session.accountant.ledger
     row = ledger.release(stream_id)
     if (row is None or row["analyst"] != analyst or row["dataset"] != session.dataset
             or not str(row["query"]).startswith(_PREFIX) or row["status"] != "released"):
         raise StreamNotFoundError(f"no stream {stream_id} of yours")
-    step, _ = ledger.stream_step(stream_id)
+    for _ in range(_RETRIES):
+        step, _ = ledger.stream_step(stream_id)
+        stream = _restore(session, store, stream_id, step)
+        if stream is not None:
+            if stream.extra.get("analyst") != analyst:
+                raise StreamNotFoundError(f"no stream {stream_id} of yours")
+            stream.query = Query.from_json(session, {"steps": stream.extra.get("steps", [])})
+            store.recover(stream)
+            return stream
+        if ledger.stream_step(stream_id)[0] == step:
+            raise StreamLostError(f"stream {stream_id}: no saved state at step {step} (its "
+                                  "writer stopped before saving it); its releases stand, "
+                                  "open a new stream")
+    raise StreamBusyError(f"stream {stream_id} is being advanced by other requests: ask again")
+
+
+def _restore(session: Any, store: StreamStore, stream_id: int, step: int
+             ) -> ContinualQuery | None:
+    """The state the ledger's mark names among the files of ``step``, or None."""
     for path in store.candidates(stream_id, step):
         try:
             stream = ContinualQuery.restore(path, store.secret, session.accountant)
-        except (StreamRollbackError, DomainError):
-            continue  # another writer's state (it lost the race) or a foreign file
-        if stream.extra.get("analyst") != analyst:
-            raise StreamNotFoundError(f"no stream {stream_id} of yours")
+        except (StreamRollbackError, DomainError, FileNotFoundError):
+            # another writer's state (it lost the race), a foreign file, or a file deleted
+            # by a concurrent request's cleanup after it moved the mark
+            continue
         assert isinstance(stream, ContinualQuery)
-        stream.query = Query.from_json(session, {"steps": stream.extra.get("steps", [])})
         return stream
-    raise StreamLostError(f"stream {stream_id}: no saved state at step {step} (its writer "
-                          "stopped before saving it); its releases stand, open a new stream")
+    return None
 
 
 def _available(end: Any, now: datetime) -> bool:
@@ -301,6 +502,7 @@ def advance(stream: ContinualQuery, store: StreamStore, max_steps: int,
     if stream.horizon is not None and stream.t >= stream.horizon:
         raise HorizonExceededError(f"stream {stream.release_id} reached its horizon of "
                                    f"{stream.horizon} steps")
+    check_next(stream, max_steps)
     out = []
     for _ in range(max_steps):
         if stream.horizon is not None and stream.t >= stream.horizon:
@@ -313,9 +515,46 @@ def advance(stream: ContinualQuery, store: StreamStore, max_steps: int,
         except BaseException:
             path.unlink(missing_ok=True)
             raise
-        out.append(step_json(stream, step.as_dict()))
+        released = step.as_dict()
+        store.append(int(stream.release_id or 0), released)  # after the mark: the winner's
+        out.append(step_json(stream, released))
     store.cleanup(stream.release_id, stream.t)
     return out
+
+
+def check_next(stream: ContinualQuery, max_steps: int) -> None:
+    """Refuse a ``/next`` whose keys × steps exceeds :data:`MAX_CELLS_PER_REQUEST` (declared
+    quantities; before anything is computed).
+
+    Raises
+    ------
+    DomainError
+        If it does.
+    """
+    cells = len(stream.keys) * int(max_steps)
+    if cells > MAX_CELLS_PER_REQUEST:
+        raise DomainError(f"keys × max_steps = {cells} exceeds {MAX_CELLS_PER_REQUEST}: ask "
+                          f"for at most {max(MAX_CELLS_PER_REQUEST // len(stream.keys), 1)} "
+                          "steps")
+
+
+def history(stream: ContinualQuery, store: StreamStore, offset: int, limit: int
+            ) -> list[dict[str, Any]]:
+    """The released steps after step ``offset``, at most ``limit`` (≤ :data:`MAX_PAGE`) and
+    :data:`MAX_CELLS_PER_REQUEST` cells, from the log (:meth:`StreamStore.page`).
+
+    Raises
+    ------
+    DomainError
+        For a negative offset or a limit outside 1 … :data:`MAX_PAGE`.
+    StreamHistoryError
+        If the page fails its integrity check.
+    """
+    if offset < 0 or not 1 <= limit <= MAX_PAGE:
+        raise DomainError(f"offset must be ≥ 0 and limit in 1 … {MAX_PAGE}")
+    limit = min(limit, max(MAX_CELLS_PER_REQUEST // len(stream.keys), 1))
+    steps = store.page(int(stream.release_id or 0), stream.t, offset, limit)
+    return [step_json(stream, s) for s in steps]
 
 
 def step_json(stream: ContinualQuery, step: dict[str, Any]) -> dict[str, Any]:
@@ -328,13 +567,12 @@ def info(stream: ContinualQuery, steps: list[dict[str, Any]] | None = None,
          now: datetime | None = None) -> dict[str, Any]:
     """The stream as the API shows it: id, dataset, description, mechanism, horizon, the
     step reached, whether it is closed, the next step's interval and availability, its loss,
-    and ``steps`` (default: every step released so far)."""
+    and ``steps`` (the steps just released, or a page of the history)."""
     now = now or datetime.now(UTC)
     closed = stream.horizon is not None and stream.t >= stream.horizon
     nxt = None if closed else stream.interval(stream.t + 1)
     loss = stream.loss
-    if steps is None:
-        steps = [step_json(stream, s) for s in stream.extra.get("history", [])]
+    steps = [] if steps is None else steps
     return {"stream_id": stream.release_id, "dataset": stream.extra.get("dataset"),
             "description": stream.description, "mechanism": stream.config["mechanism"],
             "horizon": stream.horizon, "t": stream.t, "closed": closed,

@@ -22,7 +22,7 @@ from dpkit.stream import audit as audit  # registers the counters' audit cases
 from dpkit.stream.base import Budget, Counter, Unit
 from dpkit.stream.counters import Increments, RunningTotals
 from dpkit.stream.factorization import SqrtFactorization
-from dpkit.stream.frames import ContinualRelease, ContinualStep
+from dpkit.stream.frames import ContinualRelease, ContinualStep, DatasetRetiredError
 from dpkit.stream.hybrid import Hybrid
 from dpkit.stream.session import ContinualNamespace, ContinualQuery
 from dpkit.stream.smooth import SmoothBinary
@@ -43,4 +43,4 @@ __all__ = ["Stream", "StepRelease", "PrefixSums", "release_prefix_sums", "make_c
            "MECHANISMS", "HorizonExceededError", "clamp", "isotonic", "Budget", "Counter",
            "Unit", "Increments", "RunningTotals", "BinaryTree", "HonakerTree", "SmoothBinary",
            "SqrtFactorization", "Hybrid", "psums", "ContinualRelease", "ContinualStep",
-           "ContinualQuery", "ContinualNamespace"]
+           "ContinualQuery", "ContinualNamespace", "DatasetRetiredError"]

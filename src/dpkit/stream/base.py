@@ -43,6 +43,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, cast
@@ -175,11 +178,44 @@ def half_width(gaussian: bool, s2: np.ndarray, amax: np.ndarray, beta: float) ->
     return math.sqrt(8 * log) * nu
 
 
+# within pooled(): per noise measurement (by id, kept alive here), its unused fresh draws
+_POOL: ContextVar[dict[int, tuple[CalibratedNoise, np.ndarray]] | None] = ContextVar(
+    "dpkit_stream_pool", default=None)
+_BLOCK: ContextVar[int] = ContextVar("dpkit_stream_block", default=1)
+
+
+@contextmanager
+def pooled(block: int) -> Iterator[None]:
+    """Within the block, :func:`draw` serves each measurement's values from vectorised draws
+    of at least ``block`` values (one sampler call for many keys' nodes instead of one call
+    per node). Every value served is a fresh, independent draw used once; what is left at
+    the end is discarded, never kept or saved. The number drawn depends on ``block`` and the
+    plan only."""
+    pool, size = _POOL.set({}), _BLOCK.set(max(int(block), 1))
+    try:
+        yield
+    finally:
+        _POOL.reset(pool)
+        _BLOCK.reset(size)
+
+
 def draw(noise: CalibratedNoise, size: int) -> np.ndarray:
     """``size`` independent noise values (int64), drawn by calling the calibrated
-    measurement on zeros (the one door to the samplers)."""
+    measurement on zeros (the one door to the samplers); within :func:`pooled`, taken
+    from its unused draws."""
     if size <= 0:
         return np.zeros(0, dtype=np.int64)
+    pool = _POOL.get()
+    if pool is None:
+        return _fresh(noise, size)
+    _, left = pool.get(id(noise), (noise, np.zeros(0, dtype=np.int64)))
+    if len(left) < size:  # the rest is discarded: a value is served at most once
+        left = _fresh(noise, max(size, _BLOCK.get()))
+    pool[id(noise)] = (noise, left[size:])
+    return left[:size]
+
+
+def _fresh(noise: CalibratedNoise, size: int) -> np.ndarray:
     return np.asarray(noise(np.zeros(size, dtype=np.int64)), dtype=np.int64)
 
 

@@ -15,7 +15,9 @@ steps — at least |⌊v·2^−k⌋| for every v in the bounds (a row's floored 
 the change of a floored step total fed as a number when one value moves it by at most
 max(|lower|, |upper|) (⌊a⌋ − ⌊b⌋ ≤ ⌈a − b⌉) — and every release (value, interval) is
 multiplied back by 2^k. Flooring moves each value down by less than 2^k
-(≤ 2^−grid_bits of the largest bound). A step's total per key is clamped to ±(2^31 − 1) grid
+(≤ 2^−grid_bits of the largest bound). The grid is refused at plan time when k < −960
+(:data:`MIN_GRID`: a largest bound below about 2^−936), where 2^−k would overflow a float
+after the debit. A step's total per key is clamped to ±(2^31 − 1) grid
 steps, like integer increments (:mod:`dpkit.stream.stream`): with the default 16 bits that is
 at least 2^14 rows at the largest bound per key and step. A privacy unit
 contributes at most w events over the whole stream (``contributions``; enforced when a
@@ -39,26 +41,38 @@ uses Σ(a − b)²·scale² and max|a − b|·scale (for "honaker" the bound max
 
 Frames and the time column. Step t covers the times [origin + (t − 1)·every, origin + t·every)
 (integers: ``origin`` default 1, ``every`` default 1; dates/datetimes: ``origin`` required,
-``every`` a ``timedelta``, default one day). :meth:`ContinualRelease.feed` takes the next
+``every`` a ``timedelta``, default one day). The grid must hold the horizon's steps (an
+unbounded stream: :data:`UNBOUNDED_STEPS`) before the largest representable time (int64,
+year 9999), checked at plan time; an unbounded stream that reaches the end of the grid stops
+there like a horizon (``HorizonExceededError``). :meth:`ContinualRelease.feed` takes the next
 step's rows: rows whose time is null or outside the step's interval are dropped (late rows
 are never counted), rows whose key is not a declared key are dropped, values follow the
 clamp rule of :mod:`dpkit.stream.stream` (a null or non-finite value becomes ``lower``). The
-frame's *schema* (column names and kinds) is public and checked before the step advances
-(``DomainError``, nothing drawn); after that the step is total.
+frame's *schema* (column names and kinds, and for a datetime column its time zone: set if and
+only if ``origin`` is aware) is public and checked before the step advances (``DomainError``,
+nothing drawn); after that the step is total. A stream planned over a query
+(``query.continual``) runs a step on zero rows of the query's schema at plan time, before the
+debit, so what would fail on the rows (a comparison the types refuse) fails there.
 
 Enforcing w. With ``unit=`` (a column naming the privacy unit), the stream keeps a count per
 unit in its state and keeps only a unit's first w events over the whole stream (in feed
 order, rows in frame order), dropping the rest: the declared w then holds whatever the data.
+Units are told apart by their canonical value (:func:`dpkit.frame.keys.canonical_values`, as
+the batch side groups them: 0.0 and −0.0 are one unit; NaN one unit; null one unit).
 Without it, w is declared (each row is its own unit when w = 1).
 
 Persistence and threat model. :meth:`ContinualRelease.save` writes the whole state — the
 open node sums (raw data sums and secret noise: with the released values they reveal the
-raw counts), the per-unit counts (unit identifiers) and the configuration — as one Fernet
+raw counts), the per-unit counts (unit identifiers), the last released step (O(keys); the
+earlier steps are the host's to keep, e.g. :mod:`dpkit.server.streams`' log) and the
+configuration — as one Fernet
 token (AES-128-CBC + HMAC-SHA256; ``cryptography``), with the ledger release id and
 description of the debit that paid for the stream inside it; nothing is written in plain
 text. :meth:`ContinualRelease.restore` decrypts and authenticates the token (a changed or
 truncated file, or a wrong key, is refused), rebuilds the plan, and checks against the ledger
-that release id's dataset, description, exact loss and "released" status: no second debit,
+that release id's dataset, description (which names the stream's exact loss in its own
+measure; the ledger's loss text, in the dataset's measure, must equal the one recorded when
+the stream was paid) and "released" status: no second debit,
 and a stream cannot be restored against a ledger that did not pay for it. The spend persists
 through the ledger's debit. Protected: reading or changing the file without the key.
 
@@ -76,15 +90,22 @@ one token can never draw new noise for a step already released: the releases of 
 be averaged. The cost is availability: a process that dies after a step is recorded but
 before its state is saved leaves no restorable state (the stream must be reopened with a new
 budget); ``feed(…, save=…)`` writes the state *before* recording the step, which closes that
-window (a state saved but not recorded is simply one step ahead and is refused).
+window (a state saved but not recorded is simply one step ahead and is refused). Each step
+also checks the ledger's dataset status (:meth:`~dpkit.ledger.Ledger.retired`): a stream
+of a retired dataset raises :class:`DatasetRetiredError` and releases nothing more.
+
+Cost. Every key's counter is one plan (built once), the keys' node noise is drawn in
+vectorised blocks (:func:`~dpkit.stream.base.pooled`), and the state is O(keys) (with a
+window O(keys·W); "factorization" keeps its O(t) history; with a unit column, plus a count
+per unit seen), so a step costs O(keys), not O(t·keys).
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import hmac
 import json
+import marshal
 import math
 import os
 import tempfile
@@ -101,15 +122,23 @@ import polars as pl
 from dpkit.core.accountant import as_accountant
 from dpkit.core.measures import PrivacyLoss
 from dpkit.core.numbers import Number, integer, to_fraction
-from dpkit.errors import DomainError, StreamRollbackError
-from dpkit.stream.base import Counter, half_width, noise_variance
+from dpkit.errors import DomainError, DPError, LedgerError, StreamRollbackError
+from dpkit.frame.keys import canonical_values
+from dpkit.stream.base import Counter, half_width, noise_variance, pooled
 from dpkit.stream.factorization import MAX_VALUE
 from dpkit.stream.stream import HorizonExceededError, StepRelease, _bounds, clamp, make_counter
 
-__all__ = ["ContinualRelease", "ContinualStep", "window_weights", "window_variance",
-           "state_mac"]
+__all__ = ["ContinualRelease", "ContinualStep", "DatasetRetiredError", "window_weights",
+           "window_variance", "state_mac", "MIN_GRID", "UNBOUNDED_STEPS"]
 
 VERSION = 1
+MIN_GRID = -960  # the finest grid 2^k: 2^−k and every release·2^k stay finite floats
+UNBOUNDED_STEPS = 100_000  # steps an unbounded stream's time grid must hold (plan time)
+
+
+class DatasetRetiredError(LedgerError):
+    """The dataset that paid for a stream was retired (``dpkit ledger retire``): the stream
+    releases no further step; its released steps stand."""
 
 
 def window_weights(counter: Counter, t: int, width: int) -> tuple[float, float]:
@@ -140,10 +169,12 @@ def _paid_row(accountant: Any, release_id: int | None) -> dict[str, Any] | None:
             "loss": str(row["loss"]), "status": row["status"], "hash": row["hash"]}
 
 
-def state_mac(key: bytes, state: Mapping[str, Any]) -> str:
-    """HMAC-SHA256 under ``key`` of a stream state's canonical JSON (what the ledger's step
-    record names; the secret state itself is never hashed in clear)."""
-    text = json.dumps(state, sort_keys=True, separators=(",", ":"))
+def state_mac(key: bytes, state: Mapping[str, Any] | str) -> str:
+    """HMAC-SHA256 under ``key`` of a stream state's JSON text as saved (a mapping: its
+    canonical JSON, the form of tokens saved before the text was kept) — what the ledger's
+    step record names; the secret state itself is never hashed in clear."""
+    text = state if isinstance(state, str) else json.dumps(state, sort_keys=True,
+                                                           separators=(",", ":"))
     return hmac.new(key, b"dpkit stream state:" + text.encode(), hashlib.sha256).hexdigest()
 
 
@@ -286,11 +317,11 @@ class ContinualRelease:
             self.config["label"] = label
         self._build()
         if _schema is not None:
-            self.check_schema(_schema)  # the rows' schema, at plan time
+            self._dry_run(_schema)  # the rows' schema, at plan time (before the debit)
         self.extra: dict[str, Any] = {}  # saved with the state (the server's binding)
         self._ledger: Any = None  # the ledger keeping the step high-water mark
         if _restore is not None:
-            self.state = json.loads(json.dumps(_restore["state"]))
+            self.state = _restore["state"]  # freshly decoded: the stream's own
             self.release_id, self.description = _restore["release_id"], _restore["description"]
             self.paid = _restore.get("paid")
             self.extra = dict(_restore.get("extra") or {})
@@ -337,7 +368,7 @@ class ContinualRelease:
         if key_list is not None:
             if not key_list or len(set(map(repr, key_list))) != len(key_list):
                 raise DomainError("keys must be a non-empty list of distinct public keys")
-            if not all(isinstance(k, str | int | bool) for k in key_list):
+            if not all(isinstance(k, (str, int, bool)) for k in key_list):  # noqa: UP038
                 raise DomainError("keys must be str or int")
         for name, col in (("value", value), ("by", by), ("unit", unit), ("time", time)):
             if col is not None and not isinstance(col, str):
@@ -351,14 +382,18 @@ class ContinualRelease:
                 every = timedelta(days=1) if every is None else every
                 if not isinstance(every, timedelta) or every <= timedelta(0):
                     raise DomainError("every must be a positive timedelta for a date origin")
-        if time is not None and horizon is not None:  # the grid's last time exists
+        if time is not None:  # the grid's last time exists (unbounded: UNBOUNDED_STEPS')
+            steps = (UNBOUNDED_STEPS if horizon is None
+                     else integer(horizon, "horizon", minimum=1))
             try:
-                end = origin + integer(horizon, "horizon", minimum=1) * every
+                end = origin + steps * every
             except OverflowError:
                 end = None
             if end is None or (kind == "int" and not -(1 << 63) <= end < 1 << 63):
-                raise DomainError("the time grid's last step ends past the largest "
-                                  "representable time")
+                raise DomainError(
+                    "the time grid's last step ends past the largest representable time"
+                    if horizon is not None else f"an unbounded stream's time grid must "
+                    f"hold {UNBOUNDED_STEPS} steps before the largest representable time")
         if window is not None:
             window = integer(window, "window", minimum=1)
         if not 0 < float(beta) < 1:
@@ -400,6 +435,10 @@ class ContinualRelease:
             log2 = top.numerator.bit_length() - top.denominator.bit_length()
             log2 -= Fraction(2) ** log2 > top  # ⌊log₂ top⌋
             self.grid = log2 - c["grid_bits"]
+            if self.grid < MIN_GRID:  # 2^−k would overflow a float after the debit
+                raise DomainError(f"a real-valued sum's largest bound must be at least "
+                                  f"2^{MIN_GRID + c['grid_bits']} (its grid 2^{self.grid} is "
+                                  f"finer than 2^{MIN_GRID})")
             unit = Fraction(2) ** -self.grid
             self.grid_range = (math.floor(lo_b * unit), math.floor(hi_b * unit))
             delta = math.ceil(top * unit)  # ≥ |⌊v·2^−k⌋| for v in the bounds, and ≥ the
@@ -411,12 +450,11 @@ class ContinualRelease:
         self.delta = max(delta, 1)
         n = 1 if c["keys"] is None else len(c["keys"])
         eps, rho = (None if v is None else Fraction(v) for v in (c["epsilon"], c["rho"]))
-        # every key's counter is the same plan (module docstring); one object per key keeps
-        # the hybrid's segment cache per key
-        self.counters: list[Counter] = [
-            make_counter(c["mechanism"], c["horizon"], epsilon=eps, rho=rho,
-                         sensitivity=self.delta, contributions=c["contributions"])
-            for _ in range(n)]
+        # every key's counter is the same plan (module docstring): one object, built once
+        # (a plan holds no data; each key's state is its own)
+        counter = make_counter(c["mechanism"], c["horizon"], epsilon=eps, rho=rho,
+                               sensitivity=self.delta, contributions=c["contributions"])
+        self.counters: list[Counter] = [counter] * n
         self.keys: list[Any] = [None] if c["keys"] is None else list(c["keys"])
         self._index = {repr(k): i for i, k in enumerate(self.keys)}
 
@@ -488,6 +526,34 @@ class ContinualRelease:
                   dtype == pl.Date if c["time_kind"] == "date" else isinstance(dtype, pl.Datetime))
             if not ok:
                 raise DomainError(f"time column {c['time']} is {dtype}, not {c['time_kind']}")
+            if c["time_kind"] == "datetime":
+                aware = datetime.fromisoformat(c["origin"]).tzinfo is not None
+                if aware != (getattr(dtype, "time_zone", None) is not None):
+                    raise DomainError(f"time column {c['time']} is {dtype} but origin is "
+                                      f"{'aware' if aware else 'naive'}: give an origin with "
+                                      "the column's time zone (or none for a naive column)")
+        return frame
+
+    def _dry_run(self, frame: Any) -> pl.DataFrame:
+        """The frame's schema checked and a step computed on zero rows of it (at plan time
+        with the query's schema, before the debit, and before every frame step): what would
+        fail on the rows (a time zone Polars refuses to compare, …) fails here, naming no
+        value. Returns the frame."""
+        frame = self.check_schema(frame)
+        opened = getattr(self, "state", None)
+        if opened is None:  # at plan time: an opening state's shape
+            self.state = {"t": 0, "units": {}}
+        try:
+            self._increments(frame.clear())  # zero rows: reads and changes nothing
+        except DPError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a type error of the schema, no rows read
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise DomainError(f"a step does not run on this schema: {type(exc).__name__}: "
+                              f"{first}") from None
+        finally:
+            if opened is None:
+                del self.state
         return frame
 
     def _increments(self, frame: pl.DataFrame) -> list[int]:
@@ -516,7 +582,8 @@ class ContinualRelease:
             vals = [clamp(v, lo_v, hi_v) for v in frame.get_column(c["value"]).to_list()]
         else:
             vals = [1] * n
-        units = frame.get_column(c["unit"]).to_list() if c["unit"] else None
+        units = (canonical_values(frame.get_column(c["unit"])).to_list() if c["unit"]
+                 else None)  # -0.0 is 0.0: one unit, as the batch side groups it
         seen: dict[str, int] = self.state["units"]
         w = c["contributions"]
         out = [0] * len(self.keys)
@@ -561,7 +628,14 @@ class ContinualRelease:
             raise HorizonExceededError(f"the stream's horizon of {self.horizon} steps is "
                                        "reached; open a new stream (with its own budget)")
         c = self.config
-        before = None if self._ledger is None else copy.deepcopy((self.state, self.extra))
+        if self._ledger is not None and self.paid is not None and self._ledger.retired(
+                self.paid["dataset"]):  # checked at each step (``dpkit ledger retire``)
+            raise DatasetRetiredError(f"the dataset of stream {self.release_id} is retired: "
+                                      "no further step is released")
+        # the state holds only JSON types: marshal copies it ~10× faster than deepcopy (an
+        # in-memory copy of our own values, never read from outside)
+        before = None if self._ledger is None else marshal.loads(marshal.dumps(
+            (self.state, self.extra)))
         # an int is the step's total: a count in [0, 2^31 − 1]; a sum with the sign its
         # bounds allow (the neighbouring relation stays the declared one, as in Stream)
         lo = -MAX_VALUE if c["value"] and self.grid_range[0] < 0 else 0
@@ -569,7 +643,7 @@ class ContinualRelease:
         if not isinstance(step, pl.DataFrame | pl.LazyFrame | Mapping) and c["keys"]:
             raise DomainError("a continual histogram takes a mapping key → int or a frame")
         if isinstance(step, pl.DataFrame | pl.LazyFrame):
-            step = self.check_schema(step)
+            step = self._dry_run(step)
         try:  # computed on the state, released only once the ledger's mark moves (docstring)
             if isinstance(step, pl.DataFrame):
                 incs = self._increments(step)
@@ -578,12 +652,9 @@ class ContinualRelease:
             else:
                 incs = [clamp(self._scaled(step), lo, hi)]
             out = self._step(incs)
-            history = self.extra.get("history")
-            if isinstance(history, list):  # kept with the state (the newest history_limit)
-                history.append(out.as_dict())
-                limit = self.extra.get("history_limit")
-                if isinstance(limit, int) and len(history) > limit:
-                    del history[:len(history) - limit]
+            # the last released step only (O(keys)): a host appends it to its public log,
+            # and recovers it from here if it stopped between the ledger's mark and the log
+            self.state["released"] = out.as_dict()
             mac = None if save is None else self.save(*save)
             if self._ledger is not None:
                 self._ledger.advance_stream(self.release_id, out.t, mac)
@@ -599,26 +670,26 @@ class ContinualRelease:
         if not self.grid or isinstance(total, bool) or not isinstance(
                 total, int | float | np.integer | np.floating):
             return total
-        value = float(total)
-        if not math.isfinite(value):
-            return total
-        return float(math.floor(value * 2.0 ** -self.grid)) if abs(value) < 1e300 else value
+        scaled = float(total) * 2.0 ** -self.grid  # may overflow to ±inf: the clamp rule
+        return float(math.floor(scaled)) if math.isfinite(scaled) else scaled
 
     def _step(self, incs: list[int]) -> ContinualStep:
         c = self.config
         self.state["t"] = t = self.t + 1
         releases, windows = {}, {}
-        for i, (key, counter) in enumerate(zip(self.keys, self.counters, strict=True)):
-            raw = counter.step(self.state["counters"][i], incs[i])
-            releases[key] = self._post(i, t, raw)
-            if c["window"]:
-                windows[key] = self._window(i, t, raw)
+        counter = self.counters[0]  # every key's plan: the half-widths are the same
+        h = float(counter.half_widths(np.array([t]), c["beta"])[0])
+        hw = self._window_half_width(t) if c["window"] else 0.0
+        with pooled(len(self.keys)):  # the keys' node noise drawn in vectorised blocks
+            for i, key in enumerate(self.keys):
+                raw = counter.step(self.state["counters"][i], incs[i])
+                releases[key] = self._post(i, t, raw, h)
+                if c["window"]:
+                    windows[key] = self._window(i, t, raw, hw)
         return ContinualStep(t, releases, windows)
 
-    def _post(self, i: int, t: int, raw: float) -> StepRelease:
-        counter = self.counters[i]
+    def _post(self, i: int, t: int, raw: float, h: float) -> StepRelease:
         g = 2.0 ** self.grid  # grid steps → values (1 for counts and integer sums)
-        h = float(counter.half_widths(np.array([t]), self.config["beta"])[0])
         value, low, high = raw, raw - h, raw + h
         nonnegative, monotone, as_int = self.config["options"]
         if nonnegative:
@@ -631,15 +702,19 @@ class ContinualRelease:
         return StepRelease(t, int(round(value)) if as_int else value, raw * g, h * g,
                            low * g, high * g)
 
-    def _window(self, i: int, t: int, raw: float) -> StepRelease:
+    def _window_half_width(self, t: int) -> float:
+        """The window release's half-width at step t, in grid steps (the same for every key)."""
+        counter = self.counters[0]
+        sq, am = window_weights(counter, t, self.config["window"])
+        return float(half_width(counter.gaussian, np.array([sq]), np.array([am]),
+                                self.config["beta"])[0])
+
+    def _window(self, i: int, t: int, raw: float, h: float) -> StepRelease:
         width = self.config["window"]
         recent: list[float] = self.state["recent"][i]
         recent.append(raw)
         before = recent[-width - 1] if len(recent) > width else 0.0
         del recent[:-width - 1]
-        sq, am = window_weights(self.counters[i], t, width)
-        h = float(half_width(self.counters[i].gaussian, np.array([sq]), np.array([am]),
-                             self.config["beta"])[0])
         g = 2.0 ** self.grid
         est = (raw - before) * g
         h *= g
@@ -655,7 +730,10 @@ class ContinualRelease:
         mode 0600; returns the state's MAC (:func:`state_mac`)."""
         from cryptography.fernet import Fernet
 
-        payload = json.dumps({"config": self.config, "state": self.state,
+        # the state's text is kept as saved, so its MAC is computed once, on that text,
+        # here and at restore (no second, sorted encoding of an O(keys) state)
+        text = json.dumps(self.state, separators=(",", ":"))
+        payload = json.dumps({"config": self.config, "state_text": text,
                               "release_id": self.release_id,
                               "description": self.description, "paid": self.paid,
                               "extra": self.extra}, separators=(",", ":"))
@@ -668,7 +746,7 @@ class ContinualRelease:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
-        return state_mac(key, self.state)
+        return state_mac(key, text)
 
     @classmethod
     def restore(cls, path: str | Path, key: bytes, accountant: Any) -> ContinualRelease:
@@ -699,6 +777,9 @@ class ContinualRelease:
         except (InvalidToken, ValueError):
             raise DomainError("the stream's state does not decrypt with this key (a wrong "
                               "key, or the file was changed)") from None
+        text = doc.get("state_text")  # None: a token saved with the state as an object
+        if isinstance(text, str):
+            doc["state"] = json.loads(text)
         c = doc["config"]
         if c.get("version") != VERSION:
             raise DomainError(f"unknown stream state version {c.get('version')}")
@@ -720,14 +801,16 @@ class ContinualRelease:
         if getattr(target, "ledger", None) is None or doc["release_id"] is None:
             raise DomainError("a stream is restored against the ledger that paid for it")
         paid = _paid_row(target, doc["release_id"])
+        # the description names the stream's own loss (in its measure); the ledger's loss
+        # text is in the dataset's measure, so it is compared with what was paid, not with
+        # the stream's text (a pure-ε stream on a zCDP dataset restores)
         if not (paid is not None and paid == doc["paid"] and paid["query"] == doc["description"]
-                and paid["status"] == "released" and paid["loss"] == str(stream.loss)
-                and stream._describe() == doc["description"]):
+                and paid["status"] == "released" and stream._describe() == doc["description"]):
             raise DomainError("the ledger has no paid release for this stream state")
         ledger: Any = getattr(target, "ledger", None)
         step, mac = ledger.stream_step(doc["release_id"])
         if step != stream.t or (mac is not None and not hmac.compare_digest(
-                mac, state_mac(key, stream.state))):
+                mac, state_mac(key, text if isinstance(text, str) else stream.state))):
             raise StreamRollbackError(
                 f"stream {doc['release_id']}: the ledger records step {step} as the last "
                 f"released{'' if mac is None else ' (from another state)'}; this saved state "

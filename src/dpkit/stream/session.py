@@ -65,8 +65,10 @@ class ContinualNamespace:
     Raises
     ------
     DomainError
-        Before the debit: a grouped or aggregated or partitioned query, an aggregation other
-        than count and sum, or a bad option.
+        Before the debit: a grouped or aggregated or partitioned query, a step the batch
+        side refuses at plan time (:func:`dpkit.frame.rowwise.check_step`: not row-wise,
+        writing the unit column, failing on a row of nulls), a step that does not run on
+        the schema, an aggregation other than count and sum, or a bad option.
     """
 
     def __init__(self, query: Any) -> None:
@@ -90,6 +92,8 @@ class ContinualNamespace:
             raise DomainError("continual supports dp.count() and dp.sum(column, bounds)")
         session = q.session
         unit = session.privacy_unit
+        q.lazy()  # the steps' plan-time checks, as a batch query's (row-wise allow-list, the
+        # unit column left alone, a row of nulls); builds a plan, reads nothing
         label = q.describe() if q.steps else None  # the rows, in the ledger's description
         stream = ContinualQuery(horizon, accountant=session.accountant, value=value,
                                 bounds=bounds, unit=unit.column,
