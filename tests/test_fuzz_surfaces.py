@@ -59,52 +59,8 @@ def examples(name: str) -> list[object]:
                          marks=pytest.mark.fuzz_long)]
 
 
-# -- known findings (fixed elsewhere): recognised, counted apart, reproduced below ----------
-def _tiny_bounds(spec: dict[str, Any], problem: str) -> bool:
-    if "aggregation" not in spec or not problem.startswith("(b)"):
-        return False
-    def magnitude(b: Any) -> Fraction:
-        try:
-            return abs(Fraction(b))
-        except (TypeError, ValueError):
-            return Fraction(1)
-    bounds = spec.get("aggregation", {}).get("bounds") or [1]
-    return 0 < max(magnitude(b) for b in bounds) < Fraction(1, 2**600)
-
-
-def _zone_mismatch(spec: dict[str, Any], problem: str) -> bool:
-    if "time" not in spec or not problem.startswith("(b)"):
-        return False
-    origin = str(spec.get("origin", ""))
-    utc = origin.endswith("+00:00")
-    return (spec.get("time") == "ts" and "+" in origin) or (
-        spec.get("time") == "tz" and bool(origin) and not utc)  # naive, or another offset
-
-
-def _pure_on_zcdp(spec: dict[str, Any], problem: str) -> bool:
-    return (problem.startswith("(b)") and spec["_measure"] not in ("pure", "")
-            and "epsilon" in spec.get("budget", {}))
-
-
-def _unit_rewrite(spec: dict[str, Any], problem: str) -> bool:
-    return problem.startswith("(b)") and "DomainError" in problem and any(
-        m in problem for m in ("privacy unit column", "row-wise", "row of nulls"))
-
-
-def _calendar_end(spec: dict[str, Any], problem: str) -> bool:
-    return spec.get("horizon") is None and "past the year 9999" in problem
-
-
-KNOWN: dict[str, Callable[[dict[str, Any], str], bool]] = {
-    "NEW (issue 30 fuzz): continual skips the query's plan-time step checks (unit column, "
-    "row-wise allow-list, null-row dry run); debited, then every step fails": _unit_rewrite,
-    "NEW (issue 30 fuzz): an unbounded stream with a date origin near 9999 is debited, then "
-    "fails at the calendar's end": _calendar_end,
-    "tiny sum bounds overflow after the debit": _tiny_bounds,
-    "time zone of the time column vs origin fails after the debit": _zone_mismatch,
-    "a pure-ε stream on a zCDP or (ε, δ) dataset is never restored (never released hosted)":
-        _pure_on_zcdp,
-}
+# -- known findings: recognised, counted apart (none open: issue 30's are fixed) ----------
+KNOWN: dict[str, Callable[[dict[str, Any], str], bool]] = {}
 
 
 def split_known(run: Run, spec: dict[str, Any], measure: str, seen: dict[str, int]) -> None:
@@ -256,8 +212,9 @@ def test_stream_targets_catch_moved_increments_errors_and_leaks(monkeypatch, tmp
     real = ContinualRelease._increments
     outcomes = {}
     for name, fake in (("doubled", lambda s, f: [2 * v for v in real(s, f)]),
-                       ("leaky", lambda s, f: (_ for _ in ()).throw(
-                           ValueError(f"bad {f['x'].to_list()}")))):
+                       ("leaky", lambda s, f: real(s, f) if f.height == 0 else (
+                           _ for _ in ()).throw(ValueError(f"bad {f['x'].to_list()}")))):
+        # (leaky raises on rows only: the zero-row dry run before the debit passes)
         monkeypatch.setattr(ContinualRelease, "_increments", fake)
         (small, inc_s), (large, inc_l) = (
             run_library(t, unit, "pure", spec, led, d, key)
@@ -303,36 +260,31 @@ def _stream_session(tmp_path: Any, table: pl.DataFrame, budget: Any) -> dp.Sessi
                       dataset="d")
 
 
-@pytest.mark.xfail(strict=False, reason="known finding (streams branch): tiny sum bounds "
-                   "['0', '1e-305'] overflow after the debit")
-def test_known_tiny_sum_bounds_release_every_step(tmp_path):
+def test_tiny_sum_bounds_are_refused_before_the_debit(tmp_path):
+    """Issue 30 (5b): bounds ['0', '1e-305'] overflowed 2.0 ** -grid after the debit."""
     s = _stream_session(tmp_path, pl.DataFrame({"t": [1, 2], "x": [1.0, 0.5]}), dp.PureDP(5))
-    stream = s.query().continual(dp.sum("x", (0, Fraction("1e-305"))), time="t", horizon=2,
-                                 epsilon=1)
-    assert [stream.advance().t for _ in range(2)] == [1, 2]
+    with pytest.raises(DomainError):
+        s.query().continual(dp.sum("x", (0, Fraction("1e-305"))), time="t", horizon=2,
+                            epsilon=1)
+    assert s.spent == dp.PureDP(0)
 
 
-@pytest.mark.xfail(strict=False, reason="known finding (streams branch): a naive time column "
-                   "with an aware origin fails after the debit")
-def test_known_time_zone_mismatch_is_refused_before_the_debit(tmp_path):
+def test_time_zone_mismatch_is_refused_before_the_debit(tmp_path):
+    """Issue 30 (5c): a naive time column with an aware origin failed after the debit."""
     from datetime import UTC
 
     s = _stream_session(tmp_path, pl.DataFrame({"ts": [datetime(2020, 1, 1, 5)]}),
                         dp.PureDP(5))
-    try:
-        stream = s.query().continual(dp.count(), time="ts", horizon=2, epsilon=1,
-                                     origin=datetime(2020, 1, 1, tzinfo=UTC))
-    except DomainError:
-        assert s.spent == dp.PureDP(0)  # refused before the debit: the fix
-        return
-    assert stream.advance().t == 1  # or it releases
+    with pytest.raises(DomainError):
+        s.query().continual(dp.count(), time="ts", horizon=2, epsilon=1,
+                            origin=datetime(2020, 1, 1, tzinfo=UTC))
+    assert s.spent == dp.PureDP(0)
 
 
-@pytest.mark.xfail(strict=False, reason="known finding (streams branch): a pure-ε stream on a "
-                   "zCDP dataset is debited as ρ, so restore never finds its paid release")
 @pytest.mark.parametrize("budget", [dp.ZCDP(5), dp.ApproxDP(5, Fraction(1, 10**6))])
-def test_known_pure_stream_on_a_zcdp_dataset_restores(tmp_path, budget):
-    """Also on an (ε, δ) dataset (found here): the ledger records the converted loss."""
+def test_pure_stream_on_a_zcdp_dataset_restores(tmp_path, budget):
+    """Issue 30 (5a); also on an (ε, δ) dataset (found here): the ledger records the
+    converted loss, and the restore compared loss texts in two measures."""
     key = Fernet.generate_key()
     s = _stream_session(tmp_path, pl.DataFrame({"t": [1, 2]}), budget)
     stream = s.query().continual(dp.count(), time="t", horizon=3, epsilon=1)
@@ -340,9 +292,8 @@ def test_known_pure_stream_on_a_zcdp_dataset_restores(tmp_path, budget):
     assert s.query().continual.restore(tmp_path / "a.state", key).t == 1
 
 
-@pytest.mark.xfail(strict=False, reason="new finding (this fuzzer): query.continual debits a "
-                   "stream whose steps rewrite the privacy unit column; every step then fails")
-def test_new_stream_rewriting_the_unit_column_is_refused_before_the_debit(tmp_path):
+def test_stream_rewriting_the_unit_column_is_refused_before_the_debit(tmp_path):
+    """Found by this fuzzer: query.continual skipped the query's plan-time step checks."""
     s = dp.Session(pl.DataFrame({"t": [1, 2], "id": [1, 2], "g": [5, 6]}),
                    dp.PrivacyUnit.by("id", 1), dp.PureDP(10),
                    ledger=Ledger(tmp_path / "l.sqlite"), dataset="d")

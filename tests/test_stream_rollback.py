@@ -119,3 +119,36 @@ def test_the_ledger_refuses_a_mark_out_of_order(ledger: Ledger) -> None:
     s.state["t"] = 2  # in step with the ledger
     s.feed(1)
     assert ledger.verify(since_checkpoint=True) == []
+
+
+def test_readers_during_steps_never_see_tampering(tmp_path: Path, ledger: Ledger) -> None:
+    """Found when issue 30's branches met: a reader of the step mark read the mark row and
+    the stream's newest link in two statements (two snapshots), so a step committed between
+    them looked like an edited record (LedgerIntegrityError, a 500 for a racing /next).
+    The row and the newest link's seq are now read in one statement and the link by its seq.
+    Deterministic when correct; on the two-snapshot reader it failed in every run tried."""
+    import threading
+
+    s = _open(ledger)
+    errors: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        other = Ledger(str(tmp_path / "l.db"))  # another connection, as another worker
+        while not done.is_set():
+            try:
+                other.stream_step(s.release_id)
+            except Exception as exc:
+                errors.append(repr(exc))
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for r in readers:
+        r.start()
+    try:
+        for _ in range(32):
+            s.feed(1)
+    finally:
+        done.set()
+        for r in readers:
+            r.join()
+    assert errors == [] and ledger.stream_step(s.release_id)[0] == 32

@@ -127,8 +127,8 @@ def _insert(table: str, names: list[str]) -> str:
 
 _RELEASE_INSERT = _insert("releases", [c.name for c in releases.columns])
 _OUTCOME_INSERT = _insert("outcomes", [c.name for c in outcomes.columns if c.name != "id"])
-_STREAM_LAST = """SELECT "seq", "kind", "subject", "time", "body", "prev_hash", "hash"
-    FROM "events" WHERE "subject" = :subject ORDER BY "seq" DESC LIMIT 1"""
+_STREAM_LINK = """SELECT "seq", "kind", "subject", "time", "body", "prev_hash", "hash"
+    FROM "events" WHERE "seq" = :seq AND "subject" = :subject"""
 _NEWEST_CHECKPOINT = 'SELECT max("seq") FROM "checkpoints"'
 _RELEASE_BY_ID = f"""SELECT {_RELEASE_COLUMNS} FROM "releases" WHERE "id" = :rid"""
 _MARK = """UPDATE "releases" SET "status" = :status, "result_sha256" = :result_sha256,
@@ -823,11 +823,15 @@ class Ledger:
             If the mark row or its link was edited, deleted or rolled back.
         """
         key = (str(int(release_id)),)
-        row = self._row(conn, "streams", key)
-        self._after_checkpoint(conn, key[0], row)
+        signed = self._checkpoint_marks(conn)  # first: a checkpoint signed later only
+        row = self._row(conn, "streams", key)  # holds marks at or below the row read now
+        self._after_checkpoint(signed, key[0], row)
         if row is None:
             return 0, None
-        last = store.first(conn, _STREAM_LAST, {"subject": chain.subject("streams", *key)})
+        # the link the row names (links never change): _row read the row and the newest link's
+        # seq in one statement, so a step committed meanwhile cannot look like tampering
+        last = store.first(conn, _STREAM_LINK, {"seq": row["seq"],
+                                                "subject": chain.subject("streams", *key)})
         if last is None or last.seq != row["seq"] or not self._link_ok(
                 last, chain.event_body(last)) or json.loads(last.body) != {
                 "release_id": row["release_id"], "step": row["step"], "state": row["state"]}:
@@ -835,17 +839,24 @@ class Ledger:
                                  "the ledger")
         return int(row["step"]), row["state"]
 
-    def _after_checkpoint(self, conn: Connection, stream: str, row: dict[str, Any] | None
-                          ) -> None:
+    def _checkpoint_marks(self, conn: Connection
+                          ) -> tuple[int | None, int, dict[str, Any]]:
+        """(newest checkpoint, its seq, its stream marks), read once per checkpoint."""
+        newest = store.run(conn, _NEWEST_CHECKPOINT).fetchone()[0]
+        marks_at = self._marks_at
+        if newest != marks_at[0]:
+            start, _ = checkpoint.latest(conn, self._key)
+            marks_at = (newest, 0 if start is None else start.seq, {} if start is None
+                        else {i[0]: m for i, m in start.state.rows["streams"].items()})
+            self._marks_at = marks_at
+        return marks_at
+
+    def _after_checkpoint(self, marks_at: tuple[int | None, int, dict[str, Any]],
+                          stream: str, row: dict[str, Any] | None) -> None:
         """A mark row must not be older than the newest signed checkpoint's copy of it (a row
         rolled back to an older signed copy, with the links after it deleted, agrees with
-        the chain that is left). The checkpoint's marks are read once per checkpoint."""
-        newest = store.run(conn, _NEWEST_CHECKPOINT).fetchone()[0]
-        if newest != self._marks_at[0]:
-            start, _ = checkpoint.latest(conn, self._key)
-            self._marks_at = (newest, 0 if start is None else start.seq, {} if start is None
-                              else {i[0]: m for i, m in start.state.rows["streams"].items()})
-        _, signed_at, marks = self._marks_at
+        the chain that is left)."""
+        _, signed_at, marks = marks_at
         signed = marks.get(stream)
         fields = None if row is None else {k: row[k] for k in chain.ROW_FIELDS["streams"]}
         if (signed is not None and (fields is None or fields["step"] < signed["step"])) or (

@@ -189,7 +189,15 @@ def fetch(conn: Connection, table: str, key: tuple[str, ...]
     statement when the row exists."""
     got = rows(run(conn, _FETCH[table], _params(table, key)))
     if not got:
-        return None, latest_seq(conn, table, key)
+        latest = latest_seq(conn, table, key)
+        if not latest:
+            return None, 0
+        # the chain has it: the row may have been created between the two statements (a
+        # reader outside a transaction sees each statement's own snapshot); rows are never
+        # deleted by the ledger, so one more read tells a new row from a deleted one
+        got = rows(run(conn, _FETCH[table], _params(table, key)))
+        if not got:
+            return None, latest
     row, latest = got[0], 0
     for name in [k for k in got[0] if k.startswith("__latest")]:
         value = row.pop(name)
