@@ -39,7 +39,7 @@ def _session(frame: pl.DataFrame, memo: PlanMemo) -> Session:
 
 def _release(session: Session, body: dict[str, Any]) -> pl.DataFrame:
     query, kwargs = server_app._build(session, protocol.QueryRequest.model_validate(body))
-    return server_app._release(session, query, kwargs)
+    return server_app._release(session, query, kwargs).values  # the record's frame
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
 from dpkit.core.measures import PrivacyLoss
-from dpkit.core.record import noise_rows
+from dpkit.core.record import Release, noise_rows
 from dpkit.errors import (
     BoundsError,
     BudgetExceededError,
@@ -57,6 +57,7 @@ from dpkit.errors import (
     DPError,
     LedgerError,
     MeasureError,
+    ReleaseFailedError,
     StreamRollbackError,
 )
 from dpkit.frame import engine
@@ -142,6 +143,7 @@ class ReleaseResponse(BaseModel):
     records: list[dict[str, Any]]
     noise: list[NoiseRowInfo]
     digest: str | None
+    description: str
 
 
 
@@ -375,8 +377,8 @@ def _routes(app: FastAPI, state: ServerState) -> None:
         with served.source.open() as data:
             session = state.session(served, data, analyst)
             query, kwargs = _build(session, payload)
-            _release(session, query, kwargs)
-        return _release_response(request, session)
+            record = _release(session, query, kwargs)
+        return _release_response(request, session, record)
 
     @app.get("/v1/releases", response_model=list[ReleaseInfo], tags=["releases"])
     def releases(request: Request, dataset: str | None = None,
@@ -722,35 +724,35 @@ def _explain(state: ServerState, session: Session, query: Query,
             "affordable": bool(total <= remaining)}
 
 
-def _release(session: Session, query: Query, kwargs: dict[str, Any]) -> pl.DataFrame:
+def _release(session: Session, query: Query, kwargs: dict[str, Any]) -> Release[pl.DataFrame]:
+    """The query released through its session: the record it returns."""
     try:
-        return query.release(**kwargs)
-    except Exception as exc:
-        record = session.last_release  # what this release debited, if anything
-        if record is None or record.loss is None:
-            raise _refusal(exc) from exc  # refused before (or instead of) a debit
+        plan = query.plan(**_plan_kwargs(kwargs))
+        return session.release(plan, confidence=kwargs["confidence"],
+                               idempotency_key=kwargs.get("idempotency_key"))
+    except ReleaseFailedError as exc:
         # debited, then failed: the loss stands and nothing is returned; the error's text
-        # may describe data, so only its type is logged
+        # names no data, and only its type is logged
         logging.getLogger("dpkit.server").error(
             "release failed after its debit", exc_info=exc,
-            extra={"fields": {"release_id": record.release_id}})
+            extra={"fields": {"release_id": exc.release_id}})
         raise ApiError(500, "ReleaseFailed", "the release failed after its loss was debited "
-                       "(the loss stands); no result", release_id=record.release_id
+                       "(the loss stands); no result", release_id=exc.release_id
                        ) from None
+    except Exception as exc:
+        raise _refusal(exc) from exc  # refused before (or instead of) a debit
 
 
-def _release_response(request: Request, session: Session) -> dict[str, Any]:
+def _release_response(request: Request, session: Session, record: Release[pl.DataFrame]
+                      ) -> dict[str, Any]:
     """The response rendered from the release record (:class:`dpkit.core.record.Release`):
     its id, loss (zero for a replay), replayed flag, noise rows, digest and values."""
-    record = session.last_release
-    if record is None or not isinstance(record.values, pl.DataFrame):
-        raise ApiError(500, "InternalError", "internal error")  # a release always records
     spent = record.loss if record.loss is not None else session.measure.zero()
     _note(request, release_id=record.release_id, loss=str(spent), replayed=record.replayed)
     frame = record.values
     return {"release_id": record.release_id, "replayed": record.replayed,
             "loss": _loss_json(spent), "noise": [r.as_dict() for r in record.noise],
-            "digest": record.digest,
+            "digest": record.digest, "description": record.description,
             "columns": [{"name": c, "dtype": str(t)} for c, t in frame.schema.items()],
             "records": _finite(frame).to_dicts()}
 
