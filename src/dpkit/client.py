@@ -40,30 +40,14 @@ import polars as pl
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 from dpkit.core.record import NoiseRow, Release
-from dpkit.errors import (
-    BoundsError,
-    BudgetExceededError,
-    ColumnError,
-    DomainError,
-    DPError,
-    LedgerError,
-    MeasureError,
-    StreamRollbackError,
-)
+from dpkit.errors import DomainError, DPError
 from dpkit.frame import language
 from dpkit.frame.language import Expr, col, lit
 from dpkit.frame.query import Query
+from dpkit.server.errors import client_exception
 
 __all__ = ["Client", "ClientQuery", "RemoteSession", "RemoteStream", "Expr", "ServerError",
            "col", "lit"]
-
-_ERRORS: dict[str, type[Exception]] = {
-    "BudgetExceededError": BudgetExceededError, "LedgerError": LedgerError,
-    "DomainError": DomainError, "BoundsError": BoundsError, "ColumnError": ColumnError,
-    "MeasureError": MeasureError, "ProtocolError": language.ProtocolError,
-    "InvalidQuery": DomainError, "ValidationError": DomainError,
-    "StreamRollbackError": StreamRollbackError}
-
 
 _MEASURES: dict[Any, type[PrivacyLoss]] = {m.__name__: m for m in (PureDP, ApproxDP, ZCDP)}
 
@@ -425,11 +409,7 @@ def _answer(response: Any) -> Any:
         f"{'.'.join(e.get('loc', []))}: {e.get('msg', '')}" for e in detail
         if isinstance(e, dict)) or str(detail)
     name = body.get("error", "") if isinstance(body, dict) else ""
-    if name == "HorizonExceededError":
-        from dpkit.stream import HorizonExceededError
-
-        raise HorizonExceededError(message)
-    error = _ERRORS.get(name)
+    error = client_exception(name) if isinstance(name, str) else None  # the server's table
     if error is not None:
         raise error(message)
     raise ServerError(response.status_code, message)

@@ -34,6 +34,6 @@ from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import KeySet, Plan, Query
 from dpkit.frame.session import Session
 
-__all__ = ["Session", "Query", "Plan", "KeySet", "PrivacyUnit", "count", "count_distinct", "sum", "mean",
-           "variance", "std", "histogram", "quantile", "median", "min", "max",
+__all__ = ["Session", "Query", "Plan", "KeySet", "PrivacyUnit", "count", "count_distinct", "sum",
+           "mean", "variance", "std", "histogram", "quantile", "median", "min", "max",
            "register_query_namespace", "provide_query_namespace"]
