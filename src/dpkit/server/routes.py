@@ -58,6 +58,9 @@ def _state(request: Request) -> ServerState:
     return state
 
 
+# the request models are regenerated when the language registry changes
+# (protocol.QueryRequest, streams.StreamRequest): the annotations are text, resolved again
+# when create_app includes this router, so an application reads the registry of its day
 router = APIRouter()
 _AUTH = Depends(HTTPBearer(auto_error=False,
                            description="An analyst's API token from the ledger."))
