@@ -390,6 +390,25 @@ def test_client_mirrors_session(server, adult, tmp_path):
     with pytest.raises(ServerError) as denied:
         dp.Client(app=server["app"], token="nope").datasets()
     assert denied.value.status == 401
+
+
+def test_client_returns_the_servers_record(server):
+    """``release_record`` hands back the server's release record (the one the session
+    returned), not a reading of ``last_release``: the same id, loss, noise and digest as
+    the ledger's row."""
+    from dpkit.core.record import Release, digest_of
+
+    client = dp.Client(app=server["app"], token=server["tokens"]["bob"])
+    q = client.query("adult").group_by("sex", keys=["Female", "Male"]).count()
+    record = q.release_record(epsilon=Fraction(1, 4), idempotency_key="rec-1")
+    assert isinstance(record, Release) and record.loss == dp.PureDP(Fraction(1, 4))
+    assert record.values["sex"].to_list() == ["Female", "Male"]
+    assert len(record.noise) == 1 and "count" in record.description
+    row = client.releases()[-1]
+    assert row["id"] == record.release_id and row["result_sha256"] == record.digest
+    assert digest_of(record.values) == record.digest
+    again = q.release_record(epsilon=Fraction(1, 4), idempotency_key="rec-1")
+    assert again.replayed and again.loss is None and again.release_id == record.release_id
     client.close()
 
 

@@ -22,8 +22,9 @@ import dpkit as dp
 from dpkit.errors import DomainError
 from dpkit.frame import engine
 from dpkit.frame.session import PlanMemo, Session
-from dpkit.server import app as server_app
 from dpkit.server import protocol
+from dpkit.server import routes as server_app  # the endpoints and their work
+from dpkit.server.state import ServerState
 
 BODY = {"group_by": {"columns": ["g"], "keys": {"g": ["a", "b"]}},
         "aggs": [{"agg": "count"}], "budget": {"epsilon": "1/10"}}
@@ -39,7 +40,7 @@ def _session(frame: pl.DataFrame, memo: PlanMemo) -> Session:
 
 def _release(session: Session, body: dict[str, Any]) -> pl.DataFrame:
     query, kwargs = server_app._build(session, protocol.QueryRequest.model_validate(body))
-    return server_app._release(session, query, kwargs)
+    return server_app._release(session, query, kwargs).values  # the record's frame
 
 
 @pytest.fixture
@@ -179,7 +180,7 @@ def test_a_served_release_spends_what_it_logs(tmp_path: Any) -> None:
     cfg = parse_config({"ledger": "ledger.sqlite", "datasets": [
         {"name": "d", "source": {"kind": "csv", "path": "d.csv"}, "privacy_unit": "rows",
          "budget": {"measure": "pure", "epsilon": 10}}]}, base=tmp_path)
-    state = server_app.ServerState(cfg)
+    state = ServerState(cfg)
     try:
         state.ledger.add_analyst("a")
         state.ledger.grant("a", "d")

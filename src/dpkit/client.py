@@ -12,7 +12,7 @@ Example::
          .agg(dp.count(), dp.mean("hours-per-week", (0, 80))))
     print(q.explain(epsilon=0.5))            # free
     table = q.release(epsilon=0.5)           # a polars DataFrame
-    client.last_release                      # its release id and loss
+    record = q.release_record(epsilon=0.5)   # or the record: values, loss, noise, id
 
     stream = (client.query("visits")         # a continual release hosted by the server,
               .continual(dp.count(), time="day", horizon=365, rho=0.5,  # charged once
@@ -33,33 +33,23 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, cast
 
 import polars as pl
 
-from dpkit.errors import (
-    BoundsError,
-    BudgetExceededError,
-    ColumnError,
-    DomainError,
-    DPError,
-    LedgerError,
-    MeasureError,
-    StreamRollbackError,
-)
+from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from dpkit.core.record import NoiseRow, Release
+from dpkit.errors import DomainError, DPError
 from dpkit.frame import language
 from dpkit.frame.language import Expr, col, lit
 from dpkit.frame.query import Query
+from dpkit.server.errors import client_exception
 
 __all__ = ["Client", "ClientQuery", "RemoteSession", "RemoteStream", "Expr", "ServerError",
            "col", "lit"]
 
-_ERRORS: dict[str, type[Exception]] = {
-    "BudgetExceededError": BudgetExceededError, "LedgerError": LedgerError,
-    "DomainError": DomainError, "BoundsError": BoundsError, "ColumnError": ColumnError,
-    "MeasureError": MeasureError, "ProtocolError": language.ProtocolError,
-    "InvalidQuery": DomainError, "ValidationError": DomainError,
-    "StreamRollbackError": StreamRollbackError}
+_MEASURES: dict[Any, type[PrivacyLoss]] = {m.__name__: m for m in (PureDP, ApproxDP, ZCDP)}
 
 
 class ServerError(DPError, RuntimeError):
@@ -136,8 +126,8 @@ class ClientQuery(Query):
     def release(self, epsilon: Any = None, *, rho: Any = None, delta: Any = None,
                 split: Sequence[Any] | None = None, confidence: float = 0.95,
                 alpha: Any = None, idempotency_key: str | None = None) -> pl.DataFrame:
-        """Release the aggregations (as :meth:`Query.release`); the release id and loss are
-        left in ``client.last_release``.
+        """Release the aggregations (as :meth:`Query.release`): the frame of
+        :meth:`release_record`.
 
         Raises
         ------
@@ -148,12 +138,24 @@ class ClientQuery(Query):
         ServerError
             For authentication, authorisation and server failures.
         """
+        return self.release_record(epsilon, rho=rho, delta=delta, split=split,
+                                   confidence=confidence, alpha=alpha,
+                                   idempotency_key=idempotency_key).values
+
+    def release_record(self, epsilon: Any = None, *, rho: Any = None, delta: Any = None,
+                       split: Sequence[Any] | None = None, confidence: float = 0.95,
+                       alpha: Any = None, idempotency_key: str | None = None
+                       ) -> Release[pl.DataFrame]:
+        """Release the aggregations; the server's record of it, as
+        :meth:`Session.release <dpkit.frame.Session.release>` returns it: ``values`` (the
+        frame), ``loss`` (None for a replay), ``noise`` rows, ``release_id``, ``replayed``,
+        ``digest``, ``description``. Its id, replayed flag and loss are also left in
+        ``client.last_release``. Same errors as :meth:`release`."""
         body = self.payload(epsilon, rho=rho, delta=delta, split=split, confidence=confidence,
                             alpha=alpha, idempotency_key=idempotency_key)
         answer = self.client._post(f"/v1/datasets/{self.dataset}/release", body)
         self.client.last_release = {k: answer[k] for k in ("release_id", "replayed", "loss")}
-        return _frame(answer["columns"], answer["records"])
-
+        return _record(answer)
 
     @property
     def continual(self) -> RemoteContinual:
@@ -280,6 +282,20 @@ class RemoteStream:
             offset = page[-1].t
 
 
+def _record(answer: dict[str, Any]) -> Release[pl.DataFrame]:
+    """The release record of a release response (its loss by allow-list of measures)."""
+    doc = answer["loss"]
+    measure = _MEASURES.get(doc.get("measure")) if isinstance(doc, dict) else None
+    if measure is None:
+        raise ServerError(502, "the server's answer names no known privacy measure")
+    loss = measure(**{k: Fraction(v) for k, v in doc.items() if k not in ("measure", "text")})
+    return Release(_frame(answer["columns"], answer["records"]),
+                   None if answer["replayed"] else loss,
+                   tuple(NoiseRow.from_dict(r) for r in answer.get("noise", [])), None,
+                   answer["release_id"], bool(answer["replayed"]), answer.get("digest"),
+                   str(answer.get("description", "")))
+
+
 def _frame(columns: list[dict[str, str]], records: list[dict[str, Any]]) -> pl.DataFrame:
     """The released table; nulls in float columns are the NaN the server cannot send."""
     dtypes = {c["name"]: _dtype(c["dtype"]) for c in columns}
@@ -393,11 +409,7 @@ def _answer(response: Any) -> Any:
         f"{'.'.join(e.get('loc', []))}: {e.get('msg', '')}" for e in detail
         if isinstance(e, dict)) or str(detail)
     name = body.get("error", "") if isinstance(body, dict) else ""
-    if name == "HorizonExceededError":
-        from dpkit.stream import HorizonExceededError
-
-        raise HorizonExceededError(message)
-    error = _ERRORS.get(name)
+    error = client_exception(name) if isinstance(name, str) else None  # the server's table
     if error is not None:
         raise error(message)
     raise ServerError(response.status_code, message)

@@ -26,6 +26,7 @@ partition: the maximum over parts, McSherry 2009, Thm 4).
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -129,7 +130,7 @@ class Accountant(ABC):
         object
             What ``compute`` returned (or the replayed answer); its record is :attr:`last`,
             its digest :func:`~dpkit.core.record.digest_of` of it (the ledger's
-            ``result_sha256``).
+            ``result_sha256``). :meth:`run_record` returns the record itself.
 
         Raises
         ------
@@ -138,9 +139,29 @@ class Accountant(ABC):
         IdempotentReplay
             If the key was answered but nothing can be replayed (no stored answer).
         ReleaseFailedError
-            If ``compute`` (or the digest of its result) fails after the debit (the loss
-            stands).
+            If ``compute``, the digest of its result or the record of its outcome fails
+            after the debit (the loss stands): after the debit this is the only error.
         """
+        return self._run(loss, description, compute, noise, accuracy, store, replay,
+                         idempotency_key)[0]
+
+    def run_record(self, loss: PrivacyLoss, description: str, compute: Callable[[], T], *,
+                   noise: Sequence[NoiseRow] = (), accuracy: Accuracy | None = None,
+                   store: Callable[[T], str] | None = None,
+                   replay: Callable[[str], T] | None = None,
+                   idempotency_key: str | None = None) -> Release[T]:
+        """:meth:`run`, returning the release's :class:`~dpkit.core.record.Release` (its
+        values, loss — None for a replay —, noise rows, accuracy, release id, digest), so
+        that a caller gets what it released without reading :attr:`last` back. Same
+        parameters and errors as :meth:`run`."""
+        return self._run(loss, description, compute, noise, accuracy, store, replay,
+                         idempotency_key)[1]
+
+    def _run(self, loss: PrivacyLoss, description: str, compute: Callable[[], T],
+             noise: Sequence[NoiseRow], accuracy: Accuracy | None,
+             store: Callable[[T], str] | None, replay: Callable[[str], T] | None,
+             idempotency_key: str | None) -> tuple[T, Release[T]]:
+        """The one road: (what ``compute`` returned, its record)."""
         self._note(None)
         rng.require_secure()  # a seeded test stream never reaches a debit or a release
         charged = convert(loss, self.measure)
@@ -153,9 +174,11 @@ class Accountant(ABC):
                 raise
             values = replay(answered.result)
             recorded = getattr(answered, "result_sha256", None)
-            self._note(Release(read_only(values), None, rows, accuracy, answered.release_id,
-                               True, recorded or digest_of(values), description))
-            return values
+            replayed: Release[T] = Release(read_only(values), None, rows, accuracy,
+                                           answered.release_id, True,
+                                           recorded or digest_of(values), description)
+            self._note(replayed)
+            return values, replayed
         pending: Release[Any] = Release(None, charged, rows, accuracy, release_id, False, None,
                                         description, "debited")
         self._note(pending)
@@ -163,18 +186,31 @@ class Accountant(ABC):
             result = compute()
             digest = digest_of(result)
         except BaseException as exc:
-            self.mark(release_id, "failed")
-            self._note(replace(pending, status="failed"))
-            if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
-                raise
-            # a Polars panic is a BaseException too; any text may quote the data
-            raise ReleaseFailedError(release_id, type(exc).__name__) from None
-        if self.records:
-            self.mark(release_id, "released", digest,
-                      store(result) if store and idempotency_key is not None else None)
-        self._note(replace(pending, values=read_only(result), digest=digest,
-                           status="released"))
-        return result
+            raise self._failed(pending, exc, mark=True) from None
+        try:
+            if self.records:
+                self.mark(release_id, "released", digest,
+                          store(result) if store and idempotency_key is not None else None)
+        except BaseException as exc:  # the outcome is not recorded: the key stays debited
+            raise self._failed(pending, exc, mark=False) from None
+        done: Release[T] = replace(pending, values=read_only(result), digest=digest,
+                                   status="released")
+        self._note(done)
+        return result, done
+
+    def _failed(self, pending: Release[Any], exc: BaseException, *, mark: bool
+                ) -> BaseException:
+        """What a failure after the debit raises: ``exc`` itself for an interrupt, else a
+        :class:`~dpkit.errors.ReleaseFailedError` naming only its type (any text may quote
+        the data); the record says "failed" and, with ``mark``, so does the ledger."""
+        self._note(replace(pending, status="failed"))
+        if mark:
+            with contextlib.suppress(Exception):  # unmarked, the loss stands all the same
+                self.mark(pending.release_id, "failed")
+        if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+            return exc
+        # a Polars panic is a BaseException too
+        return ReleaseFailedError(pending.release_id, type(exc).__name__)
 
 
 class FilterAccountant(Accountant):

@@ -2,10 +2,11 @@
 
 Contents
 --------
-Session       private data + privacy unit + budget (+ ledger)
+Session       private data + privacy unit + budget (+ ledger); ``release(plan)`` → Release
 Query         immutable lazy query: filter, with_columns, select, clamp, bin, map, fill_null,
               drop_nulls, join (public or private), partition, group_by(keys | selection),
-              agg, explain, calibrate, release
+              agg, explain, calibrate, plan, release
+Plan          a checked, calibrated release: statistics, loss, noise rows, description
 KeySet        public group keys: values, cross products, keys from a public table
 PrivacyUnit   rows() or by(column, max_rows) with contribution bounding
 register_query_namespace
@@ -30,9 +31,9 @@ from dpkit.frame.aggregates import (
 )
 from dpkit.frame.namespace import provide_query_namespace, register_query_namespace
 from dpkit.frame.privacy_unit import PrivacyUnit
-from dpkit.frame.query import KeySet, Query
+from dpkit.frame.query import KeySet, Plan, Query
 from dpkit.frame.session import Session
 
-__all__ = ["Session", "Query", "KeySet", "PrivacyUnit", "count", "count_distinct", "sum", "mean",
-           "variance", "std", "histogram", "quantile", "median", "min", "max",
+__all__ = ["Session", "Query", "Plan", "KeySet", "PrivacyUnit", "count", "count_distinct", "sum",
+           "mean", "variance", "std", "histogram", "quantile", "median", "min", "max",
            "register_query_namespace", "provide_query_namespace"]

@@ -7,28 +7,27 @@ import itertools
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import narwhals as nw
 import polars as pl
 
-from dpkit.core.measures import ZCDP, ApproxDP
+from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss
 from dpkit.core.numbers import Number, fraction_down
+from dpkit.core.record import NoiseRow, Release
 from dpkit.errors import ColumnError, DomainError, MeasureError
 from dpkit.frame import aggregates, engine, language
 from dpkit.frame.compiler import PlannedStatistic, Target, plan_statistics, resolve_target
 from dpkit.frame.keys import canonical_keys
 from dpkit.frame.language import MAX_BINS, Expr, Param, ProtocolError
+from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.mechanisms.limited_domain import TopKSelection
 from dpkit.mechanisms.partition_selection import PartitionSelection
 
-if TYPE_CHECKING:
-    from dpkit.frame.session import Session
-
-__all__ = ["Query", "KeySet"]
+__all__ = ["Query", "KeySet", "Plan", "SessionLike"]
 
 Step = tuple[str, tuple[Any, ...], dict[str, Any]]  # an engine step: (method, args, kwargs)
 Call = tuple[str, dict[str, Any] | None]  # a step as called: tag, parameters (None: no JSON)
@@ -48,6 +47,93 @@ def _same_kind(tag: str) -> Callable[[Query, dict[str, Any]], None]:
     return check
 
 
+class SessionLike(Protocol):
+    """What a :class:`Query` needs of its session, all public: a
+    :class:`~dpkit.frame.Session` (``frame.query`` never imports ``frame.session``, so the
+    two modules form no circle)."""
+
+    privacy_unit: PrivacyUnit
+    measure: type[PrivacyLoss]
+    default_table: str
+
+    def table(self, name: str | None = None) -> Any: ...
+
+    def schema(self, name: str | None = None) -> Any: ...
+
+    def new_partition(self) -> int: ...
+
+    def total_loss(self, planned: Sequence[PlannedStatistic],
+                   selection: PartitionSelection | TopKSelection | None = None
+                   ) -> PrivacyLoss: ...
+
+    def release(self, plan: Plan, *, confidence: float = 0.95,
+                idempotency_key: str | None = None) -> Release[pl.DataFrame]: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked, calibrated release of a query, before anything is read or spent
+    (:meth:`Query.plan`); :meth:`Session.release(plan) <dpkit.frame.Session.release>` runs
+    it and returns its :class:`~dpkit.core.record.Release`.
+
+    Unpacks as the pair ``lf, planned = query.plan(...)`` (and ``plan[1]``), its form
+    before it had a name.
+
+    Attributes
+    ----------
+    query : Query
+        The query as released: aggregations without ``bounds=`` carry those of ``clamp``.
+    lazy : lazy frame
+        The transformed private table (a plan: nothing read).
+    statistics : tuple of PlannedStatistic
+        Each noisy statistic: sensitivity, mechanism, scale (in the statistic's grid unit),
+        its loss.
+    loss : PrivacyLoss
+        What the release will debit, exact, in the session's measure
+        (:meth:`Session.total_loss <dpkit.frame.Session.total_loss>`).
+    noise : tuple of NoiseRow
+        The release record's noise rows (scales and sensitivities in the statistics' units;
+        the partition selection's mechanism), as the ledger writes them at the debit.
+    description : str
+        The canonical text of the release (the ledger's ``query``).
+    arguments : tuple
+        The budget arguments (ε, ρ, δ, split) that fixed the statistics.
+    """
+
+    query: Query
+    lazy: Any
+    statistics: tuple[PlannedStatistic, ...]
+    loss: PrivacyLoss
+    noise: tuple[NoiseRow, ...]
+    description: str
+    arguments: tuple[Any, ...]
+
+    def _pair(self) -> tuple[Any, list[PlannedStatistic]]:
+        return self.lazy, list(self.statistics)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._pair())
+
+    def __getitem__(self, index: int) -> Any:
+        return self._pair()[index]
+
+    def __len__(self) -> int:
+        return 2
+
+
+def noise_rows(planned: Sequence[PlannedStatistic],
+               selection: PartitionSelection | TopKSelection | None
+               ) -> tuple[NoiseRow, ...]:
+    """The release record's noise rows of a plan: each statistic's mechanism, scale and
+    sensitivity in the statistic's units, then the partition selection's mechanism."""
+    rows = [NoiseRow(p.mechanism, p.scale * p.unit if p.unit != 1 else p.scale,
+                     p.sensitivity * p.unit if p.unit != 1 else p.sensitivity, p.stat.key)
+            for p in planned]
+    if selection is not None:
+        rows.append(NoiseRow(f"{selection.label} ({selection.method})", None, None, "keys"))
+    return tuple(rows)
+
+
 @dataclass(frozen=True)
 class Query:
     """A lazy DP query on a :class:`~dpkit.frame.Session`'s data.
@@ -61,7 +147,7 @@ class Query:
     session.
     """
 
-    session: Session
+    session: SessionLike
     steps: tuple[Step, ...] = ()
     calls: tuple[Call, ...] = ()  # the steps as called (their JSON form), see to_json
     keys: pl.DataFrame | None = None
@@ -300,7 +386,7 @@ class Query:
                 f"a unit's rows may lie in several parts of {column!r}, so parallel "
                 f"composition does not apply under PrivacyUnit.by({unit!r}); partition on "
                 f"{unit!r}, or use group_by with max_groups")
-        ident = self.session._new_partition()
+        ident = self.session.new_partition()
         dtype = schema[column]
         return {key: replace(self._step("filter", nw.col(column) == nw.lit(value, dtype)),
                              part=(ident, key))
@@ -412,7 +498,7 @@ class Query:
         return doc
 
     @classmethod
-    def from_json(cls, session: Session, doc: Mapping[str, Any]) -> Query:
+    def from_json(cls, session: SessionLike, doc: Mapping[str, Any]) -> Query:
         """The query of a JSON form (see :meth:`to_json`) on ``session``'s first table.
 
         Every part is checked against the registry's allow-list first (ProtocolError); then
@@ -463,7 +549,7 @@ class Query:
     def _schema(self) -> Any:
         lf = self.lazy()
         if not self.steps:  # the table's own schema, read once by the session
-            return lf, self.session._schemas[self.table or self.session.default_table]
+            return lf, self.session.schema(self.table)
         return lf, lf.collect_schema()
 
     def lazy(self, bound_joins: bool = False, *, empty: bool = False) -> Any:
@@ -482,11 +568,31 @@ class Query:
         return any(op == "join_private" for op, _, _ in self.steps)
 
     def plan(self, epsilon: Number | None = None, *, rho: Number | None = None,
-             delta: Number | None = None, split: Sequence[Number] | None = None
-             ) -> tuple[Any, list[PlannedStatistic]]:
-        """Validate the query and calibrate its noise (no data read, nothing spent)."""
+             delta: Number | None = None, split: Sequence[Number] | None = None) -> Plan:
+        """Validate the query and calibrate its noise (no data read, nothing spent).
+
+        Parameters
+        ----------
+        epsilon, rho, delta, split
+            The budget, as in :meth:`release`.
+
+        Returns
+        -------
+        Plan
+            The statistics, loss, noise rows and description of the release;
+            ``session.release(plan)`` runs it. Unpacks as ``lf, planned``.
+
+        Raises
+        ------
+        BoundsError, ColumnError, DomainError, MeasureError
+            For a query or budget that cannot be released.
+        """
         lf, planner = self._planner(split)
-        return lf, planner(resolve_target(self.session.measure, epsilon, rho, delta))
+        planned = tuple(planner(resolve_target(self.session.measure, epsilon, rho, delta)))
+        query = replace(self, aggs=self._with_declared_bounds())
+        return Plan(query, lf, planned, self.session.total_loss(planned, self.selection),
+                    noise_rows(planned, self.selection), query.describe(),
+                    (epsilon, rho, delta, None if split is None else tuple(split)))
 
     def _planner(self, split: Sequence[Number] | None
                  ) -> tuple[Any, Callable[[Target], list[PlannedStatistic]]]:
@@ -582,8 +688,8 @@ class Query:
 
         Free: reads no data and spends nothing.
         """
-        _, planned = self.plan(epsilon, rho=rho, delta=delta, split=split)
-        beta = 1 - confidence
+        plan = self.plan(epsilon, rho=rho, delta=delta, split=split)
+        planned, beta = plan.statistics, 1 - confidence
         lines = [f"privacy unit: {self.session.privacy_unit}; measure: "
                  f"{self.session.measure.__name__}"]
         for p in planned:
@@ -600,7 +706,7 @@ class Query:
             lines.append(f"{self.selection.label} on "
                          f"{', '.join(self.group_columns)}: {self.selection.method}, "
                          f"loss {self.selection.loss()}")
-        lines.append(f"total: {self.session.total_loss(planned, self.selection)}")
+        lines.append(f"total: {plan.loss}")
         return "\n".join(lines)
 
     def release(self, epsilon: Number | None = None, *, rho: Number | None = None,
@@ -635,7 +741,10 @@ class Query:
         polars.DataFrame
             One row per public key (or per key × bin for a histogram; one row without
             group-by): key columns, then per aggregation ``<name>``, ``<name>_ci_low``,
-            ``<name>_ci_high`` (and ``<name>_rank_error`` for quantiles).
+            ``<name>_ci_high`` (and ``<name>_rank_error`` for quantiles). The release's
+            record (loss, noise rows, release id, digest) is what
+            ``session.release(query.plan(...))`` returns, the form to use for it; this is
+            its ``values``.
 
         Raises
         ------
@@ -651,10 +760,10 @@ class Query:
                 raise DomainError("pass alpha= or a budget (epsilon=/rho=), not both")
             budget = self.calibrate(alpha, confidence=confidence, delta=delta, split=split)
             epsilon, rho = budget.get("epsilon"), budget.get("rho")
-        lf, planned = self.plan(epsilon, rho=rho, delta=delta, split=split)
-        plan_args = (epsilon, rho, delta, None if split is None else tuple(split))
-        return self.session._release(self, lf, planned, 1 - confidence, idempotency_key,
-                                     plan_args)
+        plan = self.plan(epsilon, rho=rho, delta=delta, split=split)
+        record = self.session.release(plan, confidence=confidence,
+                                      idempotency_key=idempotency_key)
+        return record.values
 
     def release_histogram(self, column: str, bins: Sequence[Number], method: str = "hb", *,
                           epsilon: Number, **options: Any) -> Any:

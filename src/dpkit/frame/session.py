@@ -1,9 +1,12 @@
 """``Session``: private data behind a privacy budget (interface mode; PINQ, McSherry 2009).
 
-The analyst never sees rows. Each :meth:`Query.release` is planned (sensitivities and noise
-scales from the core), its loss checked against the session budget and debited — in the
-ledger too, atomically, when there is one — *before* the engine reads the data or any noise
-is drawn; only then does the engine compute the exact statistics and the core add noise.
+The analyst never sees rows. Each release is planned first (:meth:`Query.plan` gives a
+:class:`~dpkit.frame.query.Plan`: sensitivities and noise scales from the core, the loss,
+the noise rows), then :meth:`Session.release` checks its loss against the session budget and
+debits it — in the ledger too, atomically, when there is one — *before* the engine reads the
+data or any noise is drawn; only then does the engine compute the exact statistics and the
+core add noise. It returns the release's record (:class:`~dpkit.core.record.Release`);
+:meth:`Query.release` is the friendly form that returns its frame.
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ import polars as pl
 
 from dpkit.core.accountant import Accountant, FilterAccountant, ParallelAccountant
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
-from dpkit.core.record import Accuracy, NoiseRow, Release
+from dpkit.core.record import Accuracy, Release
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine
 from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.language import ProtocolError
 from dpkit.frame.privacy_unit import PrivacyUnit
-from dpkit.frame.query import Query
+from dpkit.frame.query import Plan, Query
 from dpkit.mechanisms.limited_domain import TopKSelection, make_limited_domain_top_k
 from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
 
@@ -235,6 +238,12 @@ class Session:
             raise DomainError(f"no private table {key!r}; tables: {', '.join(self._tables)}")
         return self._tables[key]
 
+    def schema(self, name: str | None = None) -> Any:
+        """The schema (column → dtype) of private table ``name`` (default: the first), as
+        read once when the session opened; reads no row."""
+        self.table(name)
+        return self._schemas[name or self.default_table]
+
     def query(self, table: str | None = None) -> Query:
         """Start a new lazy query on ``table`` (default: the first private table)."""
         self.table(table)
@@ -268,7 +277,9 @@ class Session:
         return total + selection.loss() if selection is not None else total
 
 
-    def _new_partition(self) -> int:
+    def new_partition(self) -> int:
+        """A new partition's id (:meth:`Query.partition`): its parts are charged the maximum
+        over parts (:class:`~dpkit.core.accountant.ParallelAccountant`)."""
         self._partitions[len(self._partitions)] = ParallelAccountant(self.accountant)
         return len(self._partitions) - 1
 
@@ -318,17 +329,47 @@ class Session:
         return (what, text, self._schema_text, str(self.privacy_unit), self.measure.__name__,
                 *extra)
 
-    def _release(self, query: Query, lf: Any, planned: list[PlannedStatistic], beta: float,
-                 idempotency_key: str | None = None,
-                 plan_args: tuple[Any, ...] | None = None) -> pl.DataFrame:
-        query = replace(query, aggs=query._with_declared_bounds())
-        loss = self.total_loss(planned, query.selection)
-        noise, accuracy = _record_plan(planned, query.selection, beta)
+    def release(self, plan: Plan, *, confidence: float = 0.95,
+                idempotency_key: str | None = None) -> Release[pl.DataFrame]:
+        """Run a planned release: debit its loss, then read the data and draw the noise.
+
+        Parameters
+        ----------
+        plan : Plan
+            ``query.plan(...)`` of a query on this session.
+        confidence : float
+            Coverage of each reported interval (default 0.95), per cell.
+        idempotency_key : str, optional
+            With a ledger: a retry with the same key returns the recorded answer.
+
+        Returns
+        -------
+        Release
+            The record: ``values`` the released frame (as :meth:`Query.release`), ``loss``
+            what was debited (None for a replay), the plan's noise rows, the accuracy at
+            β = 1 − confidence, the release id and the digest. Also kept as
+            :attr:`last_release`.
+
+        Raises
+        ------
+        BudgetExceededError
+            If the loss exceeds what remains (nothing is read, released or recorded).
+        DomainError
+            For a plan of another session or a confidence outside (0, 1), before the debit.
+        ReleaseFailedError
+            If the data side fails after the debit (the loss stands; no data in its text).
+        """
+        query, lf, planned = plan.query, plan.lazy, list(plan.statistics)
+        if query.session is not self:
+            raise DomainError("a plan is released by the session of its query")
+        if not 0 < confidence < 1:
+            raise DomainError("confidence must be in (0, 1)")
+        beta = 1 - confidence
         # every failure that does not depend on the data happens here, before the debit;
         # remembered by everything it reads (the plan arguments fix the statistics)
         scan = engine.is_scan(lf)
-        key = None if plan_args is None else self.plan_key(
-            "release", query, repr(plan_args), scan, lf.implementation.name)
+        key = self.plan_key("release", query, repr(plan.arguments), scan,
+                            lf.implementation.name)
         self.plan_memo.run_once(key, lambda: engine.dry_run(
             query.lazy(empty=True), query.keys, [p.stat for p in planned],
             self.privacy_unit.column, query.group_columns, scan))
@@ -358,10 +399,10 @@ class Session:
             noisy = {p.stat.key: p.measurement(raw) for p in planned}
             return _assemble(query, planned, noisy, beta)
 
-        return self._accountant_for(query).run(
-            loss, query.describe(), compute, idempotency_key=idempotency_key, noise=noise,
-            accuracy=accuracy, store=lambda r: r.write_json(),
-            replay=lambda text: pl.read_json(io.StringIO(text)))
+        return self._accountant_for(query).run_record(
+            plan.loss, plan.description, compute, idempotency_key=idempotency_key,
+            noise=plan.noise, accuracy=_accuracy(planned, beta),
+            store=lambda r: r.write_json(), replay=lambda text: pl.read_json(io.StringIO(text)))
 
     def _select_partitions(self, bounded: Any, selection: PartitionSelection | TopKSelection,
                            key_columns: list[str], streaming: bool) -> pl.DataFrame:
@@ -384,22 +425,11 @@ class Session:
                 f"ledger={self.ledger.path if self.ledger else None})")
 
 
-def _record_plan(planned: Sequence[PlannedStatistic],
-                 selection: PartitionSelection | TopKSelection | None,
-                 beta: float) -> tuple[tuple[NoiseRow, ...], Accuracy]:
-    """The release record's noise rows (each statistic's mechanism, scale and sensitivity in
-    the statistic's units; the partition selection's mechanism) and accuracy (each
-    statistic's half-width at β: ranks for a quantile), from the plan alone."""
-    rows: list[NoiseRow] = []
-    widths: dict[str, Callable[[], float]] = {}
-    for p in planned:
-        unit = p.unit
-        rows.append(NoiseRow(p.mechanism, p.scale * unit if unit != 1 else p.scale,
-                             p.sensitivity * unit if unit != 1 else p.sensitivity, p.stat.key))
-        widths[p.stat.key] = partial(_half_width, p, beta, float(unit))  # read on demand
-    if selection is not None:
-        rows.append(NoiseRow(f"{selection.label} ({selection.method})", None, None, "keys"))
-    return tuple(rows), Accuracy.deferred(beta, widths)
+def _accuracy(planned: Sequence[PlannedStatistic], beta: float) -> Accuracy:
+    """The release record's accuracy: each statistic's half-width at β in its units (ranks
+    for a quantile), from the plan alone, computed when first read."""
+    return Accuracy.deferred(beta, {p.stat.key: partial(_half_width, p, beta, float(p.unit))
+                                    for p in planned})
 
 
 def _half_width(p: PlannedStatistic, beta: float, unit: float) -> float:

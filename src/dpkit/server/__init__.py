@@ -7,6 +7,11 @@ config       the YAML configuration: ledger, workers, body limit, datasets (CSV,
 protocol     the JSON form of a query (steps, group_by, aggs, budget) and its whitelisted
              expression AST; ``to_query`` (JSON → Query) and ``from_query`` (parts → JSON)
 app          ``create_app(config)``: the FastAPI application; ``serve``: run it with uvicorn
+routes       the endpoints (one ``APIRouter``): authentication, queries, releases, streams
+models       the response models (Pydantic) of the OpenAPI documentation
+errors       the wire error table (error name → HTTP status and the client's exception),
+             read by the server and by ``dpkit.Client``
+state        what a worker holds: the ledger, the stream store, the served datasets
 sources      loading the datasets once per worker
 streams      continual releases hosted for analysts (dpkit.stream): open once, next steps
 middleware   JSON request logs without data values; body-size and nesting limits

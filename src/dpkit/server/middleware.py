@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
+from dpkit.server.errors import WIRE_ERRORS
+
 __all__ = ["JsonFormatter", "configure_logging", "RequestLogMiddleware", "BodyLimitMiddleware",
            "json_depth", "MAX_JSON_DEPTH", "LOGGER"]
 
@@ -107,17 +109,17 @@ class BodyLimitMiddleware:
             return
         declared = _content_length(scope)
         if declared is not None and declared < 0:
-            await _reply(send, 400, "BadRequest", "invalid Content-Length")
+            await _reply(send, "BadRequest", "invalid Content-Length")
             return
         if declared is not None and declared > self.max_bytes:
-            await _reply(send, 413, "PayloadTooLarge", f"body over {self.max_bytes} bytes")
+            await _reply(send, "PayloadTooLarge", f"body over {self.max_bytes} bytes")
             return
         body = await self._read(receive)
         if body is None:
-            await _reply(send, 413, "PayloadTooLarge", f"body over {self.max_bytes} bytes")
+            await _reply(send, "PayloadTooLarge", f"body over {self.max_bytes} bytes")
             return
         if json_depth(body) > MAX_JSON_DEPTH:
-            await _reply(send, 422, "ValidationError",
+            await _reply(send, "ValidationError",
                          f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
             return
         await self.app(scope, _replay(body, receive), send)
@@ -162,9 +164,10 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _reply(send: Send, status: int, error: str, detail: str) -> None:
+async def _reply(send: Send, error: str, detail: str) -> None:
+    """Answer with the wire error ``error`` (its status from the one table)."""
     body = json.dumps({"error": error, "detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status,
+    await send({"type": "http.response.start", "status": WIRE_ERRORS[error].status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})

@@ -61,7 +61,7 @@ from dpkit.mechanisms import limited_domain
 if TYPE_CHECKING:
     from dpkit.frame.session import Session
 
-__all__ = ["ProtocolError", "QueryRequest", "request_model", "to_query", "from_query",
+__all__ = ["ProtocolError", "QueryRequest", "request_model", "step_list", "to_query", "from_query",
            "request_json", "agg_to_json", "compile_expr", "OPERATORS", "MAX_EXPR_DEPTH",
            "MAX_EXPR_NODES", "MAX_KEYS"]
 
@@ -188,8 +188,14 @@ def request_model() -> type[QueryRequest]:
     return model
 
 
+def step_list() -> Any:
+    """The type of a request's ``steps`` as the registry is now: a list of the registered
+    steps' models, discriminated on ``step`` (hosted streams' requests use it too)."""
+    return _union("step", language.STEPS)
+
+
 def _generate() -> None:
-    steps, aggs = _union("step", language.STEPS), _union("agg", language.AGGREGATIONS)
+    steps, aggs = step_list(), _union("agg", language.AGGREGATIONS)
     globals()["QueryRequest"] = create_model(
         "QueryRequest", __base__=_BASE, __doc__=_BASE.__doc__,
         steps=(steps, Field(default_factory=list, max_length=MAX_STEPS)),

@@ -71,11 +71,12 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from dpkit.errors import DomainError, DPError, LedgerError, StreamRollbackError
 from dpkit.frame import language
 from dpkit.frame.query import Query
+from dpkit.server import protocol
 from dpkit.stream import (
     MECHANISMS,
     ContinualNamespace,
@@ -127,9 +128,11 @@ class StreamBudget(_Model):
 
 
 class StreamRequest(_Model):
-    """A continual release over a served dataset (module docstring)."""
+    """A continual release over a served dataset (module docstring); its ``steps`` are the
+    language registry's, as a release's (the name is rebound to a model generated from the
+    registry, like :data:`dpkit.server.protocol.QueryRequest`)."""
 
-    steps: list[dict[str, Any]] = Field(default_factory=list, max_length=32)
+    steps: list[Any] = Field(default_factory=list, max_length=protocol.MAX_STEPS)
     aggregation: StreamAggregation
     time: Name
     horizon: int | None = Field(default=None, ge=1, le=MAX_HORIZON)
@@ -145,6 +148,21 @@ class StreamRequest(_Model):
     nonnegative: bool = False
     monotone: bool = False
     integer: bool = False
+
+
+_BASE = StreamRequest
+
+
+def _generate() -> None:
+    """Rebind :class:`StreamRequest` to the registry as it is now (the query protocol's
+    step models; registered after it, so it reads the new ones)."""
+    globals()["StreamRequest"] = create_model(
+        "StreamRequest", __base__=_BASE, __doc__=_BASE.__doc__,
+        steps=(protocol.step_list(), Field(default_factory=list, max_length=protocol.MAX_STEPS)))
+
+
+_generate()
+language.on_change(_generate)
 
 
 class NextRequest(_Model):
@@ -415,10 +433,11 @@ def open_stream(session: Any, request: StreamRequest, store: StreamStore,
         "window": request.window, "origin": origin, "every": _every(request.every, origin),
         "beta": 1 - request.confidence, "nonnegative": request.nonnegative,
         "monotone": request.monotone, "integer": request.integer, **budget}
-    query = Query.from_json(session, {"steps": request.steps})
+    steps = request.model_dump(include={"steps"}, exclude_unset=True).get("steps", [])
+    query = Query.from_json(session, {"steps": steps})
     stream = ContinualNamespace(query)(aggregation, time=request.time, horizon=request.horizon,
                                        **options)
-    stream.extra = {"analyst": analyst, "dataset": session.dataset, "steps": request.steps}
+    stream.extra = {"analyst": analyst, "dataset": session.dataset, "steps": steps}
     stream.save(store.path(stream.release_id, 0), store.secret)
     return stream
 

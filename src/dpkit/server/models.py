@@ -1,0 +1,141 @@
+"""The server's response models (Pydantic), for the OpenAPI documentation at ``/docs``.
+
+Request models are built elsewhere: a query's from the language registry
+(:mod:`dpkit.server.protocol`), a stream's in :mod:`dpkit.server.streams`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["Column", "DatasetInfo", "StatisticPlan", "ExplainResponse", "NoiseRowInfo",
+           "ReleaseResponse", "StepReleaseInfo", "StepInfo", "StreamInfo", "ReleaseInfo"]
+
+
+class Column(BaseModel):
+    """A column of a dataset or a released table: its name and dtype."""
+
+    name: str
+    dtype: str
+
+
+class DatasetInfo(BaseModel):
+    """A dataset the caller may query: schema, privacy unit, measure, caps, spend and
+    what remains (the tighter of the dataset's and the caller's)."""
+
+    name: str
+    columns: list[Column]
+    privacy_unit: str
+    measure: str
+    cap: dict[str, str]
+    spent: dict[str, str]
+    analyst_cap: dict[str, str] | None
+    analyst_spent: dict[str, str]
+    remaining: dict[str, str]
+
+
+class StatisticPlan(BaseModel):
+    """One noisy statistic of an explained query: sensitivity, mechanism, scale,
+    expected error (half-width or rank error) and loss."""
+
+    aggregation: str
+    statistic: str
+    mechanism: str
+    sensitivity: float
+    scale: float
+    expected_error: float
+    error_kind: str
+    loss: dict[str, str]
+
+
+class ExplainResponse(BaseModel):
+    """The plan of a query (free): its text, statistics, selection, total loss, what
+    remains and whether it is affordable."""
+
+    text: str
+    confidence: float
+    statistics: list[StatisticPlan]
+    selection: dict[str, str] | None
+    total: dict[str, str]
+    remaining: dict[str, str]
+    affordable: bool
+
+
+class NoiseRowInfo(BaseModel):
+    """One noise row of a release (:class:`dpkit.core.record.NoiseRow`; exact numbers as
+    fraction strings, null where the release states none)."""
+
+    name: str
+    scale: str | None
+    sensitivity: str | None
+    statistic: str | None
+
+
+class ReleaseResponse(BaseModel):
+    """A release, rendered from its :class:`~dpkit.core.record.Release`: id, replayed
+    flag, loss (zero for a replay), the table, noise rows, digest and description."""
+
+    release_id: int | None
+    replayed: bool
+    loss: dict[str, str]
+    columns: list[Column]
+    records: list[dict[str, Any]]
+    noise: list[NoiseRowInfo]
+    digest: str | None
+    description: str
+
+
+
+
+class StepReleaseInfo(BaseModel):
+    """One key's released value at a stream step, with its interval."""
+
+    key: Any
+    value: float | int
+    raw: float
+    half_width: float
+    low: float
+    high: float
+
+
+class StepInfo(BaseModel):
+    """One released step: the running totals (per key) and windows, with intervals."""
+
+    t: int
+    interval: list[Any]
+    releases: list[StepReleaseInfo]
+    windows: list[StepReleaseInfo]
+
+
+class StreamInfo(BaseModel):
+    """A hosted stream: its id, description, mechanism, horizon, last step, loss and a
+    page of released steps."""
+
+    stream_id: int | None
+    dataset: str | None
+    description: str
+    mechanism: str
+    horizon: int | None
+    t: int
+    closed: bool
+    next_interval: list[Any] | None
+    next_available: bool
+    loss: dict[str, str]
+    steps: list[StepInfo]
+
+
+class ReleaseInfo(BaseModel):
+    """One of the caller's releases as the ledger records it."""
+
+    id: int
+    dataset: str
+    time: str
+    query: str
+    loss: dict[str, str]
+    noise: str | None
+    noise_rows: list[NoiseRowInfo] | None  # the noise column read as rows (None: older text)
+    status: str
+    result_sha256: str | None
+    idempotency_key: str | None
