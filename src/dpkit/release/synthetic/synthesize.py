@@ -35,8 +35,9 @@ from dpkit.release.measure import gaussian_integer, laplace_integer
 from dpkit.release.synthetic.domain import Codec, Domain, marginal_counts
 from dpkit.release.synthetic.marginals import MarginalWorkload, total_variation
 
-__all__ = ["synthesize", "evaluate", "METHODS", "independent_sample", "mwem_workload",
-           "choose_method", "MWEM_3WAY_CELLS", "DEFAULT_RULE", "PURE_RULE"]
+__all__ = ["synthesize", "synthesize_records", "decode_records", "evaluate", "METHODS",
+           "independent_sample", "mwem_workload", "choose_method", "MWEM_3WAY_CELLS",
+           "DEFAULT_RULE", "PURE_RULE"]
 
 METHODS = ("auto", "mst", "aim", "mwem", "independent")
 MWEM_3WAY_CELLS = 64
@@ -187,11 +188,83 @@ def _rho(epsilon: Fraction, delta: Number) -> Fraction:
     return largest_rho(epsilon, dlt)
 
 
+def synthesize_records(codes: np.ndarray, domain: Domain, method: str, *,
+                       epsilon: Number | None = None, rho: Number | None = None,
+                       rows: int | None = None, progress: bool = False, **options: Any
+                       ) -> np.ndarray:
+    """Synthetic records from encoded records: the primitive under :func:`synthesize` and
+    ``query.publish.synthetic`` (:mod:`dpkit.release.session_tables`).
+
+    A primitive on already-bounded data: it is (ε-DP or ρ-zCDP) for records that differ in
+    one row and charges nobody; a curator's per-person data is bounded and charged by the
+    session (``query.publish.synthetic``).
+
+    Parameters
+    ----------
+    codes : ndarray of int, shape (n, d)
+        Records as codes of ``domain`` (:func:`dpkit.release.synthetic.domain.records`).
+    domain : Domain
+    method : {"mst", "aim", "mwem", "independent"}
+        Already resolved ("auto" is :func:`choose_method`'s, before any budget is spent).
+    epsilon : number, optional
+        ε > 0 (nats) for the pure methods ("mwem", "independent"): ε-DP.
+    rho : number, optional
+        ρ > 0 for "mst" and "aim": ρ-zCDP.
+    rows : int, optional
+        Records to draw (default: the method's noisy record count).
+    progress : bool
+        A progress bar (Rich, on standard error).
+    **options
+        Passed to the method (``workload``, ``rounds``, ``iters``, …).
+
+    Returns
+    -------
+    ndarray of int, shape (rows, d)
+        Synthetic records as codes of ``domain``.
+
+    Raises
+    ------
+    DomainError
+        Unknown method, or the budget the method does not take (ε for "mst"/"aim", ρ for
+        the others). ImportError for "mst"/"aim" without ``mbi``.
+    """
+    if method in ("mst", "aim"):
+        from dpkit.release.synthetic.mst import mst, require_mbi
+
+        if rho is None:
+            raise DomainError(f"{method} spends ρ (zCDP): give rho")
+        require_mbi()
+        if method == "mst":
+            return mst(codes, domain, rho, iters=options.pop("iters", 1000),
+                       progress=progress).sample(rows)
+        from dpkit.release.synthetic.aim import aim
+
+        return aim(codes, domain, rho, progress=progress, **options).sample(rows)
+    if method not in METHODS or method == "auto" or epsilon is None:
+        raise DomainError(f"method {method!r} needs a resolved method and epsilon")
+    eps = positive(epsilon, "epsilon", up=False)
+    if method == "mwem":
+        from dpkit.release.synthetic.mwem import mwem
+
+        workload = options.pop("workload", None)
+        workload = mwem_workload(domain) if workload is None else MarginalWorkload(
+            domain, tuple(tuple(c) for c in workload))
+        result_mw = mwem(codes, workload, eps, progress=progress, **options)
+        n = max(result_mw.noisy_total, 0) if rows is None else int(rows)
+        return result_mw.hypothesis.sample(n)
+    return independent_sample(codes, domain, eps, rows)
+
+
 def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "auto",
                epsilon: Number = 1, delta: Number = Fraction(1, 10 ** 9),
                rows: int | None = None, progress: bool = False, **options: Any
                ) -> pl.DataFrame:
     """A private synthetic version of ``table`` (the declared columns).
+
+    A primitive on already-bounded data: every row is one individual, and nothing is
+    charged (the caller composes). For per-person data (several rows a person) and a
+    charged, recorded release, use ``session.query().publish.synthetic(spec, …)``
+    (:func:`dpkit.release.session_tables.synthetic_query`).
 
     Parameters
     ----------
@@ -232,31 +305,15 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "a
     codes = codec.encode(table).select(domain.attributes).to_numpy().astype(np.int64)
     if method == "auto":
         method = choose_method(domain, eps)
-    if method == "mst":
-        from dpkit.release.synthetic.mst import mst, require_mbi
+    rho = _rho(eps, delta) if method in ("mst", "aim") else None
+    synthetic = synthesize_records(codes, domain, method, epsilon=eps, rho=rho, rows=rows,
+                                   progress=progress, **options)
+    return decode_records(codec, synthetic)
 
-        require_mbi()
-        result = mst(codes, domain, _rho(eps, delta), iters=options.pop("iters", 1000),
-                     progress=progress)
-        synthetic = result.sample(rows)
-    elif method == "aim":
-        from dpkit.release.synthetic.aim import aim
-        from dpkit.release.synthetic.mst import require_mbi
 
-        require_mbi()
-        synthetic = aim(codes, domain, _rho(eps, delta), progress=progress,
-                        **options).sample(rows)
-    elif method == "mwem":
-        from dpkit.release.synthetic.mwem import mwem
-
-        workload = options.pop("workload", None)
-        workload = mwem_workload(domain) if workload is None else MarginalWorkload(
-            domain, tuple(tuple(c) for c in workload))
-        result_mw = mwem(codes, workload, eps, progress=progress, **options)
-        n = max(result_mw.noisy_total, 0) if rows is None else int(rows)
-        synthetic = result_mw.hypothesis.sample(n)
-    else:
-        synthetic = independent_sample(codes, domain, eps, rows)
+def decode_records(codec: Codec, synthetic: np.ndarray) -> pl.DataFrame:
+    """Codes (n, d) back to the declared columns in their dtypes (bins → midpoints)."""
+    domain = codec.domain
     frame = pl.DataFrame({a: synthetic[:, j] for j, a in enumerate(domain.attributes)},
                          schema={a: pl.Int64 for a in domain.attributes})
     return codec.decode(frame)
