@@ -16,17 +16,9 @@ Two families, one sub-package each, on a shared linear-query foundation:
   registered when this package is imported.
 """
 
-# importing the algorithm modules registers them; importing session registers query.publish
+# importing session registers query.publish; the histogram algorithms are the rows of
+# dpkit.release.ranges.registry.ALGORITHMS (imported by histogram)
 from dpkit.release import session  # noqa: F401
-from dpkit.release.ranges import (  # noqa: F401
-    basic,
-    grid2d,
-    hierarchical,
-    hilbert,
-    matrix,
-    partition,
-    wavelet,
-)
 from dpkit.release.ranges.histogram import (
     HistogramRelease,
     make_histogram_release,
