@@ -195,3 +195,22 @@ def test_marginals_scale_the_sensitivity_by_the_unit(tmp_path, monkeypatch):
     assert out.epsilon == 2 and out.consistent
     with pytest.raises(KeyError):
         out["g", "nope"]
+
+
+def test_synthesize_with_an_accountant_charges_once_at_row_level():
+    """The primitive's ``accountant=``: one debit, before the method runs; refusals first."""
+    from dpkit.core.accountant import FilterAccountant
+    from dpkit.release.synthetic.synthesize import synthesize
+
+    table = _panel().drop("nr").filter(pl.col("age") < 80)
+    acc = FilterAccountant(dp.PureDP(3))
+    with pytest.raises(DomainError):
+        synthesize(table, SPEC, method="mwem", epsilon=1, accountant=acc, lr=1)
+    with pytest.raises(DomainError):
+        synthesize(table, SPEC, method="mst", epsilon=1, accountant=acc)  # not pure
+    assert acc.spent == dp.PureDP(0) and acc.last is None
+    out = synthesize(table, SPEC, method="independent", epsilon=1, accountant=acc)
+    assert acc.spent == dp.PureDP(1) and acc.last.values is out
+    assert acc.last.noise[0].name.startswith("independent") and acc.last.noise[0].sensitivity == 1
+    synthesize(table, SPEC, method="auto", epsilon=1, accountant=acc)  # the pure rule
+    assert acc.spent == dp.PureDP(2)

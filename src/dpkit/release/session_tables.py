@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, largest_rho
-from dpkit.core.numbers import Number, positive, to_fraction
+from dpkit.core.measures import PureDP
+from dpkit.core.numbers import Number, positive
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.frame import engine
@@ -45,24 +45,19 @@ from dpkit.release.synthetic.marginals import (
     make_consistent,
     measure_marginals,
 )
-from dpkit.release.synthetic.mwem import default_rounds
 from dpkit.release.synthetic.synthesize import (
     METHODS,
+    check_options,
     choose_method,
     decode_records,
     synthesize_records,
+    synthetic_loss,
+    synthetic_noise,
 )
 
 __all__ = ["synthetic_query", "marginals_query", "MarginalsRelease", "unit_rows",
-           "in_domain", "SYNTHETIC_OPTIONS", "MAX_CELLS"]
+           "in_domain", "MAX_CELLS"]
 
-# the options each method accepts (an allow-list, checked before the debit)
-SYNTHETIC_OPTIONS: dict[str, frozenset[str]] = {
-    "mst": frozenset({"iters"}),
-    "aim": frozenset({"workload", "max_size", "rounds", "iters", "final_iters"}),
-    "mwem": frozenset({"workload", "rounds", "total_share", "passes", "max_cells"}),
-    "independent": frozenset(),
-}
 MAX_CELLS = 1 << 22  # largest marginal table a session release builds (memory is declared)
 
 
@@ -139,72 +134,6 @@ def _bounded_codes(query: Any, spec: Mapping[str, Any], codec: Codec) -> np.ndar
 
 # -- synthetic tables ------------------------------------------------------------------
 
-def _check_options(method: str, domain: Domain, options: Mapping[str, Any]) -> None:
-    """The method's options by allow-list, and the values that would raise after the debit."""
-    unknown = set(options) - SYNTHETIC_OPTIONS[method]
-    if unknown:
-        allowed = ", ".join(sorted(SYNTHETIC_OPTIONS[method])) or "none"
-        raise DomainError(f"unknown option {sorted(unknown)[0]!r} for {method}; "
-                          f"allowed: {allowed}")
-    for name in ("iters", "rounds", "passes", "final_iters", "max_cells"):
-        value = options.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise DomainError(f"{name} must be a positive integer")
-    if "total_share" in options and not 0 < to_fraction(options["total_share"]) < 1:
-        raise DomainError("total_share must be in (0, 1)")
-    if "max_size" in options and not float(options["max_size"]) > 0:
-        raise DomainError("max_size must be positive")
-    if options.get("workload") is not None:
-        MarginalWorkload(domain, tuple(tuple(c) for c in options["workload"]))
-
-
-def _budget(measure: type, method: str, eps: Fraction, delta: Number
-            ) -> tuple[PrivacyLoss, Fraction]:
-    """(the loss charged per unit, the method's own budget per unit: ε or ρ)."""
-    if method not in ("mst", "aim"):
-        return PureDP(eps), eps
-    if measure is PureDP:
-        raise DomainError(f"{method} is ρ-zCDP, not pure ε-DP: use a session with an "
-                          "ApproxDP or ZCDP budget, or method='mwem'")
-    dlt = to_fraction(delta)
-    if not 0 < dlt < 1:
-        raise DomainError(f"delta must be in (0, 1) for {method}; got {delta!r}")
-    rho = largest_rho(eps, dlt)
-    return (ZCDP(rho) if measure is ZCDP else ApproxDP(eps, dlt)), rho
-
-
-def _synthetic_noise(method: str, d: int, m: int, own: Fraction,
-                     options: Mapping[str, Any]) -> tuple[NoiseRow, ...]:
-    """The method's internal budget split as noise rows (no single scale: the split is in
-    the name), each at the unit's sensitivity M (the group a unit can change)."""
-    sens = Fraction(m)
-    if method == "mst":
-        return (NoiseRow(f"mst: {d} 1-way marginals, discrete Gaussian, ρ/3 (ρ/{3 * d} each)",
-                         None, sens, "1-way marginals"),
-                NoiseRow(f"mst: spanning tree, {d - 1} exponential draws, ρ/3", None, sens,
-                         "2-way selection"),
-                NoiseRow(f"mst: {d - 1} 2-way marginals, discrete Gaussian, ρ/3", None, sens,
-                         "2-way marginals"))
-    if method == "aim":
-        rounds = options.get("rounds") or 16 * d
-        return (NoiseRow(f"aim: {d} 1-way marginals, discrete Gaussian, 0.9ρ/{rounds} each",
-                         None, sens, "1-way marginals"),
-                NoiseRow(f"aim: adaptive rounds, exponential 0.1ρ/{rounds} + discrete "
-                         f"Gaussian 0.9ρ/{rounds} (annealed) until ρ is spent", None, sens,
-                         "workload marginals"))
-    if method == "mwem":
-        share = to_fraction(options.get("total_share", Fraction(1, 20)))
-        rounds = options.get("rounds") or default_rounds(own / m)
-        return (NoiseRow(f"mwem: record count, discrete Laplace, {share}·ε", None, sens,
-                         "record count"),
-                NoiseRow(f"mwem: {rounds} rounds, exponential + discrete Laplace, "
-                         f"(1 − {share})·ε/{2 * rounds} each", None, sens,
-                         "workload marginals"))
-    return (NoiseRow(f"independent: {d} 1-way marginals, discrete Laplace, ε/{d} each",
-                     None, sens, "1-way marginals"),)
-
-
 def synthetic_query(query: Any, spec: Mapping[str, Any], *, method: str = "auto",
                     epsilon: Number, delta: Number = Fraction(1, 10 ** 9),
                     rows: int | None = None, **options: Any) -> pl.DataFrame:
@@ -236,7 +165,8 @@ def synthetic_query(query: Any, spec: Mapping[str, Any], *, method: str = "auto"
     rows : int, optional
         Records to synthesise (default: the method's noisy record count).
     **options
-        The method's options (allow-list :data:`SYNTHETIC_OPTIONS`).
+        The method's options (allow-list
+        :data:`~dpkit.release.synthetic.synthesize.OPTIONS`).
 
     Returns
     -------
@@ -270,8 +200,8 @@ def synthetic_query(query: Any, spec: Mapping[str, Any], *, method: str = "auto"
         from dpkit.release.synthetic.mst import require_mbi
 
         require_mbi()
-    _check_options(method, domain, options)
-    loss, own = _budget(session.measure, method, eps, delta)
+    check_options(method, domain, options)
+    loss, own = synthetic_loss(session.measure, method, eps, delta)
     m = unit_rows(session)
     pure = method not in ("mst", "aim")
     row_eps, row_rho = (own / m, None) if pure else (None, own / (m * m))
@@ -285,7 +215,7 @@ def synthetic_query(query: Any, spec: Mapping[str, Any], *, method: str = "auto"
     run_at = f"ε/{m}" if pure else f"ρ/{m * m}"
     description = _describe(query, f"publish.synthetic({method}; {_columns(domain)}; unit ≤ "
                                    f"{m} rows, run at {run_at})")
-    noise = _synthetic_noise(method, len(domain.attributes), m, own, options)
+    noise = synthetic_noise(method, len(domain.attributes), m, own, options)
     return session.accountant.run(loss, description, compute, noise=noise)
 
 
