@@ -91,6 +91,10 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
                       integer: bool = False, **options: Any) -> HistogramRelease:
     """Release a histogram with one algorithm at ε-DP.
 
+    A primitive on already-bounded counts (one record adds 1 to one cell) that charges
+    nobody: a curator's per-person data goes through ``query.publish.histogram`` (the
+    session bounds each unit's rows and debits once, :mod:`dpkit.release.session`).
+
     Parameters
     ----------
     counts : array_like of non-negative integers, shape (n,) or (n1, n2, …)
