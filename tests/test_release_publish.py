@@ -195,6 +195,12 @@ def test_marginals_scale_the_sensitivity_by_the_unit(tmp_path, monkeypatch):
     assert out.epsilon == 2 and out.consistent
     with pytest.raises(KeyError):
         out["g", "nope"]
+    fourier = s.query().publish.marginals(SPEC, [("g", "age"), ("age",)], epsilon=2,
+                                          consistent="fourier")
+    assert np.allclose(fourier["g", "age"].sum(axis=0), fourier["age",])
+    with pytest.raises(DomainError):
+        s.query().publish.marginals(SPEC, [("g",)], epsilon=1, consistent="median")
+    assert s.spent == dp.PureDP(4)
 
 
 def test_synthesize_with_an_accountant_charges_once_at_row_level():

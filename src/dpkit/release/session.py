@@ -329,7 +329,7 @@ class ReleaseNamespace:
                                rows=rows, **options)
 
     def marginals(self, spec: Mapping[str, Any], cliques: Sequence[Sequence[str]], *,
-                  epsilon: Number, consistent: bool = True) -> MarginalsRelease:
+                  epsilon: Number, consistent: bool | str = True) -> MarginalsRelease:
         """Noisy marginals of the query's declared columns (one per clique), debiting
         ``epsilon`` (nats) per privacy unit once, now (discrete Laplace at L1 sensitivity
         M·m for m marginals and a unit of at most M rows); parameters, privacy argument and

@@ -39,6 +39,7 @@ from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.frame import engine
 from dpkit.release.synthetic.domain import Bins, Codec, Domain, records
+from dpkit.release.synthetic.fourier import fourier_consistent
 from dpkit.release.synthetic.marginals import (
     MarginalWorkload,
     NoisyMarginal,
@@ -234,14 +235,14 @@ class MarginalsRelease:
         The declared categories (or the bins' (lo, hi) pairs) of each axis, in code order.
     epsilon : Fraction
         ε charged per unit.
-    consistent : bool
-        Whether the marginals were made mutually consistent (post-processing).
+    consistent : bool or str
+        How the marginals were made mutually consistent (post-processing), or False.
     """
 
     marginals: tuple[NoisyMarginal, ...]
     labels: Mapping[str, tuple[Any, ...]]
     epsilon: Fraction
-    consistent: bool
+    consistent: bool | str
 
     def __getitem__(self, clique: Sequence[str]) -> np.ndarray:
         """The noisy table of ``clique`` (its columns in the order asked)."""
@@ -263,7 +264,7 @@ def _labels(spec: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
 
 
 def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Sequence[str]],
-                    *, epsilon: Number, consistent: bool = True,
+                    *, epsilon: Number, consistent: bool | str = True,
                     max_cells: int = MAX_CELLS) -> MarginalsRelease:
     """Noisy marginals (contingency tables) of a session query's declared columns, charged
     once to the session at its privacy unit.
@@ -286,8 +287,11 @@ def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
         The marginals, each a tuple of distinct declared columns.
     epsilon : number
         ε > 0 (nats), per unit.
-    consistent : bool
-        Make the marginals mutually consistent (default True).
+    consistent : bool or {"priview", "fourier"}
+        Make the marginals mutually consistent (post-processing): True or "priview"
+        (default; :func:`~dpkit.release.synthetic.marginals.make_consistent`), "fourier"
+        (Barak et al. 2007's least-squares consistency,
+        :func:`~dpkit.release.synthetic.fourier.fourier_consistent`), or False.
     max_cells : int
         Largest total number of cells (default 2^22): the release's memory is bounded by
         declared quantities.
@@ -305,6 +309,8 @@ def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
         Rows outside the declared domain are dropped, never an error.
     """
     eps = positive(epsilon, "epsilon", up=False)
+    if not (isinstance(consistent, bool) or consistent in ("priview", "fourier")):
+        raise DomainError("consistent must be True, False, 'priview' or 'fourier'")
     codec = _declare(query, spec, "publish.marginals")
     domain = codec.domain
     sets = tuple(tuple(c) for c in cliques) if not isinstance(cliques, str) else ()
@@ -318,7 +324,9 @@ def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
     def compute() -> MarginalsRelease:
         codes = _bounded_codes(query, spec, codec)
         noisy = measure_marginals(codes, domain, workload.cliques, eps / m)
-        if consistent:
+        if consistent == "fourier":
+            noisy = fourier_consistent(noisy, domain)
+        elif consistent:
             noisy = make_consistent(noisy, domain)
         return MarginalsRelease(tuple(noisy), _labels(spec), eps, consistent)
 
