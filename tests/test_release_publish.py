@@ -220,3 +220,19 @@ def test_synthesize_with_an_accountant_charges_once_at_row_level():
     assert acc.last.noise[0].name.startswith("independent") and acc.last.noise[0].sensitivity == 1
     synthesize(table, SPEC, method="auto", epsilon=1, accountant=acc)  # the pure rule
     assert acc.spent == dp.PureDP(2)
+
+
+def test_release_histogram_with_an_accountant_charges_once_after_its_checks():
+    from dpkit.core.accountant import FilterAccountant
+    from dpkit.release import release_histogram
+
+    acc = FilterAccountant(dp.PureDP(2))
+    x = np.arange(16, dtype=np.int64)
+    for bad in (dict(method="nope"), dict(method="identity", bogus=1)):
+        with pytest.raises(DomainError):
+            release_histogram(x, 1, accountant=acc, **bad)
+    assert acc.spent == dp.PureDP(0) and acc.last is None
+    out = release_histogram(x, 1, "hb", accountant=acc)
+    assert acc.spent == dp.PureDP(1) and acc.last.values is out
+    assert acc.last.noise[0].name == "hb" and acc.last.noise[0].sensitivity == 1
+    assert release_histogram(x, 1, "identity").epsilon == 1 and acc.spent == dp.PureDP(1)

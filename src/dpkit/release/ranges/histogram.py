@@ -18,16 +18,20 @@ estimate a float64 array of ``x``'s shape. All noise comes from :mod:`dpkit.rele
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from dpkit.core.accountant import Accountant, as_accountant
 from dpkit.core.component import Measurement
+from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L1Distance
 from dpkit.core.numbers import Number, non_negative, positive
+from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.release.measure import check_counts
 from dpkit.release.ranges.registry import (
@@ -88,12 +92,15 @@ def _postprocess(est: np.ndarray, non_negative_counts: bool, integer: bool) -> n
 
 def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
                       workload: RangeWorkload | None = None, non_negative: bool = False,
-                      integer: bool = False, **options: Any) -> HistogramRelease:
+                      integer: bool = False,
+                      accountant: Accountant | PrivacyFilter | None = None,
+                      **options: Any) -> HistogramRelease:
     """Release a histogram with one algorithm at ε-DP.
 
     A primitive on already-bounded counts (one record adds 1 to one cell) that charges
-    nobody: a curator's per-person data goes through ``query.publish.histogram`` (the
-    session bounds each unit's rows and debits once, :mod:`dpkit.release.session`).
+    nobody unless given ``accountant``: a curator's per-person data goes through
+    ``query.publish.histogram`` (the session bounds each unit's rows and debits once,
+    :mod:`dpkit.release.session`).
 
     Parameters
     ----------
@@ -110,6 +117,9 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
     non_negative, integer : bool
         Post-processing: clip negative estimates to 0, round to integers (free; off by
         default because both bias range sums).
+    accountant : Accountant or PrivacyFilter, optional
+        Charged ε (PureDP) once through its ``run``, after every check and before the
+        algorithm runs; the release record is its ``last``. Default: nothing is charged.
     **options
         Passed to the algorithm (see its docstring).
 
@@ -120,8 +130,9 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
     Raises
     ------
     DomainError
-        Unknown method, wrong rank, empty / negative / non-integer / non-finite counts,
-        ε ≤ 0, or a workload of another shape.
+        Unknown method or option, wrong rank, empty / negative / non-integer / non-finite
+        counts, ε ≤ 0, or a workload of another shape (all before any budget is spent).
+        BudgetExceededError from the accountant.
 
     Notes
     -----
@@ -134,11 +145,22 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
     if workload is not None and tuple(workload.shape) != x.shape:
         raise DomainError(f"workload shape {workload.shape} != histogram shape {x.shape}")
     if m.chooses:  # auto runs another registered algorithm: hand it the lookup
-        est = m.function(x, eps, workload, **{"lookup": _find, **options})
-    else:
+        options = {"lookup": _find, **options}
+    try:  # an option the algorithm does not take is refused now, not after a debit
+        inspect.signature(m.function, follow_wrapped=False).bind(x, eps, workload, **options)
+    except TypeError as exc:
+        raise DomainError(f"{method}: {exc}") from None
+
+    def run() -> HistogramRelease:
         est = m.function(x, eps, workload, **options)
-    return HistogramRelease(_postprocess(est, non_negative, integer), eps, method,
-                            dict(options))
+        shown = {k: v for k, v in options.items() if k != "lookup"}
+        return HistogramRelease(_postprocess(est, non_negative, integer), eps, method, shown)
+
+    if accountant is None:
+        return run()
+    noise = (NoiseRow(method, None, Fraction(1), "histogram"),)
+    return as_accountant(accountant).run(
+        PureDP(eps), f"release_histogram({method}; shape {x.shape})", run, noise=noise)
 
 
 def make_histogram_release(epsilon: Number, method: str = "auto", *,
