@@ -238,9 +238,13 @@ def test_hilbert_curve_visits_every_cell_by_unit_steps():
         assert np.all(np.abs(np.diff(rows)) + np.abs(np.diff(cols)) == 1)
     with pytest.raises(DomainError):
         hilbert_order(6)
+    from dpkit.release.ranges.basic import identity
+
     x = np.arange(64, dtype=np.int64).reshape(8, 8)
-    est = on_hilbert_curve("identity", x, Fraction(10**6))  # tiny noise, exact layout
+    est = on_hilbert_curve(identity, x, Fraction(10**6))  # tiny noise, exact layout
     assert np.abs(est - x).max() < 50
+    with pytest.warns(DeprecationWarning, match="on_hilbert_curve"):  # the old form: a name
+        assert np.abs(on_hilbert_curve("identity", x, Fraction(10**6)) - x).max() < 50
 
 
 def test_nominal_wavelet_inverts_and_its_weighted_sensitivity_is_exact():

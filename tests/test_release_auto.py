@@ -154,13 +154,18 @@ def test_mm_pick_on_a_large_1d_domain_runs_hb(monkeypatch):
     runs HB; at or below it, mm. The domain size is public: no privacy cost."""
     assert 4096 <= A.MM_CELLS_1D <= 8192  # the rule's training domain; measured time
     seen: list[str] = []
-    monkeypatch.setattr(A, "histogram_method",
-                        lambda name, dims: (seen.append(name), method(name, dims))[1])
+
+    def spy(name, dims):  # the registry's lookup, which release_histogram hands to auto
+        seen.append(name)
+        return method(name, dims)
+
     monkeypatch.setattr(A, "MM_CELLS_1D", 64)  # small, to keep mm's optimisation fast
     rule = {"1/Range1D": {0: "mm"}}
-    release_histogram(np.ones(65, dtype=np.int64), 1, "auto", rule=rule)
-    release_histogram(np.ones(64, dtype=np.int64), 1, "auto", rule=rule)
+    release_histogram(np.ones(65, dtype=np.int64), 1, "auto", rule=rule, lookup=spy)
+    release_histogram(np.ones(64, dtype=np.int64), 1, "auto", rule=rule, lookup=spy)
     assert seen == ["hb", "mm"]
+    with pytest.raises(DomainError, match="release_histogram"):  # auto alone has no lookup
+        A.auto(np.ones(8, dtype=np.int64), Fraction(1))
 
 
 def test_auto_is_the_default():

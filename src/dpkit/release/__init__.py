@@ -12,21 +12,21 @@ Two families, one sub-package each, on a shared linear-query foundation:
 - :mod:`dpkit.release.synthetic` — query release and synthetic data over declared domains
   (marginals, MWEM, PMW, the iterative construction, MST, AIM, :func:`synthesize`).
 - :mod:`~dpkit.release.session` — the query namespace ``query.publish``
-  (``….publish.histogram(column, bins, method, epsilon=…)``, ``….publish.pmw(spec, …)``),
-  registered when this package is imported.
+  (``….publish.histogram(column, bins, method, epsilon=…)``, ``….publish.pmw(spec, …)``,
+  ``….publish.synthetic(spec, method=…, epsilon=…)``, ``….publish.marginals(spec, cliques,
+  epsilon=…)``; the last two in :mod:`~dpkit.release.session_tables`), registered when this
+  package is imported.
+
+The functions of the two families are primitives on already-bounded data (one row, one
+individual) that charge nobody unless given ``accountant=`` (``synthesize``); the session is
+where a curator's data is charged: ``query.publish`` bounds each privacy unit's rows in one
+pass, maps the unit's row bound into the algorithm's budget or sensitivity and debits the
+session once (docs/design.md, "Where a release is charged").
 """
 
-# importing the algorithm modules registers them; importing session registers query.publish
+# importing session registers query.publish; the histogram algorithms are the rows of
+# dpkit.release.ranges.registry.ALGORITHMS (imported by histogram)
 from dpkit.release import session  # noqa: F401
-from dpkit.release.ranges import (  # noqa: F401
-    basic,
-    grid2d,
-    hierarchical,
-    hilbert,
-    matrix,
-    partition,
-    wavelet,
-)
 from dpkit.release.ranges.histogram import (
     HistogramRelease,
     make_histogram_release,

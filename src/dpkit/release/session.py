@@ -1,7 +1,15 @@
-"""Histogram release and private multiplicative weights on a :class:`~dpkit.frame.Session`
-query (interface mode in, a non-interactive release out), offered as the query namespace
-``query.publish`` (:class:`ReleaseNamespace`, registered when :mod:`dpkit.release` is
-imported; ``frame`` never imports ``release``)."""
+"""The :mod:`dpkit.release` families on a :class:`~dpkit.frame.Session` query (interface
+mode in, a non-interactive release out), offered as the query namespace ``query.publish``
+(:class:`ReleaseNamespace`, registered when :mod:`dpkit.release` is imported; ``frame`` never
+imports ``release``): histograms (:func:`release_query_histogram`), private multiplicative
+weights (:func:`pmw_query`), synthetic tables and marginals
+(:mod:`dpkit.release.session_tables`).
+
+The session is where a curator's data is charged: each entry bounds the rows to the
+session's privacy unit in one pass, maps the unit's row bound M into the algorithm's budget
+or sensitivity (its docstring gives the formula), and debits the session's accountant once,
+before any row is read. The functions of :mod:`dpkit.release` themselves are primitives on
+already-bounded data (docs/design.md, "Where a release is charged")."""
 
 from __future__ import annotations
 
@@ -20,8 +28,15 @@ from dpkit.frame import aggregates, engine, register_query_namespace
 from dpkit.frame.compiler import Noise, resolve_target
 from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
 from dpkit.release.ranges.histogram import method as histogram_method
+from dpkit.release.session_tables import (
+    MarginalsRelease,
+    in_domain,
+    marginals_query,
+    synthetic_query,
+)
 
-__all__ = ["ReleaseNamespace", "release_query_histogram", "pmw_query", "SessionPMW"]
+__all__ = ["ReleaseNamespace", "release_query_histogram", "pmw_query", "SessionPMW",
+           "synthetic_query", "marginals_query", "in_domain"]
 
 
 def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
@@ -177,26 +192,6 @@ class SessionPMW:
         return self.pmw.answer(weights)
 
 
-def in_domain(spec: Mapping[str, Any]) -> Any:
-    """A Polars predicate: the row's declared columns lie in their declared categories (a
-    null only if null is a category) or inside their bins' range (finite values only)."""
-    from dpkit.release.synthetic.domain import Bins
-
-    terms = []
-    for column, how in spec.items():
-        x = pl.col(column)
-        if isinstance(how, Bins):
-            v = x.cast(pl.Float64, strict=False)
-            terms.append(v.is_finite() & (v >= how.edges[0]) & (v <= how.edges[-1]))
-        else:
-            values = [c for c in how if c is not None]
-            inside = x.is_in(pl.Series(values)) if values else pl.lit(False)
-            if len(values) != len(how):
-                inside = inside | x.is_null()
-            terms.append(inside.fill_null(False))
-    return pl.all_horizontal(terms)
-
-
 def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Number,
               **options: Any) -> SessionPMW:
     """Private multiplicative weights (Hardt & Rothblum 2010) on the rows of a session
@@ -288,9 +283,13 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
 class ReleaseNamespace:
     """``query.publish``: the :mod:`dpkit.release` algorithms on a session query.
 
-    ``session.query().filter(…).publish.histogram("age", bins, "hb", epsilon=1)`` or
-    ``….publish.pmw(spec, epsilon=1, alpha=50)``; each debits the session once, before any
-    row is read (see :func:`release_query_histogram`, :func:`pmw_query`).
+    ``session.query().filter(…).publish.histogram("age", bins, "hb", epsilon=1)``,
+    ``….publish.pmw(spec, epsilon=1, alpha=50)``, ``….publish.synthetic(spec, method="mst",
+    epsilon=1)`` or ``….publish.marginals(spec, [("a", "b")], epsilon=1)``; each bounds the
+    rows to the session's privacy unit and debits the session once, before any row is read
+    (see :func:`release_query_histogram`, :func:`pmw_query`,
+    :func:`~dpkit.release.session_tables.synthetic_query`,
+    :func:`~dpkit.release.session_tables.marginals_query`).
 
     Attributes
     ----------
@@ -317,3 +316,23 @@ class ReleaseNamespace:
         queries (``result.count(column=[values], …)``), debiting ``epsilon`` (nats) once, now;
         parameters, privacy argument and errors as :func:`pmw_query`."""
         return pmw_query(self.query, spec, epsilon=epsilon, alpha=alpha, **options)
+
+    def synthetic(self, spec: Mapping[str, Any], *, method: str = "auto", epsilon: Number,
+                  delta: Number = Fraction(1, 10 ** 9), rows: int | None = None,
+                  **options: Any) -> pl.DataFrame:
+        """A private synthetic table of the query's declared columns (``method``: "auto",
+        "mst", "aim", "mwem", "independent"), debiting ``epsilon`` (nats; with ``delta`` for
+        MST and AIM) per privacy unit once, now; parameters, privacy argument (the unit's
+        row bound M: ε/M for the pure methods, ρ/M² for the zCDP ones) and errors as
+        :func:`~dpkit.release.session_tables.synthetic_query`."""
+        return synthetic_query(self.query, spec, method=method, epsilon=epsilon, delta=delta,
+                               rows=rows, **options)
+
+    def marginals(self, spec: Mapping[str, Any], cliques: Sequence[Sequence[str]], *,
+                  epsilon: Number, consistent: bool | str = True) -> MarginalsRelease:
+        """Noisy marginals of the query's declared columns (one per clique), debiting
+        ``epsilon`` (nats) per privacy unit once, now (discrete Laplace at L1 sensitivity
+        M·m for m marginals and a unit of at most M rows); parameters, privacy argument and
+        errors as :func:`~dpkit.release.session_tables.marginals_query`."""
+        return marginals_query(self.query, spec, cliques, epsilon=epsilon,
+                               consistent=consistent)

@@ -1,6 +1,7 @@
 """Range queries and histograms: publish a histogram once, answer any range query from it.
 
-- :mod:`~dpkit.release.ranges.histogram` — :func:`release_histogram`, the algorithm registry;
+- :mod:`~dpkit.release.ranges.histogram` — :func:`release_histogram`;
+  :mod:`~dpkit.release.ranges.registry` — every algorithm in one table (``ALGORITHMS``);
   :mod:`~dpkit.release.ranges.auto` — ``method="auto"`` (the default): a small share of ε on
   a noisy count, then the algorithm a rule learned leave-one-dataset-out picks.
 - algorithms: :mod:`~dpkit.release.ranges.basic` (identity, uniform),

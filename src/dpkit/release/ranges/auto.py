@@ -25,7 +25,7 @@ composition, both shares exact Fractions, :func:`~dpkit.release.ranges.switch.ex
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -35,8 +35,6 @@ import numpy as np
 from dpkit.errors import DomainError
 from dpkit.release.measure import laplace_integer
 from dpkit.release.ranges.auto_rule import RULE
-from dpkit.release.ranges.histogram import method as histogram_method
-from dpkit.release.ranges.histogram import register
 from dpkit.release.ranges.switch import noisy_scale
 from dpkit.release.workload import RangeWorkload
 
@@ -102,10 +100,9 @@ def split(epsilon: Fraction) -> tuple[Fraction, Fraction]:
     return eps0, epsilon - eps0
 
 
-@register("auto", dims=(1, 2, 3, 4), data_dependent=True)
 def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None, *,
-         scale: int | None = None, rule: Mapping[str, Mapping[int, str]] | None = None
-         ) -> np.ndarray:
+         scale: int | None = None, rule: Mapping[str, Mapping[int, str]] | None = None,
+         lookup: Callable[[str, int], Any] | None = None) -> np.ndarray:
     """Automatic choice (Pythia-style, module docstring): a noisy record count with 5% of
     ε, then the algorithm the learned rule picks, with the rest. ε-DP.
 
@@ -122,14 +119,22 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     rule : mapping, optional
         A selection table in :data:`~dpkit.release.ranges.auto_rule.RULE`'s form (default
         the shipped one; for leave-one-out evaluation).
+    lookup : callable
+        (name, rank) → the registered algorithm
+        (:func:`dpkit.release.ranges.registry.method`), which
+        :func:`~dpkit.release.ranges.histogram.release_histogram` passes; required.
 
     Raises
     ------
     DomainError
+        No ``lookup`` (call ``release_histogram(x, ε, "auto")``), before any noise.
         ``scale`` not a non-negative integer, or (ranks 1–2) a histogram of
         :data:`MAX_RECORDS` records or more (the matrix mechanism's input domain); both
         before any noise is drawn.
     """
+    if lookup is None:
+        raise DomainError("auto runs another registered algorithm: call "
+                          "release_histogram(x, epsilon, 'auto')")
     if x.ndim <= 2 and float(x.sum(dtype=np.float64)) >= MAX_RECORDS:
         raise DomainError("auto takes histograms of fewer than 2^31 records (ranks 1-2)")
     if scale is not None:
@@ -143,7 +148,7 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
                   RULE if rule is None else rule)
     if name == "mm" and x.ndim == 1 and x.size > MM_CELLS_1D:
         name = "hb"
-    return histogram_method(name, x.ndim).function(x, eps, workload, **PLAIN.get(name, {}))
+    return lookup(name, x.ndim).function(x, eps, workload, **PLAIN.get(name, {}))
 
 
 def _count(x: np.ndarray, eps0: Fraction) -> float:

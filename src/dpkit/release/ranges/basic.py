@@ -7,13 +7,11 @@ from fractions import Fraction
 import numpy as np
 
 from dpkit.release.measure import laplace_integer
-from dpkit.release.ranges.histogram import register
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["identity", "uniform"]
 
 
-@register("identity", dims=(1, 2, 3, 4))
 def identity(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
              ) -> np.ndarray:
     """Identity: discrete Laplace noise of scale 1/ε on every cell (Dwork, McSherry, Nissim &
@@ -22,7 +20,6 @@ def identity(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
     return laplace_integer(x, Fraction(1), epsilon).astype(np.float64)
 
 
-@register("uniform", dims=(1, 2, 3, 4), data_dependent=True, robust=False)
 def uniform(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
             ) -> np.ndarray:
     """Uniform: a noisy total (discrete Laplace, scale 1/ε; sensitivity 1, so ε-DP) spread

@@ -34,7 +34,6 @@ import numpy as np
 from dpkit.core.numbers import Number, fraction_down
 from dpkit.errors import DomainError
 from dpkit.release.measure import check_counts, laplace_integer
-from dpkit.release.ranges.histogram import register
 from dpkit.release.ranges.switch import exact_budget, noisy_scale, scale_switched, use_identity
 from dpkit.release.workload import RangeWorkload
 
@@ -198,7 +197,6 @@ def quadtree_inference(noisy: list[np.ndarray], variances: list[float]) -> np.nd
     return est
 
 
-@register("quadtree", dims=(2,), data_dependent=False)
 def quadtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
              height: int | None = None, budget: str = "geometric") -> np.ndarray:
     """Quadtree with geometric budget and OLS inference (Cormode, Procopiuc, Srivastava,
@@ -236,7 +234,6 @@ def quadtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
 
 # ------------------------------------------------------------------------------ uniform grid
 
-@register("ug", dims=(2,), data_dependent=True)
 def ug(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
        c: float = 10, scale: int | None = None, scale_fraction: Number = Fraction(1, 20),
        switch: Number | None = SWITCH["ug"]) -> np.ndarray:
@@ -317,7 +314,6 @@ def ag_inference(noisy1: np.ndarray, var1: float, noisy2: np.ndarray, var2: floa
     return np.asarray(noisy2, dtype=np.float64) + ((combined - s) / k)[parent]
 
 
-@register("ag", dims=(2,), data_dependent=True)
 def ag(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
        c: float = 10, alpha: Number = Fraction(1, 2), scale: int | None = None,
        scale_fraction: Number = Fraction(1, 20), switch: Number | None = SWITCH["ag"]
@@ -454,7 +450,6 @@ def _kdtree_options(rho: Number = Fraction(1, 2), max_depth: int | None = None
             None if max_depth is None else _int_option(max_depth, "max_depth", 0))
 
 
-@register("kdtree", dims=(2,), data_dependent=True)
 @scale_switched(SWITCH["kdtree"], _kdtree_options, dims=(2,))
 def kdtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
            rho: Number = Fraction(1, 2), max_depth: int | None = None) -> np.ndarray:

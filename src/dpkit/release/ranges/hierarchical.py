@@ -23,7 +23,6 @@ import scipy.sparse as sp
 
 from dpkit.errors import DomainError
 from dpkit.release.measure import laplace_integer
-from dpkit.release.ranges.histogram import register
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["hierarchical", "hb", "hb_branching", "tree_height", "tree_strategy",
@@ -77,7 +76,6 @@ def tree_strategy(n: int, branching: int) -> sp.csr_matrix:
     return sp.vstack(blocks).tocsr()
 
 
-@register("hierarchical")
 def hierarchical(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                  branching: int = 2) -> np.ndarray:
     """Hierarchical tree (H_b): noisy counts of every node of a b-ary tree, scale (h+1)/ε
@@ -104,7 +102,6 @@ def hb_branching(n: int) -> int:
     return best
 
 
-@register("hb")
 def hb(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
        ) -> np.ndarray:
     """HB: a hierarchical tree with the branching factor of :func:`hb_branching` (Qardaji,

@@ -10,15 +10,14 @@ post-processing.
 
 from __future__ import annotations
 
+import warnings
 from fractions import Fraction
 
 import numpy as np
 
 from dpkit.errors import DomainError
-from dpkit.release.ranges.histogram import method as histogram_method
-from dpkit.release.ranges.histogram import register
-from dpkit.release.ranges.partition import dawa_options
-from dpkit.release.ranges.switch import scale_switched
+from dpkit.release.ranges.partition import dawa, dawa_options
+from dpkit.release.ranges.switch import Algorithm, scale_switched
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["hilbert_order", "on_hilbert_curve"]
@@ -55,16 +54,42 @@ def hilbert_order(side: int) -> np.ndarray:
     return x * side + y
 
 
-def on_hilbert_curve(method: str, x: np.ndarray, epsilon: Fraction,
+def on_hilbert_curve(method: Algorithm | str, x: np.ndarray, epsilon: Fraction,
                      workload: RangeWorkload | None = None, **options: object) -> np.ndarray:
-    """Run the registered 1-D ``method`` on a square power-of-two 2-D histogram flattened
+    """Run the 1-D algorithm ``method`` on a square power-of-two 2-D histogram flattened
     along the Hilbert curve, and fold the estimate back (the workload is not passed on:
-    2-D ranges are not ranges on the curve)."""
+    2-D ranges are not ranges on the curve). ε-DP as the 1-D algorithm (module docstring).
+
+    Parameters
+    ----------
+    method : callable
+        A 1-D histogram algorithm (e.g. :func:`~dpkit.release.ranges.partition.dawa`). A
+        registered name is deprecated (it looks the function up in
+        :mod:`~dpkit.release.ranges.registry`).
+    x : ndarray of int64, shape (2^k, 2^k)
+    epsilon : Fraction
+        ε > 0, spent by the 1-D algorithm.
+    workload : RangeWorkload, optional
+        Ignored (see above).
+    **options
+        Passed to the 1-D algorithm.
+
+    Raises
+    ------
+    DomainError
+        A histogram that is not square.
+    """
+    if isinstance(method, str):
+        warnings.warn("on_hilbert_curve(name, …) is deprecated; pass the 1-D algorithm",
+                      DeprecationWarning, stacklevel=2)
+        from dpkit.release.ranges.registry import method as registered  # deprecated path
+
+        method = registered(method, 1).function
     if x.ndim != 2 or x.shape[0] != x.shape[1]:
         raise DomainError(f"the Hilbert curve needs a square 2-D histogram; got {x.shape}")
     order = hilbert_order(x.shape[0])
     flat = x.ravel()[order]
-    est = histogram_method(method, 1).function(flat, epsilon, None, **options)
+    est = method(flat, epsilon, None, **options)
     out = np.empty(x.size, dtype=np.float64)
     out[order] = est
     return out.reshape(x.shape)
@@ -75,7 +100,6 @@ def _dawa_2d_options(ratio: Fraction | float = Fraction(1, 4), strategy: str = "
     dawa_options(ratio, strategy)
 
 
-@register("dawa", dims=(2,), data_dependent=True)
 @scale_switched(SWITCH_DAWA_2D, _dawa_2d_options, dims=(2,))
 def dawa_2d(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
             **options: object) -> np.ndarray:
@@ -90,4 +114,4 @@ def dawa_2d(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = N
     are checked first, on either branch."""
     options.setdefault("strategy", "identity")
     options["switch"] = None  # this wrapper's own switch has run
-    return on_hilbert_curve("dawa", x, epsilon, None, **options)
+    return on_hilbert_curve(dawa, x, epsilon, None, **options)

@@ -7,8 +7,9 @@ algorithm as a core :class:`~dpkit.core.component.Measurement` (privacy map d_in
 for histograms at L1 distance d_in, i.e. d_in records added or removed), so it composes and
 audits like any mechanism.
 
-An algorithm is a function ``(x, epsilon, workload, **options) -> estimate`` registered with
-:func:`register`; ``x`` is an int64 array (checked by :func:`~dpkit.release.measure.
+An algorithm is a function ``(x, epsilon, workload, **options) -> estimate`` listed in
+:data:`~dpkit.release.ranges.registry.ALGORITHMS` (the one table; :func:`register` adds a
+user's); ``x`` is an int64 array (checked by :func:`~dpkit.release.measure.
 check_counts`), ``epsilon`` a positive Fraction that the algorithm spends in total (its
 docstring gives the split and the proof sketch), ``workload`` an optional
 :class:`~dpkit.release.workload.RangeWorkload` that workload-adaptive algorithms use, and the
@@ -18,82 +19,32 @@ estimate a float64 array of ``x``'s shape. All noise comes from :mod:`dpkit.rele
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from dpkit.core.accountant import Accountant, as_accountant
 from dpkit.core.component import Measurement
+from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L1Distance
 from dpkit.core.numbers import Number, non_negative, positive
+from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.release.measure import check_counts
+from dpkit.release.ranges.registry import (
+    Algorithm,
+    HistogramMethod,
+    method,
+    methods,
+    register,
+)
 from dpkit.release.workload import RangeWorkload, rmse, scaled_error
 
-__all__ = ["HistogramRelease", "HistogramMethod", "release_histogram", "make_histogram_release",
-           "register", "methods", "method"]
-
-Algorithm = Callable[..., np.ndarray]
-
-
-@dataclass(frozen=True)
-class HistogramMethod:
-    """A registered histogram algorithm: its function, the ranks it handles, whether it
-    reads the data to choose its strategy, a one-line summary, and whether it is robust
-    (never more than 1.2× Identity's error on DPBench's shapes at any scale, its docstring
-    says; ``method="auto"`` never picks a non-robust one where it loses)."""
-
-    function: Algorithm
-    dims: tuple[int, ...]
-    data_dependent: bool
-    summary: str
-    robust: bool = True
-
-
-_METHODS: dict[str, list[HistogramMethod]] = {}
-
-
-def register(name: str, *, dims: tuple[int, ...] = (1,), data_dependent: bool = False,
-             robust: bool = True) -> Callable[[Algorithm], Algorithm]:
-    """Register a histogram algorithm under ``name`` for histograms of rank ``dims`` (one
-    name may have different functions for different ranks, e.g. DAWA on the Hilbert curve
-    in 2-D); ``robust=False`` flags one that can lose to Identity by more than 1.2×."""
-    def deco(fn: Algorithm) -> Algorithm:
-        doc = " ".join(inspect.cleandoc(fn.__doc__ or name).split("\n\n")[0].split())
-        entries = [m for m in _METHODS.get(name, []) if not set(m.dims) & set(dims)]
-        _METHODS[name] = [*entries, HistogramMethod(fn, dims, data_dependent, doc, robust)]
-        return fn
-    return deco
-
-
-def methods(dims: int | None = None) -> dict[str, str]:
-    """Registered algorithm names (for histograms of rank ``dims``) with their summaries (the
-    first paragraph of each docstring: whole sentences)."""
-    return {k: m.summary for k, ms in sorted(_METHODS.items()) for m in ms
-            if dims is None or dims in m.dims}
-
-
-def method(name: str, ndim: int) -> HistogramMethod:
-    """The algorithm registered under ``name`` for histograms of rank ``ndim``.
-
-    Raises
-    ------
-    DomainError
-        For an unknown name, or a known one that does not handle rank ``ndim``.
-    """
-    if name not in _METHODS:
-        raise DomainError(f"unknown histogram method {name!r}; choose from "
-                          f"{', '.join(sorted(_METHODS))}")
-    for m in _METHODS[name]:
-        if ndim in m.dims:
-            return m
-    ranks = sorted(d for m in _METHODS[name] for d in m.dims)
-    raise DomainError(f"method {name!r} handles {ranks}-dimensional histograms; this one "
-                      f"has {ndim} dimensions")
-
+__all__ = ["HistogramRelease", "HistogramMethod", "Algorithm", "release_histogram",
+           "make_histogram_release", "register", "methods", "method"]
 
 _find = method  # for the functions below, whose parameter ``method`` is the name
 
@@ -141,8 +92,15 @@ def _postprocess(est: np.ndarray, non_negative_counts: bool, integer: bool) -> n
 
 def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
                       workload: RangeWorkload | None = None, non_negative: bool = False,
-                      integer: bool = False, **options: Any) -> HistogramRelease:
+                      integer: bool = False,
+                      accountant: Accountant | PrivacyFilter | None = None,
+                      **options: Any) -> HistogramRelease:
     """Release a histogram with one algorithm at ε-DP.
+
+    A primitive on already-bounded counts (one record adds 1 to one cell) that charges
+    nobody unless given ``accountant``: a curator's per-person data goes through
+    ``query.publish.histogram`` (the session bounds each unit's rows and debits once,
+    :mod:`dpkit.release.session`).
 
     Parameters
     ----------
@@ -159,6 +117,9 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
     non_negative, integer : bool
         Post-processing: clip negative estimates to 0, round to integers (free; off by
         default because both bias range sums).
+    accountant : Accountant or PrivacyFilter, optional
+        Charged ε (PureDP) once through its ``run``, after every check and before the
+        algorithm runs; the release record is its ``last``. Default: nothing is charged.
     **options
         Passed to the algorithm (see its docstring).
 
@@ -169,8 +130,9 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
     Raises
     ------
     DomainError
-        Unknown method, wrong rank, empty / negative / non-integer / non-finite counts,
-        ε ≤ 0, or a workload of another shape.
+        Unknown method or option, wrong rank, empty / negative / non-integer / non-finite
+        counts, ε ≤ 0, or a workload of another shape (all before any budget is spent).
+        BudgetExceededError from the accountant.
 
     Notes
     -----
@@ -182,9 +144,23 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
     m = _find(method, x.ndim)
     if workload is not None and tuple(workload.shape) != x.shape:
         raise DomainError(f"workload shape {workload.shape} != histogram shape {x.shape}")
-    est = m.function(x, eps, workload, **options)
-    return HistogramRelease(_postprocess(est, non_negative, integer), eps, method,
-                            dict(options))
+    if m.chooses:  # auto runs another registered algorithm: hand it the lookup
+        options = {"lookup": _find, **options}
+    try:  # an option the algorithm does not take is refused now, not after a debit
+        inspect.signature(m.function, follow_wrapped=False).bind(x, eps, workload, **options)
+    except TypeError as exc:
+        raise DomainError(f"{method}: {exc}") from None
+
+    def run() -> HistogramRelease:
+        est = m.function(x, eps, workload, **options)
+        shown = {k: v for k, v in options.items() if k != "lookup"}
+        return HistogramRelease(_postprocess(est, non_negative, integer), eps, method, shown)
+
+    if accountant is None:
+        return run()
+    noise = (NoiseRow(method, None, Fraction(1), "histogram"),)
+    return as_accountant(accountant).run(
+        PureDP(eps), f"release_histogram({method}; shape {x.shape})", run, noise=noise)
 
 
 def make_histogram_release(epsilon: Number, method: str = "auto", *,
@@ -197,7 +173,7 @@ def make_histogram_release(epsilon: Number, method: str = "auto", *,
     eps = positive(epsilon, "epsilon", up=False)
     if workload is not None:
         _find(method, len(workload.shape))
-    elif method not in _METHODS:
+    elif method not in methods():
         _find(method, 0)  # raises: unknown method
     return Measurement(
         function=lambda x: release_histogram(x, eps, method, workload=workload,
@@ -207,5 +183,3 @@ def make_histogram_release(epsilon: Number, method: str = "auto", *,
         privacy_map=lambda d_in: PureDP(non_negative(d_in, "d_in") * eps),
         name=f"histogram[{method}](epsilon={float(eps):.6g})")
 
-
-from dpkit.release.ranges import auto as _auto  # noqa: E402,F401  (registers "auto")

@@ -97,7 +97,6 @@ from scipy.optimize import minimize
 
 from dpkit.errors import DomainError
 from dpkit.release.measure import l1_sensitivity, laplace_integer
-from dpkit.release.ranges.histogram import register
 from dpkit.release.ranges.strategy_cache import StrategyCache
 from dpkit.release.workload import Factor, RangeWorkload, structure
 
@@ -714,7 +713,6 @@ _BITS_2D = 16  # per factor in 2-D: (B₁ ⊗ B₂)·x < 2^32·(1 + 2^-14)·2^31
 _MAX_RECORDS = 2**31  # the input domain: histograms of fewer than 2^31 records
 
 
-@register("mm", dims=(1, 2))
 def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                      p: int | Sequence[int] | None = None, restarts: int | None = None,
                      seed: int = 0, rounds: int = 3, *, reuse: bool = True) -> np.ndarray:
@@ -757,9 +755,9 @@ def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload |
     return kron_pinv([s1, s2], y / 2.0 ** (2 * _BITS_2D))
 
 
-@register("hdmm", dims=(1, 2))
 def hdmm(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
-         **options: object) -> np.ndarray:
+         p: int | Sequence[int] | None = None, restarts: int | None = None,
+         seed: int = 0, rounds: int = 3, *, reuse: bool = True) -> np.ndarray:
     """HDMM (McKenna et al. PVLDB 2018): an alias of "mm" (OPT_0 in 1-D, OPT_⊗ in 2-D). ε-DP
-    as :func:`matrix_mechanism`."""
-    return matrix_mechanism(x, epsilon, workload, **options)
+    as :func:`matrix_mechanism`, with its options."""
+    return matrix_mechanism(x, epsilon, workload, p, restarts, seed, rounds, reuse=reuse)

@@ -36,7 +36,6 @@ from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import SCORE_GRID, integer_gaps  # G: scores ⌊G·cost⌋
 from dpkit.release.measure import expected_rmse, laplace_integer
 from dpkit.release.ranges.hierarchical import tree_counts, tree_inference, tree_strategy
-from dpkit.release.ranges.histogram import register
 from dpkit.release.ranges.switch import scale_switched
 from dpkit.release.workload import RangeWorkload
 
@@ -244,7 +243,6 @@ def _no_options() -> None:
     return None
 
 
-@register("dawa", dims=(1,), data_dependent=True)
 @scale_switched(SWITCH_DAWA, dawa_options,
                 check_data=lambda x, **_: _check_magnitude(x, 4 * x.size, "dawa"))
 def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
@@ -349,7 +347,6 @@ def penalized_partition(values: np.ndarray, penalty: float) -> np.ndarray:
     return np.array(edges[::-1], dtype=np.int64)
 
 
-@register("noise_first", dims=(1,), data_dependent=True, robust=False)
 @scale_switched(SWITCH_NOISE_FIRST, _no_options)
 def noise_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
                 ) -> np.ndarray:
@@ -431,7 +428,6 @@ def _structure_first_scores_fit(x: np.ndarray, bound: int = 100, **_: object) ->
                           "lower bound")
 
 
-@register("structure_first", dims=(1,), data_dependent=True)
 @scale_switched(SWITCH, _structure_first_options, check_data=_structure_first_scores_fit)
 def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                     buckets: int = 32, bound: int = 100, ratio: Fraction | float =
@@ -590,7 +586,6 @@ def _phpartition_options(ratio: Fraction | float = Fraction(1, 2), depth: int | 
             _positive_int(max_cuts, "max_cuts"))
 
 
-@register("phpartition", dims=(1,), data_dependent=True, robust=False)
 @scale_switched(SWITCH_PHPARTITION, _phpartition_options,
                 check_data=lambda x, **_: _check_magnitude(x, 4 * SCORE_GRID * x.size,
                                                            "phpartition"))

@@ -31,10 +31,13 @@ from dpkit.core.numbers import Number, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise
 from dpkit.release.measure import check_counts, laplace_integer
-from dpkit.release.ranges.histogram import Algorithm
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["noisy_scale", "use_identity", "scale_switched", "exact_budget"]
+__all__ = ["noisy_scale", "use_identity", "scale_switched", "exact_budget", "Algorithm"]
+
+# a histogram algorithm: (x, epsilon, workload, **options) -> estimate of x's shape
+# (dpkit.release.ranges.registry lists them)
+Algorithm = Callable[..., np.ndarray]
 
 
 def exact_budget(epsilon: Fraction) -> Fraction:

@@ -46,7 +46,6 @@ import numpy as np
 
 from dpkit.errors import DomainError
 from dpkit.release.measure import laplace_integer
-from dpkit.release.ranges.histogram import register
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["privelet", "haar_forward", "haar_inverse", "nominal_forward", "nominal_inverse",
@@ -174,8 +173,6 @@ def haar_pays(n: int) -> bool:
     return haar < identity
 
 
-@register("privelet", dims=(2, 3, 4), robust=False)
-@register("privelet", dims=(1,))
 def privelet(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
              nominal: dict[int, Sequence[Sequence[int]] | None] | None = None,
              transform: str = "auto") -> np.ndarray:

@@ -9,4 +9,8 @@
 - :mod:`~dpkit.release.synthetic.mst`, :mod:`~dpkit.release.synthetic.aim` with
   :mod:`~dpkit.release.synthetic.pgm_sample` and :func:`~dpkit.release.synthetic.synthesize.
   synthesize` — synthetic tables.
+
+All are primitives on already-bounded records (one row, one individual); a curator's
+per-person table is bounded and charged by ``query.publish.synthetic`` /
+``query.publish.marginals`` (:mod:`dpkit.release.session_tables`).
 """

@@ -28,15 +28,22 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpkit.core.measures import largest_rho
+from dpkit.core.accountant import Accountant, as_accountant
+from dpkit.core.compose import PrivacyFilter
+from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, largest_rho
 from dpkit.core.numbers import Number, positive, to_fraction
+from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
+from dpkit.frame import Session
 from dpkit.release.measure import gaussian_integer, laplace_integer
 from dpkit.release.synthetic.domain import Codec, Domain, marginal_counts
 from dpkit.release.synthetic.marginals import MarginalWorkload, total_variation
+from dpkit.release.synthetic.mwem import default_rounds
 
-__all__ = ["synthesize", "evaluate", "METHODS", "independent_sample", "mwem_workload",
-           "choose_method", "MWEM_3WAY_CELLS", "DEFAULT_RULE", "PURE_RULE"]
+__all__ = ["synthesize", "synthesize_records", "decode_records", "evaluate", "METHODS",
+           "OPTIONS", "check_options", "synthetic_loss", "synthetic_noise",
+           "independent_sample", "mwem_workload", "choose_method", "MWEM_3WAY_CELLS",
+           "DEFAULT_RULE", "PURE_RULE"]
 
 METHODS = ("auto", "mst", "aim", "mwem", "independent")
 MWEM_3WAY_CELLS = 64
@@ -187,11 +194,177 @@ def _rho(epsilon: Fraction, delta: Number) -> Fraction:
     return largest_rho(epsilon, dlt)
 
 
+# the options each method accepts (an allow-list, checked before any budget is spent)
+OPTIONS: dict[str, frozenset[str]] = {
+    "mst": frozenset({"iters"}),
+    "aim": frozenset({"workload", "max_size", "rounds", "iters", "final_iters"}),
+    "mwem": frozenset({"workload", "rounds", "total_share", "passes", "max_cells"}),
+    "independent": frozenset(),
+}
+
+
+def check_options(method: str, domain: Domain, options: Mapping[str, Any]) -> None:
+    """Check a resolved method's options by allow-list (:data:`OPTIONS`), and the values
+    that would otherwise raise once the budget is spent.
+
+    Raises
+    ------
+    DomainError, ColumnError
+        An option the method does not take, a count that is not a positive integer, a
+        share outside (0, 1), a workload naming undeclared columns.
+    """
+    unknown = set(options) - OPTIONS[method]
+    if unknown:
+        allowed = ", ".join(sorted(OPTIONS[method])) or "none"
+        raise DomainError(f"unknown option {sorted(unknown)[0]!r} for {method}; "
+                          f"allowed: {allowed}")
+    for name in ("iters", "rounds", "passes", "final_iters", "max_cells"):
+        value = options.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise DomainError(f"{name} must be a positive integer")
+    if "total_share" in options and not 0 < to_fraction(options["total_share"]) < 1:
+        raise DomainError("total_share must be in (0, 1)")
+    if "max_size" in options and not float(options["max_size"]) > 0:
+        raise DomainError("max_size must be positive")
+    if options.get("workload") is not None:
+        MarginalWorkload(domain, tuple(tuple(c) for c in options["workload"]))
+
+
+def synthetic_loss(measure: type, method: str, epsilon: Fraction, delta: Number
+                   ) -> tuple[PrivacyLoss, Fraction]:
+    """What a synthetic release at (ε, δ) is charged in an accountant's ``measure``, and the
+    method's own budget: (PureDP(ε), ε) for the pure methods; for MST and AIM, ρ = the
+    largest ρ whose (ε, δ) conversion is within (ε, δ) (Canonne, Kamath & Steinke 2020,
+    Cor. 13) and (ZCDP(ρ) in a zCDP measure, else ApproxDP(ε, δ); ρ).
+
+    Raises
+    ------
+    DomainError
+        MST/AIM for a pure-ε measure, or δ outside (0, 1).
+    """
+    if method not in ("mst", "aim"):
+        return PureDP(epsilon), epsilon
+    if measure is PureDP:
+        raise DomainError(f"{method} is ρ-zCDP, not pure ε-DP: use an ApproxDP or ZCDP "
+                          "budget, or method='mwem'")
+    rho = _rho(epsilon, delta)
+    return (ZCDP(rho) if measure is ZCDP else ApproxDP(epsilon, to_fraction(delta))), rho
+
+
+def synthetic_noise(method: str, d: int, unit_rows: int, own: Fraction,
+                    options: Mapping[str, Any]) -> tuple[NoiseRow, ...]:
+    """The method's internal budget split as release-record noise rows (no single scale: the
+    split is in the name), each at sensitivity ``unit_rows`` (M, the rows one privacy unit
+    can change; the method then runs at ε/M or ρ/M²). ``own`` is the method's budget per
+    unit (ε, or ρ for MST and AIM); d the number of declared columns."""
+    sens = Fraction(unit_rows)
+    if method == "mst":
+        return (NoiseRow(f"mst: {d} 1-way marginals, discrete Gaussian, ρ/3 (ρ/{3 * d} each)",
+                         None, sens, "1-way marginals"),
+                NoiseRow(f"mst: spanning tree, {d - 1} exponential draws, ρ/3", None, sens,
+                         "2-way selection"),
+                NoiseRow(f"mst: {d - 1} 2-way marginals, discrete Gaussian, ρ/3", None, sens,
+                         "2-way marginals"))
+    if method == "aim":
+        rounds = options.get("rounds") or 16 * d
+        return (NoiseRow(f"aim: {d} 1-way marginals, discrete Gaussian, 0.9ρ/{rounds} each",
+                         None, sens, "1-way marginals"),
+                NoiseRow(f"aim: adaptive rounds, exponential 0.1ρ/{rounds} + discrete "
+                         f"Gaussian 0.9ρ/{rounds} (annealed) until ρ is spent", None, sens,
+                         "workload marginals"))
+    if method == "mwem":
+        share = to_fraction(options.get("total_share", Fraction(1, 20)))
+        rounds = options.get("rounds") or default_rounds(own / unit_rows)
+        return (NoiseRow(f"mwem: record count, discrete Laplace, {share}·ε", None, sens,
+                         "record count"),
+                NoiseRow(f"mwem: {rounds} rounds, exponential + discrete Laplace, "
+                         f"(1 − {share})·ε/{2 * rounds} each", None, sens,
+                         "workload marginals"))
+    return (NoiseRow(f"independent: {d} 1-way marginals, discrete Laplace, ε/{d} each",
+                     None, sens, "1-way marginals"),)
+
+
+def synthesize_records(codes: np.ndarray, domain: Domain, method: str, *,
+                       epsilon: Number | None = None, rho: Number | None = None,
+                       rows: int | None = None, progress: bool = False, **options: Any
+                       ) -> np.ndarray:
+    """Synthetic records from encoded records: the primitive under :func:`synthesize` and
+    ``query.publish.synthetic`` (:mod:`dpkit.release.session_tables`).
+
+    A primitive on already-bounded data: it is (ε-DP or ρ-zCDP) for records that differ in
+    one row and charges nobody; a curator's per-person data is bounded and charged by the
+    session (``query.publish.synthetic``).
+
+    Parameters
+    ----------
+    codes : ndarray of int, shape (n, d)
+        Records as codes of ``domain`` (:func:`dpkit.release.synthetic.domain.records`).
+    domain : Domain
+    method : {"mst", "aim", "mwem", "independent"}
+        Already resolved ("auto" is :func:`choose_method`'s, before any budget is spent).
+    epsilon : number, optional
+        ε > 0 (nats) for the pure methods ("mwem", "independent"): ε-DP.
+    rho : number, optional
+        ρ > 0 for "mst" and "aim": ρ-zCDP.
+    rows : int, optional
+        Records to draw (default: the method's noisy record count).
+    progress : bool
+        A progress bar (Rich, on standard error).
+    **options
+        Passed to the method (``workload``, ``rounds``, ``iters``, …).
+
+    Returns
+    -------
+    ndarray of int, shape (rows, d)
+        Synthetic records as codes of ``domain``.
+
+    Raises
+    ------
+    DomainError
+        Unknown method, or the budget the method does not take (ε for "mst"/"aim", ρ for
+        the others). ImportError for "mst"/"aim" without ``mbi``.
+    """
+    if method in ("mst", "aim"):
+        from dpkit.release.synthetic.mst import mst, require_mbi
+
+        if rho is None:
+            raise DomainError(f"{method} spends ρ (zCDP): give rho")
+        require_mbi()
+        if method == "mst":
+            return mst(codes, domain, rho, iters=options.pop("iters", 1000),
+                       progress=progress).sample(rows)
+        from dpkit.release.synthetic.aim import aim
+
+        return aim(codes, domain, rho, progress=progress, **options).sample(rows)
+    if method not in METHODS or method == "auto" or epsilon is None:
+        raise DomainError(f"method {method!r} needs a resolved method and epsilon")
+    eps = positive(epsilon, "epsilon", up=False)
+    if method == "mwem":
+        from dpkit.release.synthetic.mwem import mwem
+
+        workload = options.pop("workload", None)
+        workload = mwem_workload(domain) if workload is None else MarginalWorkload(
+            domain, tuple(tuple(c) for c in workload))
+        result_mw = mwem(codes, workload, eps, progress=progress, **options)
+        n = max(result_mw.noisy_total, 0) if rows is None else int(rows)
+        return result_mw.hypothesis.sample(n)
+    return independent_sample(codes, domain, eps, rows)
+
+
 def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "auto",
                epsilon: Number = 1, delta: Number = Fraction(1, 10 ** 9),
-               rows: int | None = None, progress: bool = False, **options: Any
-               ) -> pl.DataFrame:
+               rows: int | None = None, progress: bool = False,
+               accountant: Accountant | PrivacyFilter | Session | None = None,
+               **options: Any) -> pl.DataFrame:
     """A private synthetic version of ``table`` (the declared columns).
+
+    A primitive on already-bounded data: every row is one individual. With ``accountant``
+    the release is charged to it once, before the data is read by the method (row-level
+    unit); without, nothing is charged (the caller composes). For per-person data (several
+    rows a person), use ``session.query().publish.synthetic(spec, …)``
+    (:func:`dpkit.release.session_tables.synthetic_query`), which bounds each person's rows
+    first.
 
     Parameters
     ----------
@@ -210,9 +383,12 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "a
     progress : bool
         Show a progress bar (Rich, on standard error) for MST (measurement, then the
         inference's iterations), AIM (the budget spent) and MWEM (the rounds).
+    accountant : Accountant, PrivacyFilter or Session, optional
+        Charged once (:func:`synthetic_loss`: ε, or (ε, δ) / ρ for MST and AIM) through
+        its ``run``; the release record (the method's split as noise rows) is its ``last``.
     **options
-        Passed to the method (e.g. ``rounds`` or ``workload`` for MWEM — default
-        :func:`mwem_workload` —, ``iters`` for MST/AIM inference).
+        Passed to the method (allow-list :data:`OPTIONS`: e.g. ``rounds`` or ``workload``
+        for MWEM — default :func:`mwem_workload` —, ``iters`` for MST/AIM inference).
 
     Returns
     -------
@@ -222,7 +398,14 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "a
     Raises
     ------
     DomainError
-        Unknown method, bad ε/δ, undeclared values; ImportError for MST/AIM without mbi.
+        Unknown method or option, bad ε/δ, undeclared values (all before any budget is
+        spent); ImportError for MST/AIM without mbi; BudgetExceededError from the
+        accountant.
+
+    Notes
+    -----
+    Privacy: ε-DP (MWEM, "independent") or ρ-zCDP with (ε, δ) as above (MST, AIM) for
+    tables that differ in one row (the methods' modules give the arguments).
     """
     if method not in METHODS:
         raise DomainError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
@@ -230,33 +413,30 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "a
     codec = Codec.declare(table, spec)
     domain = codec.domain
     codes = codec.encode(table).select(domain.attributes).to_numpy().astype(np.int64)
-    if method == "auto":
-        method = choose_method(domain, eps)
-    if method == "mst":
-        from dpkit.release.synthetic.mst import mst, require_mbi
+    target = None if accountant is None else as_accountant(accountant)
+    if method == "auto":  # a pure-ε accountant takes the pure rule
+        pure = target is not None and target.measure is PureDP
+        method = choose_method(domain, eps, have_mbi=False) if pure else choose_method(
+            domain, eps)
+    check_options(method, domain, options)
+    rho = _rho(eps, delta) if method in ("mst", "aim") else None
 
-        require_mbi()
-        result = mst(codes, domain, _rho(eps, delta), iters=options.pop("iters", 1000),
-                     progress=progress)
-        synthetic = result.sample(rows)
-    elif method == "aim":
-        from dpkit.release.synthetic.aim import aim
-        from dpkit.release.synthetic.mst import require_mbi
+    def run() -> pl.DataFrame:
+        synthetic = synthesize_records(codes, domain, method, epsilon=eps, rho=rho,
+                                       rows=rows, progress=progress, **options)
+        return decode_records(codec, synthetic)
 
-        require_mbi()
-        synthetic = aim(codes, domain, _rho(eps, delta), progress=progress,
-                        **options).sample(rows)
-    elif method == "mwem":
-        from dpkit.release.synthetic.mwem import mwem
+    if target is None:
+        return run()
+    loss, own = synthetic_loss(target.measure, method, eps, delta)
+    noise = synthetic_noise(method, len(domain.attributes), 1, own, options)
+    columns = ", ".join(domain.attributes)
+    return target.run(loss, f"synthesize({method}; {columns})", run, noise=noise)
 
-        workload = options.pop("workload", None)
-        workload = mwem_workload(domain) if workload is None else MarginalWorkload(
-            domain, tuple(tuple(c) for c in workload))
-        result_mw = mwem(codes, workload, eps, progress=progress, **options)
-        n = max(result_mw.noisy_total, 0) if rows is None else int(rows)
-        synthetic = result_mw.hypothesis.sample(n)
-    else:
-        synthetic = independent_sample(codes, domain, eps, rows)
+
+def decode_records(codec: Codec, synthetic: np.ndarray) -> pl.DataFrame:
+    """Codes (n, d) back to the declared columns in their dtypes (bins → midpoints)."""
+    domain = codec.domain
     frame = pl.DataFrame({a: synthetic[:, j] for j, a in enumerate(domain.attributes)},
                          schema={a: pl.Int64 for a in domain.attributes})
     return codec.decode(frame)

@@ -1,0 +1,338 @@
+"""Synthetic tables and marginals on a :class:`~dpkit.frame.Session` query:
+``query.publish.synthetic(spec, …)`` and ``query.publish.marginals(spec, cliques, …)``
+(:class:`~dpkit.release.session.ReleaseNamespace`).
+
+The algorithms of :mod:`dpkit.release.synthetic` are primitives on already-bounded data (one
+row, one individual) that charge nobody. Here a curator's table is bounded to the session's
+privacy unit first (at most M rows a unit, in one pass, as for every session release:
+:func:`dpkit.frame.engine.bound_contributions`), the algorithm runs at the budget the unit
+map gives, and the session's accountant is debited once, before any row is read; the
+:class:`~dpkit.core.record.Release` names the method and its internal budget split.
+
+The unit map (a unit changes at most M rows of the bounded table; add/remove neighbours):
+
+- pure ε-DP algorithms (MWEM, the independent baseline): run at ε/M; a row-level ε/M-DP
+  algorithm is M·(ε/M) = ε-DP for groups of M rows (group privacy, Dwork & Roth 2014,
+  Thm 2.2);
+- ρ-zCDP algorithms (MST, AIM): run at ρ/M²; a row-level ρ′-zCDP algorithm is M²ρ′-zCDP for
+  groups of M rows (Bun & Steinke 2016, Prop. 1.9), so ρ-zCDP per unit;
+- noisy marginals (a count): the sensitivity is multiplied instead — m marginals have L1
+  sensitivity M·m per unit, and discrete Laplace noise of scale M·m/ε is ε-DP (Dwork & Roth
+  Thm 3.6; the discrete form, Canonne, Kamath & Steinke 2020).
+
+For row-level sessions M = 1 and each map is the identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from dpkit.core.measures import PureDP
+from dpkit.core.numbers import Number, positive
+from dpkit.core.record import NoiseRow
+from dpkit.errors import DomainError
+from dpkit.frame import engine
+from dpkit.release.synthetic.domain import Bins, Codec, Domain, records
+from dpkit.release.synthetic.fourier import fourier_consistent
+from dpkit.release.synthetic.marginals import (
+    MarginalWorkload,
+    NoisyMarginal,
+    make_consistent,
+    measure_marginals,
+)
+from dpkit.release.synthetic.synthesize import (
+    METHODS,
+    check_options,
+    choose_method,
+    decode_records,
+    synthesize_records,
+    synthetic_loss,
+    synthetic_noise,
+)
+
+__all__ = ["synthetic_query", "marginals_query", "MarginalsRelease", "unit_rows",
+           "in_domain", "MAX_CELLS"]
+
+MAX_CELLS = 1 << 22  # largest marginal table a session release builds (memory is declared)
+
+
+def unit_rows(session: Any) -> int:
+    """M: the rows one unit keeps once bounded without grouping (min of the unit's total and
+    per-group row bounds; 1 for row-level units)."""
+    unit = session.privacy_unit
+    return int(unit.bounds.single_group().max_rows) if unit.column is not None else 1
+
+
+def in_domain(spec: Mapping[str, Any]) -> pl.Expr:
+    """A Polars predicate: the row's declared columns lie in their declared categories (a
+    null only if null is a category) or inside their bins' range (finite values only)."""
+    terms = []
+    for column, how in spec.items():
+        x = pl.col(column)
+        if isinstance(how, Bins):
+            v = x.cast(pl.Float64, strict=False)
+            terms.append(v.is_finite() & (v >= how.edges[0]) & (v <= how.edges[-1]))
+        else:
+            values = [c for c in how if c is not None]
+            inside = x.is_in(pl.Series(values).implode()) if values else pl.lit(False)
+            if len(values) != len(how):
+                inside = inside | x.is_null()
+            terms.append(inside.fill_null(False))
+    return pl.all_horizontal(terms)
+
+
+def _declare(query: Any, spec: Mapping[str, Any], what: str) -> Codec:
+    """Check the query and the spec on zero rows (the query's steps and the bounding, as the
+    release will run them) and return the codec — all before the debit."""
+    if query.aggs or query.group_columns:
+        raise DomainError(f"{what} runs on an ungrouped query without agg()")
+    if not isinstance(spec, Mapping) or not spec:
+        raise DomainError("declare at least one column in spec")
+    session = query.session
+    empty_lf = query.lazy(empty=True)
+    engine.check_columns(empty_lf.collect_schema(), list(spec))
+    bounded = engine.bound_contributions(empty_lf, session.privacy_unit, list(spec), [])
+    empty = engine.to_polars(bounded.select(list(spec)).collect())
+    try:
+        codec = Codec.declare(empty, spec)
+        codec.encode(empty.filter(in_domain(spec)))
+    except DomainError:
+        raise
+    except Exception as exc:  # e.g. categories of another type than the column
+        raise DomainError(f"the spec does not fit the columns' types: "
+                          f"{type(exc).__name__}") from None
+    if any(s < 1 for s in codec.domain.sizes):
+        raise DomainError("every declared column needs at least one category or bin")
+    return codec
+
+
+def _describe(query: Any, release: str) -> str:
+    """The ledger's text: the query's steps (its canonical text without the empty agg())
+    and the release."""
+    steps = query.describe().removesuffix("agg()").rstrip(".")
+    return f"{steps}.{release}" if steps else release
+
+
+def _columns(domain: Domain) -> str:
+    """The declared columns with their sizes (the spec's shape, public)."""
+    return ", ".join(f"{a}[{s}]" for a, s in zip(domain.attributes, domain.sizes, strict=True))
+
+
+def _bounded_codes(query: Any, spec: Mapping[str, Any], codec: Codec) -> np.ndarray:
+    """The data side (after the debit): the query's rows bounded to the unit in one pass,
+    rows outside the declared domain dropped (a filter: 1-stable, never an error), encoded."""
+    session = query.session
+    bounded = engine.bound_contributions(query.lazy(), session.privacy_unit, list(spec), [])
+    table = engine.to_polars(bounded.select(list(spec)).collect())
+    return records(codec.encode(table.filter(in_domain(spec))), codec.domain)
+
+
+# -- synthetic tables ------------------------------------------------------------------
+
+def synthetic_query(query: Any, spec: Mapping[str, Any], *, method: str = "auto",
+                    epsilon: Number, delta: Number = Fraction(1, 10 ** 9),
+                    rows: int | None = None, **options: Any) -> pl.DataFrame:
+    """A private synthetic table of a session query's declared columns, charged once to the
+    session at its privacy unit (:func:`dpkit.release.synthetic.synthesize.synthesize`'s
+    methods on the bounded rows).
+
+    Privacy: the rows are bounded to at most M per unit (M = the unit's row bound, 1 for
+    row-level units), then the row-level method runs at ε/M (MWEM, "independent": ε-DP per
+    unit by group privacy, Dwork & Roth Thm 2.2) or at ρ/M² with ρ = the largest ρ whose
+    (ε, δ) conversion is within (ε, δ) (MST, AIM: ρ-zCDP per unit, Bun & Steinke 2016
+    Prop. 1.9; (ε, δ)-DP by Canonne, Kamath & Steinke 2020 Cor. 13). The session is debited
+    ε (PureDP; ρ = ε²/2 in a zCDP session) for the pure methods and (ε, δ) (ApproxDP
+    sessions) or ρ (ZCDP sessions) for MST and AIM, once, before any row is read.
+
+    Parameters
+    ----------
+    query : dpkit.frame.Query
+        Ungrouped, without aggregations (filters and transformations allowed).
+    spec : mapping column → categories or :class:`~dpkit.release.synthetic.domain.Bins`
+        The declared domain (never inferred from the data).
+    method : {"auto", "mst", "aim", "mwem", "independent"}
+        "auto": :func:`~dpkit.release.synthetic.synthesize.choose_method` of the declared
+        domain and ε (the pure rule in a PureDP session).
+    epsilon : number
+        ε > 0 (nats), per unit.
+    delta : number
+        δ in (0, 1) for MST and AIM (default 10⁻⁹); unused by the pure methods.
+    rows : int, optional
+        Records to synthesise (default: the method's noisy record count).
+    **options
+        The method's options (allow-list
+        :data:`~dpkit.release.synthetic.synthesize.OPTIONS`).
+
+    Returns
+    -------
+    polars.DataFrame
+        The declared columns in their dtypes (bins → midpoints). The release record (loss,
+        the method's budget split as noise rows, release id, digest) is
+        ``query.session.last_release``.
+
+    Raises
+    ------
+    DomainError, ColumnError
+        A grouped query, aggregations, a bad spec, method, option, ε or δ, MST/AIM in a
+        PureDP session — before any budget is spent. ImportError for MST/AIM without
+        ``mbi``. BudgetExceededError if the loss exceeds what remains. Rows whose declared
+        columns lie outside the declared domain are dropped, never an error.
+    """
+    if method not in METHODS:
+        raise DomainError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    eps = positive(epsilon, "epsilon", up=False)
+    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 0):
+        raise DomainError("rows must be a non-negative integer")
+    codec = _declare(query, spec, "publish.synthetic")
+    session = query.session
+    domain = codec.domain
+    if method == "auto":
+        method = choose_method(domain, eps, have_mbi=False if session.measure is PureDP
+                               else None)
+    if method in ("mst", "aim") and len(domain.attributes) < 2:
+        raise DomainError(f"{method} needs at least two declared columns")
+    if method in ("mst", "aim"):
+        from dpkit.release.synthetic.mst import require_mbi
+
+        require_mbi()
+    check_options(method, domain, options)
+    loss, own = synthetic_loss(session.measure, method, eps, delta)
+    m = unit_rows(session)
+    pure = method not in ("mst", "aim")
+    row_eps, row_rho = (own / m, None) if pure else (None, own / (m * m))
+
+    def compute() -> pl.DataFrame:
+        codes = _bounded_codes(query, spec, codec)
+        synthetic = synthesize_records(codes, domain, method, epsilon=row_eps, rho=row_rho,
+                                       rows=rows, **dict(options))
+        return decode_records(codec, synthetic)
+
+    run_at = f"ε/{m}" if pure else f"ρ/{m * m}"
+    description = _describe(query, f"publish.synthetic({method}; {_columns(domain)}; unit ≤ "
+                                   f"{m} rows, run at {run_at})")
+    noise = synthetic_noise(method, len(domain.attributes), m, own, options)
+    return session.accountant.run(loss, description, compute, noise=noise)
+
+
+# -- marginals ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MarginalsRelease:
+    """Noisy marginals of a session query (:func:`marginals_query`).
+
+    Attributes
+    ----------
+    marginals : tuple of NoisyMarginal
+        One per clique, ``values`` of shape (sizes of its columns), in the order asked;
+        ``variance`` per cell (record units).
+    labels : mapping column → tuple
+        The declared categories (or the bins' (lo, hi) pairs) of each axis, in code order.
+    epsilon : Fraction
+        ε charged per unit.
+    consistent : bool or str
+        How the marginals were made mutually consistent (post-processing), or False.
+    """
+
+    marginals: tuple[NoisyMarginal, ...]
+    labels: Mapping[str, tuple[Any, ...]]
+    epsilon: Fraction
+    consistent: bool | str
+
+    def __getitem__(self, clique: Sequence[str]) -> np.ndarray:
+        """The noisy table of ``clique`` (its columns in the order asked)."""
+        for m in self.marginals:
+            if m.clique == tuple(clique):
+                return m.values
+        raise KeyError(tuple(clique))
+
+
+def _labels(spec: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
+    out: dict[str, tuple[Any, ...]] = {}
+    for column, how in spec.items():
+        if isinstance(how, Bins):
+            e = how.edges
+            out[column] = tuple((e[i], e[i + 1]) for i in range(len(e) - 1))
+        else:
+            out[column] = tuple(how)
+    return out
+
+
+def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Sequence[str]],
+                    *, epsilon: Number, consistent: bool | str = True,
+                    max_cells: int = MAX_CELLS) -> MarginalsRelease:
+    """Noisy marginals (contingency tables) of a session query's declared columns, charged
+    once to the session at its privacy unit.
+
+    Privacy: the rows are bounded to at most M per unit (M the unit's row bound, 1 for
+    row-level units), so one unit changes each of the m marginals by at most M in L1: L1
+    sensitivity Δ = M·m. Every cell gets discrete Laplace noise of scale Δ/ε
+    (:func:`~dpkit.release.synthetic.marginals.measure_marginals` at ε/M), which is ε-DP per
+    unit (Dwork & Roth Thm 3.6; discrete Laplace, Canonne, Kamath & Steinke 2020).
+    Consistency (PriView, Qardaji, Yang & Li 2014) is post-processing. The session is
+    debited ε (PureDP; ρ = ε²/2 in a zCDP session) once, before any row is read.
+
+    Parameters
+    ----------
+    query : dpkit.frame.Query
+        Ungrouped, without aggregations.
+    spec : mapping column → categories or :class:`~dpkit.release.synthetic.domain.Bins`
+        The declared domain of every column a clique names.
+    cliques : sequence of sequences of str
+        The marginals, each a tuple of distinct declared columns.
+    epsilon : number
+        ε > 0 (nats), per unit.
+    consistent : bool or {"priview", "fourier"}
+        Make the marginals mutually consistent (post-processing): True or "priview"
+        (default; :func:`~dpkit.release.synthetic.marginals.make_consistent`), "fourier"
+        (Barak et al. 2007's least-squares consistency,
+        :func:`~dpkit.release.synthetic.fourier.fourier_consistent`), or False.
+    max_cells : int
+        Largest total number of cells (default 2^22): the release's memory is bounded by
+        declared quantities.
+
+    Returns
+    -------
+    MarginalsRelease
+        Its release record is ``query.session.last_release``.
+
+    Raises
+    ------
+    DomainError, ColumnError
+        A grouped query, aggregations, a bad spec or clique, more than ``max_cells`` cells,
+        ε ≤ 0 — before any budget is spent. BudgetExceededError if ε exceeds what remains.
+        Rows outside the declared domain are dropped, never an error.
+    """
+    eps = positive(epsilon, "epsilon", up=False)
+    if not (isinstance(consistent, bool) or consistent in ("priview", "fourier")):
+        raise DomainError("consistent must be True, False, 'priview' or 'fourier'")
+    codec = _declare(query, spec, "publish.marginals")
+    domain = codec.domain
+    sets = tuple(tuple(c) for c in cliques) if not isinstance(cliques, str) else ()
+    workload = MarginalWorkload(domain, sets)  # unknown or repeated columns raise
+    cells = sum(domain.size(c) for c in workload.cliques)
+    if cells > max_cells:
+        raise DomainError(f"{cells} cells exceed max_cells = {max_cells}")
+    session = query.session
+    m = unit_rows(session)
+
+    def compute() -> MarginalsRelease:
+        codes = _bounded_codes(query, spec, codec)
+        noisy = measure_marginals(codes, domain, workload.cliques, eps / m)
+        if consistent == "fourier":
+            noisy = fourier_consistent(noisy, domain)
+        elif consistent:
+            noisy = make_consistent(noisy, domain)
+        return MarginalsRelease(tuple(noisy), _labels(spec), eps, consistent)
+
+    names = "; ".join(",".join(c) for c in workload.cliques)
+    description = _describe(query, f"publish.marginals({names}; {_columns(domain)}; unit ≤ "
+                                   f"{m} rows, L1 sensitivity {m}·{len(workload.cliques)})")
+    noise = (NoiseRow("discrete Laplace", None, Fraction(m * len(workload.cliques)),
+                      "marginals"),)
+    return session.accountant.run(PureDP(eps), description, compute, noise=noise)
