@@ -25,7 +25,7 @@ network     McSherry & Mahajan 2010's trace analyses as Session queries
 equilibrium private_equilibrium: a jointly DP mediator for a parallel-links congestion game
             (Kearns, Pai, Roth & Ullman 2014; Rogers & Roth 2014): noisy type histogram,
             Wardrop split, suggestions by the Billboard Lemma; approximately truthful
-accounting  charge: the one debit every application goes through
+(every application charges through dpkit.mechanisms.frontend.charge)
 """
 
 from dpkit.apps.graph import (

@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
@@ -44,6 +43,7 @@ from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["AuctionResult", "digital_goods_auction", "revenue_scores", "price_grid",
@@ -118,7 +118,7 @@ def revenue_scores(bids: np.ndarray, prices: list[Fraction]) -> list[Fraction]:
 
 @register(audit=lambda: audit_cases())  # the audit battery's case(s)
 def digital_goods_auction(bids: Any, *, epsilon: Any, prices: Any = None,
-                          max_price: Any = 1, accountant: Any = None) -> AuctionResult:
+                          max_price: Any = 1, accountant: AccountantLike = None) -> AuctionResult:
     """Post one price for unlimited goods by the exponential mechanism on revenue.
 
     Parameters

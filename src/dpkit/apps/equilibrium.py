@@ -84,7 +84,6 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
@@ -93,6 +92,7 @@ from dpkit.core.metrics import HammingDistance
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise
+from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["CongestionGame", "EquilibriumResult", "congestion_game", "private_equilibrium",
@@ -471,7 +471,7 @@ def _beta(beta: Any) -> float:
 
 @register(audit=lambda: audit_cases())  # the audit battery's case
 def private_equilibrium(types: Any, game: CongestionGame, *, epsilon: Any, beta: Any = 1e-6,
-                        accountant: Any = None) -> EquilibriumResult:
+                        accountant: AccountantLike = None) -> EquilibriumResult:
     """Mediate a parallel-links congestion game under ε-joint differential privacy.
 
     Parameters

@@ -65,7 +65,6 @@ import polars as pl
 import scipy.sparse as sp
 from scipy.optimize import isotonic_regression
 
-from dpkit.apps.accounting import charge
 from dpkit.apps.tables import require_columns
 from dpkit.core import rng
 from dpkit.core.measures import ApproxDP, PureDP
@@ -73,6 +72,7 @@ from dpkit.core.numbers import Number, fraction_down, integer, positive
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise, make_selection
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.mechanisms.smooth_sensitivity import admissible_beta
 
 __all__ = ["DegreeHistogram", "edge_count", "degree_histogram", "triangle_count",
@@ -156,7 +156,8 @@ def _integer_release(noise: Any, value: int) -> int:
     return int(np.asarray(noise(np.array([value], dtype=np.int64))).reshape(-1)[0])
 
 
-def edge_count(edges: pl.DataFrame, *, n_nodes: int, epsilon: Number, accountant: Any = None,
+def edge_count(edges: pl.DataFrame, *, n_nodes: int, epsilon: Number,
+               accountant: AccountantLike = None,
                columns: tuple[str, str] = ("src", "dst")) -> int:
     """The number of edges under edge privacy: discrete Laplace at Δ = 1, ε-DP.
 
@@ -197,7 +198,7 @@ def edge_count(edges: pl.DataFrame, *, n_nodes: int, epsilon: Number, accountant
 def degree_histogram(edges: pl.DataFrame, *, epsilon: Number, unit: str = "edge",
                      n_nodes: int | None = None, method: str = "hay",
                      max_degree: int | None = None, theta_share: Number = Fraction(1, 10),
-                     accountant: Any = None, columns: tuple[str, str] = ("src", "dst")
+                     accountant: AccountantLike = None, columns: tuple[str, str] = ("src", "dst")
                      ) -> DegreeHistogram:
     """The degree distribution, ε-DP for the declared privacy unit.
 
@@ -285,7 +286,8 @@ def _smooth_budget(epsilon: Number, delta: Number) -> tuple[Fraction, Fraction, 
 
 
 def triangle_count(edges: pl.DataFrame, *, n_nodes: int, epsilon: Number, delta: Number,
-                   accountant: Any = None, columns: tuple[str, str] = ("src", "dst")) -> int:
+                   accountant: AccountantLike = None,
+                   columns: tuple[str, str] = ("src", "dst")) -> int:
     """The number of triangles under edge privacy, (ε, δ)-DP by smooth sensitivity.
 
     Counting is sparse and vectorised: trace(A³)/6 = Σ(A ⊙ A²)/6 (scipy.sparse), the
@@ -361,7 +363,7 @@ def _pair_max(a: sp.csr_matrix, deg: np.ndarray) -> int:
 
 
 def kstar_count(edges: pl.DataFrame, *, n_nodes: int, k: int, epsilon: Number,
-                delta: Number, accountant: Any = None,
+                delta: Number, accountant: AccountantLike = None,
                 columns: tuple[str, str] = ("src", "dst")) -> int:
     """The number of k-stars Σ_i C(d_i, k) under edge privacy, (ε, δ)-DP by smooth
     sensitivity (Karwa et al. 2011 §4; the bound U_t in the module docstring).
@@ -406,7 +408,7 @@ def _thetas(top: int) -> list[int]:
 
 
 def _node_histogram(edges: pl.DataFrame, columns: tuple[str, str], eps: Fraction, top: int,
-                    share: Fraction, accountant: Any) -> DegreeHistogram:
+                    share: Fraction, accountant: AccountantLike) -> DegreeHistogram:
     thetas = _thetas(top)
     eps_theta, eps_hist = eps * share, eps * (1 - share)
     select = make_selection(2 * (top + 1), eps_theta)
@@ -491,7 +493,8 @@ def common_neighbours(u: np.ndarray, v: np.ndarray, n: int, target: int) -> np.n
 
 
 def recommend_node(edges: pl.DataFrame, *, n_nodes: int, target: int, epsilon: Number,
-                   accountant: Any = None, columns: tuple[str, str] = ("src", "dst")) -> int:
+                   accountant: AccountantLike = None,
+                   columns: tuple[str, str] = ("src", "dst")) -> int:
     """Recommend a node to ``target`` by common neighbours under edge privacy: the
     exponential mechanism (:func:`dpkit.mechanisms.make_selection`, monotonic) over all
     nodes ≠ target with utility u_i = |N(target) ∩ N(i)| — the setting of Machanavajjhala,

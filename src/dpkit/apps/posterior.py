@@ -48,7 +48,6 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
@@ -58,6 +57,7 @@ from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["PosteriorGrid", "beta_bernoulli_grid", "dirichlet_categorical_grid",
@@ -248,7 +248,7 @@ def posterior_law(grid: PosteriorGrid, counts: Sequence[int], epsilon: Any) -> n
     return w / w.sum()
 
 
-def _release(grid: PosteriorGrid, counts: Sequence[int], eps: Fraction, accountant: Any,
+def _release(grid: PosteriorGrid, counts: Sequence[int], eps: Fraction, accountant: AccountantLike,
              description: str) -> int:
     """Charge PureDP(ε) once, then draw one grid row at the calibrated temperature."""
     check_accountant(accountant)
@@ -290,7 +290,7 @@ def _category_counts(x: Any, k: int) -> list[int]:
 @register(audit=lambda: audit_cases())  # the audit battery's case(s)
 def one_posterior_sample(x: Any, *, epsilon: Any, prior: tuple[Any, Any] = (1, 1),
                          truncation: Any = Fraction(1, 100), size: int = 1024,
-                         accountant: Any = None) -> float:
+                         accountant: AccountantLike = None) -> float:
     """One sample of θ from the tempered Beta–Bernoulli posterior on a grid, ε-DP.
 
     Parameters
@@ -339,7 +339,7 @@ def one_posterior_sample(x: Any, *, epsilon: Any, prior: tuple[Any, Any] = (1, 1
 
 def one_posterior_sample_categorical(x: Any, *, epsilon: Any, categories: int,
                                      prior: Any = 1, resolution: int | None = None,
-                                     accountant: Any = None) -> np.ndarray:
+                                     accountant: AccountantLike = None) -> np.ndarray:
     """One sample of θ from the tempered Dirichlet–categorical posterior on the simplex
     grid θ = c/m, ε-DP.
 

@@ -59,13 +59,13 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from dpkit.apps.accounting import charge
 from dpkit.apps.tables import require_columns
 from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP
 from dpkit.core.numbers import Number, integer, non_negative, positive, sqrt_up, to_fraction
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["Recommender", "fit_recommender", "nonprivate_recommender", "MAX_ITEMS"]
 
@@ -333,8 +333,8 @@ def _config(n_items: Any, bounds: Any, neighbours: Any, rank: Any, beta_item: An
 
 def fit_recommender(ratings: pl.DataFrame, *, n_items: int, bounds: tuple[Number, Number],
                     epsilon: Number | None = None, rho: Number | None = None,
-                    accountant: Any = None, split: Any = (Fraction(1, 10), Fraction(2, 5),
-                                                          Fraction(1, 2)),
+                    accountant: AccountantLike = None,
+                    split: Any = (Fraction(1, 10), Fraction(2, 5), Fraction(1, 2)),
                     neighbours: int = 30, rank: int = 20, beta_item: float = 1.0,
                     beta_cov: float = 1.0, user_shrinkage: float = 5.0, ridge: float = 1.0,
                     noise_shrinkage: float = 2.0, clip: float | None = None,

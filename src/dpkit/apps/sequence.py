@@ -38,12 +38,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpkit.apps.accounting import charge
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import Number, integer, non_negative, positive
 from dpkit.core.record import NoiseRow
 from dpkit.errors import ColumnError, DomainError
 from dpkit.mechanisms import make_noise
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["PrefixTree", "prefix_tree", "NGramModel", "ngram_model", "prefix_matrix", "MAX_CODES"]
 
@@ -156,7 +156,7 @@ def prefix_matrix(frame: pl.DataFrame, column: str, alphabet: int, height: int
 
 
 def prefix_tree(sequences: pl.DataFrame, *, alphabet: int, height: int, epsilon: Number,
-                threshold: Number = 2, accountant: Any = None, column: str = "sequence"
+                threshold: Number = 2, accountant: AccountantLike = None, column: str = "sequence"
                 ) -> PrefixTree:
     """Release a noisy prefix tree of ``sequences`` (module docstring: algorithm, privacy).
 
@@ -363,7 +363,7 @@ class NGramModel:
 
 
 def ngram_model(sequences: pl.DataFrame, *, alphabet: int, order: int, max_length: int,
-                epsilon: Number, threshold: Number = 2, accountant: Any = None,
+                epsilon: Number, threshold: Number = 2, accountant: AccountantLike = None,
                 column: str = "sequence") -> NGramModel:
     """Release an n-gram model of ``sequences`` (Chen, Ács & Castelluccia, "Differentially
     private sequential data publication via variable-length n-grams", CCS 2012).

@@ -59,8 +59,9 @@ import numpy as np
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_epsilon
+from dpkit.learn._privacy import check_epsilon
 from dpkit.mechanisms import make_noise
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["private_bounds", "bin_edges", "bin_index", "histograms", "histogram_sensitivity",
@@ -142,7 +143,7 @@ def _features(X: Any) -> tuple[np.ndarray, list[str]]:
     return x, names
 
 
-def private_bounds(X: Any, epsilon: Any, *, accountant: Any = None, beta: float = 1e-3,
+def private_bounds(X: Any, epsilon: Any, *, accountant: AccountantLike = None, beta: float = 1e-3,
                    trim: float = 0.0, default: tuple[float, float] = (-1.0, 1.0),
                    min_exponent: int = MIN_EXPONENT, max_exponent: int = MAX_EXPONENT
                    ) -> tuple[np.ndarray, np.ndarray]:

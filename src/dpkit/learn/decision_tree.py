@@ -98,10 +98,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_bounds, check_epsilon
+from dpkit.learn._privacy import check_bounds, check_epsilon
 from dpkit.learn._validation import fit_labelled, predict_features
 from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["DecisionTreeClassifier", "Node", "max_scores", "METHODS"]
@@ -214,7 +215,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, epsilon: float = 1.0, max_depth: int = 5, method: str = "diffp_c45",
                  bounds: Any = None, classes: Any = None, categorical: Any = None,
-                 n_bins: int = 16, accountant: Any = None) -> None:
+                 n_bins: int = 16, accountant: AccountantLike = None) -> None:
         self.epsilon = epsilon
         self.max_depth = max_depth
         self.method = method

@@ -37,9 +37,10 @@ from dpkit.core.component import Measurement
 from dpkit.core.measures import ZCDP, ApproxDP, largest_rho
 from dpkit.core.numbers import positive
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import CACHE_SIZE, charge, check_bounds, check_epsilon
+from dpkit.learn._privacy import CACHE_SIZE, check_bounds, check_epsilon
 from dpkit.learn._validation import fit_features, predict_features
 from dpkit.mechanisms.covariance import make_analyze_gauss
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["PCA"]
 
@@ -103,7 +104,7 @@ class PCA(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_components: int = 2, epsilon: float = 1.0, delta: float = 1e-6,
-                 bounds: Any = None, accountant: Any = None,
+                 bounds: Any = None, accountant: AccountantLike = None,
                  method: str = "analyze_gauss") -> None:
         self.n_components = n_components
         self.epsilon = epsilon

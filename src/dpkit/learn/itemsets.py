@@ -53,9 +53,10 @@ import scipy.sparse as sp
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_epsilon
+from dpkit.learn._privacy import check_epsilon
 from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["read_fimi", "transactions_from_table", "incidence", "sparse_incidence",
@@ -278,7 +279,7 @@ def _peel(scores: np.ndarray, count: int, epsilon: Fraction) -> list[int]:
 def top_k_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
                    max_size: int = 3, method: str = "exponential",
                    max_candidates: int = 2_000_000, prune: bool = False,
-                   accountant: Any = None) -> FrequentItemsets:
+                   accountant: AccountantLike = None) -> FrequentItemsets:
     """The k most frequent itemsets of up to ``max_size`` items, ε-DP (module docstring).
 
     Parameters

@@ -66,7 +66,7 @@ import numpy as np
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_epsilon
+from dpkit.learn._privacy import check_epsilon
 from dpkit.learn.itemsets import (
     FrequentItemsets,
     as_csr,
@@ -78,6 +78,7 @@ from dpkit.learn.itemsets import (
 from dpkit.learn.itemsets import incidence as incidence  # re-exported (tests, callers)
 from dpkit.mechanisms import make_selection
 from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["privbasis", "exact_top_k_all", "basis_bin_counts", "basis_set",
@@ -300,7 +301,7 @@ def _reconstruct(bins: Sequence[np.ndarray], bases: Sequence[Sequence[int]], m: 
 
 
 def privbasis(transactions: Any, items: Sequence[Any], k: int,
-              epsilon: Any, *, accountant: Any = None, max_size: int | None = None,
+              epsilon: Any, *, accountant: AccountantLike = None, max_size: int | None = None,
               max_basis_size: int = 12, split: Sequence[Any] = DEFAULT_SPLIT
               ) -> FrequentItemsets:
     """The k most frequent itemsets of any size by PrivBasis, ε-DP (module docstring).

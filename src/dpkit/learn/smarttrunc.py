@@ -87,7 +87,7 @@ from dpkit.core import rng
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_epsilon
+from dpkit.learn._privacy import check_epsilon
 from dpkit.learn.itemsets import (
     FrequentItemsets,
     count_candidates,
@@ -98,6 +98,7 @@ from dpkit.learn.itemsets import (
 )
 from dpkit.learn.privbasis import basis_bin_counts, basis_set, privbasis, reconstruct_keys
 from dpkit.mechanisms import make_noise, make_selection
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["smarttrunc", "frequent_itemsets", "truncate", "one_item", "one_pair",
@@ -354,7 +355,7 @@ def smarttrunc(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
                noise_share: Any = NOISE_SHARE, threshold: Any = THRESHOLD,
                counting: str = "bins",
                length_quantile: Any = LENGTH_QUANTILE, max_candidates: int = 100_000,
-               accountant: Any = None) -> FrequentItemsets:
+               accountant: AccountantLike = None) -> FrequentItemsets:
     """The k most frequent itemsets of any size by SmartTrunc, ε-DP (module docstring).
 
     Parameters
@@ -469,7 +470,7 @@ def smarttrunc(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
 
 def frequent_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
                       method: str = DEFAULT_METHOD, max_size: int | None = None,
-                      accountant: Any = None, **options: Any) -> FrequentItemsets:
+                      accountant: AccountantLike = None, **options: Any) -> FrequentItemsets:
     """The k most frequent itemsets, ε-DP, by one of dpkit's methods.
 
     Parameters
