@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("sklearn")
 
+from kit_spies import spy_select  # noqa: E402
 from learn_spies import laplace_noise, patch_laplace_noise, spy_laplace_noise  # noqa: E402
 
 from dpkit.core.compose import PrivacyFilter  # noqa: E402
@@ -21,7 +22,6 @@ from dpkit.learn import (  # noqa: E402
     LogisticRegression,
     _privacy,  # noqa: E402
 )
-from dpkit.learn import logistic as L  # noqa: E402, N812
 from dpkit.learn import naive_bayes as NB  # noqa: E402, N812
 
 
@@ -211,18 +211,17 @@ def test_top_k_itemsets_budget_and_recall(monkeypatch):
     from dpkit.learn import itemsets as IS  # noqa: N812
 
     seen = {"scales": [], "laplace": []}
-    real_e, real_l = IS.sample_exponential, IS.laplace_integer
+    real_l = IS.laplace_integer
 
-    def expo(scores, scale):
-        seen["scales"].append(Fraction(scale))
-        return real_e(scores, scale)
+    def expo(scores, scale, k):  # peeling: k rounds at the per-pick temperature
+        seen["scales"].extend([scale] * k)
 
     def lap(values, sensitivity, epsilon):
         seen["laplace"].append((np.asarray(values).size, Fraction(sensitivity),
                                 Fraction(epsilon)))
         return real_l(values, sensitivity, epsilon)
 
-    monkeypatch.setattr(IS, "sample_exponential", expo)
+    spy_select(monkeypatch, expo)
     monkeypatch.setattr(IS, "laplace_integer", lap)
     rng = np.random.default_rng(10)  # test input: items 0–3 in 90% of transactions, rest 10%
     tx = [[i for i in range(12) if rng.random() < (0.9 if i < 4 else 0.1)]

@@ -71,7 +71,7 @@ from dpkit.core.measures import ApproxDP, PureDP
 from dpkit.core.numbers import Number, fraction_down, integer, positive
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_noise, make_selection
+from dpkit.mechanisms import frontend, make_noise, make_selection
 from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.mechanisms.smooth_sensitivity import admissible_beta
 
@@ -185,7 +185,7 @@ def edge_count(edges: pl.DataFrame, *, n_nodes: int, epsilon: Number,
     eps = positive(epsilon, "epsilon", up=False)
     _frame(edges, columns)
     noise = make_noise(1, epsilon=eps)
-    rows = [NoiseRow(noise.mechanism, noise.scale, noise.sensitivity, "edges")]
+    rows = [frontend.row_of(noise, "edges")]
 
     def compute() -> int:
         u, _ = simple_edges(edges, columns, n)
@@ -246,7 +246,7 @@ def degree_histogram(edges: pl.DataFrame, *, epsilon: Number, unit: str = "edge"
         raise DomainError(f"method must be one of {_METHODS}; got {method!r}")
     noise = make_noise(2 if method == "hay" else 4, epsilon=eps)
     stat = "sorted degree sequence" if method == "hay" else "degree histogram"
-    rows = [NoiseRow(noise.mechanism, noise.scale, noise.sensitivity, stat)]
+    rows = [frontend.row_of(noise, stat)]
 
     def compute() -> DegreeHistogram:
         u, v = simple_edges(edges, columns, n)
@@ -413,7 +413,7 @@ def _node_histogram(edges: pl.DataFrame, columns: tuple[str, str], eps: Fraction
     eps_theta, eps_hist = eps * share, eps * (1 - share)
     select = make_selection(2 * (top + 1), eps_theta)
     noises = {t: make_noise(2 * t + 1, epsilon=eps_hist) for t in thetas}
-    rows = [NoiseRow(select.mechanism, select.scale, select.sensitivity, "theta")]
+    rows = [frontend.row_of(select, "theta")]
     salt = int(rng.words(1)[0])  # the edge order's salt: public, independent of the data
 
     def compute() -> DegreeHistogram:
@@ -524,7 +524,7 @@ def recommend_node(edges: pl.DataFrame, *, n_nodes: int, target: int, epsilon: N
     eps = positive(epsilon, "epsilon", up=False)
     _frame(edges, columns)
     select = make_selection(1, eps, monotonic=True)
-    rows = [NoiseRow(select.mechanism, select.scale, select.sensitivity, "common neighbours")]
+    rows = [frontend.row_of(select, "common neighbours")]
 
     def compute() -> int:
         scores = common_neighbours(*simple_edges(edges, columns, n), n, t)

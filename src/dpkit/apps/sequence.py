@@ -40,9 +40,8 @@ import polars as pl
 
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import Number, integer, non_negative, positive
-from dpkit.core.record import NoiseRow
 from dpkit.errors import ColumnError, DomainError
-from dpkit.mechanisms import make_noise
+from dpkit.mechanisms import frontend, make_noise
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["PrefixTree", "prefix_tree", "NGramModel", "ngram_model", "prefix_matrix", "MAX_CODES"]
@@ -193,8 +192,8 @@ def prefix_tree(sequences: pl.DataFrame, *, alphabet: int, height: int, epsilon:
     cut = float(non_negative(threshold, "threshold"))
     _check_frame(sequences, column)
     noise = make_noise(1, epsilon=eps / h)
-    floor = cut * float(noise.scale) * np.sqrt(2.0)
-    rows = [NoiseRow(noise.mechanism, noise.scale, noise.sensitivity, f"level {i}")
+    floor = cut * float(frontend.row_of(noise).scale or 0) * np.sqrt(2.0)
+    rows = [frontend.row_of(noise, f"level {i}")
             for i in range(1, h + 1)]
 
     def compute() -> PrefixTree:
@@ -409,8 +408,8 @@ def ngram_model(sequences: pl.DataFrame, *, alphabet: int, order: int, max_lengt
     cut = float(non_negative(threshold, "threshold"))
     _check_frame(sequences, column)
     noise = make_noise(ell + 2, epsilon=eps / n)
-    floor = cut * float(noise.scale) * np.sqrt(2.0)
-    rows = [NoiseRow(noise.mechanism, noise.scale, noise.sensitivity, f"{i}-grams")
+    floor = cut * float(frontend.row_of(noise).scale or 0) * np.sqrt(2.0)
+    rows = [frontend.row_of(noise, f"{i}-grams")
             for i in range(1, n + 1)]
 
     def compute() -> NGramModel:

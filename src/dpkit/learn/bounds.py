@@ -60,7 +60,7 @@ import numpy as np
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_epsilon
-from dpkit.mechanisms import make_noise
+from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
@@ -216,7 +216,8 @@ def private_bounds(X: Any, epsilon: Any, *, accountant: AccountantLike = None, b
     d = x.shape[1]
     n_bins = 2 * (b - a) + 2
     sensitivity = histogram_sensitivity(d)
-    tau = threshold(make_noise(sensitivity, epsilon=eps).scale, d * n_bins, beta)  # the noise's
+    scale = frontend.exact_scale(frontend.noise_row(sensitivity, eps))
+    tau = threshold(scale, d * n_bins, beta)  # the noise's
     edges = bin_edges(a, b)
 
     def compute() -> np.ndarray:

@@ -40,7 +40,8 @@ chosen adaptively from the earlier releases. With D = ``max_depth``:
 
 ``diffp_*``: ε′ = ε / (2(D + 1)). A node at depth d < D releases its size
 n̂ = n + Lap(1/ε′) (ε′; counts have sensitivity 1) and either splits — the candidate s is
-drawn by ``sample_exponential`` with probability ∝ exp(ε′·q(s)), which is ε′-DP because the
+drawn by the exponential mechanism (:func:`dpkit.mechanisms.frontend.select`) with
+probability ∝ exp(ε′·q(s)), which is ε′-DP because the
 max-operator quality q(s) = Σ_children max_c τ_{child,c} (τ: counts of class c in a child)
 moves by at most Δ = 1 between neighbours and every candidate's score moves in the same
 direction (adding a record never lowers a maximum), so the factor 2 of the exponential
@@ -73,7 +74,7 @@ exactly ε, with the same argument.
 
 Noise: discrete Laplace on the integer counts (Canonne, Kamath & Steinke 2020, via
 :func:`dpkit.release.measure.laplace_integer`), the exponential mechanism sampled exactly
-(:func:`dpkit.mechanisms.exponential.sample_exponential`); all randomness from the CSPRNG.
+(:func:`dpkit.mechanisms.frontend.select`); all randomness from the CSPRNG.
 Prediction from the released tree and counts is post-processing: a leaf's class
 distribution is its clamped noisy counts, shrunk towards its parent's (the sum of the
 parent's leaves below it) with a weight equal to the leaf counts' noise standard deviation,
@@ -100,8 +101,7 @@ from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon
 from dpkit.learn._validation import fit_labelled, predict_features
-from dpkit.mechanisms import make_selection
-from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
@@ -397,7 +397,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
             self._leaf(node, y, k, self._remaining(node.depth, 1))
             return None
         scores = self._scores(x, y, k, candidates)
-        pick = sample_exponential(np.concatenate(scores), selection_scale(level))
+        pick = split_selection(np.concatenate(scores), level)
         node.spent += level
         for (j, edges), score in zip(candidates, scores, strict=True):
             if pick < score.size:
@@ -503,7 +503,8 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
 
-def selection_scale(level: Fraction) -> Fraction:
-    """Temperature s of the split selection at per-node budget ε′: probabilities
-    ∝ exp(q/s) with s = Δ/ε′ = 1/ε′ (max operator: Δ = 1, monotone; module docstring)."""
-    return make_selection(1, level, monotonic=True).scale
+def split_selection(scores: np.ndarray, level: Fraction) -> int:
+    """The split picked at per-node budget ε′ (:func:`dpkit.mechanisms.frontend.select`):
+    probabilities ∝ exp(q/s) with s = Δ/ε′ = 1/ε′ (max operator: Δ = 1, monotone; module
+    docstring)."""
+    return int(frontend.select(scores, 1, level, monotonic=True).value)

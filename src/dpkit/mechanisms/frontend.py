@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
+from fractions import Fraction
 from typing import Any, NamedTuple, Protocol, TypeAlias, TypeVar
 
 import numpy as np
@@ -43,8 +44,8 @@ from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.mechanisms.selection import sample_top_k
 
 __all__ = ["AccountantLike", "HasAccountant", "Drawn", "accountant_of", "check_accountant",
-           "charge", "charge_record", "calibrate", "noise_row", "noisy", "selection_row",
-           "select"]
+           "charge", "charge_record", "calibrate", "noise_row", "row_of", "exact_scale", "noisy",
+           "selection_row", "select", "draw"]
 
 T = TypeVar("T")
 
@@ -222,6 +223,38 @@ def calibrate(sensitivity: Number, budget: PrivacyLoss | Number, *, norm: str | 
     return make_noise(sensitivity, norm=norm, output=output, size=size, cache=cache, **kw)
 
 
+def row_of(noise: CalibratedNoise, statistic: str | None = None, *, unit: Number = 1
+           ) -> NoiseRow:
+    """The :class:`~dpkit.core.record.NoiseRow` of a measurement the entry returned (its
+    mechanism, exact scale and sensitivity, times ``unit``): the plan written with the
+    debit, and the one place a front end reads a scale from (to report accuracy)."""
+    return _row(noise, statistic, unit)
+
+
+def exact_scale(row: NoiseRow) -> Fraction:
+    """The exact scale of a row the kit built (every kit row has one; DomainError for a row
+    without, such as a histogram algorithm's)."""
+    if row.scale is None:
+        raise DomainError(f"the noise row {row.name!r} states no scale")
+    return row.scale
+
+
+def draw(selection: CalibratedNoise, scores: Any, *, unit: Number = 1,
+         size: int | None = None) -> Any:
+    """Index i with probability ∝ exp(scoresᵢ·unit / s), s the exponential selection's
+    calibrated temperature: ``scores`` in units of ``unit`` (integers, for an exact draw
+    on scores that are multiples of a small rational). One int, or ``size`` draws.
+
+    Raises
+    ------
+    DomainError
+        ``selection`` is not an exponential mechanism of :func:`make_selection` (plan time).
+    """
+    if selection.mechanism != "exponential":
+        raise DomainError("draw takes the exponential mechanism of make_selection")
+    return sample_exponential(scores, selection.scale / to_fraction(unit), size=size)
+
+
 def _row(m: CalibratedNoise, statistic: str | None, unit: Number) -> NoiseRow:
     u = to_fraction(unit)
     return NoiseRow(m.mechanism, m.scale * u, m.sensitivity * u, statistic)
@@ -320,9 +353,10 @@ def _selection(sensitivity: Number, budget: PrivacyLoss | Number, k: int, monoto
     return make_selection(sensitivity, per_pick, mechanism=mechanism, monotonic=monotonic)
 
 
-def select(scores: Any, sensitivity: Number, budget: PrivacyLoss | Number, *, k: int = 1,
-           monotonic: bool = False, size: int | None = None, statistic: str | None = None
-           ) -> Drawn:
+def select(scores: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
+           k: int | None = None,
+           monotonic: bool = False, size: int | None = None, statistic: str | None = None,
+           mechanism: str = "exponential") -> Drawn:
     """An index picked by the exponential mechanism, or k distinct indices by peeling it.
 
     Parameters
@@ -334,8 +368,8 @@ def select(scores: Any, sensitivity: Number, budget: PrivacyLoss | Number, *, k:
         Δ > 0 of every score (L∞).
     budget : PureDP or number
         ε for all k picks together (ε/k each, basic composition).
-    k : int
-        Distinct picks, best first (peeling).
+    k : int, optional
+        Distinct picks, best first (peeling); None for one pick returned as an int.
     monotonic : bool
         Neighbours move all scores the same way (temperature Δ/ε instead of 2Δ/ε).
     size : int, optional
@@ -343,18 +377,23 @@ def select(scores: Any, sensitivity: Number, budget: PrivacyLoss | Number, *, k:
         times it.
     statistic : str, optional
         The noise row's label.
+    mechanism : str
+        One draw by another selection of :func:`~dpkit.mechanisms.make_selection`
+        ("permute_and_flip", "report_noisy_max"; same map); peeling and ``size`` are the
+        exponential mechanism's.
 
     Returns
     -------
     Drawn
-        ``value``: an int (k = 1, one draw), a list of k ints, or an int64 array of shape
-        (size,) (k = 1) or (size, k); ``row``: the calibration's noise row (its scale is the
+        ``value``: an int (k None, one draw), a list of k ints, or an int64 array of shape
+        (size,) (k None) or (size, k); ``row``: the calibration's noise row (its scale is the
         per-pick temperature).
 
     Raises
     ------
     DomainError
-        k < 1, N < k, a non-pure budget, or Δ, ε ≤ 0 (plan time).
+        k < 1, N < k, a non-pure budget, Δ, ε ≤ 0, or k > 1 or ``size`` with another
+        mechanism (plan time).
 
     Notes
     -----
@@ -363,10 +402,12 @@ def select(scores: Any, sensitivity: Number, budget: PrivacyLoss | Number, *, k:
     (McSherry & Talwar 2007; Dwork & Roth Thm 3.10); k picks compose to ε (Durfee &
     Rogers 2019 for peeling). Exact sampling (:func:`~dpkit.mechanisms.selection.sample_top_k`).
     """
-    m = _selection(sensitivity, budget, k, monotonic, "exponential")
+    if mechanism != "exponential" and (k is not None or size is not None):
+        raise DomainError("peeling and repeated draws are the exponential mechanism's")
+    m = _selection(sensitivity, budget, 1 if k is None else k, monotonic, mechanism)
     row = _row(m, statistic, 1)
-    if k == 1 and size is None:  # the measurement's own draw; scores are checked by the
+    if k is None and size is None:  # the measurement's own draw; scores are checked by the
         return _drawn(int(m.function(scores)), row)  # caller at plan time: nothing raises here
-    if k == 1:
+    if k is None:
         return _drawn(sample_exponential(scores, m.scale, size=size), row)
     return _drawn(sample_top_k(scores, k, m.scale, size=size), row)

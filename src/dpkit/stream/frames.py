@@ -124,7 +124,7 @@ from dpkit.core.numbers import Number, integer, to_fraction
 from dpkit.errors import DomainError, DPError, LedgerError, StreamRollbackError
 from dpkit.frame.keys import canonical_values
 from dpkit.mechanisms.frontend import AccountantLike, accountant_of, charge_record
-from dpkit.stream.base import Counter, half_width, noise_variance, pooled
+from dpkit.stream.base import Counter, half_width, noise_variance, pooled, scale_of
 from dpkit.stream.factorization import MAX_VALUE
 from dpkit.stream.stream import HorizonExceededError, StepRelease, _bounds, clamp, make_counter
 
@@ -145,8 +145,8 @@ def window_weights(counter: Counter, t: int, width: int) -> tuple[float, float]:
     """Σ(aᵢ − bᵢ)²·scaleᵢ² and max|aᵢ − bᵢ|·scaleᵢ of the window error e_t − e_{t−W}, from
     the counter's exact coefficients (:meth:`~dpkit.stream.base.Counter.window_terms`)."""
     terms = counter.window_terms(int(t), max(int(t) - int(width), 0))
-    s2 = sum(c * float(noise.scale) ** 2 for c, noise, _ in terms)
-    return s2, max(a * float(noise.scale) for _, noise, a in terms)
+    s2 = sum(c * scale_of(noise) ** 2 for c, noise, _ in terms)
+    return s2, max(a * scale_of(noise) for _, noise, a in terms)
 
 
 def window_variance(counter: Counter, t: int, width: int) -> float:
