@@ -98,6 +98,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dpkit.core.measures import PureDP
+from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon
 from dpkit.learn._validation import fit_labelled, predict_features
@@ -280,19 +281,24 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         self.lower_, self.upper_, self.n_bins_ = lower, upper, bins
         codes = self._codes(x)
 
+        sulq = self.method == "sulq_id3"
+        level = eps / (depth + 1) if sulq else eps / (2 * (depth + 1))
+        # the noise plan (per node, ε′ each): sizes and leaf counts at Δ = 1; SuLQ's count
+        # tables at Δ = the node's number of candidates (no single scale); DiffP's split pick
+        rows = (frontend.noise_row(1, level, "node sizes and leaf counts"),
+                NoiseRow("discrete Laplace", None, None, "count tables (Δ = candidates)")
+                if sulq else frontend.selection_row(1, level, "split choice", monotonic=True))
+
         def compute() -> DecisionTreeClassifier:
             self.classes_ = classes
             self.n_features_in_ = x.shape[1]
             self.depth_ = depth
-            if self.method == "sulq_id3":
-                self.epsilon_level_ = eps / (depth + 1)
-            else:
-                self.epsilon_level_ = eps / (2 * (depth + 1))
+            self.epsilon_level_ = level
             self.nodes_ = self._grow(codes, label, classes.size)
             return self
 
         return charge(self.accountant, PureDP(eps), f"DecisionTreeClassifier(ε={eps}, "
-                      f"method={self.method}, D={depth})", compute)
+                      f"method={self.method}, D={depth})", compute, rows)
 
     # ------------------------------------------------------------------ growing
     def _candidates(self, node: Node) -> list[tuple[int, np.ndarray | None]]:
