@@ -21,7 +21,7 @@ adds 1 to exactly one bin of each feature's histogram, so the joint L1 sensitivi
 Steinke 2020, Thm 1; equivalently each feature's histogram at ε/d, composed over the d
 features) makes the release ε-DP. Everything after — thresholding, trimming, the bounds —
 is post-processing. The accountant is debited ε through
-:func:`dpkit.learn._privacy.charge` before any count is computed.
+:func:`dpkit.mechanisms.frontend.charge` before any count is computed.
 
 Selection (post-processing): with N = d·B bins in all and s the sampler's exact scale
 (d/ε, rounded up to a representable rational), a bin *passes* when its noisy count is at
@@ -158,7 +158,7 @@ def private_bounds(X: Any, epsilon: Any, *, accountant: AccountantLike = None, b
         ε > 0 (nats) for all the features together (each feature's histogram gets ε/d:
         joint sensitivity d, noise scale d/ε).
     accountant : None, PrivacyFilter or Session
-        Debited ε before any count is computed (:func:`dpkit.learn._privacy.charge`).
+        Debited ε before any count is computed (:func:`dpkit.mechanisms.frontend.charge`).
     beta : float
         β ∈ (0, 1): the probability that some empty bin passes the threshold
         τ = ⌈(d/ε)·ln(d·B/β)⌉ (union bound). Smaller β: fewer false bins, more clipped

@@ -133,7 +133,8 @@ def grid_start(z: np.ndarray, k: int, bins: int, epsilon: Fraction) -> np.ndarra
     """Starting centres in [−1, 1]^d from an ε-DP histogram (module docstring, ``"grid"``).
 
     ``z`` are the rows clipped and scaled to [−1, 1]^d. The bins^d cell counts have L1
-    sensitivity 1 (one row, one cell) and are released by :func:`laplace_noise` at ε;
+    sensitivity 1 (one row, one cell) and are released by grid Laplace at ε
+    (:func:`dpkit.mechanisms.frontend.noisy`);
     k-means on the cell centres weighted by the positive noisy counts is post-processing.
     Falls back to the sphere-packing start when fewer than k cells are positive.
     """

@@ -42,7 +42,7 @@ a polynomial whose coefficients are released with the grid Laplace mechanism:
 
 Both sums are exact (multiples of 2^-20 below 2^33 in magnitude are exact in float64 in any
 summation order; n < 2^32 is checked), so the L1 bounds are those of the released values,
-and :func:`~dpkit.learn._privacy.laplace_noise` folds its grid rounding into the
+and :func:`~dpkit.mechanisms.frontend.noisy` folds its grid rounding into the
 calibration: the pair of releases is (ε/2 + ε/2)-DP by basic composition, everything after
 is post-processing. The noisy G̃ is symmetrised, its negative eigenvalues are set to zero
 (§6's spectral trimming: the noisy objective must be bounded below) and a ridge λ is added
