@@ -127,6 +127,20 @@ def _calls_outside_lambdas(node: ast.AST) -> list[ast.Call]:
     return own + [c for child in ast.iter_child_nodes(node) for c in _calls_outside_lambdas(child)]
 
 
+def _own_nodes(fn: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of ``fn`` outside its nested functions (a front end's charged ``compute``
+    that draws is not a helper)."""
+    out: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        out.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def noise_helpers(root: Path) -> list[tuple[str, int, str]]:
     """Functions outside ``dpkit.mechanisms`` and ``dpkit.core`` that wrap the calibrated-noise
     entry again: they return its measurement, or the values they drew with it (a front end
@@ -141,7 +155,7 @@ def noise_helpers(root: Path) -> list[tuple[str, int, str]]:
                 continue
             bound = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign)
                      and _entry_call(n.value) for t in n.targets if isinstance(t, ast.Name)}
-            for ret in (n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value):
+            for ret in (n for n in _own_nodes(fn) if isinstance(n, ast.Return) and n.value):
                 calls = _calls_outside_lambdas(ret.value)
                 if any(_entry_call(c) or _entry_call(c.func) or isinstance(c.func, ast.Name)
                        and c.func.id in bound for c in calls):

@@ -271,7 +271,9 @@ def _smooth_release(count: int, bounds: np.ndarray, eps: Fraction, beta: Fractio
     with np.errstate(divide="ignore"):
         log_s = np.max(np.log(bounds.astype(np.float64)) - k * float(beta))
     smooth = Fraction(float(np.exp(log_s) * (1 + _SLACK)))
-    return _integer_release(make_noise(smooth, epsilon=eps / 2, cache=False), count)
+    # a data-dependent sensitivity: calibrated afresh, nothing of it cached
+    drawn = frontend.noisy(np.array([count], dtype=np.int64), smooth, eps / 2, cache=False)
+    return int(drawn.value[0])
 
 
 def _smooth_budget(epsilon: Number, delta: Number) -> tuple[Fraction, Fraction, Fraction]:
