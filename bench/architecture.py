@@ -16,6 +16,11 @@ float round trip ``fraction_up(float(…/…))``, a hand-written ``scale = …/�
 ``make_noise``/``make_selection``), or a noise constructor or sampler given a scale the
 caller computed.
 
+Issue 31's figures: noise helpers (functions outside ``dpkit.mechanisms``/``dpkit.core`` that
+return the entry's measurement or calibrate and draw with it), scale reads off the entry and
+sampler calls outside ``dpkit.mechanisms`` and debits outside the kit (the layer test's
+``road_departures``), definitions of ``charge``, and ``accountant: Any`` parameters.
+
 A file "states the query language" when it defines (a class, a function or a ``Literal`` tag)
 at least four of the language's words: the steps (filter, with_columns, clamp, bin, map,
 fill_null, drop_nulls, group_by) and the aggregations (count, count_distinct, sum, mean,
@@ -108,6 +113,79 @@ def language_files(root: Path) -> dict[str, set[str]]:
     return out
 
 
+ENTRY = ("make_noise", "make_selection", "calibrate")  # what returns the entry's measurement
+
+
+def _entry_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _name(node.func) in ENTRY
+
+
+def _calls_outside_lambdas(node: ast.AST) -> list[ast.Call]:
+    if isinstance(node, ast.Lambda):
+        return []
+    own = [node] if isinstance(node, ast.Call) else []
+    return own + [c for child in ast.iter_child_nodes(node) for c in _calls_outside_lambdas(child)]
+
+
+def _own_nodes(fn: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of ``fn`` outside its nested functions (a front end's charged ``compute``
+    that draws is not a helper)."""
+    out: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        out.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def noise_helpers(root: Path) -> list[tuple[str, int, str]]:
+    """Functions outside ``dpkit.mechanisms`` and ``dpkit.core`` that wrap the calibrated-noise
+    entry again: they return its measurement, or the values they drew with it (a front end
+    that calibrates and draws inside its own charged computation is not a helper)."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel.startswith(("dpkit/mechanisms/", "dpkit/core/")):
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            bound = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign)
+                     and _entry_call(n.value) for t in n.targets if isinstance(t, ast.Name)}
+            for ret in (n for n in _own_nodes(fn) if isinstance(n, ast.Return) and n.value):
+                calls = _calls_outside_lambdas(ret.value)
+                if any(_entry_call(c) or _entry_call(c.func) or isinstance(c.func, ast.Name)
+                       and c.func.id in bound for c in calls):
+                    out.append((rel, fn.lineno, fn.name))
+                    break
+    return out
+
+
+def charge_implementations(root: Path) -> list[tuple[str, int, str]]:
+    """Definitions of a function named ``charge`` (the one debit door of the front ends)."""
+    return [(p.relative_to(root.parent).as_posix(), n.lineno, n.name)
+            for p in sorted(root.rglob("*.py")) for n in ast.walk(ast.parse(p.read_text()))
+            if isinstance(n, ast.FunctionDef) and n.name == "charge"]
+
+
+def accountant_any(root: Path) -> tuple[int, int]:
+    """Parameters named ``accountant`` annotated ``Any``: (in public functions, in all)."""
+    public = total = 0
+    for path in sorted(root.rglob("*.py")):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            args = fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs
+            n = sum(a.arg == "accountant" and a.annotation is not None
+                    and ast.unparse(a.annotation) == "Any" for a in args)
+            total += n
+            public += n if not fn.name.startswith("_") or fn.name == "__init__" else 0
+    return public, total
+
+
 def main() -> None:
     here = Path(__file__).resolve().parents[1]
     src = Path(sys.argv[1]) if len(sys.argv) > 1 else here / "src"
@@ -137,6 +215,26 @@ def main() -> None:
     report = test_layers.check(root)
     cycles = test_layers.cycles(report.graph)
     print(f"package import cycles: {len(cycles)} {cycles if cycles else ''}")
+    # issue 31: one road to the edges
+    helpers = noise_helpers(root)
+    print(f"noise helpers wrapping the entry outside dpkit.mechanisms: {len(helpers)} in "
+          f"{len({h[0].split('/')[1] for h in helpers})} packages")
+    for h in helpers:
+        print(f"  {h[0]}:{h[1]}: {h[2]}")
+    road = test_layers.road_departures(root)
+    scale = [v for v in road if not v.message.startswith("debit")]
+    print(f"scale reads off the entry and sampler calls outside dpkit.mechanisms: {len(scale)}")
+    for v in scale:
+        print(f"  {v}")
+    debits = [v for v in road if v.message.startswith("debit")]
+    print(f"debits outside the kit (as_accountant, accountant.run): {len(debits)}")
+    for v in debits:
+        print(f"  {v}")
+    charges = charge_implementations(root)
+    print(f"charge implementations: {len(charges)} "
+          f"({', '.join(f'{c[0]}:{c[1]}' for c in charges)})")
+    public, total = accountant_any(root)
+    print(f"accountant: Any: {public} public signatures ({total} in all)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from fractions import Fraction
 import numpy as np
 
 import dpkit.release.measure as measure
+from dpkit.core.measures import PrivacyLoss, PureDP
+from dpkit.mechanisms import frontend
 
 
 @dataclass
@@ -23,7 +25,8 @@ class Measured:
 
 def record(monkeypatch) -> list[Measured]:
     """Patch both Laplace measurements (in :mod:`dpkit.release.measure` and in every release
-    module that imported them) to log each call, then run the real measurement."""
+    module that imported them) and the kit's Laplace draws (``frontend.noisy`` at a pure ε)
+    to log each call, then run the real measurement."""
     log: list[Measured] = []
     import sys
 
@@ -42,6 +45,16 @@ def record(monkeypatch) -> list[Measured]:
             if getattr(mod, "__name__", "").startswith("dpkit.release.") and getattr(
                     mod, name, None) is real:
                 monkeypatch.setattr(mod, name, wrapper)
+    real_noisy = frontend.noisy
+
+    def noisy(values, sensitivity, budget, **kw):  # Laplace draws through the kit
+        if not isinstance(budget, PrivacyLoss) or isinstance(budget, PureDP):
+            eps = budget.epsilon if isinstance(budget, PureDP) else budget
+            log.append(Measured(np.array(values, copy=True), Fraction(sensitivity),
+                                Fraction(eps), None))
+        return real_noisy(values, sensitivity, budget, **kw)
+
+    monkeypatch.setattr(frontend, "noisy", noisy)
     return log
 
 

@@ -199,8 +199,8 @@ def _categorical_law_pvalue(broken: bool) -> float:
     points); broken: twice the temperature's inverse (a colder sampler)."""
     grid = dirichlet_categorical_grid(3, (1, 2, 1), 24)
     counts = (9, 4, 2)
-    scale = make_selection(grid.sensitivity, 1).scale
-    draws = _draw(grid, counts, scale / 2 if broken else scale, size=40_000)
+    selection = make_selection(grid.sensitivity / 2 if broken else grid.sensitivity, 1)
+    draws = _draw(grid, counts, selection, size=40_000)
     return chi2_pvalue(np.asarray(draws), np.arange(253), posterior_law(grid, counts, 1))
 
 

@@ -266,7 +266,7 @@ def _spy_measurements(monkeypatch) -> list[Measurement]:
 
 
 def test_release_paths_draw_noise_by_calling_a_calibrated_measurement(monkeypatch):
-    from dpkit.learn import _privacy
+    from dpkit.mechanisms import frontend
     from dpkit.release import measure
     from dpkit.release.ranges.partition import _exponential_many
 
@@ -276,7 +276,7 @@ def test_release_paths_draw_noise_by_calling_a_calibrated_measurement(monkeypatc
     measure.laplace_integer(x, Fraction(2), Fraction(1, 2), weights=np.array([1, 2] * 3))
     measure.laplace_real(x.astype(float), Fraction(2), Fraction(1, 2))
     measure.gaussian_integer(x, Fraction(1), Fraction(1, 3))
-    _privacy.laplace_noise(x.astype(float), 2, Fraction(1, 2))
+    frontend.noisy(x.astype(float), 2, Fraction(1, 2), output="grid")
     _exponential_many([np.array([3, 1]), np.array([0, 0, 5])], Fraction(1), Fraction(1))
     assert len(called) == 7 and all(isinstance(m, CalibratedNoise) for m in called)
     assert [m.mechanism for m in called] == [

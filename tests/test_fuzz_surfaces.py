@@ -231,7 +231,7 @@ def test_app_targets_catch_moved_noise_inputs_and_late_errors():
     """A noise input that moves by more than Δ breaks (a); a release that fails after its
     debit quoting a value breaks (b) and (c)."""
     from dpkit.apps import graph
-    from dpkit.apps.accounting import charge
+    from dpkit.mechanisms.frontend import charge
 
     def run(edges: Any, accountant: Any) -> Any:
         return graph.edge_count(edges, n_nodes=5, epsilon=1, accountant=accountant)

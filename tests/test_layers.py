@@ -318,6 +318,116 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+# -- one road to the edges (issue 31): outside dpkit.mechanisms, a front end draws through the
+# kit (dpkit.mechanisms.frontend) and charges through it; it never reads a scale off the
+# calibrated-noise entry to draw elsewhere, never calls the sampler itself, never debits.
+ROAD_UNITS = tuple(u for u in LAYERS if LAYERS.index(u) > LAYERS.index("mechanisms"))
+ENTRY = ("make_noise", "make_selection", "calibrate")  # calls that return the entry's measurement
+# Known departures in files other changes own: (path relative to src/dpkit, message start).
+# Each must still occur (test_known_road_departures_are_current), so the list only shrinks.
+ROAD_KNOWN: tuple[tuple[str, str], ...] = (
+    ("frame/session.py", "debit outside the kit"),  # the query path's Accountant.run (issue 31 §3)
+    ("release/session.py", "debit outside the kit"),  # query.publish (issue 31 §2)
+)
+
+
+def _entry_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _callee(node.func) in ENTRY
+
+
+def _bound_to_entry(tree: ast.AST) -> set[str]:
+    """Names and ``self.`` attributes a module assigns from an entry call (``noise =
+    make_noise(…)``), anywhere in the module."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and _entry_call(node.value):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out.add(t.id)
+                elif isinstance(t, ast.Attribute):
+                    out.add(f".{t.attr}")
+    return out
+
+
+def road_departures(src: Path = SRC) -> list[Violation]:
+    """Scale reads off the entry, sampler calls and debits outside the kit, in every module
+    of a package below ``mechanisms``."""
+    tree = Tree(src)
+    out: list[Violation] = []
+    for module, t in tree.trees.items():
+        if tree.unit_of(module) not in ROAD_UNITS:
+            continue
+        path = tree.files[module].relative_to(tree.src).as_posix()
+        bound = _bound_to_entry(t)
+        for node in ast.walk(t):
+            if isinstance(node, ast.Attribute) and node.attr == "scale" and (
+                    _entry_call(node.value)
+                    or isinstance(node.value, ast.Name) and node.value.id in bound
+                    or isinstance(node.value, ast.Attribute) and f".{node.value.attr}" in bound):
+                out.append(Violation(path, node.lineno, f"scale read off the calibrated-noise "
+                                                        f"entry ({ast.unparse(node)})"))
+            if not isinstance(node, ast.Call):
+                continue
+            name = _callee(node.func)
+            if name in ("sample_exponential", "sample_top_k"):
+                out.append(Violation(path, node.lineno, f"sampler called outside the kit "
+                                                        f"({name})"))
+            elif name == "as_accountant" or name == "run" and isinstance(
+                    node.func, ast.Attribute) and "accountant" in ast.unparse(node.func.value):
+                out.append(Violation(path, node.lineno, f"debit outside the kit "
+                                                        f"({ast.unparse(node.func)})"))
+    return sorted(set(out), key=attrgetter("path", "line", "message"))
+
+
+def _road_known(v: Violation) -> bool:
+    return any(v.path == p and v.message.startswith(m) for p, m in ROAD_KNOWN)
+
+
+def test_front_ends_take_the_one_road():
+    found = [v for v in road_departures() if not _road_known(v)]
+    assert not found, _listing("departures from the one road (use dpkit.mechanisms.frontend: "
+                               "charge, noisy, select, noise_row, row_of)", found)
+
+
+def test_known_road_departures_are_current():
+    found = road_departures()
+    stale = [(p, m) for p, m in ROAD_KNOWN
+             if not any(v.path == p and v.message.startswith(m) for v in found)]
+    assert not stale, f"fixed, remove from ROAD_KNOWN: {stale}"
+
+
+def test_the_road_check_finds_each_kind_of_departure(tmp_path):
+    src = tmp_path / "dpkit"
+    files = {
+        "__init__.py": "", "mechanisms/__init__.py": "",
+        "mechanisms/calibrated.py": "def f(m):\n    return m.scale\n",  # inside: allowed
+        "learn/__init__.py": "",
+        "learn/model.py": textwrap.dedent("""\
+            from dpkit.mechanisms import make_noise, make_selection, sample_exponential
+            from dpkit.core.accountant import as_accountant
+
+            def fit(x, acct, session):
+                s = make_selection(1, 1).scale
+                noise = make_noise(1, epsilon=1)
+                b = noise.scale
+                i = sample_exponential(x, s)
+                as_accountant(acct).run(None, "", lambda: 1)
+                return session.accountant.run(None, "", lambda: 1), row.scale, b, i
+            """),
+    }
+    for name, text in files.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(text)
+    text = "\n".join(str(v) for v in road_departures(src))
+    expected = ["learn/model.py:5: scale read off", "learn/model.py:7: scale read off",
+                "learn/model.py:8: sampler called", "learn/model.py:9: debit outside the kit "
+                "(as_accountant)", "learn/model.py:9: debit outside the kit (as_accountant(acct)"
+                ".run)", "learn/model.py:10: debit outside the kit (session.accountant.run)"]
+    missing = [e for e in expected if e not in text]
+    assert not missing, f"missed {missing} in:\n{text}"
+    assert "row.scale" not in text and "mechanisms/" not in text  # a NoiseRow's scale is fine
+
+
 def _is_known(v: Violation) -> bool:
     return any(v.path == p and v.message.startswith(m) for p, m in KNOWN)
 
@@ -524,3 +634,4 @@ if __name__ == "__main__":
     print(f"package cycles: {cycles(r.graph) or 'none'}")
     print(_listing("layer violations", r.layer))
     print(_listing("private reach-ins", r.private))
+    print(_listing("departures from the one road", road_departures()))

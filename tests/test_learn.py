@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from learn_spies import spy_laplace_noise  # noqa: E402
+from kit_spies import spy_select  # noqa: E402
+from learn_spies import laplace_noise, patch_laplace_noise, spy_laplace_noise  # noqa: E402
 
 from dpkit.core.compose import PrivacyFilter  # noqa: E402
 from dpkit.core.measures import PureDP  # noqa: E402
@@ -21,7 +22,6 @@ from dpkit.learn import (  # noqa: E402
     LogisticRegression,
     _privacy,  # noqa: E402
 )
-from dpkit.learn import logistic as L  # noqa: E402, N812
 from dpkit.learn import naive_bayes as NB  # noqa: E402, N812
 
 
@@ -68,21 +68,14 @@ def test_naive_bayes_noise_matches_its_sensitivities_and_sums_to_epsilon(monkeyp
     assert all(25 <= c[1] <= 100 for c in calls[2::2])
 
 
-def test_logistic_noise_scale_is_c_times_the_row_bound(monkeypatch):
-    seen = {}
-    real = L.make_vector_laplace
-
-    def spy(scale, dim, **kw):
-        seen["scale"], seen["dim"] = Fraction(scale), dim
-        return real(scale, dim, **kw)
-
-    monkeypatch.setattr(L, "make_vector_laplace", spy)
+def test_logistic_noise_scale_is_c_times_the_row_bound():
     x, y = _data()
-    LogisticRegression(2, data_norm=3, classes=["no", "yes"], C=0.5).fit(x, y)
+    model = LogisticRegression(2, data_norm=3, classes=["no", "yes"], C=0.5).fit(x, y)
+    (row,) = model.release_.noise  # the fit records the vector mechanism it drew through
     delta = 0.5 * np.sqrt(3 ** 2 + 1)
-    assert seen["dim"] == 4
+    assert row.name == "vector Laplace (grid)" and float(row.sensitivity) >= delta
     # calibrated: at least Δ₂/ε, at most a hair more (grid rounding)
-    assert delta / 2 <= float(seen["scale"]) <= delta / 2 * (1 + 1e-4)
+    assert delta / 2 <= float(row.scale) <= delta / 2 * (1 + 1e-4)
 
 
 def test_models_learn_at_a_large_epsilon():
@@ -106,13 +99,13 @@ def test_kmeans_budget_schedules_and_noise(monkeypatch):
     with pytest.raises(DomainError):
         KM.budget_schedule(Fraction(1), 3, "doubling")
     calls = []
-    real = _privacy.laplace_noise
+    real = laplace_noise
 
     def spy(values, sensitivity, epsilon):
         calls.append((Fraction(sensitivity), Fraction(epsilon)))
         return real(values, sensitivity, epsilon)
 
-    monkeypatch.setattr(KM, "laplace_noise", spy)
+    patch_laplace_noise(monkeypatch, spy)
     x, _ = _data()
     acct = PrivacyFilter(PureDP(2))
     with pytest.raises(DomainError):
@@ -218,18 +211,17 @@ def test_top_k_itemsets_budget_and_recall(monkeypatch):
     from dpkit.learn import itemsets as IS  # noqa: N812
 
     seen = {"scales": [], "laplace": []}
-    real_e, real_l = IS.sample_exponential, IS.laplace_integer
+    real_l = IS.laplace_integer
 
-    def expo(scores, scale):
-        seen["scales"].append(Fraction(scale))
-        return real_e(scores, scale)
+    def expo(scores, scale, k):  # peeling: k rounds at the per-pick temperature
+        seen["scales"].extend([scale] * k)
 
     def lap(values, sensitivity, epsilon):
         seen["laplace"].append((np.asarray(values).size, Fraction(sensitivity),
                                 Fraction(epsilon)))
         return real_l(values, sensitivity, epsilon)
 
-    monkeypatch.setattr(IS, "sample_exponential", expo)
+    spy_select(monkeypatch, expo)
     monkeypatch.setattr(IS, "laplace_integer", lap)
     rng = np.random.default_rng(10)  # test input: items 0–3 in 90% of transactions, rest 10%
     tx = [[i for i in range(12) if rng.random() < (0.9 if i < 4 else 0.1)]
@@ -298,7 +290,7 @@ def test_linear_regression_default_ridge_scales_with_the_noise(monkeypatch):
 
     import dpkit.learn.linear as LIN  # noqa: N812
 
-    monkeypatch.setattr(LIN, "laplace_noise", lambda values, sensitivity, epsilon: values)
+    patch_laplace_noise(monkeypatch, lambda values, sensitivity, epsilon: values)
     x = np.column_stack([np.linspace(0, 1, 200), np.linspace(0, 1, 200) ** 2])
     y = 3 * x[:, 0] - x[:, 1] + 0.5
     eps = 0.1

@@ -24,6 +24,7 @@ from dpkit.errors import BudgetExceededError, DomainError  # noqa: E402
 from dpkit.learn import DecisionTreeClassifier  # noqa: E402
 from dpkit.learn import decision_tree as DT  # noqa: E402, N812
 from dpkit.learn._privacy import check_epsilon  # noqa: E402
+from dpkit.mechanisms import frontend  # noqa: E402
 from dpkit.mechanisms.exponential import make_exponential  # noqa: E402
 
 METHODS = DT.METHODS
@@ -93,7 +94,7 @@ def test_debited_exactly_epsilon_before_any_noise_and_overrun_fits_nothing(metho
                                                                            monkeypatch):
     acct = PrivacyFilter(PureDP(1))
     seen = []
-    real_laplace, real_exp = DT.laplace_integer, DT.sample_exponential
+    real_laplace, real_exp = DT.laplace_integer, DT.split_selection
 
     def laplace_spy(*args, **kw):
         seen.append(acct.spent)
@@ -104,7 +105,7 @@ def test_debited_exactly_epsilon_before_any_noise_and_overrun_fits_nothing(metho
         return real_exp(*args, **kw)
 
     monkeypatch.setattr(DT, "laplace_integer", laplace_spy)
-    monkeypatch.setattr(DT, "sample_exponential", exp_spy)
+    monkeypatch.setattr(DT, "split_selection", exp_spy)
     x, y = _mixed(500)
     model = _model(method, Fraction(3, 5), accountant=acct).fit(x, y)
     assert acct.spent == PureDP(Fraction(3, 5))
@@ -186,7 +187,7 @@ def test_split_scores_have_sensitivity_one_and_are_monotone():
 
 def test_selection_scale_gives_the_per_level_epsilon():
     for level in (Fraction(1, 12), Fraction(1, 120), Fraction(5, 3)):
-        scale = DT.selection_scale(level)
+        scale = frontend.selection_row(1, level, monotonic=True).scale
         assert make_exponential(scale, monotonic=True).privacy_map(1) == PureDP(level)
 
 
@@ -220,7 +221,8 @@ def test_root_split_follows_the_exponential_mechanism(monkeypatch):
     fits = 600
     assert stats.binomtest(_root_choices(fits), fits, p).pvalue >= FALSE_POSITIVE_RATE
     # broken: the non-monotone temperature 2Δ/ε′ (P(f₀) = e/(1 + e) = 0.731) is caught
-    monkeypatch.setattr(DT, "selection_scale", lambda level: 2 / level)
+    monkeypatch.setattr(DT, "split_selection",
+                        lambda scores, level: frontend.select(scores, 1, level).value)
     assert stats.binomtest(_root_choices(fits), fits, p).pvalue < FALSE_POSITIVE_RATE
 
 
@@ -315,7 +317,8 @@ def test_tree_finds_the_feature_that_determines_the_label(method):
 def test_uniform_split_choice_is_caught_by_the_accuracy_test(monkeypatch):
     # broken: a split chosen (nearly) uniformly among the 46 candidates; one fit picks the
     # right one w.p. 1/46, so four fits all pass w.p. (1/46)⁴ < 1e-6.
-    monkeypatch.setattr(DT, "selection_scale", lambda level: Fraction(10**9))
+    monkeypatch.setattr(DT, "split_selection", lambda scores, level: frontend.select(
+        scores, 1, Fraction(1, 10**9), monotonic=True).value)
     x, y = _mixed(3000)
     xt, yt = _mixed(2000, seed=2)
     accs = [(_model("diffp_c45", 60, 1).fit(x, y).predict(xt) == yt).mean()

@@ -18,6 +18,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kit_spies import spy_select  # noqa: E402
 from stats import FALSE_POSITIVE_RATE, chi2_pvalue, discrete_laplace_pmf
 
 from dpkit.core import rng
@@ -27,6 +28,7 @@ from dpkit.errors import DomainError, InsecureRandomnessError
 from dpkit.learn import itemsets as IS  # noqa: N812
 from dpkit.learn import privbasis as PB  # noqa: N812
 from dpkit.learn import smarttrunc as ST  # noqa: N812
+from dpkit.mechanisms import frontend  # noqa: E402
 
 transactions = st.lists(st.lists(st.integers(0, 6), max_size=7), min_size=1, max_size=40)
 
@@ -162,19 +164,19 @@ def test_level_count_sensitivity_holds_after_truncation():
 
 def _spy_budget(monkeypatch) -> list[tuple[str, Fraction, Any]]:
     calls: list[tuple[str, Fraction, Any]] = []
-    real_lap, real_sel = ST.laplace_integer, ST.make_selection
+    real_lap, real_sel = ST.laplace_integer, frontend.select
 
     def lap(values, sensitivity, epsilon):
         calls.append(("laplace", Fraction(epsilon), (np.asarray(values).size,
                                                      Fraction(sensitivity))))
         return real_lap(values, sensitivity, epsilon)
 
-    def sel(sensitivity, epsilon, **kw):
+    def sel(scores, sensitivity, epsilon, **kw):
         calls.append(("select", Fraction(epsilon), kw.get("monotonic")))
-        return real_sel(sensitivity, epsilon, **kw)
+        return real_sel(scores, sensitivity, epsilon, **kw)
 
     monkeypatch.setattr(ST, "laplace_integer", lap)
-    monkeypatch.setattr(ST, "make_selection", sel)
+    monkeypatch.setattr(frontend, "select", sel)
     return calls
 
 
@@ -424,9 +426,8 @@ def test_tf_prune_runs_where_the_full_candidates_are_refused(monkeypatch):
     with pytest.raises(DomainError):
         IS.top_k_itemsets(tx, range(200), 20, 1, max_candidates=1000)
     scales, laps = [], []
-    real_e, real_l = IS.sample_exponential, IS.laplace_integer
-    monkeypatch.setattr(IS, "sample_exponential",
-                        lambda s, scale: (scales.append(Fraction(scale)), real_e(s, scale))[1])
+    real_l = IS.laplace_integer
+    spy_select(monkeypatch, lambda s, scale, k: scales.extend([scale] * k))
     monkeypatch.setattr(IS, "laplace_integer",
                         lambda v, d, e: (laps.append((Fraction(d), Fraction(e))),
                                          real_l(v, d, e))[1])

@@ -6,11 +6,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from learn_spies import laplace_noise, patch_laplace_noise
 
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
-from dpkit.learn import _privacy
 from dpkit.learn import cluster as km
 
 GEN = np.random.default_rng(7)  # test input only, never noise
@@ -35,13 +35,13 @@ def test_bad_inputs_raise_before_any_debit(kwargs):
 
 def _spy(monkeypatch, acct):
     calls = []
-    real = _privacy.laplace_noise
+    real = laplace_noise
 
     def spy(values, sensitivity, epsilon):
         calls.append((Fraction(sensitivity), Fraction(epsilon), acct.spent, np.size(values)))
         return real(values, sensitivity, epsilon)
 
-    monkeypatch.setattr(km, "laplace_noise", spy)
+    patch_laplace_noise(monkeypatch, spy)
     return calls
 
 
@@ -90,8 +90,8 @@ def _aggregate_noise_ok(reps: int = 200) -> bool:
 def test_aggregate_noise_has_the_stated_scale_and_a_halved_sensitivity_is_caught(
         monkeypatch):
     assert _aggregate_noise_ok()
-    real = _privacy.laplace_noise
-    monkeypatch.setattr(km, "laplace_noise",
+    real = laplace_noise
+    patch_laplace_noise(monkeypatch,
                         lambda v, s, e: real(v, Fraction(s) / 2, e))  # forgets the factor 2
     assert not _aggregate_noise_ok()
 

@@ -17,14 +17,19 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from learn_spies import spy_laplace_noise  # noqa: E402
+from learn_spies import (  # noqa: E402
+    grid_mechanism,
+    laplace_noise,
+    patch_laplace_noise,
+    spy_laplace_noise,
+)
 from scipy import stats  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 
 from dpkit.core.compose import PrivacyFilter  # noqa: E402
 from dpkit.core.measures import PureDP  # noqa: E402
 from dpkit.errors import BudgetExceededError, DomainError  # noqa: E402
-from dpkit.learn import LogisticRegression, _privacy  # noqa: E402
+from dpkit.learn import LogisticRegression  # noqa: E402
 from dpkit.learn import logistic as L  # noqa: E402, N812
 
 FALSE_POSITIVE_RATE = 1e-6
@@ -183,7 +188,7 @@ def _released_noise(monkeypatch, wrap=None, fits=40):
     captured: list[np.ndarray] = []
     exact: list[np.ndarray] = []
     real_stats = L._functional_statistics
-    real_noise = wrap or L.laplace_noise
+    real_noise = wrap or laplace_noise
 
     def stats_spy(*args):
         out = real_stats(*args)
@@ -197,7 +202,7 @@ def _released_noise(monkeypatch, wrap=None, fits=40):
         return out
 
     monkeypatch.setattr(L, "_functional_statistics", stats_spy)
-    monkeypatch.setattr(L, "laplace_noise", noise_spy)
+    patch_laplace_noise(monkeypatch, noise_spy)
     for _ in range(fits):
         _model(1.0).fit(x, y)
     return np.concatenate(captured), exact[0].size
@@ -206,7 +211,7 @@ def _released_noise(monkeypatch, wrap=None, fits=40):
 def _noise_pvalue(noise, size):
     sens_g = L.functional_sensitivities(2, 3)[0]
     padded = 1 << max(size - 1, 0).bit_length()
-    scale = float(_privacy._scale(Fraction(sens_g), Fraction(1, 2), padded))
+    scale = float(grid_mechanism(Fraction(sens_g), Fraction(1, 2), padded).scale)
     return float(stats.kstest(noise, "laplace", args=(0, scale)).pvalue)
 
 
@@ -216,7 +221,7 @@ def test_noise_on_the_gram_is_laplace_at_its_sensitivity_over_half_epsilon(monke
 
 
 def test_noise_test_catches_a_model_that_spends_epsilon_on_each_release(monkeypatch):
-    real = _privacy.laplace_noise
+    real = laplace_noise
     noise, size = _released_noise(monkeypatch, lambda v, s, e: real(v, s, 2 * e))
     assert _noise_pvalue(noise, size) < FALSE_POSITIVE_RATE
 

@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("sklearn")
 
+from learn_spies import grid_mechanism, laplace_noise, patch_laplace_noise  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from dpkit.core.measures import PureDP  # noqa: E402
@@ -21,6 +22,7 @@ from dpkit.errors import DomainError, MeasureError  # noqa: E402
 from dpkit.learn import GaussianNB, LogisticRegression, _privacy  # noqa: E402
 from dpkit.learn import logistic as L  # noqa: E402, N812
 from dpkit.learn import naive_bayes as NB  # noqa: E402, N812
+from dpkit.mechanisms import make_noise  # noqa: E402
 from dpkit.mechanisms.laplace import make_laplace  # noqa: E402
 from dpkit.mechanisms.vector import make_vector_laplace  # noqa: E402
 
@@ -36,8 +38,8 @@ def _effective_scale(mechanism) -> Fraction:
 
 @pytest.mark.parametrize("sensitivity,epsilon,size", CASES)
 def test_cached_laplace_mechanism_meets_its_privacy_map_tightly(sensitivity, epsilon, size):
-    mech = _privacy.laplace_mechanism(sensitivity, epsilon, size)
-    assert mech is _privacy.laplace_mechanism(sensitivity, epsilon, size)  # cached
+    mech = grid_mechanism(sensitivity, epsilon, size)
+    assert mech is grid_mechanism(sensitivity, epsilon, size)  # cached
     assert mech.check(sensitivity, PureDP(epsilon))
     s = _effective_scale(mech)
     # tight: at most the closed form's grid allowance (2^k·size, 2^k ≤ 2^-28·Δ/ε) above Δ/ε
@@ -49,22 +51,19 @@ def test_cached_laplace_mechanism_meets_its_privacy_map_tightly(sensitivity, eps
         assert not make_laplace(small, max_size=size).check(sensitivity, PureDP(epsilon))
 
 
-def test_a_miscalibrated_scale_is_never_cached(monkeypatch):
-    _privacy.laplace_mechanism.cache_clear()
-    monkeypatch.setattr(_privacy, "_scale", lambda d, e, n: d / e / 2)  # broken calibration
+def test_a_miscalibrated_scale_is_refused():
+    """The kit's grid mechanism at half its calibrated scale fails the entry's map check."""
+    good = grid_mechanism(Fraction(3), Fraction(1, 7), 4)
     with pytest.raises(MeasureError):
-        _privacy.laplace_mechanism(Fraction(3), Fraction(1, 7), 4)
-    monkeypatch.undo()
-    _privacy.laplace_mechanism.cache_clear()
-    assert _privacy.laplace_mechanism(Fraction(3), Fraction(1, 7), 4).check(3, PureDP(
-        Fraction(1, 7)))
+        make_noise(3, epsilon=Fraction(1, 7), output="grid", size=4, scale=good.scale / 2)
+    assert good.check(3, PureDP(Fraction(1, 7)))
 
 
 @pytest.mark.parametrize("sensitivity,epsilon,dim", [
     (Fraction(1, 10) * Fraction(109, 100), Fraction(1, 10), 6), (Fraction(3), Fraction(2), 4),
     (Fraction(5, 7), Fraction(1, 1000), 39)])
 def test_vector_scale_meets_its_privacy_map_tightly(sensitivity, epsilon, dim):
-    scale = _privacy.vector_laplace_scale(sensitivity, epsilon, dim)
+    scale = make_noise(sensitivity, epsilon=epsilon, norm="l2", output="grid", size=dim).scale
     assert make_vector_laplace(scale, dim).check(sensitivity, PureDP(epsilon))
     assert scale <= sensitivity / epsilon * (1 + Fraction(dim, 2**28) / epsilon)
     # broken variants: Δ₂/ε without the grid's √d·2^k, and a hair below it
@@ -85,12 +84,12 @@ def test_cached_laplace_noise_has_the_calibrated_scale():
     """FPR ≤ 1e-6 (exact Gamma quantiles); broken variants (the noise of ε·1.1 or 2ε
     passed off as ε's) sit 25 and 130 standard deviations away."""
     sens, eps = Fraction(5, 2), Fraction(1, 8)
-    noise = np.concatenate([_privacy.laplace_noise(np.zeros(1 << 14), sens, eps)
+    noise = np.concatenate([laplace_noise(np.zeros(1 << 14), sens, eps)
                             for _ in range(4)])
     b = float(sens / eps)
     assert _abs_sum_in_gamma_range(noise, b)
     for factor in (Fraction(11, 10), Fraction(2)):
-        broken = np.concatenate([_privacy.laplace_noise(np.zeros(1 << 14), sens, eps * factor)
+        broken = np.concatenate([laplace_noise(np.zeros(1 << 14), sens, eps * factor)
                                  for _ in range(4)])
         assert not _abs_sum_in_gamma_range(broken, b)
 
@@ -104,14 +103,13 @@ def _data(n=6000, d=3):
 
 def _nb_releases(monkeypatch, model, x, y):
     calls = []
-    real = _privacy.laplace_noise
+    real = laplace_noise
 
     def spy(values, sensitivity, epsilon):
         calls.append((Fraction(sensitivity), Fraction(epsilon)))
         return real(values, sensitivity, epsilon)
 
-    monkeypatch.setattr(NB, "laplace_noise", spy)
-    monkeypatch.setattr(_privacy, "laplace_noise", spy)
+    patch_laplace_noise(monkeypatch, spy)
     model.fit(x, y)
     return calls
 
@@ -133,7 +131,7 @@ def _check_split(calls, model, eps, count_share, mean_share, lower, upper):
         assert var_call == (Fraction(spread), eps_var)
         # each release's noise scale is its sensitivity over its share
         for sens, e in (mean_call, var_call):
-            s = _effective_scale(_privacy.laplace_mechanism(sens, e, 2))
+            s = _effective_scale(grid_mechanism(sens, e, 2))
             assert sens / e <= s <= sens / e * (1 + Fraction(2, 2**28) / e)
 
 

@@ -11,6 +11,7 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 import pytest
+from kit_spies import replace_select, spy_noisy, spy_select  # noqa: E402
 
 from dpkit.errors import DomainError
 from dpkit.release.synthetic import mst as M  # noqa: N812
@@ -32,18 +33,17 @@ def _codes(n=4000, seed=0):
 
 def _spy(monkeypatch):
     log = {"gauss": [], "scales": []}
-    real_g, real_e = M.gaussian_integer, M.sample_exponential
+    real_g = M.gaussian_integer
 
     def gauss(values, sensitivity, rho):
         log["gauss"].append((np.asarray(values).size, Fraction(sensitivity), Fraction(rho)))
         return real_g(values, sensitivity, rho)
 
-    def expo(scores, scale):
-        log["scales"].append((len(scores), Fraction(scale)))
-        return real_e(scores, scale)
+    def expo(scores, scale, k):
+        log["scales"].append((len(scores), scale))
 
     monkeypatch.setattr(M, "gaussian_integer", gauss)
-    monkeypatch.setattr(M, "sample_exponential", expo)
+    spy_select(monkeypatch, expo)
     return log
 
 
@@ -86,7 +86,7 @@ def test_selection_finds_the_strong_pair_and_broken_variant_is_caught(monkeypatc
     scale = float(log["scales"][0][1])
     assert 5 * math.exp(-2000 / scale) < 1e-6
     assert ("a", "b") in result.selected
-    monkeypatch.setattr(M, "sample_exponential", lambda scores, scale: len(scores) - 1)
+    replace_select(monkeypatch, lambda scores, scale: len(scores) - 1)
     assert ("a", "b") not in M.mst_measure(_codes(), DOM, 2).selected
 
 
@@ -165,11 +165,8 @@ def test_aim_spends_exactly_rho_and_measures_the_strong_pair(monkeypatch):
     from dpkit.release.synthetic import aim as A  # noqa: N812
 
     log = {"gauss": [], "scales": []}
-    real_g, real_e = A.gaussian_integer, A.sample_exponential
-    monkeypatch.setattr(A, "gaussian_integer", lambda v, s, r: (
-        log["gauss"].append(Fraction(r)), real_g(v, s, r))[1])
-    monkeypatch.setattr(A, "sample_exponential", lambda u, s: (
-        log["scales"].append((max(u), Fraction(s))), real_e(u, s))[1])
+    spy_noisy(monkeypatch, lambda v, s, budget: log["gauss"].append(budget.rho))
+    spy_select(monkeypatch, lambda u, s, k: log["scales"].append((max(u), s)))
     rho = Fraction(4)
     result = A.aim(_codes(), DOM, rho, rounds=8, iters=50, final_iters=100)
     weights = A.candidates(list(__import__("itertools").combinations(DOM.attributes, 2)))
@@ -196,11 +193,8 @@ def test_aim_round_schedule_is_the_papers(monkeypatch):
     from dpkit.release.synthetic import aim as A  # noqa: N812
 
     calls = []
-    real_g, real_e = A.gaussian_integer, A.sample_exponential
-    monkeypatch.setattr(A, "gaussian_integer", lambda v, s, r: (
-        calls.append(("meas", Fraction(r))), real_g(v, s, r))[1])
-    monkeypatch.setattr(A, "sample_exponential", lambda u, sc: (
-        calls.append(("sel", Fraction(sc))), real_e(u, sc))[1])
+    spy_noisy(monkeypatch, lambda v, s, budget: calls.append(("meas", budget.rho)))
+    spy_select(monkeypatch, lambda u, sc, k: calls.append(("sel", sc)))
     rho, t = Fraction(1, 2), 12
     A.aim(_codes(), DOM, rho, rounds=t, iters=30, final_iters=30)
     d = len(DOM.attributes)

@@ -1,6 +1,7 @@
 """dpkit.apps — the survey's applications (Xiong, Zhu & Wang 2014, §5), each on the layers
-above it: one accountant for the debit, :func:`dpkit.mechanisms.make_noise` /
-:func:`~dpkit.mechanisms.make_selection` for the noise.
+above it, on the front-end kit (:mod:`dpkit.mechanisms.frontend`): one ``charge`` for the
+debit, noise from :func:`dpkit.mechanisms.make_noise` / :func:`~dpkit.mechanisms.make_selection`
+drawn through their measurements, noise rows from ``row_of``.
 
 Contents
 --------
@@ -25,7 +26,6 @@ network     McSherry & Mahajan 2010's trace analyses as Session queries
 equilibrium private_equilibrium: a jointly DP mediator for a parallel-links congestion game
             (Kearns, Pai, Roth & Ullman 2014; Rogers & Roth 2014): noisy type histogram,
             Wardrop split, suggestions by the Billboard Lemma; approximately truthful
-accounting  charge: the one debit every application goes through
 """
 
 from dpkit.apps.graph import (

@@ -34,16 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
-from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_selection
-from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms import CalibratedNoise, frontend, make_selection
+from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["AuctionResult", "digital_goods_auction", "revenue_scores", "price_grid",
@@ -118,7 +116,7 @@ def revenue_scores(bids: np.ndarray, prices: list[Fraction]) -> list[Fraction]:
 
 @register(audit=lambda: audit_cases())  # the audit battery's case(s)
 def digital_goods_auction(bids: Any, *, epsilon: Any, prices: Any = None,
-                          max_price: Any = 1, accountant: Any = None) -> AuctionResult:
+                          max_price: Any = 1, accountant: AccountantLike = None) -> AuctionResult:
     """Post one price for unlimited goods by the exponential mechanism on revenue.
 
     Parameters
@@ -160,8 +158,7 @@ def digital_goods_auction(bids: Any, *, epsilon: Any, prices: Any = None,
     arr = _check_bids(bids)
     check_accountant(accountant)
     selection = make_selection(grid[-1], eps, monotonic=True)
-    rows = (NoiseRow(selection.mechanism, selection.scale, selection.sensitivity,
-                     "revenue of each price"),)
+    rows = (frontend.row_of(selection, "revenue of each price"),)
 
     def compute() -> AuctionResult:
         index = int(selection(revenue_scores(arr, grid)))
@@ -180,7 +177,8 @@ def price_distribution(bids: Any, *, epsilon: Any, prices: Any = None,
     a release."""
     eps = numbers.positive(epsilon, "epsilon", up=False)
     grid = price_grid(max_price) if prices is None else _check_prices(prices)
-    scale = make_selection(grid[-1], eps, monotonic=True).scale
+    scale = frontend.selection_row(grid[-1], eps, monotonic=True).scale
+    assert scale is not None
     scores = np.array([float(r / scale) for r in revenue_scores(_check_bids(bids), grid)])
     weights = np.exp(scores - scores.max())
     return np.array([float(p) for p in grid]), weights / weights.sum()
@@ -194,14 +192,15 @@ def audit_cases() -> list[AuditCase]:
     prices = [Fraction(i, 4) for i in range(1, 5)]
     x = np.array([1.0, 1.0, 1.0, 0.5, 0.5, 0.5])
     x_prime = np.array([0.9, 1.0, 1.0, 0.5, 0.5, 0.5])
-    scale = make_selection(1, 1, monotonic=True).scale
+    good = make_selection(1, 1, monotonic=True)
 
-    def sampler(s: Fraction) -> Sampler:
+    def sampler(selection: CalibratedNoise) -> Sampler:
         return lambda bids, n: np.asarray(
-            sample_exponential(revenue_scores(np.asarray(bids), prices), s, size=n))
+            frontend.draw(selection, revenue_scores(np.asarray(bids), prices), size=n))
 
-    claim = Measurement(lambda b: sampler(scale)(b, 1), HammingDistance(), PureDP,
+    claim = Measurement(lambda b: sampler(good)(b, 1), HammingDistance(), PureDP,
                         lambda d: PureDP(Fraction(d)), "digital_goods_auction",
                         input_domain=VectorDomain(AtomDomain(Kind.FLOAT, nan=True)))
-    return [AuditCase("digital_goods_auction", claim, sampler(scale), sampler(scale / 4),
+    broken = make_selection(Fraction(1, 4), 1, monotonic=True)  # a quarter of the noise
+    return [AuditCase("digital_goods_auction", claim, sampler(good), sampler(broken),
                       x, x_prime)]

@@ -84,15 +84,14 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
-from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_noise
+from dpkit.mechanisms import frontend, make_noise
+from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["CongestionGame", "EquilibriumResult", "congestion_game", "private_equilibrium",
@@ -471,7 +470,7 @@ def _beta(beta: Any) -> float:
 
 @register(audit=lambda: audit_cases())  # the audit battery's case
 def private_equilibrium(types: Any, game: CongestionGame, *, epsilon: Any, beta: Any = 1e-6,
-                        accountant: Any = None) -> EquilibriumResult:
+                        accountant: AccountantLike = None) -> EquilibriumResult:
     """Mediate a parallel-links congestion game under ε-joint differential privacy.
 
     Parameters
@@ -519,16 +518,17 @@ def private_equilibrium(types: Any, game: CongestionGame, *, epsilon: Any, beta:
     arr = _check_types(types, g.types)
     check_accountant(accountant)
     noise = make_noise(SENSITIVITY, epsilon=eps)
-    rows = (NoiseRow(noise.mechanism, noise.scale, noise.sensitivity,
-                     "number of players reporting each type"),)
+    rows = (frontend.row_of(noise, "number of players reporting each type"),)
 
     def compute() -> EquilibriumResult:
         n = int(arr.size)
         noisy = np.asarray(noise(np.bincount(arr, minlength=g.types)), dtype=np.int64)
         numer, loads = published_distribution(g, noisy, n)
-        gap, bound = regret_bound(g, numer, noisy, n, noise.scale, b)
+        scale = rows[0].scale
+        assert scale is not None
+        gap, bound = regret_bound(g, numer, noisy, n, scale, b)
         return EquilibriumResult(suggest(numer, arr), numer, numer / DENOMINATOR, noisy,
-                                 loads, gap, bound, b, eps, noise.scale)
+                                 loads, gap, bound, b, eps, scale)
 
     return charge(accountant, PureDP(eps), f"apps.equilibrium.private_equilibrium("
                   f"n={arr.size}, m={g.links}, T={g.types})", compute, rows)

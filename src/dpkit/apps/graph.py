@@ -65,14 +65,14 @@ import polars as pl
 import scipy.sparse as sp
 from scipy.optimize import isotonic_regression
 
-from dpkit.apps.accounting import charge
 from dpkit.apps.tables import require_columns
 from dpkit.core import rng
 from dpkit.core.measures import ApproxDP, PureDP
 from dpkit.core.numbers import Number, fraction_down, integer, positive
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_noise, make_selection
+from dpkit.mechanisms import frontend, make_noise, make_selection
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.mechanisms.smooth_sensitivity import admissible_beta
 
 __all__ = ["DegreeHistogram", "edge_count", "degree_histogram", "triangle_count",
@@ -156,7 +156,8 @@ def _integer_release(noise: Any, value: int) -> int:
     return int(np.asarray(noise(np.array([value], dtype=np.int64))).reshape(-1)[0])
 
 
-def edge_count(edges: pl.DataFrame, *, n_nodes: int, epsilon: Number, accountant: Any = None,
+def edge_count(edges: pl.DataFrame, *, n_nodes: int, epsilon: Number,
+               accountant: AccountantLike = None,
                columns: tuple[str, str] = ("src", "dst")) -> int:
     """The number of edges under edge privacy: discrete Laplace at Δ = 1, ε-DP.
 
@@ -184,7 +185,7 @@ def edge_count(edges: pl.DataFrame, *, n_nodes: int, epsilon: Number, accountant
     eps = positive(epsilon, "epsilon", up=False)
     _frame(edges, columns)
     noise = make_noise(1, epsilon=eps)
-    rows = [NoiseRow(noise.mechanism, noise.scale, noise.sensitivity, "edges")]
+    rows = [frontend.row_of(noise, "edges")]
 
     def compute() -> int:
         u, _ = simple_edges(edges, columns, n)
@@ -197,7 +198,7 @@ def edge_count(edges: pl.DataFrame, *, n_nodes: int, epsilon: Number, accountant
 def degree_histogram(edges: pl.DataFrame, *, epsilon: Number, unit: str = "edge",
                      n_nodes: int | None = None, method: str = "hay",
                      max_degree: int | None = None, theta_share: Number = Fraction(1, 10),
-                     accountant: Any = None, columns: tuple[str, str] = ("src", "dst")
+                     accountant: AccountantLike = None, columns: tuple[str, str] = ("src", "dst")
                      ) -> DegreeHistogram:
     """The degree distribution, ε-DP for the declared privacy unit.
 
@@ -245,7 +246,7 @@ def degree_histogram(edges: pl.DataFrame, *, epsilon: Number, unit: str = "edge"
         raise DomainError(f"method must be one of {_METHODS}; got {method!r}")
     noise = make_noise(2 if method == "hay" else 4, epsilon=eps)
     stat = "sorted degree sequence" if method == "hay" else "degree histogram"
-    rows = [NoiseRow(noise.mechanism, noise.scale, noise.sensitivity, stat)]
+    rows = [frontend.row_of(noise, stat)]
 
     def compute() -> DegreeHistogram:
         u, v = simple_edges(edges, columns, n)
@@ -270,7 +271,9 @@ def _smooth_release(count: int, bounds: np.ndarray, eps: Fraction, beta: Fractio
     with np.errstate(divide="ignore"):
         log_s = np.max(np.log(bounds.astype(np.float64)) - k * float(beta))
     smooth = Fraction(float(np.exp(log_s) * (1 + _SLACK)))
-    return _integer_release(make_noise(smooth, epsilon=eps / 2, cache=False), count)
+    # a data-dependent sensitivity: calibrated afresh, nothing of it cached
+    drawn = frontend.noisy(np.array([count], dtype=np.int64), smooth, eps / 2, cache=False)
+    return int(drawn.value[0])
 
 
 def _smooth_budget(epsilon: Number, delta: Number) -> tuple[Fraction, Fraction, Fraction]:
@@ -285,7 +288,8 @@ def _smooth_budget(epsilon: Number, delta: Number) -> tuple[Fraction, Fraction, 
 
 
 def triangle_count(edges: pl.DataFrame, *, n_nodes: int, epsilon: Number, delta: Number,
-                   accountant: Any = None, columns: tuple[str, str] = ("src", "dst")) -> int:
+                   accountant: AccountantLike = None,
+                   columns: tuple[str, str] = ("src", "dst")) -> int:
     """The number of triangles under edge privacy, (ε, δ)-DP by smooth sensitivity.
 
     Counting is sparse and vectorised: trace(A³)/6 = Σ(A ⊙ A²)/6 (scipy.sparse), the
@@ -361,7 +365,7 @@ def _pair_max(a: sp.csr_matrix, deg: np.ndarray) -> int:
 
 
 def kstar_count(edges: pl.DataFrame, *, n_nodes: int, k: int, epsilon: Number,
-                delta: Number, accountant: Any = None,
+                delta: Number, accountant: AccountantLike = None,
                 columns: tuple[str, str] = ("src", "dst")) -> int:
     """The number of k-stars Σ_i C(d_i, k) under edge privacy, (ε, δ)-DP by smooth
     sensitivity (Karwa et al. 2011 §4; the bound U_t in the module docstring).
@@ -406,12 +410,12 @@ def _thetas(top: int) -> list[int]:
 
 
 def _node_histogram(edges: pl.DataFrame, columns: tuple[str, str], eps: Fraction, top: int,
-                    share: Fraction, accountant: Any) -> DegreeHistogram:
+                    share: Fraction, accountant: AccountantLike) -> DegreeHistogram:
     thetas = _thetas(top)
     eps_theta, eps_hist = eps * share, eps * (1 - share)
     select = make_selection(2 * (top + 1), eps_theta)
     noises = {t: make_noise(2 * t + 1, epsilon=eps_hist) for t in thetas}
-    rows = [NoiseRow(select.mechanism, select.scale, select.sensitivity, "theta")]
+    rows = [frontend.row_of(select, "theta")]
     salt = int(rng.words(1)[0])  # the edge order's salt: public, independent of the data
 
     def compute() -> DegreeHistogram:
@@ -491,7 +495,8 @@ def common_neighbours(u: np.ndarray, v: np.ndarray, n: int, target: int) -> np.n
 
 
 def recommend_node(edges: pl.DataFrame, *, n_nodes: int, target: int, epsilon: Number,
-                   accountant: Any = None, columns: tuple[str, str] = ("src", "dst")) -> int:
+                   accountant: AccountantLike = None,
+                   columns: tuple[str, str] = ("src", "dst")) -> int:
     """Recommend a node to ``target`` by common neighbours under edge privacy: the
     exponential mechanism (:func:`dpkit.mechanisms.make_selection`, monotonic) over all
     nodes ≠ target with utility u_i = |N(target) ∩ N(i)| — the setting of Machanavajjhala,
@@ -521,7 +526,7 @@ def recommend_node(edges: pl.DataFrame, *, n_nodes: int, target: int, epsilon: N
     eps = positive(epsilon, "epsilon", up=False)
     _frame(edges, columns)
     select = make_selection(1, eps, monotonic=True)
-    rows = [NoiseRow(select.mechanism, select.scale, select.sensitivity, "common neighbours")]
+    rows = [frontend.row_of(select, "common neighbours")]
 
     def compute() -> int:
         scores = common_neighbours(*simple_edges(edges, columns, n), n, t)

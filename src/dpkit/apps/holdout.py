@@ -74,17 +74,16 @@ import narwhals as nw
 import numpy as np
 import polars as pl
 
-from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
-from dpkit.core.record import NoiseRow
 from dpkit.errors import BudgetExceededError, DomainError
 from dpkit.frame.language import Expr, compile_expr
 from dpkit.frame.rowwise import check_step
-from dpkit.mechanisms import SparseVector, make_noise
+from dpkit.mechanisms import SparseVector, frontend, make_noise
+from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["ReusableHoldout", "HoldoutAnswer", "Query", "RowFunction", "audit_cases"]
@@ -319,7 +318,7 @@ class ReusableHoldout:
     def __init__(self, train: Any, holdout: Any, *, epsilon: numbers.Number,
                  threshold: numbers.Number, max_over: int = 100,
                  bounds: tuple[numbers.Number, numbers.Number] = (0, 1),
-                 accountant: Any = None) -> None:
+                 accountant: AccountantLike = None) -> None:
         rng.require_secure()
         eps = numbers.positive(epsilon, "epsilon", up=False)
         c = numbers.integer(max_over, "max_over", minimum=1)
@@ -345,8 +344,7 @@ class ReusableHoldout:
         self.loss = PureDP(eps)
         self._answer = make_noise(self.sensitivity, epsilon=eps / (2 * c), output="grid")
         self.over_answers = 0
-        rows = (NoiseRow(self._answer.mechanism, self._answer.scale, self.sensitivity,
-                         "over-threshold holdout mean"),)
+        rows = (frontend.row_of(self._answer, "over-threshold holdout mean"),)
         self._svt: SparseVector = charge(
             accountant, self.loss,
             f"reusable holdout: n={n}, T={float(t)}, c={c}, bounds={self.bounds}",

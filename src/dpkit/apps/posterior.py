@@ -48,16 +48,14 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
-from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_selection
-from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms import CalibratedNoise, frontend, make_selection
+from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["PosteriorGrid", "beta_bernoulli_grid", "dirichlet_categorical_grid",
@@ -229,34 +227,36 @@ def _integer_scores(grid: PosteriorGrid, counts: Sequence[int], scale: Fraction
     return scores, Fraction(1, denom << grid.shift)
 
 
-def _draw(grid: PosteriorGrid, counts: Sequence[int], scale: Fraction,
+def _draw(grid: PosteriorGrid, counts: Sequence[int], selection: CalibratedNoise,
           size: int | None = None) -> Any:
-    """Grid row(s) j with probability ∝ exp(score_j / scale), exactly."""
+    """Grid row(s) j with probability ∝ exp(score_j / s), exactly (s the selection's
+    temperature; scores as integers in units of a small rational)."""
+    scale = frontend.row_of(selection).scale
+    assert scale is not None
     scores, unit = _integer_scores(grid, counts, scale)
-    return sample_exponential(scores, scale / unit, size=size)
+    return frontend.draw(selection, scores, unit=unit, size=size)
 
 
 def posterior_law(grid: PosteriorGrid, counts: Sequence[int], epsilon: Any) -> np.ndarray:
     """The exact law (shape (G,), floats) of the released grid row given the counts
     (Beta–Bernoulli: (s, n − s)), for tests and benchmarks on public or synthetic data
     (reads the counts without noise)."""
-    scale = make_selection(grid.sensitivity, numbers.positive(epsilon, "epsilon",
-                                                              up=False)).scale
+    scale = frontend.selection_row(grid.sensitivity, epsilon).scale
+    assert scale is not None
     scores, unit = _integer_scores(grid, counts, scale)
     z = (scores - max(scores.tolist())).astype(float) * float(unit / scale)
     w = np.exp(z)
     return w / w.sum()
 
 
-def _release(grid: PosteriorGrid, counts: Sequence[int], eps: Fraction, accountant: Any,
+def _release(grid: PosteriorGrid, counts: Sequence[int], eps: Fraction, accountant: AccountantLike,
              description: str) -> int:
     """Charge PureDP(ε) once, then draw one grid row at the calibrated temperature."""
     check_accountant(accountant)
     selection = make_selection(grid.sensitivity, eps)
-    rows = (NoiseRow(selection.mechanism, selection.scale, selection.sensitivity,
-                     "log-likelihood on the θ grid"),)
+    rows = (frontend.row_of(selection, "log-likelihood on the θ grid"),)
     return charge(accountant, PureDP(eps), description,
-                  lambda: int(_draw(grid, counts, selection.scale)), rows)
+                  lambda: int(_draw(grid, counts, selection)), rows)
 
 
 def _vector(x: Any, what: str) -> np.ndarray:
@@ -290,7 +290,7 @@ def _category_counts(x: Any, k: int) -> list[int]:
 @register(audit=lambda: audit_cases())  # the audit battery's case(s)
 def one_posterior_sample(x: Any, *, epsilon: Any, prior: tuple[Any, Any] = (1, 1),
                          truncation: Any = Fraction(1, 100), size: int = 1024,
-                         accountant: Any = None) -> float:
+                         accountant: AccountantLike = None) -> float:
     """One sample of θ from the tempered Beta–Bernoulli posterior on a grid, ε-DP.
 
     Parameters
@@ -339,7 +339,7 @@ def one_posterior_sample(x: Any, *, epsilon: Any, prior: tuple[Any, Any] = (1, 1
 
 def one_posterior_sample_categorical(x: Any, *, epsilon: Any, categories: int,
                                      prior: Any = 1, resolution: int | None = None,
-                                     accountant: Any = None) -> np.ndarray:
+                                     accountant: AccountantLike = None) -> np.ndarray:
     """One sample of θ from the tempered Dirichlet–categorical posterior on the simplex
     grid θ = c/m, ε-DP.
 
@@ -402,17 +402,18 @@ def _audit_case(name: str, grid: PosteriorGrid, counts_of: Callable[[Any], Seque
     """ε = 1 on the neighbours x, x'; broken: the temperature for Δ/4 (as if the
     truncation were ignored in the sensitivity) while the claim stays ε = 1."""
     eps = Fraction(1)
-    scale = make_selection(grid.sensitivity, eps).scale
+    good = make_selection(grid.sensitivity, eps)
 
-    def sampler(s: Fraction) -> Sampler:
+    def sampler(s: CalibratedNoise) -> Sampler:
         def sample(data: Any, n: int) -> np.ndarray:
             return np.asarray(_draw(grid, counts_of(data), s, size=n))
         return sample
 
-    claim = Measurement(lambda d: sampler(scale)(d, 1), HammingDistance(), PureDP,
+    claim = Measurement(lambda d: sampler(good)(d, 1), HammingDistance(), PureDP,
                         lambda d: PureDP(eps * d), name,
                         input_domain=VectorDomain(AtomDomain(Kind.INTEGER)))
-    return AuditCase(name, claim, sampler(scale), sampler(scale / 4), x, x_prime)
+    broken = make_selection(grid.sensitivity / 4, eps)  # a quarter of the noise
+    return AuditCase(name, claim, sampler(good), sampler(broken), x, x_prime)
 
 
 def _binary_counts(x: Any) -> tuple[int, int]:

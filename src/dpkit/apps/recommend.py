@@ -59,13 +59,12 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from dpkit.apps.accounting import charge
 from dpkit.apps.tables import require_columns
 from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP
 from dpkit.core.numbers import Number, integer, non_negative, positive, sqrt_up, to_fraction
-from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_noise
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["Recommender", "fit_recommender", "nonprivate_recommender", "MAX_ITEMS"]
 
@@ -272,14 +271,6 @@ def _budget(epsilon: Number | None, rho: Number | None, split: Any
     return loss, [total * p for p in parts], kind
 
 
-def _noise(kind: str, budget: Fraction, size: int) -> Any:
-    """The calibrated measurement for a vector whose per-user part has L1 norm ≤ 2
-    (Laplace) or L2 norm ≤ √2 (Gaussian)."""
-    if kind == "laplace":
-        return make_noise(2, epsilon=budget, output="grid", size=size)
-    return make_noise(sqrt_up(Fraction(2)), rho=budget, norm="l2", output="grid", size=size)
-
-
 def _exact(values: np.ndarray, unit: float) -> np.ndarray:
     """Values cut towards zero to multiples of ``unit`` (|result| ≤ |value|)."""
     return np.trunc(values / unit) * unit
@@ -333,8 +324,8 @@ def _config(n_items: Any, bounds: Any, neighbours: Any, rank: Any, beta_item: An
 
 def fit_recommender(ratings: pl.DataFrame, *, n_items: int, bounds: tuple[Number, Number],
                     epsilon: Number | None = None, rho: Number | None = None,
-                    accountant: Any = None, split: Any = (Fraction(1, 10), Fraction(2, 5),
-                                                          Fraction(1, 2)),
+                    accountant: AccountantLike = None,
+                    split: Any = (Fraction(1, 10), Fraction(2, 5), Fraction(1, 2)),
                     neighbours: int = 30, rank: int = 20, beta_item: float = 1.0,
                     beta_cov: float = 1.0, user_shrinkage: float = 5.0, ridge: float = 1.0,
                     noise_shrinkage: float = 2.0, clip: float | None = None,
@@ -396,14 +387,18 @@ def fit_recommender(ratings: pl.DataFrame, *, n_items: int, bounds: tuple[Number
     loss, budgets, kind = _budget(epsilon, rho, split)
     _require(ratings, columns)
     n_cov = cfg.n_items * (cfg.n_items + 1) // 2
-    planned = [(_noise(kind, b, size), stat) for b, size, stat in
+    # a vector whose per-user part has L1 norm ≤ 2 (Laplace) or L2 norm ≤ √2 (Gaussian)
+    sens, as_loss = ((Fraction(2), PureDP) if kind == "laplace" else
+                     (sqrt_up(Fraction(2)), ZCDP))
+    planned = [(frontend.calibrate(sens, as_loss(b), output="grid", size=size), stat)
+               for b, size, stat in
                zip(budgets, (2, 2 * cfg.n_items, 2 * n_cov),
                    ("global effect", "item effects", "covariance"), strict=True)]
-    rows = [NoiseRow(m.mechanism, m.scale, m.sensitivity, stat) for m, stat in planned]
+    rows = [frontend.row_of(m, stat) for m, stat in planned]
     description = (f"apps.recommend(McSherry-Mironov, {kind}, {loss}, n_items={cfg.n_items}, "
                    f"bounds=({cfg.lo:g}, {cfg.hi:g}), unit=user)")
     noises = [m for m, _ in planned]
-    stds = [float(m.scale) * (np.sqrt(2.0) if kind == "laplace" else 1.0) for m in noises]
+    stds = [float(r.scale or 0) * (np.sqrt(2.0) if kind == "laplace" else 1.0) for r in rows]
 
     def compute() -> Recommender:
         with np.errstate(all="ignore"):  # an overflow to ±inf is clipped, never printed

@@ -38,12 +38,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpkit.apps.accounting import charge
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import Number, integer, non_negative, positive
-from dpkit.core.record import NoiseRow
 from dpkit.errors import ColumnError, DomainError
-from dpkit.mechanisms import make_noise
+from dpkit.mechanisms import frontend, make_noise
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["PrefixTree", "prefix_tree", "NGramModel", "ngram_model", "prefix_matrix", "MAX_CODES"]
 
@@ -156,7 +155,7 @@ def prefix_matrix(frame: pl.DataFrame, column: str, alphabet: int, height: int
 
 
 def prefix_tree(sequences: pl.DataFrame, *, alphabet: int, height: int, epsilon: Number,
-                threshold: Number = 2, accountant: Any = None, column: str = "sequence"
+                threshold: Number = 2, accountant: AccountantLike = None, column: str = "sequence"
                 ) -> PrefixTree:
     """Release a noisy prefix tree of ``sequences`` (module docstring: algorithm, privacy).
 
@@ -193,8 +192,8 @@ def prefix_tree(sequences: pl.DataFrame, *, alphabet: int, height: int, epsilon:
     cut = float(non_negative(threshold, "threshold"))
     _check_frame(sequences, column)
     noise = make_noise(1, epsilon=eps / h)
-    floor = cut * float(noise.scale) * np.sqrt(2.0)
-    rows = [NoiseRow(noise.mechanism, noise.scale, noise.sensitivity, f"level {i}")
+    floor = cut * float(frontend.row_of(noise).scale or 0) * np.sqrt(2.0)
+    rows = [frontend.row_of(noise, f"level {i}")
             for i in range(1, h + 1)]
 
     def compute() -> PrefixTree:
@@ -363,7 +362,7 @@ class NGramModel:
 
 
 def ngram_model(sequences: pl.DataFrame, *, alphabet: int, order: int, max_length: int,
-                epsilon: Number, threshold: Number = 2, accountant: Any = None,
+                epsilon: Number, threshold: Number = 2, accountant: AccountantLike = None,
                 column: str = "sequence") -> NGramModel:
     """Release an n-gram model of ``sequences`` (Chen, Ács & Castelluccia, "Differentially
     private sequential data publication via variable-length n-grams", CCS 2012).
@@ -409,8 +408,8 @@ def ngram_model(sequences: pl.DataFrame, *, alphabet: int, order: int, max_lengt
     cut = float(non_negative(threshold, "threshold"))
     _check_frame(sequences, column)
     noise = make_noise(ell + 2, epsilon=eps / n)
-    floor = cut * float(noise.scale) * np.sqrt(2.0)
-    rows = [NoiseRow(noise.mechanism, noise.scale, noise.sensitivity, f"{i}-grams")
+    floor = cut * float(frontend.row_of(noise).scale or 0) * np.sqrt(2.0)
+    rows = [frontend.row_of(noise, f"{i}-grams")
             for i in range(1, n + 1)]
 
     def compute() -> NGramModel:

@@ -32,12 +32,12 @@ from typing import Any
 
 import polars as pl
 
-from dpkit.apps.accounting import charge, check_accountant
 from dpkit.core import numbers
 from dpkit.core.measures import ApproxDP
 from dpkit.errors import ColumnError, DomainError
 from dpkit.frame import PrivacyUnit, Session, count
 from dpkit.frame import sum as dp_sum
+from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
 from dpkit.mechanisms.limited_domain import TopKSelection
 from dpkit.mechanisms.partition_selection import METHODS, PartitionSelection
 
@@ -160,7 +160,7 @@ def top_k_unknown_domain(frame: Any, *, user: str, item: str, k: int, d: int | N
                          epsilon: Any, delta: Any, selection_share: Any = Fraction(1, 2),
                          method: str = "truncated_geometric", k_bar: int | None = None,
                          clicks: str | None = None, click_bound: Any = None,
-                         accountant: Any = None) -> pl.DataFrame:
+                         accountant: AccountantLike = None) -> pl.DataFrame:
     """The k most common items among users, over a domain not known in advance.
 
     Parameters

@@ -37,7 +37,7 @@ from dpkit.core.numbers import Number, fraction_down, log_up, non_negative, sqrt
 from dpkit.core.stability import Contribution
 from dpkit.errors import DomainError, MeasureError
 from dpkit.frame.aggregates import Aggregation, NumericKind, Quantile, Statistic, StatKind
-from dpkit.mechanisms import make_noise, sample_exponential
+from dpkit.mechanisms import frontend
 from dpkit.mechanisms.tree_quantile import make_tree_quantile, tree_plan
 
 __all__ = ["Noise", "Target", "PlannedStatistic", "plan_statistics", "resolve_target"]
@@ -157,12 +157,12 @@ def _noise_statistic(stat: Statistic, agg_index: int, bounds: Contribution, targ
     # the one calibrated-noise entry; a statistic no record moves (Δ = 0, bounds (c, c)) is
     # calibrated at Δ = 2^-20 (its map is 0 at any scale; the noise is then almost surely 0)
     floor = max(sens, Fraction(1, 1 << 20))
-    noise = (make_noise(floor, rho=target.rho, norm="l2") if gaussian
-             else make_noise(floor, epsilon=target.epsilon))
-    m = t >> noise
+    budget = ZCDP(target.rho) if gaussian else PureDP(target.epsilon)
+    m = t >> frontend.calibrate(floor, budget)
+    row = frontend.noise_row(floor, budget)
     acc = m.accuracy
-    assert acc is not None
-    return PlannedStatistic(stat, agg_index, m, noise.mechanism, noise.scale, sens,
+    assert acc is not None and row.scale is not None
+    return PlannedStatistic(stat, agg_index, m, row.name, row.scale, sens,
                             lambda beta: float(acc(beta)), target.delta)
 
 
@@ -192,11 +192,15 @@ def _quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int,
     t = stability.make_rank_scores(_take(stat.key), bounds)
     sens = t.map(1)
     parallel = bounds.l1() / bounds.linf()  # Σ_g Δ_g ≤ ‖c‖₁ = (‖c‖₁/‖c‖∞)·Δ
-    scale = 2 * sens * parallel / eps  # exponential mechanism: ε = 2Δ/s (D&R Thm 3.10)
+    # the exponential mechanism at Δ·parallel, ε (one pick per group): s = 2Δ·parallel/ε
+    # rounded up, map-checked by make_selection (D&R Thm 3.10)
+    scale = frontend.selection_row(sens * parallel, eps).scale
+    assert scale is not None
     values = agg.candidate_values(kind)
 
     def release(hist: np.ndarray) -> np.ndarray:
-        return np.array([values[sample_exponential(s, scale)] for s in agg.scores(hist)])
+        return np.array([values[frontend.select(s, sens * parallel, eps).value]
+                         for s in agg.scores(hist)])
 
     m = Measurement(lambda raw: release(t(raw)), t.input_metric, PureDP,
                     lambda d: PureDP(2 * t.map(d) * parallel / scale),

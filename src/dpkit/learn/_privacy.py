@@ -1,35 +1,31 @@
-"""What every dpkit.learn model shares: the budget it spends through, and exact noise on
-float statistics.
+"""What every dpkit.learn model shares: checks of ε and bounds, row clipping, exact sums and
+noisy moments.
 
-Accountants: ``None`` (the model's own ε, nothing else tracked), a
-:class:`~dpkit.core.compose.PrivacyFilter` (debited before any statistic is computed; an
-overrun raises and nothing is fitted), a :class:`~dpkit.frame.Session` (its budget and
-ledger, so a fit is recorded like any release) or any
-:class:`~dpkit.core.accountant.Accountant`: all charge through ``Accountant.run``.
+Models charge through the front-end kit (:func:`dpkit.mechanisms.frontend.charge`) and draw
+every noise through it (:func:`dpkit.mechanisms.frontend.noisy`, grid Laplace on float
+statistics), so a fit's ``release_.noise`` lists the rows it drew. Accountants: ``None``
+(the model's own ε, nothing else tracked), a :class:`~dpkit.core.compose.PrivacyFilter`
+(debited before any statistic is computed; an overrun raises and nothing is fitted), a
+:class:`~dpkit.frame.Session` (its budget and ledger, so a fit is recorded like any
+release) or any :class:`~dpkit.core.accountant.Accountant`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from fractions import Fraction
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any, TypeVar
 
 import numpy as np
 
-from dpkit.core import rng
-from dpkit.core.accountant import as_accountant
-from dpkit.core.component import Measurement
-from dpkit.core.measures import PrivacyLoss, convert
-from dpkit.core.numbers import Number, positive, to_fraction
-from dpkit.core.record import NoiseRow, Release, digest_of, read_only
-from dpkit.errors import DomainError, MeasureError
-from dpkit.mechanisms import make_noise
+from dpkit.core.numbers import positive
+from dpkit.errors import DomainError
+from dpkit.mechanisms import frontend
 
-__all__ = ["charge", "laplace_noise", "check_epsilon", "check_bounds", "clip_rows",
-           "noisy_moments", "exact_sums", "laplace_mechanism", "vector_laplace_scale",
+__all__ = ["check_epsilon", "check_bounds", "clip_rows", "noisy_moments", "exact_sums",
            "single_threaded_blas"]
 
 # Calibrations are pure functions of public numbers (sensitivity, ε, size); repeated fits
@@ -42,83 +38,6 @@ T = TypeVar("T")
 def check_epsilon(epsilon: Any) -> Fraction:
     """ε as an exact positive Fraction (rounded down: never spend more than asked)."""
     return positive(epsilon, "epsilon", up=False)
-
-
-def charge(accountant: Any, loss: PrivacyLoss, description: str, compute: Callable[[], T],
-           alternatives: tuple[PrivacyLoss, ...] = (), noise: Sequence[NoiseRow] = ()) -> T:
-    """Charge ``loss`` through the one accountant (:mod:`dpkit.core.accountant`), then run
-    ``compute``. ``accountant`` is None (an unaccounted fit: the caller composes), an
-    :class:`~dpkit.core.accountant.Accountant`, a :class:`PrivacyFilter` or a Session.
-    ``alternatives`` are the same guarantee in other measures (e.g. ρ-zCDP beside the
-    (ε, δ) it implies): the first one the accountant's measure can take is debited.
-    ``noise``: the noise rows planned before the fit, if any (most fits calibrate their
-    noise to values released during the fit, so they plan none).
-
-    The fit's :class:`~dpkit.core.record.Release` (its digest over the fitted model,
-    :func:`~dpkit.core.record.digest_of`) is kept by the accountant (``last``) and, when
-    ``compute`` returns a fitted estimator, as its attribute ``release_`` — for an
-    unaccounted fit too (release id None, the loss the fit would cost).
-    Under the test stream it raises before debiting (:func:`dpkit.core.rng.require_secure`).
-    """
-    rng.require_secure()
-    if accountant is None:
-        result = compute()
-        _keep(result, Release(read_only(result), loss, tuple(noise), None, None, False,
-                              digest_of(result), description))
-        return result
-    target = as_accountant(accountant)
-    for candidate in (loss, *alternatives):
-        try:
-            debit = convert(candidate, target.measure)
-            break
-        except MeasureError:
-            continue
-    else:
-        raise MeasureError(f"a {type(loss).__name__} loss cannot be debited from a "
-                           f"{target.measure.__name__} budget")
-    result = target.run(debit, description, compute, noise=noise)
-    _keep(result, target.last)
-    return result
-
-
-def _keep(result: Any, release: Release[Any] | None) -> None:
-    """A fitted estimator (scikit-learn style) keeps its release record as ``release_``."""
-    if callable(getattr(result, "get_params", None)) and not isinstance(result, type):
-        result.release_ = release
-
-
-def _scale(sensitivity: Fraction, epsilon: Fraction, size: int) -> Fraction:
-    """The grid Laplace scale for vectors of ``size`` coordinates: the one calibrated-noise
-    entry's (:func:`dpkit.mechanisms.make_noise`, output "grid")."""
-    return make_noise(sensitivity, epsilon=epsilon, output="grid", size=size).scale
-
-
-@lru_cache(maxsize=CACHE_SIZE)
-def laplace_mechanism(sensitivity: Fraction, epsilon: Fraction, size: int) -> Measurement:
-    """The grid Laplace mechanism (:func:`dpkit.mechanisms.laplace.make_laplace`) for
-    vectors of at most ``size`` coordinates, at the scale of :func:`_scale`. Built once per
-    (Δ, ε, size), all public and data-free: a cached mechanism holds no data and no noise,
-    and :func:`~dpkit.mechanisms.make_noise` checks its privacy map, PureDP(ε) at Δ, before
-    it is returned (MeasureError otherwise)."""
-    return make_noise(sensitivity, epsilon=epsilon, output="grid", size=size,
-                      scale=_scale(sensitivity, epsilon, size))
-
-
-def laplace_noise(values: Any, sensitivity: Number, epsilon: Fraction) -> np.ndarray:
-    """``values`` (float array of L1 sensitivity ``sensitivity``) released by the grid
-    Laplace mechanism (:func:`dpkit.mechanisms.laplace.make_laplace`) at a scale
-    calibrated so that its exact privacy map, rounding included, is ≤ ε."""
-    arr = np.atleast_1d(np.asarray(values, dtype=np.float64))
-    size = 1 << max(arr.size - 1, 0).bit_length()  # a power of two: few distinct scales
-    mechanism = laplace_mechanism(to_fraction(sensitivity), to_fraction(epsilon), size)
-    return np.asarray(mechanism(arr), dtype=np.float64).reshape(arr.shape)
-
-
-def vector_laplace_scale(sensitivity: Fraction, epsilon: Fraction, dim: int) -> Fraction:
-    """The vector mechanism's scale (:func:`dpkit.mechanisms.vector.make_vector_laplace`)
-    whose privacy map at L2 sensitivity Δ₂ is ≤ ε: :func:`dpkit.mechanisms.make_noise`'s
-    (norm "l2", output "grid", size d; cached there)."""
-    return make_noise(sensitivity, epsilon=epsilon, norm="l2", output="grid", size=dim).scale
 
 
 @cache
@@ -199,11 +118,11 @@ def noisy_moments(x: np.ndarray, groups: np.ndarray, n_hat: np.ndarray, lower: n
     means, variances = np.empty((k, d)), np.empty((k, d))
     for j in range(d):
         s1 = exact_sums(groups, clipped[:, j] - mid[j], float(half[j]), k)
-        mean = np.clip(laplace_noise(s1, half[j], epsilon) / n_hat + mid[j], lower[j],
-                       upper[j])
+        s1 = frontend.noisy(s1, half[j], epsilon, output="grid").value
+        mean = np.clip(s1 / n_hat + mid[j], lower[j], upper[j])
         spread = float(np.max(np.maximum(upper[j] - mean, mean - lower[j]) ** 2))
         s2 = exact_sums(groups, (clipped[:, j] - mean[groups]) ** 2, spread, k)
-        noisy = laplace_noise(s2, spread, var_eps) / n_hat
+        noisy = frontend.noisy(s2, spread, var_eps, output="grid").value / n_hat
         floor = math.sqrt(2) * spread / float(var_eps) / n_hat  # the noise's std
         means[:, j] = mean
         variances[:, j] = np.clip(noisy, floor, 4 * half[j] ** 2)

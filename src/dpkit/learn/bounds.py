@@ -21,7 +21,7 @@ adds 1 to exactly one bin of each feature's histogram, so the joint L1 sensitivi
 Steinke 2020, Thm 1; equivalently each feature's histogram at ε/d, composed over the d
 features) makes the release ε-DP. Everything after — thresholding, trimming, the bounds —
 is post-processing. The accountant is debited ε through
-:func:`dpkit.learn._privacy.charge` before any count is computed.
+:func:`dpkit.mechanisms.frontend.charge` before any count is computed.
 
 Selection (post-processing): with N = d·B bins in all and s the sampler's exact scale
 (d/ε, rounded up to a representable rational), a bin *passes* when its noisy count is at
@@ -59,8 +59,9 @@ import numpy as np
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_epsilon
-from dpkit.mechanisms import make_noise
+from dpkit.learn._privacy import check_epsilon
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["private_bounds", "bin_edges", "bin_index", "histograms", "histogram_sensitivity",
@@ -142,7 +143,7 @@ def _features(X: Any) -> tuple[np.ndarray, list[str]]:
     return x, names
 
 
-def private_bounds(X: Any, epsilon: Any, *, accountant: Any = None, beta: float = 1e-3,
+def private_bounds(X: Any, epsilon: Any, *, accountant: AccountantLike = None, beta: float = 1e-3,
                    trim: float = 0.0, default: tuple[float, float] = (-1.0, 1.0),
                    min_exponent: int = MIN_EXPONENT, max_exponent: int = MAX_EXPONENT
                    ) -> tuple[np.ndarray, np.ndarray]:
@@ -157,7 +158,7 @@ def private_bounds(X: Any, epsilon: Any, *, accountant: Any = None, beta: float 
         ε > 0 (nats) for all the features together (each feature's histogram gets ε/d:
         joint sensitivity d, noise scale d/ε).
     accountant : None, PrivacyFilter or Session
-        Debited ε before any count is computed (:func:`dpkit.learn._privacy.charge`).
+        Debited ε before any count is computed (:func:`dpkit.mechanisms.frontend.charge`).
     beta : float
         β ∈ (0, 1): the probability that some empty bin passes the threshold
         τ = ⌈(d/ε)·ln(d·B/β)⌉ (union bound). Smaller β: fewer false bins, more clipped
@@ -215,7 +216,8 @@ def private_bounds(X: Any, epsilon: Any, *, accountant: Any = None, beta: float 
     d = x.shape[1]
     n_bins = 2 * (b - a) + 2
     sensitivity = histogram_sensitivity(d)
-    tau = threshold(make_noise(sensitivity, epsilon=eps).scale, d * n_bins, beta)  # the noise's
+    scale = frontend.exact_scale(frontend.noise_row(sensitivity, eps))
+    tau = threshold(scale, d * n_bins, beta)  # the noise's
     edges = bin_edges(a, b)
 
     def compute() -> np.ndarray:

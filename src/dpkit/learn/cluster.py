@@ -72,14 +72,10 @@ from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import (
-    charge,
-    check_bounds,
-    check_epsilon,
-    exact_sums,
-    laplace_noise,
-)
+from dpkit.learn._privacy import check_bounds, check_epsilon, exact_sums
 from dpkit.learn._validation import fit_features, predict_features
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["KMeans", "budget_schedule", "grid_start", "sphere_packing"]
 
@@ -137,7 +133,8 @@ def grid_start(z: np.ndarray, k: int, bins: int, epsilon: Fraction) -> np.ndarra
     """Starting centres in [−1, 1]^d from an ε-DP histogram (module docstring, ``"grid"``).
 
     ``z`` are the rows clipped and scaled to [−1, 1]^d. The bins^d cell counts have L1
-    sensitivity 1 (one row, one cell) and are released by :func:`laplace_noise` at ε;
+    sensitivity 1 (one row, one cell) and are released by grid Laplace at ε
+    (:func:`dpkit.mechanisms.frontend.noisy`);
     k-means on the cell centres weighted by the positive noisy counts is post-processing.
     Falls back to the sphere-packing start when fewer than k cells are positive.
     """
@@ -145,7 +142,7 @@ def grid_start(z: np.ndarray, k: int, bins: int, epsilon: Fraction) -> np.ndarra
     shape = (bins,) * d
     cells = np.minimum(((z + 1) * (bins / 2)).astype(np.int64), bins - 1)
     counts = np.bincount(np.ravel_multi_index(cells.T, shape), minlength=bins ** d)
-    noisy = laplace_noise(counts.astype(np.float64), 1, epsilon)
+    noisy = frontend.noisy(counts.astype(np.float64), 1, epsilon, output="grid").value
     keep = np.flatnonzero(noisy > 0)
     if keep.size < k:
         return sphere_packing(k, -np.ones(d), np.ones(d))
@@ -203,7 +200,7 @@ class KMeans(ClusterMixin, BaseEstimator):
     """
 
     def __init__(self, n_clusters: int = 8, epsilon: float = 1.0, bounds: Any = None,
-                 max_iter: int = 5, schedule: str = "fixed", accountant: Any = None,
+                 max_iter: int = 5, schedule: str = "fixed", accountant: AccountantLike = None,
                  init: str = "auto", method: str = "lloyd",
                  init_fraction: float = 0.5, grid_bins: int = 3, n_blocks: int = 1000) -> None:
         self.init = init
@@ -298,11 +295,12 @@ class KMeans(ClusterMixin, BaseEstimator):
         for eps_t in parts:
             share = eps_t / (d + 1)
             label = cls._nearest(clipped, centres)
-            counts = laplace_noise(np.bincount(label, minlength=k).astype(float), 1, share)
+            counts = frontend.noisy(np.bincount(label, minlength=k).astype(float), 1, share,
+                                    output="grid").value
             moved = counts >= 1
             for j in range(d):
-                sums = laplace_noise(exact_sums(label, clipped[:, j] - mid[j], half[j], k),
-                                     half[j], share)
+                sums = frontend.noisy(exact_sums(label, clipped[:, j] - mid[j], half[j], k),
+                                     half[j], share, output="grid").value
                 centres[moved, j] = np.clip(sums[moved] / counts[moved] + mid[j], lower[j],
                                             upper[j])
         return centres
@@ -329,7 +327,7 @@ class KMeans(ClusterMixin, BaseEstimator):
                 cost = ((answers[b][:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
                 mine, theirs = linear_sum_assignment(cost)
                 total[theirs] += answers[b][mine]
-            noisy = laplace_noise(total, 2 * k * d, eps_t).reshape(k, d)
+            noisy = frontend.noisy(total, 2 * k * d, eps_t, output="grid").value.reshape(k, d)
             centres = np.clip(noisy / m, -1.0, 1.0)
         return centres
 

@@ -40,7 +40,8 @@ chosen adaptively from the earlier releases. With D = ``max_depth``:
 
 ``diffp_*``: ε′ = ε / (2(D + 1)). A node at depth d < D releases its size
 n̂ = n + Lap(1/ε′) (ε′; counts have sensitivity 1) and either splits — the candidate s is
-drawn by ``sample_exponential`` with probability ∝ exp(ε′·q(s)), which is ε′-DP because the
+drawn by the exponential mechanism (:func:`dpkit.mechanisms.frontend.select`) with
+probability ∝ exp(ε′·q(s)), which is ε′-DP because the
 max-operator quality q(s) = Σ_children max_c τ_{child,c} (τ: counts of class c in a child)
 moves by at most Δ = 1 between neighbours and every candidate's score moves in the same
 direction (adding a record never lowers a maximum), so the factor 2 of the exponential
@@ -73,7 +74,7 @@ exactly ε, with the same argument.
 
 Noise: discrete Laplace on the integer counts (Canonne, Kamath & Steinke 2020, via
 :func:`dpkit.release.measure.laplace_integer`), the exponential mechanism sampled exactly
-(:func:`dpkit.mechanisms.exponential.sample_exponential`); all randomness from the CSPRNG.
+(:func:`dpkit.mechanisms.frontend.select`); all randomness from the CSPRNG.
 Prediction from the released tree and counts is post-processing: a leaf's class
 distribution is its clamped noisy counts, shrunk towards its parent's (the sum of the
 parent's leaves below it) with a weight equal to the leaf counts' noise standard deviation,
@@ -97,11 +98,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dpkit.core.measures import PureDP
+from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_bounds, check_epsilon
+from dpkit.learn._privacy import check_bounds, check_epsilon
 from dpkit.learn._validation import fit_labelled, predict_features
-from dpkit.mechanisms import make_selection
-from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["DecisionTreeClassifier", "Node", "max_scores", "METHODS"]
@@ -214,7 +216,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, epsilon: float = 1.0, max_depth: int = 5, method: str = "diffp_c45",
                  bounds: Any = None, classes: Any = None, categorical: Any = None,
-                 n_bins: int = 16, accountant: Any = None) -> None:
+                 n_bins: int = 16, accountant: AccountantLike = None) -> None:
         self.epsilon = epsilon
         self.max_depth = max_depth
         self.method = method
@@ -279,19 +281,24 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         self.lower_, self.upper_, self.n_bins_ = lower, upper, bins
         codes = self._codes(x)
 
+        sulq = self.method == "sulq_id3"
+        level = eps / (depth + 1) if sulq else eps / (2 * (depth + 1))
+        # the noise plan (per node, ε′ each): sizes and leaf counts at Δ = 1; SuLQ's count
+        # tables at Δ = the node's number of candidates (no single scale); DiffP's split pick
+        rows = (frontend.noise_row(1, level, "node sizes and leaf counts"),
+                NoiseRow("discrete Laplace", None, None, "count tables (Δ = candidates)")
+                if sulq else frontend.selection_row(1, level, "split choice", monotonic=True))
+
         def compute() -> DecisionTreeClassifier:
             self.classes_ = classes
             self.n_features_in_ = x.shape[1]
             self.depth_ = depth
-            if self.method == "sulq_id3":
-                self.epsilon_level_ = eps / (depth + 1)
-            else:
-                self.epsilon_level_ = eps / (2 * (depth + 1))
+            self.epsilon_level_ = level
             self.nodes_ = self._grow(codes, label, classes.size)
             return self
 
         return charge(self.accountant, PureDP(eps), f"DecisionTreeClassifier(ε={eps}, "
-                      f"method={self.method}, D={depth})", compute)
+                      f"method={self.method}, D={depth})", compute, rows)
 
     # ------------------------------------------------------------------ growing
     def _candidates(self, node: Node) -> list[tuple[int, np.ndarray | None]]:
@@ -396,7 +403,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
             self._leaf(node, y, k, self._remaining(node.depth, 1))
             return None
         scores = self._scores(x, y, k, candidates)
-        pick = sample_exponential(np.concatenate(scores), selection_scale(level))
+        pick = split_selection(np.concatenate(scores), level)
         node.spent += level
         for (j, edges), score in zip(candidates, scores, strict=True):
             if pick < score.size:
@@ -502,7 +509,8 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
 
 
-def selection_scale(level: Fraction) -> Fraction:
-    """Temperature s of the split selection at per-node budget ε′: probabilities
-    ∝ exp(q/s) with s = Δ/ε′ = 1/ε′ (max operator: Δ = 1, monotone; module docstring)."""
-    return make_selection(1, level, monotonic=True).scale
+def split_selection(scores: np.ndarray, level: Fraction) -> int:
+    """The split picked at per-node budget ε′ (:func:`dpkit.mechanisms.frontend.select`):
+    probabilities ∝ exp(q/s) with s = Δ/ε′ = 1/ε′ (max operator: Δ = 1, monotone; module
+    docstring)."""
+    return int(frontend.select(scores, 1, level, monotonic=True).value)

@@ -36,10 +36,12 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from dpkit.core.component import Measurement
 from dpkit.core.measures import ZCDP, ApproxDP, largest_rho
 from dpkit.core.numbers import positive
+from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import CACHE_SIZE, charge, check_bounds, check_epsilon
+from dpkit.learn._privacy import CACHE_SIZE, check_bounds, check_epsilon
 from dpkit.learn._validation import fit_features, predict_features
 from dpkit.mechanisms.covariance import make_analyze_gauss
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["PCA"]
 
@@ -103,7 +105,7 @@ class PCA(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_components: int = 2, epsilon: float = 1.0, delta: float = 1e-6,
-                 bounds: Any = None, accountant: Any = None,
+                 bounds: Any = None, accountant: AccountantLike = None,
                  method: str = "analyze_gauss") -> None:
         self.n_components = n_components
         self.epsilon = epsilon
@@ -141,8 +143,10 @@ class PCA(TransformerMixin, BaseEstimator):
             self.n_features_in_ = d
             return self
 
+        # Analyze Gauss calibrates its σ itself (make_analyze_gauss): the row states Δ = B
+        rows = (NoiseRow("Analyze Gauss", None, bound, "XᵀX"),)
         return charge(self.accountant, ApproxDP(eps, delta), f"PCA(ε={eps}, δ={delta}, d={d}, "
-                      f"k={k})", compute, alternatives=(ZCDP(rho),))
+                      f"k={k})", compute, rows, alternatives=(ZCDP(rho),))
 
     def transform(self, X: Any) -> np.ndarray:
         return (predict_features(self, X) - self.mean_) @ self.components_.T

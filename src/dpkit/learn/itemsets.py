@@ -53,9 +53,9 @@ import scipy.sparse as sp
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_epsilon
-from dpkit.mechanisms import make_selection
-from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.learn._privacy import check_epsilon
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["read_fimi", "transactions_from_table", "incidence", "sparse_incidence",
@@ -264,21 +264,13 @@ def _peel(scores: np.ndarray, count: int, epsilon: Fraction) -> list[int]:
     """``count`` rounds of the exponential mechanism without replacement, each at
     ε/count, on monotone counting scores of sensitivity 1 (temperature count/ε from
     :func:`dpkit.mechanisms.make_selection`)."""
-    scale = make_selection(count, epsilon, monotonic=True).scale
-    alive = np.ones(scores.size, dtype=bool)
-    chosen = []
-    for _ in range(count):
-        idx = np.flatnonzero(alive)
-        pick = int(idx[sample_exponential(scores[idx], scale)])
-        chosen.append(pick)
-        alive[pick] = False
-    return chosen
+    return [int(i) for i in frontend.select(scores, 1, epsilon, k=count, monotonic=True).value]
 
 
 def top_k_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
                    max_size: int = 3, method: str = "exponential",
                    max_candidates: int = 2_000_000, prune: bool = False,
-                   accountant: Any = None) -> FrequentItemsets:
+                   accountant: AccountantLike = None) -> FrequentItemsets:
     """The k most frequent itemsets of up to ``max_size`` items, ε-DP (module docstring).
 
     Parameters
@@ -343,14 +335,8 @@ def top_k_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any
             # supports are monotone under adding/removing a transaction, so weight
             # exp(ε_round·s/Δ) is ε_round-DP (McSherry & Talwar 2007, §3; Dwork & Roth
             # Thm 3.10's remark): scale Δ/ε_round = k/(ε/2)
-            scale = make_selection(k, half, monotonic=True).scale  # k/(ε/2), checked
-            alive = np.ones(counts.size, dtype=bool)
-            picks = []
-            for _ in range(k):
-                idx = np.flatnonzero(alive)
-                pick = idx[sample_exponential(counts[idx], scale)]
-                picks.append(int(pick))
-                alive[pick] = False
+            picks = [int(i) for i in frontend.select(counts, 1, half, k=k,
+                                                     monotonic=True).value]
         else:
             noisy = laplace_integer(counts, Fraction(2 * k), half)
             picks = [int(i) for i in np.argsort(-noisy, kind="stable")[:k]]

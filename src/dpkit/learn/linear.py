@@ -27,8 +27,10 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_bounds, check_epsilon, laplace_noise
+from dpkit.learn._privacy import check_bounds, check_epsilon
 from dpkit.learn._validation import fit_regression, predict_features
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["LinearRegression"]
 
@@ -60,7 +62,7 @@ class LinearRegression(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, epsilon: float = 1.0, bounds: Any = None, y_bounds: Any = None,
-                 alpha: float | None = None, accountant: Any = None) -> None:
+                 alpha: float | None = None, accountant: AccountantLike = None) -> None:
         self.epsilon = epsilon
         self.bounds = bounds
         self.y_bounds = y_bounds
@@ -87,8 +89,8 @@ class LinearRegression(RegressorMixin, BaseEstimator):
         def compute() -> LinearRegression:
             rows = np.column_stack([np.clip(x, lower, upper) - mid, np.ones(x.shape[0])])
             target = np.clip(t, y_lower[0], y_upper[0]) - y_mid
-            xx = laplace_noise((rows.T @ rows)[iu], sens_xx, eps / 2)
-            xy = laplace_noise(rows.T @ target, sens_xy, eps / 2)
+            xx = frontend.noisy((rows.T @ rows)[iu], sens_xx, eps / 2, output="grid").value
+            xy = frontend.noisy(rows.T @ target, sens_xy, eps / 2, output="grid").value
             gram = np.zeros((d, d))
             gram[iu] = xx
             gram = gram + np.triu(gram, 1).T

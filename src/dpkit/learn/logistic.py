@@ -42,7 +42,7 @@ a polynomial whose coefficients are released with the grid Laplace mechanism:
 
 Both sums are exact (multiples of 2^-20 below 2^33 in magnitude are exact in float64 in any
 summation order; n < 2^32 is checked), so the L1 bounds are those of the released values,
-and :func:`~dpkit.learn._privacy.laplace_noise` folds its grid rounding into the
+and :func:`~dpkit.mechanisms.frontend.noisy` folds its grid rounding into the
 calibration: the pair of releases is (ε/2 + ε/2)-DP by basic composition, everything after
 is post-processing. The noisy G̃ is symmetrised, its negative eigenvalues are set to zero
 (§6's spectral trimming: the noisy objective must be bounded below) and a ridge λ is added
@@ -70,17 +70,10 @@ from sklearn.utils.multiclass import type_of_target
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import (
-    charge,
-    check_bounds,
-    check_epsilon,
-    clip_rows,
-    laplace_noise,
-    single_threaded_blas,
-    vector_laplace_scale,
-)
+from dpkit.learn._privacy import check_bounds, check_epsilon, clip_rows, single_threaded_blas
 from dpkit.learn._validation import fit_labelled, predict_features
-from dpkit.mechanisms.vector import make_vector_laplace
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["LogisticRegression"]
 
@@ -251,7 +244,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
 
     def __init__(self, epsilon: float = 1.0, data_norm: float | None = None,
                  classes: Any = None, C: float | None = None, n_hint: int = 10_000,
-                 accountant: Any = None, bounds: Any = None,
+                 accountant: AccountantLike = None, bounds: Any = None,
                  intercept_scaling: float = 1.0, method: str = "auto",
                  one_hot: Any = None) -> None:
         self.intercept_scaling = intercept_scaling
@@ -303,12 +296,11 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             if grad > float(delta) * 2.0 ** -21:
                 raise DomainError("the solver did not converge tightly enough for the "
                                   "sensitivity allowance; lower C or rescale the data")
-            if d <= MAX_VECTOR_DIM:
-                scale = vector_laplace_scale(delta, eps, d)  # checked against the map
-                noisy = np.asarray(make_vector_laplace(scale, d)(w), dtype=np.float64)
+            if d <= MAX_VECTOR_DIM:  # the vector mechanism, through the entry
+                noisy = frontend.noisy(w, delta, eps, norm="l2", output="grid", size=d).value
             else:
-                noisy = laplace_noise(w, delta * Fraction(math.sqrt(d)) * (
-                    1 + Fraction(1, 1 << 20)), eps)
+                noisy = frontend.noisy(w, delta * Fraction(math.sqrt(d)) * (
+                    1 + Fraction(1, 1 << 20)), eps, output="grid").value
             self.coef_ = noisy[None, :-1]
             self.intercept_ = noisy[-1:] * b
             self.classes_ = classes
@@ -367,8 +359,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         def compute() -> LogisticRegression:
             gram, lin = _functional_statistics(phi, t, pairs)
             noisy = np.zeros((d + 1, d + 1))
-            noisy[pairs] = laplace_noise(gram, sens_g, eps_g)
-            u = laplace_noise(lin, sens_u, eps - eps_g)
+            noisy[pairs] = frontend.noisy(gram, sens_g, eps_g, output="grid").value
+            u = frontend.noisy(lin, sens_u, eps - eps_g, output="grid").value
             for idx in groups:  # φ_j² = φ_j: the diagonal is the (j, constant) entry
                 noisy[idx, idx] = noisy[idx, d]
             noisy = np.triu(noisy) + np.triu(noisy, 1).T

@@ -41,14 +41,10 @@ from sklearn.utils.validation import check_is_fitted
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import (
-    charge,
-    check_bounds,
-    check_epsilon,
-    laplace_noise,
-    noisy_moments,
-)
+from dpkit.learn._privacy import check_bounds, check_epsilon, noisy_moments
 from dpkit.learn._validation import declared_labels, fit_labelled, predict_features
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["GaussianNB", "CategoricalNB"]
 
@@ -102,7 +98,7 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, epsilon: float = 1.0, bounds: Any = None, classes: Any = None,
-                 accountant: Any = None, var_smoothing: float = 1e-9,
+                 accountant: AccountantLike = None, var_smoothing: float = 1e-9,
                  count_share: float = 0.05, mean_share: float = 0.25) -> None:
         self.epsilon = epsilon
         self.bounds = bounds
@@ -124,7 +120,7 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
 
         def compute() -> GaussianNB:
             counts = np.bincount(codes, minlength=k).astype(np.float64)
-            n_hat = np.maximum(laplace_noise(counts, 1, count_eps), 1.0)
+            n_hat = np.maximum(frontend.noisy(counts, 1, count_eps, output="grid").value, 1.0)
             theta, var = noisy_moments(x, codes, n_hat, lower, upper, mean_eps, var_eps)
             self.classes_ = classes
             self.class_count_ = n_hat
@@ -186,7 +182,7 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, epsilon: float = 1.0, categories: Any = None, classes: Any = None,
-                 alpha: float = 1.0, accountant: Any = None) -> None:
+                 alpha: float = 1.0, accountant: AccountantLike = None) -> None:
         self.epsilon = epsilon
         self.categories = categories
         self.classes = classes
@@ -221,7 +217,7 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
             tables = [np.bincount(label * m + codes[:, j], minlength=k * m)
                       for j, m in enumerate(sizes)]
             exact = np.concatenate([np.bincount(label, minlength=k), *tables]).astype(float)
-            noisy = np.maximum(laplace_noise(exact, len(sizes) + 1, eps), 0)
+            noisy = np.maximum(frontend.noisy(exact, len(sizes) + 1, eps, output="grid").value, 0)
             self.class_count_ = noisy[:k]
             pos, tables_out = k, []
             for m in sizes:

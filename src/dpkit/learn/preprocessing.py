@@ -17,14 +17,10 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import (
-    charge,
-    check_bounds,
-    check_epsilon,
-    laplace_noise,
-    noisy_moments,
-)
+from dpkit.learn._privacy import check_bounds, check_epsilon, noisy_moments
 from dpkit.learn._validation import fit_features, predict_features
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["StandardScaler"]
 
@@ -54,7 +50,7 @@ class StandardScaler(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, epsilon: float = 1.0, bounds: Any = None, count_share: float = 0.05,
-                 accountant: Any = None) -> None:
+                 accountant: AccountantLike = None) -> None:
         self.epsilon = epsilon
         self.bounds = bounds
         self.count_share = count_share
@@ -70,7 +66,8 @@ class StandardScaler(TransformerMixin, BaseEstimator):
         part = (eps - count_eps) / (2 * x.shape[1])
 
         def compute() -> StandardScaler:
-            n_hat = np.maximum(laplace_noise(np.array([float(x.shape[0])]), 1, count_eps), 1.0)
+            count = frontend.noisy(np.array([float(x.shape[0])]), 1, count_eps, output="grid")
+            n_hat = np.maximum(count.value, 1.0)
             mean, var = noisy_moments(x, np.zeros(x.shape[0], dtype=np.int64), n_hat, lower,
                                       upper, part)
             self.mean_, self.var_ = mean[0], var[0]

@@ -66,7 +66,7 @@ import numpy as np
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_epsilon
+from dpkit.learn._privacy import check_epsilon
 from dpkit.learn.itemsets import (
     FrequentItemsets,
     as_csr,
@@ -76,8 +76,8 @@ from dpkit.learn.itemsets import (
     top_supports,
 )
 from dpkit.learn.itemsets import incidence as incidence  # re-exported (tests, callers)
-from dpkit.mechanisms import make_selection
-from dpkit.mechanisms.exponential import sample_exponential
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["privbasis", "exact_top_k_all", "basis_bin_counts", "basis_set",
@@ -113,15 +113,7 @@ def _lambda_scores(item_supports: np.ndarray, fk: int, k: int) -> np.ndarray:
 def _select(scores: np.ndarray, count: int, epsilon: Fraction) -> list[int]:
     """``count`` rounds of the exponential mechanism without replacement, each at
     ε/count on monotone counting scores of sensitivity 1 (scale count/ε)."""
-    scale = make_selection(1, epsilon / count, monotonic=True).scale  # count/ε, checked
-    alive = np.ones(scores.size, dtype=bool)
-    chosen = []
-    for _ in range(count):
-        idx = np.flatnonzero(alive)
-        pick = int(idx[sample_exponential(scores[idx], scale)])
-        chosen.append(pick)
-        alive[pick] = False
-    return chosen
+    return [int(i) for i in frontend.select(scores, 1, epsilon, k=count, monotonic=True).value]
 
 
 def _maximal_cliques(n: int, adj: list[int]) -> list[int]:
@@ -300,7 +292,7 @@ def _reconstruct(bins: Sequence[np.ndarray], bases: Sequence[Sequence[int]], m: 
 
 
 def privbasis(transactions: Any, items: Sequence[Any], k: int,
-              epsilon: Any, *, accountant: Any = None, max_size: int | None = None,
+              epsilon: Any, *, accountant: AccountantLike = None, max_size: int | None = None,
               max_basis_size: int = 12, split: Sequence[Any] = DEFAULT_SPLIT
               ) -> FrequentItemsets:
     """The k most frequent itemsets of any size by PrivBasis, ε-DP (module docstring).
@@ -375,8 +367,7 @@ def privbasis(transactions: Any, items: Sequence[Any], k: int,
         top = _top_supports(matrix, k, size_cap)
         fk = top[k - 1][0] if len(top) >= k else 0
         # step 1: λ by the exponential mechanism, sensitivity 1, not monotone: scale 2/ε₁
-        lam = 1 + int(sample_exponential(_lambda_scores(item_sup, fk, k),
-                                         make_selection(1, eps1).scale))
+        lam = 1 + int(frontend.select(_lambda_scores(item_sup, fk, k), 1, eps1).value)
         # step 2: the λ most frequent items
         chosen = _select(item_sup, lam, eps2)
         spent = eps1 + eps2

@@ -87,7 +87,7 @@ from dpkit.core import rng
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_epsilon
+from dpkit.learn._privacy import check_epsilon
 from dpkit.learn.itemsets import (
     FrequentItemsets,
     count_candidates,
@@ -97,7 +97,8 @@ from dpkit.learn.itemsets import (
     top_supports,
 )
 from dpkit.learn.privbasis import basis_bin_counts, basis_set, privbasis, reconstruct_keys
-from dpkit.mechanisms import make_noise, make_selection
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
 
 __all__ = ["smarttrunc", "frequent_itemsets", "truncate", "one_item", "one_pair",
@@ -120,7 +121,7 @@ _ENUM_LIMIT = 1 << 25  # i-subsets enumerated at once; a sparse product beyond
 def _select(scores: np.ndarray, epsilon: Fraction, monotonic: bool) -> int:
     """One draw of the exponential mechanism at ε on scores of sensitivity 1, through the
     calibrated entry's measurement."""
-    return int(make_selection(1, epsilon, monotonic=monotonic)(scores))
+    return int(frontend.select(scores, 1, epsilon, monotonic=monotonic).value)
 
 
 def _peel(scores: np.ndarray, count: int, epsilon: Fraction,
@@ -272,7 +273,8 @@ def _bins_mode(x: sp.csr_matrix, bases: Sequence[Sequence[int]], eps_s: Fraction
     counts = basis_bin_counts(x, bases)
     w = _cells_sensitivity(bases)
     noisy = laplace_integer(np.concatenate(counts), w, eps_s)
-    scale = make_noise(w, epsilon=eps_s).scale  # the scale laplace_integer drew at
+    scale = frontend.noise_row(w, eps_s).scale  # the scale laplace_integer drew at
+    assert scale is not None
     noisy = np.where(noisy >= float(threshold * scale) * math.log(noisy.size), noisy, 0)
     cells = np.split(noisy, np.cumsum([c.size for c in counts])[:-1])
     keys, sizes, est = reconstruct_keys(cells, bases)
@@ -315,8 +317,8 @@ def _levels_mode(x: sp.csr_matrix, ranked: Sequence[int], ell: int, levels: int,
             break
         released = np.concatenate(est)
         kth = np.partition(released, -k)[-k] if released.size >= k else -np.inf
-        margin = float(make_noise(delta, epsilon=eps_level).scale) * math.log(max(len(cands),
-                                                                                  2))
+        row = frontend.noise_row(delta, eps_level)  # the scale laplace_integer drew at
+        margin = float(row.scale or 0) * math.log(max(len(cands), 2))
         kept = [c for c, v in zip(cands, noisy.tolist(), strict=True) if v >= kth - margin]
         value = dict(zip(cands, noisy.tolist(), strict=True))
         nxt = apriori_gen(kept)
@@ -354,7 +356,7 @@ def smarttrunc(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
                noise_share: Any = NOISE_SHARE, threshold: Any = THRESHOLD,
                counting: str = "bins",
                length_quantile: Any = LENGTH_QUANTILE, max_candidates: int = 100_000,
-               accountant: Any = None) -> FrequentItemsets:
+               accountant: AccountantLike = None) -> FrequentItemsets:
     """The k most frequent itemsets of any size by SmartTrunc, ε-DP (module docstring).
 
     Parameters
@@ -469,7 +471,7 @@ def smarttrunc(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
 
 def frequent_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
                       method: str = DEFAULT_METHOD, max_size: int | None = None,
-                      accountant: Any = None, **options: Any) -> FrequentItemsets:
+                      accountant: AccountantLike = None, **options: Any) -> FrequentItemsets:
     """The k most frequent itemsets, ε-DP, by one of dpkit's methods.
 
     Parameters

@@ -21,8 +21,10 @@ from dpkit.core import rng
 from dpkit.core.measures import PureDP
 from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import charge, check_bounds, check_epsilon, laplace_noise
+from dpkit.learn._privacy import check_bounds, check_epsilon
 from dpkit.learn._validation import fit_labelled, predict_features
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["RandomForestClassifier"]
 
@@ -63,7 +65,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, n_estimators: int = 10, max_depth: int | None = None,
                  epsilon: float = 1.0, bounds: Any = None, classes: Any = None,
-                 accountant: Any = None) -> None:
+                 accountant: AccountantLike = None) -> None:
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.epsilon = epsilon
@@ -90,7 +92,8 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
                 thresholds = lower[features] + uniforms(inner) * (upper - lower)[features]
                 leaf = _leaves(clipped, features, thresholds, depth)
                 counts = np.bincount(leaf * k + label, minlength=(inner + 1) * k)
-                noisy = laplace_noise(counts.astype(float), 1, eps / t).reshape(-1, k)
+                noisy = frontend.noisy(counts.astype(float), 1, eps / t,
+                                       output="grid").value.reshape(-1, k)
                 self.trees_.append((features, thresholds, np.maximum(noisy, 0)))
             self.classes_ = classes
             self.depth_ = depth

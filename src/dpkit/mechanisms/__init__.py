@@ -5,6 +5,9 @@ Contents
 make_noise                the one calibrated-noise entry: sensitivity (L1/L2) + budget (ε, ρ,
                           (ε, δ)) + output (integer/grid) → a cached, map-checked measurement
 make_selection            the same for the exponential mechanism's family (temperature)
+frontend                  the front-end kit: AccountantLike, charge (the one debit door
+                          outside the accountants), noisy / select (draw through the
+                          entry, get the NoiseRow), noise_row / selection_row (plan rows)
 CalibratedNoise           the measurement they return, with its scale, grid and loss
 grid_exponent             the one grid rule: k with 2^k ≤ scale · 2^-GRID_BITS (also the
                           per-record grid of exact sums in dpkit.frame)
@@ -58,6 +61,10 @@ from dpkit.mechanisms.exponential import (
     sample_exponential_many,
 )
 from dpkit.mechanisms.exponential import make_exponential_many as make_exponential_many
+from dpkit.mechanisms.frontend import AccountantLike as AccountantLike
+from dpkit.mechanisms.frontend import charge as charge
+from dpkit.mechanisms.frontend import noisy as noisy
+from dpkit.mechanisms.frontend import select as select
 from dpkit.mechanisms.gaussian import (
     make_approx_gaussian,
     make_discrete_gaussian,

@@ -56,9 +56,9 @@ from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP
 from dpkit.core.numbers import Number, integer, positive, sqrt_up
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
-from dpkit.mechanisms import CalibratedNoise, make_noise
+from dpkit.mechanisms import CalibratedNoise, frontend
 
-__all__ = ["Unit", "Budget", "calibrate", "noise_variance", "half_width", "draw",
+__all__ = ["Unit", "Budget", "calibrate", "scale_of", "noise_variance", "half_width", "draw",
            "MAX_HORIZON", "Counter", "check_horizon", "is_gaussian", "rows"]
 
 MAX_HORIZON = 1 << 40  # horizons beyond ~10^12 steps are refused at plan time
@@ -142,14 +142,19 @@ def calibrate(unit: Unit, budget: Budget, l1: int, l2_squared: int) -> Calibrate
     Gaussian at L2 sensitivity w·Δ·√``l2_squared`` for ρ (module docstring), from
     :func:`dpkit.mechanisms.make_noise` (map-checked, cached)."""
     if budget.rho is not None:
-        sens = unit.scale * sqrt_up(Fraction(l2_squared))
-        return make_noise(sens, rho=budget.rho, norm="l2")
-    return make_noise(unit.scale * l1, epsilon=budget.epsilon)
+        return frontend.calibrate(unit.scale * sqrt_up(Fraction(l2_squared)), budget.loss)
+    return frontend.calibrate(unit.scale * l1, budget.loss)
+
+
+def scale_of(noise: CalibratedNoise) -> float:
+    """The node noise's scale, read off its noise row (:func:`dpkit.mechanisms.frontend.row_of`),
+    for variances and interval half-widths."""
+    return float(frontend.row_of(noise).scale or 0)
 
 
 def noise_variance(noise: CalibratedNoise) -> float:
     """The exact variance of one draw of ``noise`` (module docstring), as a float."""
-    scale = float(noise.scale)
+    scale = scale_of(noise)
     if noise.mechanism.startswith("discrete Laplace") or "laplace" in noise.name:
         return 1.0 / (2.0 * math.sinh(1.0 / (2.0 * scale)) ** 2)
     if scale >= 4:
@@ -221,8 +226,8 @@ def _fresh(noise: CalibratedNoise, size: int) -> np.ndarray:
 
 def rows(name: str, noise: CalibratedNoise, statistic: str) -> tuple[NoiseRow, ...]:
     """The noise row of a counter's node noise (for the release record and the ledger)."""
-    return (NoiseRow(f"{name} ({noise.mechanism})", noise.scale, noise.sensitivity,
-                     statistic),)
+    row = frontend.row_of(noise, statistic)
+    return (NoiseRow(f"{name} ({row.name})", row.scale, row.sensitivity, statistic),)
 
 
 def check_horizon(horizon: Any) -> int:
@@ -294,7 +299,7 @@ class Counter(ABC):
     def half_widths(self, t: np.ndarray, beta: float) -> np.ndarray:
         """Half-widths of the (1 − β) confidence interval of the release at steps ``t``."""
         sq, am = self.weights(np.asarray(t))
-        s = float(self.noise.scale)
+        s = scale_of(self.noise)
         return half_width(self.gaussian, sq * s * s, am * s, beta)
 
     def window_terms(self, t: int, u: int) -> list[tuple[float, CalibratedNoise, float]]:

@@ -119,12 +119,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpkit.core.accountant import as_accountant
 from dpkit.core.measures import PrivacyLoss
 from dpkit.core.numbers import Number, integer, to_fraction
 from dpkit.errors import DomainError, DPError, LedgerError, StreamRollbackError
 from dpkit.frame.keys import canonical_values
-from dpkit.stream.base import Counter, half_width, noise_variance, pooled
+from dpkit.mechanisms.frontend import AccountantLike, accountant_of, charge_record
+from dpkit.stream.base import Counter, half_width, noise_variance, pooled, scale_of
 from dpkit.stream.factorization import MAX_VALUE
 from dpkit.stream.stream import HorizonExceededError, StepRelease, _bounds, clamp, make_counter
 
@@ -145,8 +145,8 @@ def window_weights(counter: Counter, t: int, width: int) -> tuple[float, float]:
     """Σ(aᵢ − bᵢ)²·scaleᵢ² and max|aᵢ − bᵢ|·scaleᵢ of the window error e_t − e_{t−W}, from
     the counter's exact coefficients (:meth:`~dpkit.stream.base.Counter.window_terms`)."""
     terms = counter.window_terms(int(t), max(int(t) - int(width), 0))
-    s2 = sum(c * float(noise.scale) ** 2 for c, noise, _ in terms)
-    return s2, max(a * float(noise.scale) for _, noise, a in terms)
+    s2 = sum(c * scale_of(noise) ** 2 for c, noise, _ in terms)
+    return s2, max(a * scale_of(noise) for _, noise, a in terms)
 
 
 def window_variance(counter: Counter, t: int, width: int) -> float:
@@ -156,7 +156,7 @@ def window_variance(counter: Counter, t: int, width: int) -> float:
     return sum(c * noise_variance(noise) for c, noise, _ in terms)
 
 
-def _paid_row(accountant: Any, release_id: int | None) -> dict[str, Any] | None:
+def _paid_row(accountant: AccountantLike, release_id: int | None) -> dict[str, Any] | None:
     """The ledger row that paid for a stream (id, dataset, description, loss, status and its
     chained hash), or None without a ledger (or a row of another dataset)."""
     ledger, dataset = getattr(accountant, "ledger", None), getattr(accountant, "dataset", None)
@@ -296,7 +296,8 @@ class ContinualRelease:
         If the accountant cannot pay (nothing debited).
     """
 
-    def __init__(self, horizon: int | None, *, accountant: Any, mechanism: str = "smooth",
+    def __init__(self, horizon: int | None, *, accountant: AccountantLike,
+                 mechanism: str = "smooth",
                  epsilon: Number | None = None, rho: Number | None = None,
                  value: str | None = None, bounds: tuple[Number, Number] | None = None,
                  keys: Sequence[Any] | None = None, by: str | None = None,
@@ -335,11 +336,10 @@ class ContinualRelease:
                     "last": [None] * len(counters), "recent": [[] for _ in counters],
                     "units": {}}
 
-        target = as_accountant(accountant)
-        state = target.run(self.loss, self.description, opened,
-                           noise=counters[0].noise_rows())
+        target = accountant_of(accountant)
+        state, self.record = charge_record(target, self.loss, self.description, opened,
+                                           counters[0].noise_rows())
         self.state = json.loads(json.dumps(state))  # the record keeps the opening
-        self.record = target.last
         self.release_id = None if self.record is None else self.record.release_id
         self.paid = _paid_row(target, self.release_id)
         if self.paid is not None:
@@ -749,7 +749,8 @@ class ContinualRelease:
         return state_mac(key, text)
 
     @classmethod
-    def restore(cls, path: str | Path, key: bytes, accountant: Any) -> ContinualRelease:
+    def restore(cls, path: str | Path, key: bytes, accountant: AccountantLike
+                ) -> ContinualRelease:
         """Reopen a saved stream after a restart, without a new debit.
 
         Parameters
@@ -797,7 +798,7 @@ class ContinualRelease:
                      every=every if c["time"] else None, window=c["window"], beta=c["beta"],
                      nonnegative=nonneg, monotone=mono, integer=as_int,
                      label=c.get("label"), _restore=doc)
-        target = as_accountant(accountant)
+        target = accountant_of(accountant)
         if getattr(target, "ledger", None) is None or doc["release_id"] is None:
             raise DomainError("a stream is restored against the ledger that paid for it")
         paid = _paid_row(target, doc["release_id"])

@@ -32,8 +32,16 @@ import numpy as np
 
 from dpkit.core.measures import PrivacyLoss
 from dpkit.core.record import NoiseRow
-from dpkit.mechanisms import CalibratedNoise
-from dpkit.stream.base import Budget, Counter, Unit, calibrate, half_width, noise_variance
+from dpkit.mechanisms import CalibratedNoise, frontend
+from dpkit.stream.base import (
+    Budget,
+    Counter,
+    Unit,
+    calibrate,
+    half_width,
+    noise_variance,
+    scale_of,
+)
 from dpkit.stream.tree import BinaryTree, cover
 
 __all__ = ["Hybrid"]
@@ -80,8 +88,9 @@ class Hybrid(Counter):
         return self.noise.loss + seg
 
     def noise_rows(self) -> tuple[NoiseRow, ...]:
-        return (NoiseRow(f"hybrid checkpoints ({self.noise.mechanism})", self.noise.scale,
-                         self.noise.sensitivity, "prefix sums"),
+        row = frontend.row_of(self.noise, "prefix sums")
+        return (NoiseRow(f"hybrid checkpoints ({row.name})", row.scale, row.sensitivity,
+                         "prefix sums"),
                 NoiseRow("hybrid segments (binary mechanism, half the budget)", None, None,
                          "prefix sums"))
 
@@ -101,7 +110,7 @@ class Hybrid(Counter):
         for kk in np.unique(k):
             if kk >= 1:
                 seg = self.segment(int(kk)).noise
-                out[k == kk] = noise_variance(seg) if what == "var" else float(seg.scale)
+                out[k == kk] = noise_variance(seg) if what == "var" else scale_of(seg)
         return out
 
     def variance(self, t: np.ndarray) -> np.ndarray:
@@ -110,7 +119,7 @@ class Hybrid(Counter):
 
     def half_widths(self, t: np.ndarray, beta: float) -> np.ndarray:
         k, inner, blocks = self._parts(t)
-        b, s = float(self.noise.scale), self._per_segment(k, "scale")
+        b, s = scale_of(self.noise), self._per_segment(k, "scale")
         s2 = blocks * b * b + inner * s * s
         return half_width(self.gaussian, s2, np.maximum(b, np.where(inner > 0, s, 0)), beta)
 

@@ -47,10 +47,10 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.core.accountant import as_accountant
 from dpkit.core.measures import PrivacyLoss
 from dpkit.core.numbers import Number, integer
 from dpkit.errors import DomainError
+from dpkit.mechanisms.frontend import AccountantLike, accountant_of, charge, charge_record
 from dpkit.stream.base import Budget, Counter, Unit
 from dpkit.stream.counters import Increments, RunningTotals
 from dpkit.stream.factorization import MAX_VALUE, SqrtFactorization
@@ -241,7 +241,8 @@ class Stream:
     the step, the post-processing state): O(log T) numbers for the tree mechanisms.
     """
 
-    def __init__(self, horizon: int | None, *, accountant: Any, mechanism: str = "smooth",
+    def __init__(self, horizon: int | None, *, accountant: AccountantLike,
+                 mechanism: str = "smooth",
                  epsilon: Number | None = None, rho: Number | None = None,
                  sensitivity: Number = 1, contributions: int = 1, lower: int = 0,
                  upper: Number = MAX_VALUE, beta: float = 0.05, nonnegative: bool = False,
@@ -258,13 +259,11 @@ class Stream:
             raise DomainError("beta must be in (0, 1)")
         self.beta = float(beta)
         self.options = (bool(nonnegative), bool(monotone), bool(integer))
-        target = as_accountant(accountant)
         counter = self.counter
-        opened = target.run(counter.loss, _describe(counter, "opened", self.grid),
-                            lambda: {"counter": counter.start(), "last": None},
-                            noise=counter.noise_rows())
+        opened, self.record = charge_record(
+            accountant_of(accountant), counter.loss, _describe(counter, "opened", self.grid),
+            lambda: {"counter": counter.start(), "last": None}, counter.noise_rows())
         self.state: dict[str, Any] = copy.deepcopy(opened)  # the record keeps the opening
-        self.record = target.last
 
     @property
     def horizon(self) -> int | None:
@@ -340,7 +339,7 @@ class PrefixSums:
     beta: float
 
 
-def release_prefix_sums(values: Any, *, accountant: Any, mechanism: str = "smooth",
+def release_prefix_sums(values: Any, *, accountant: AccountantLike, mechanism: str = "smooth",
                         epsilon: Number | None = None, rho: Number | None = None,
                         sensitivity: Number = 1, contributions: int = 1,
                         horizon: int | None = None, lower: Number = 0,
@@ -407,8 +406,8 @@ def release_prefix_sums(values: Any, *, accountant: Any, mechanism: str = "smoot
                           counter.variance(t) * step * step, counter.name, counter.loss,
                           float(beta))
 
-    return as_accountant(accountant).run(counter.loss, _describe(counter, "batch", grid), compute,
-                                         noise=counter.noise_rows())
+    return charge(accountant_of(accountant), counter.loss, _describe(counter, "batch", grid),
+                  compute, counter.noise_rows())
 
 
 def integer_arg(value: Any) -> int:

@@ -43,7 +43,7 @@ from dpkit.core.measures import ZCDP
 from dpkit.core.metrics import L1Distance
 from dpkit.core.numbers import Number, fraction_up, non_negative, positive, sqrt_up
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_noise
+from dpkit.mechanisms import frontend
 from dpkit.release.measure import check_counts
 from dpkit.release.ranges.matrix import range_gram
 from dpkit.release.ranges.strategy_cache import StrategyCache
@@ -185,8 +185,9 @@ def _strategy(workload: RangeWorkload | None, n: int, reuse: bool = True) -> np.
 def _sigma(delta: Fraction, rho: Fraction, size: int) -> tuple[Measurement, Fraction]:
     """The grid Gaussian measurement for ``size`` queries whose privacy map at Δ₂ is ≤ ρ, and
     its σ (:func:`dpkit.mechanisms.make_noise`: closed form, exact map check)."""
-    noise = make_noise(delta, rho=rho, norm="l2", output="grid", size=size)
-    return noise, noise.scale
+    budget = ZCDP(rho)
+    return (frontend.calibrate(delta, budget, output="grid", size=size),
+            frontend.exact_scale(frontend.noise_row(delta, budget, output="grid", size=size)))
 
 
 def gaussian_expected_rmse(workload: RangeWorkload | None, n: int, rho: Number,

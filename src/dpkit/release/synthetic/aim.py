@@ -43,11 +43,11 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
+from dpkit.core.measures import ZCDP
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_noise, make_selection
-from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID, sample_exponential
-from dpkit.release.measure import gaussian_integer
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID
 from dpkit.release.synthetic import jtree
 from dpkit.release.synthetic.domain import Domain, marginal_counts
 from dpkit.release.synthetic.mst import (
@@ -192,9 +192,8 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
         return truth[clique]
 
     def measure(clique: tuple[str, ...], rho_m: Fraction) -> Measured:
-        noisy = gaussian_integer(true_marginal(clique).ravel(), Fraction(1), rho_m)
-        return Measured(clique, noisy.astype(np.float64),
-                        float(make_noise(1, rho=rho_m, norm="l2").scale))
+        noisy, row = frontend.noisy(true_marginal(clique).ravel(), 1, ZCDP(rho_m))
+        return Measured(clique, noisy.astype(np.float64), float(frontend.exact_scale(row)))
 
     one_way = [c for c in weights if len(c) == 1]
     if len(one_way) * rho_meas > r:
@@ -216,19 +215,18 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
             if remaining < 2 * (rho_meas + rho_sel):
                 rho_meas, rho_sel = Fraction(9, 10) * remaining, Fraction(1, 10) * remaining
             rho_used += rho_meas + rho_sel
-            sigma = float(make_noise(1, rho=rho_meas, norm="l2").scale)
+            sigma = float(frontend.exact_scale(frontend.noise_row(1, ZCDP(rho_meas))))
             limit = max_size * float(rho_used / r)
             cands = sizes([m.clique for m in measurements], list(weights), limit)
             if not cands:  # post-processing choice; the round's budget is still counted
                 cands = [c for c in weights if len(c) == 1]
             delta = max(weights[c] for c in cands) * (1 + _ROUND_ALLOWANCE)
             eps = _epsilon_for_rho(rho_sel)
-            scale = make_selection(delta, eps).scale  # 2Δ/ε rounded up, map-checked
             estimates = model.marginals(cands)
             scores = score_vector([true_marginal(c) for c in cands], estimates,
                                   [weights[c] for c in cands], sigma)
             u = np.rint(scores * SCORE_GRID) / SCORE_GRID
-            index = sample_exponential(u, scale)
+            index = frontend.select(u, delta, eps).value
             pick = cands[index]
             before = estimates[index].ravel()
             measurements.append(measure(pick, rho_meas))

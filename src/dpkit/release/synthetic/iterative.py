@@ -68,7 +68,7 @@ from dpkit.core.composition import advanced_composition
 from dpkit.core.measures import ApproxDP, PureDP
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_selection
+from dpkit.mechanisms import frontend
 from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID
 from dpkit.release.measure import laplace_integer
 
@@ -395,8 +395,9 @@ class IterativeConstruction:
             raise DomainError("the declared n differs from the number of records")
         eps_sel, eps_meas = self.eps_round / 2, self.eps_round / 2
         part = DISTINGUISHERS[self.distinguisher]
-        select = make_selection(SCORE_SENSITIVITY, eps_sel, mechanism=part.mechanism)
-        scale = select.scale  # 2Δ/ε_sel rounded up; the map at Δ is checked ≤ ε_sel
+        # 2Δ/ε_sel rounded up; the map at Δ is checked ≤ ε_sel (reported in the bound)
+        scale = frontend.exact_scale(frontend.selection_row(SCORE_SENSITIVITY, eps_sel,
+                                                            mechanism=part.mechanism))
         if self.n is None:
             n_hat = int(laplace_integer(np.array([n_true]), Fraction(1), self.eps_total)[0])
         else:
@@ -412,7 +413,8 @@ class IterativeConstruction:
             total += hyp.distribution()
             current = hyp.answers(queries)
             scores = np.rint(np.abs(truth - scale_n * current) * SCORE_GRID) / SCORE_GRID
-            i = int(select(scores))
+            i = int(frontend.select(scores, SCORE_SENSITIVITY, eps_sel,
+                                    mechanism=part.mechanism).value)
             measured = int(laplace_integer(np.array([int(truth[i])]), Fraction(1),
                                            eps_meas)[0])
             row = np.asarray(mat[i].toarray()).ravel()

@@ -18,14 +18,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from fractions import Fraction
 
 import numpy as np
 
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_noise
-from dpkit.release.measure import laplace_integer
+from dpkit.mechanisms import frontend
 from dpkit.release.synthetic.domain import Domain, marginal_counts
 
 __all__ = ["MarginalWorkload", "NoisyMarginal", "measure_marginals", "project",
@@ -76,9 +74,8 @@ def measure_marginals(codes: np.ndarray, domain: Domain, cliques: Sequence[Seque
     eps = positive(epsilon, "epsilon", up=False)
     sets: list[tuple[str, ...]] = [tuple(c) for c in cliques]
     exact = [marginal_counts(codes, domain, c) for c in sets]
-    noisy = laplace_integer(np.concatenate([e.ravel() for e in exact]),
-                            Fraction(len(sets)), eps)
-    scale = float(make_noise(len(sets), epsilon=eps).scale)  # laplace_integer's noise
+    noisy, row = frontend.noisy(np.concatenate([e.ravel() for e in exact]), len(sets), eps)
+    scale = float(frontend.exact_scale(row))
     variance = 2 * scale * scale  # discrete Laplace's variance is below 2·scale²
     out, pos = [], 0
     for c, e in zip(sets, exact, strict=True):

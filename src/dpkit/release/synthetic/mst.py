@@ -42,8 +42,8 @@ from dpkit.core.measures import ZCDP
 from dpkit.core.numbers import Number, positive, sqrt_down
 from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_noise, make_selection
-from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID, sample_exponential
+from dpkit.mechanisms import frontend
+from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID
 from dpkit.release.measure import gaussian_integer
 from dpkit.release.synthetic.domain import Domain, marginal_counts
 from dpkit.release.synthetic.pgm_sample import quick_compile, sample_model
@@ -305,7 +305,8 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     rho_part = r / 3
     # 1. one-way marginals
     rho_one = rho_part / d
-    sigma_one = float(make_noise(1, rho=rho_one, norm="l2").scale)  # gaussian_integer's σ
+    # gaussian_integer's σ
+    sigma_one = float(frontend.exact_scale(frontend.noise_row(1, ZCDP(rho_one))))
     measurements, kept, merged, recoded = [], {}, {}, np.empty_like(codes)
     for j, a in enumerate(domain.attributes):
         noisy = gaussian_integer(marginal_counts(codes, domain, [a]), Fraction(1), rho_one)
@@ -328,7 +329,6 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     pairs = [(a, b) for i, a in enumerate(domain.attributes) for b in domain.attributes[i + 1:]]
     scores = pair_scores(recoded, compressed, ones, max(noisy_total, 1.0), pairs)
     eps_sel = _epsilon_for_rho(rho_part / (d - 1))
-    scale = make_selection(SCORE_SENSITIVITY, eps_sel).scale  # 2Δ/ε rounded up, map-checked
     component = {a: a for a in domain.attributes}
 
     def find(a: str) -> str:
@@ -340,12 +340,12 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     for _ in range(d - 1):
         cands = [p for p in pairs if find(p[0]) != find(p[1])]
         u = np.rint(np.array([scores[p] for p in cands]) * SCORE_GRID) / SCORE_GRID
-        a, b = cands[sample_exponential(u, scale)]
+        a, b = cands[frontend.select(u, SCORE_SENSITIVITY, eps_sel).value]
         component[find(a)] = find(b)
         selected.append((a, b))
     # 3. two-way marginals of the tree
     rho_two = rho_part / (d - 1)
-    sigma_two = float(make_noise(1, rho=rho_two, norm="l2").scale)
+    sigma_two = float(frontend.exact_scale(frontend.noise_row(1, ZCDP(rho_two))))
     for a, b in selected:
         true = marginal_counts(recoded, compressed, [a, b])
         noisy = gaussian_integer(true.ravel(), Fraction(1), rho_two)
