@@ -6,9 +6,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import polars as pl
 import pytest
 from scipy import stats
 
+import dpkit as dp
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.errors import DomainError
@@ -132,3 +134,32 @@ def test_every_learn_fit_records_its_noise_rows():
     for model, data in _learn_fits():
         fitted = model.fit(*data)
         assert fitted.release_.noise, type(model).__name__
+
+
+def test_a_planned_fit_writes_the_rows_it_draws(monkeypatch, tmp_path):
+    """LinearRegression plans its rows before the debit (``noise_row(count=…)``), so the
+    ledger's row (written at the debit) and the record agree; the plan must be exactly what
+    ``noisy`` then draws with (a broken plan without ``count`` has another grid scale)."""
+    from dpkit.learn import LinearRegression
+
+    drawn = []
+    real = frontend.noisy
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        drawn.append(out.row)
+        return out
+
+    monkeypatch.setattr(frontend, "noisy", spy)
+    for d in (1, 3, 6):
+        drawn.clear()
+        x = np.linspace(0, 1, 50 * d).reshape(-1, d)
+        s = dp.Session(pl.DataFrame({"a": [1]}), dp.PrivacyUnit.rows(), dp.PureDP(5),
+                       ledger=str(tmp_path / f"l{d}.sqlite"), dataset="d")
+        model = LinearRegression(epsilon=1, bounds=(0, 1), y_bounds=(0, 2), accountant=s)
+        model.fit(x, x.sum(axis=1))
+        assert tuple(drawn) == model.release_.noise
+        row = s.ledger.release(model.release_.release_id)
+        assert row is not None and row["noise"] and "Laplace (grid)" in row["noise"]
+    broken = frontend.noise_row(Fraction(7, 4), 0.5, output="grid")  # no count: size 1
+    assert broken.scale != frontend.noise_row(Fraction(7, 4), 0.5, output="grid", count=3).scale

@@ -149,18 +149,22 @@ class Accountant(ABC):
                    noise: Sequence[NoiseRow] = (), accuracy: Accuracy | None = None,
                    store: Callable[[T], str] | None = None,
                    replay: Callable[[str], T] | None = None,
-                   idempotency_key: str | None = None) -> Release[T]:
+                   idempotency_key: str | None = None,
+                   drawn: Sequence[NoiseRow] = ()) -> Release[T]:
         """:meth:`run`, returning the release's :class:`~dpkit.core.record.Release` (its
         values, loss — None for a replay —, noise rows, accuracy, release id, digest), so
         that a caller gets what it released without reading :attr:`last` back. Same
-        parameters and errors as :meth:`run`."""
+        parameters and errors as :meth:`run`, and ``drawn``: a sequence that ``compute``
+        fills with the noise rows it draws (a fit calibrating its noise to values it
+        released); without a ``noise`` plan, the record (and :attr:`last`) keeps those."""
         return self._run(loss, description, compute, noise, accuracy, store, replay,
-                         idempotency_key)[1]
+                         idempotency_key, drawn)[1]
 
     def _run(self, loss: PrivacyLoss, description: str, compute: Callable[[], T],
              noise: Sequence[NoiseRow], accuracy: Accuracy | None,
              store: Callable[[T], str] | None, replay: Callable[[str], T] | None,
-             idempotency_key: str | None) -> tuple[T, Release[T]]:
+             idempotency_key: str | None, drawn: Sequence[NoiseRow] = ()
+             ) -> tuple[T, Release[T]]:
         """The one road: (what ``compute`` returned, its record)."""
         self._note(None)
         rng.require_secure()  # a seeded test stream never reaches a debit or a release
@@ -194,7 +198,7 @@ class Accountant(ABC):
         except BaseException as exc:  # the outcome is not recorded: the key stays debited
             raise self._failed(pending, exc, mark=False) from None
         done: Release[T] = replace(pending, values=read_only(result), digest=digest,
-                                   status="released")
+                                   status="released", noise=rows or tuple(drawn))
         self._note(done)
         return result, done
 

@@ -34,6 +34,7 @@ from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.language import ProtocolError
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import Plan, Query
+from dpkit.mechanisms.frontend import charge_record
 from dpkit.mechanisms.limited_domain import TopKSelection, make_limited_domain_top_k
 from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
 
@@ -399,10 +400,11 @@ class Session:
             noisy = {p.stat.key: p.measurement(raw) for p in planned}
             return _assemble(query, planned, noisy, beta)
 
-        return self._accountant_for(query).run_record(
-            plan.loss, plan.description, compute, idempotency_key=idempotency_key,
-            noise=plan.noise, accuracy=_accuracy(planned, beta),
-            store=lambda r: r.write_json(), replay=lambda text: pl.read_json(io.StringIO(text)))
+        return charge_record(
+            self._accountant_for(query), plan.loss, plan.description, compute, plan.noise,
+            idempotency_key=idempotency_key, accuracy=_accuracy(planned, beta),
+            store=lambda r: r.write_json(), replay=lambda text: pl.read_json(io.StringIO(text))
+        )[1]
 
     def _select_partitions(self, bounded: Any, selection: PartitionSelection | TopKSelection,
                            key_columns: list[str], streaming: bool) -> pl.DataFrame:

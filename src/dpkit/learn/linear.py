@@ -102,8 +102,10 @@ class LinearRegression(RegressorMixin, BaseEstimator):
             self.n_features_in_ = d - 1
             return self
 
+        plan = (frontend.noise_row(sens_xx, eps / 2, output="grid", count=len(iu[0])),
+                frontend.noise_row(sens_xy, eps / 2, output="grid", count=d))  # as drawn
         return charge(self.accountant, PureDP(eps), f"LinearRegression(ε={eps}, d={d - 1})",
-                      compute)
+                      compute, plan)
 
     def predict(self, X: Any) -> np.ndarray:
         return predict_features(self, X) @ self.coef_ + self.intercept_

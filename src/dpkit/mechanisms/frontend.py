@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import replace
 from fractions import Fraction
 from typing import Any, NamedTuple, Protocol, TypeAlias, TypeVar
 
@@ -114,11 +113,16 @@ def charge_record(accountant: AccountantLike, loss: PrivacyLoss, description: st
                                digest_of(result), description)
     target = accountant_of(accountant)
     debit = _debitable(target, (loss, *alternatives))
-    result = target.run(debit, description, _recorded(compute, drawn), noise=noise, **options)
-    release = target.last
-    assert release is not None  # run keeps every release it answers
-    if drawn and not noise:  # noise calibrated during the run (to values it released)
-        release = replace(release, noise=_rows(noise, drawn))
+    computed: list[T] = []  # compute's own object (the record holds a read-only view)
+
+    def kept() -> T:
+        computed.append(_recorded(compute, drawn)())
+        return computed[-1]
+
+    # without a plan, the record keeps the rows drawn during the run (noise calibrated to
+    # values it released): the accountant builds it so, and keeps it as its last
+    release = target.run_record(debit, description, kept, noise=noise, drawn=drawn, **options)
+    result = computed[-1] if computed else release.values  # a replay runs no compute
     return result, release
 
 
@@ -262,10 +266,14 @@ def _row(m: CalibratedNoise, statistic: str | None, unit: Number) -> NoiseRow:
 
 def noise_row(sensitivity: Number, budget: PrivacyLoss | Number, statistic: str | None = None,
               *, norm: str | None = None, output: str = "integer", size: int = 1,
-              unit: Number = 1) -> NoiseRow:
+              unit: Number = 1, count: int | None = None) -> NoiseRow:
     """The noise row of :func:`calibrate`'s measurement, without drawing: the plan written
     with the debit, or the exact scale to report accuracy with. ``unit`` multiplies scale
-    and sensitivity (a statistic released in units of ``unit``)."""
+    and sensitivity (a statistic released in units of ``unit``). ``count``: the number of
+    values a later :func:`noisy` call will draw (without ``size``), so that the planned row
+    is the row that call records (``size`` is then ignored)."""
+    if count is not None:
+        size = 1 if output == "integer" else _grid_size(int(count))
     return _row(calibrate(sensitivity, budget, norm=norm, output=output, size=size), statistic,
                 unit)
 

@@ -26,6 +26,7 @@ from dpkit.core.record import NoiseRow, Release
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine, register_query_namespace
 from dpkit.frame.compiler import Noise, resolve_target
+from dpkit.mechanisms.frontend import charge, charge_record
 from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
 from dpkit.release.ranges.histogram import method as histogram_method
 from dpkit.release.session_tables import (
@@ -111,8 +112,7 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     # the algorithm splits ε′ = ε/Δ over its own measurements (its docstring gives them):
     # one row, the algorithm at sensitivity Δ, with no single scale
     noise = (NoiseRow(method, None, delta_l1, stat.stat.key),)
-    return session.accountant.run(session.total_loss(planned, None), description, compute,
-                                  noise=noise)
+    return charge(session, session.total_loss(planned, None), description, compute, noise)
 
 
 class SessionPMW:
@@ -273,9 +273,9 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
     # nothing is released at the debit (answers come later, each from the hypothesis)
     noise = (NoiseRow("private multiplicative weights", None, Fraction(delta_rows),
                       "counting queries"),)
-    result = session.accountant.run(session.total_loss(planned, None), description, compute,
-                                    noise=noise)
-    result.release = session.accountant.last
+    result, record = charge_record(session, session.total_loss(planned, None), description,
+                                   compute, noise)
+    result.release = record
     return result
 
 

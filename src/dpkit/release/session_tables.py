@@ -38,6 +38,7 @@ from dpkit.core.numbers import Number, positive
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.frame import engine
+from dpkit.mechanisms.frontend import charge
 from dpkit.release.synthetic.domain import Bins, Codec, Domain, records
 from dpkit.release.synthetic.fourier import fourier_consistent
 from dpkit.release.synthetic.marginals import (
@@ -217,7 +218,7 @@ def synthetic_query(query: Any, spec: Mapping[str, Any], *, method: str = "auto"
     description = _describe(query, f"publish.synthetic({method}; {_columns(domain)}; unit ≤ "
                                    f"{m} rows, run at {run_at})")
     noise = synthetic_noise(method, len(domain.attributes), m, own, options)
-    return session.accountant.run(loss, description, compute, noise=noise)
+    return charge(session, loss, description, compute, noise)
 
 
 # -- marginals ---------------------------------------------------------------------------
@@ -335,4 +336,4 @@ def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
                                    f"{m} rows, L1 sensitivity {m}·{len(workload.cliques)})")
     noise = (NoiseRow("discrete Laplace", None, Fraction(m * len(workload.cliques)),
                       "marginals"),)
-    return session.accountant.run(PureDP(eps), description, compute, noise=noise)
+    return charge(session, PureDP(eps), description, compute, noise)

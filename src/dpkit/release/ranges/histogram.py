@@ -25,14 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.core.accountant import Accountant, as_accountant
 from dpkit.core.component import Measurement
-from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L1Distance
 from dpkit.core.numbers import Number, non_negative, positive
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import check_counts
 from dpkit.release.ranges.registry import (
     Algorithm,
@@ -93,7 +92,7 @@ def _postprocess(est: np.ndarray, non_negative_counts: bool, integer: bool) -> n
 def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
                       workload: RangeWorkload | None = None, non_negative: bool = False,
                       integer: bool = False,
-                      accountant: Accountant | PrivacyFilter | None = None,
+                      accountant: AccountantLike = None,
                       **options: Any) -> HistogramRelease:
     """Release a histogram with one algorithm at ε-DP.
 
@@ -159,8 +158,8 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
     if accountant is None:
         return run()
     noise = (NoiseRow(method, None, Fraction(1), "histogram"),)
-    return as_accountant(accountant).run(
-        PureDP(eps), f"release_histogram({method}; shape {x.shape})", run, noise=noise)
+    return charge(accountant, PureDP(eps), f"release_histogram({method}; shape {x.shape})",
+                  run, noise)
 
 
 def make_histogram_release(epsilon: Number, method: str = "auto", *,

@@ -28,13 +28,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dpkit.core.accountant import Accountant, as_accountant
-from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, largest_rho
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
-from dpkit.frame import Session
+from dpkit.mechanisms.frontend import AccountantLike, accountant_of, charge
 from dpkit.release.measure import gaussian_integer, laplace_integer
 from dpkit.release.synthetic.domain import Codec, Domain, marginal_counts
 from dpkit.release.synthetic.marginals import MarginalWorkload, total_variation
@@ -355,7 +353,7 @@ def synthesize_records(codes: np.ndarray, domain: Domain, method: str, *,
 def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "auto",
                epsilon: Number = 1, delta: Number = Fraction(1, 10 ** 9),
                rows: int | None = None, progress: bool = False,
-               accountant: Accountant | PrivacyFilter | Session | None = None,
+               accountant: AccountantLike = None,
                **options: Any) -> pl.DataFrame:
     """A private synthetic version of ``table`` (the declared columns).
 
@@ -413,7 +411,7 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "a
     codec = Codec.declare(table, spec)
     domain = codec.domain
     codes = codec.encode(table).select(domain.attributes).to_numpy().astype(np.int64)
-    target = None if accountant is None else as_accountant(accountant)
+    target = None if accountant is None else accountant_of(accountant)
     if method == "auto":  # a pure-ε accountant takes the pure rule
         pure = target is not None and target.measure is PureDP
         method = choose_method(domain, eps, have_mbi=False) if pure else choose_method(
@@ -431,7 +429,7 @@ def synthesize(table: pl.DataFrame, spec: Mapping[str, Any], *, method: str = "a
     loss, own = synthetic_loss(target.measure, method, eps, delta)
     noise = synthetic_noise(method, len(domain.attributes), 1, own, options)
     columns = ", ".join(domain.attributes)
-    return target.run(loss, f"synthesize({method}; {columns})", run, noise=noise)
+    return charge(target, loss, f"synthesize({method}; {columns})", run, noise)
 
 
 def decode_records(codec: Codec, synthetic: np.ndarray) -> pl.DataFrame:
