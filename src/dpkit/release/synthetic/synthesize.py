@@ -218,8 +218,8 @@ def check_options(method: str, domain: Domain, options: Mapping[str, Any]) -> No
                           f"allowed: {allowed}")
     for name in ("iters", "rounds", "passes", "final_iters", "max_cells"):
         value = options.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
+        if value is not None and (isinstance(value, bool | np.bool_) or not isinstance(
+                value, int | np.integer) or value < 1):  # NumPy integers are integers
             raise DomainError(f"{name} must be a positive integer")
     if "total_share" in options and not 0 < to_fraction(options["total_share"]) < 1:
         raise DomainError("total_share must be in (0, 1)")
