@@ -64,7 +64,7 @@ def test_histogram_is_one_counter_per_key_at_the_full_budget(mechanism: str, w: 
 def test_sum_sensitivity_is_the_largest_bound() -> None:
     s = ContinualRelease(16, accountant=_acct(), mechanism="tree", epsilon=1, value="v",
                          bounds=(-7, 3), time="day")
-    assert s.delta == 7
+    assert s.sensitivity == 7
     assert s.counters[0].noise.sensitivity == 7 * 5  # Δ·L, L = 5 levels at T = 16
 
 
@@ -203,7 +203,7 @@ def test_session_entry_point_charges_once_and_enforces_the_unit(noiseless: None)
     assert [counts.advance().value for _ in range(3)] == [2.0, 3.0, 4.0]  # a's 3rd dropped
     sums = session.query().filter(pl.col("amount") > 0).continual(
         dp.sum("amount", bounds=(0, 10)), time="day", horizon=4, mechanism="tree", epsilon=0.5)
-    assert sums.delta == 10 and session.spent == PureDP(1)
+    assert sums.sensitivity == 10 and session.spent == PureDP(1)
     assert [sums.advance().value for _ in range(2)] == [15.0, 17.0]  # 50 → 10; a: 3rd row dropped
     with pytest.raises(BudgetExceededError):
         session.query().continual(dp.count(), time="day", horizon=4, epsilon=0.5)

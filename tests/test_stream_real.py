@@ -43,24 +43,24 @@ def test_the_grid_and_the_sensitivity() -> None:
     k = math.floor(math.log2(top)) - 16
     assert s.grid == k == -15
     lo, hi = math.floor(Fraction(-1, 3) * 2**-k), math.floor(top * 2**-k)
-    assert s.grid_range == (lo, hi) and s.delta == math.ceil(top * 2**-k)
-    same = make_counter("tree", 16, rho=1, sensitivity=s.delta)
+    assert s.grid_range == (lo, hi) and s.sensitivity == math.ceil(top * 2**-k)
+    same = make_counter("tree", 16, rho=1, sensitivity=s.sensitivity)
     assert s.counters[0].noise.scale == same.noise.scale  # calibrated to Δ grid steps
     # every floored value lands in [lo, hi] ⊆ [−Δ, Δ], the bounds on its ends: one row moves
     # a step's total by at most Δ
     rng = np.random.default_rng(3)  # test inputs only
     for v in rng.uniform(-2, 4, 300).tolist() + [-1 / 3, 2.5, -0.3333333, 1e300, -1e300]:
-        assert lo <= _floored(s, v) <= hi and max(abs(lo), abs(hi)) <= s.delta
+        assert lo <= _floored(s, v) <= hi and max(abs(lo), abs(hi)) <= s.sensitivity
     assert _floored(s, 2.5) == hi and _floored(s, -1 / 3) == lo
     low = _sum(("-7/3", 1))  # a negative bound: |⌊lower·2^−k⌋| is the ceiling
-    assert low.delta == -_floored(low, -7 / 3) > Fraction(7, 3) * 2**-low.grid
+    assert low.sensitivity == -_floored(low, -7 / 3) > Fraction(7, 3) * 2**-low.grid
     # step totals fed as numbers: one value of 1/3 moves the floored total by ⌈(1/3)·2^−k⌉;
     # the broken variant Δ = max|⌊bound·2^−k⌋| would miss that grid step
     third = _sum((0, "1/3"))
     unit = 2.0**-third.grid
     b = 0.67 / unit
     moved = third._scaled(b + 1 / 3) - third._scaled(b)
-    assert moved == third.delta == math.floor(Fraction(1, 3) * unit) + 1
+    assert moved == third.sensitivity == math.floor(Fraction(1, 3) * unit) + 1
 
 
 def test_values_sum_on_the_grid(noiseless: None) -> None:
@@ -96,7 +96,7 @@ def test_plan_time_errors() -> None:
         ContinualRelease(4, accountant=FilterAccountant(ZCDP(1)), rho=1, grid_bits=8)
     forced = ContinualRelease(4, accountant=FilterAccountant(ZCDP(1)), rho=1, value="v",
                               bounds=(0, 10), grid_bits=4)
-    assert forced.grid == 3 - 4 and forced.delta == 10 * 2
+    assert forced.grid == 3 - 4 and forced.sensitivity == 10 * 2
 
 
 def test_a_real_valued_stream_restores(tmp_path: Path, noiseless: None) -> None:
@@ -108,7 +108,7 @@ def test_a_real_valued_stream_restores(tmp_path: Path, noiseless: None) -> None:
     s.feed(0.5)
     s.save(tmp_path / "s", key)
     again = ContinualRelease.restore(tmp_path / "s", key, LedgerAccountant(ledger, "d"))
-    assert again.grid == s.grid and again.delta == s.delta
+    assert again.grid == s.grid and again.sensitivity == s.sensitivity
     assert again.feed(-0.25).value == 0.25
 
 
@@ -135,8 +135,8 @@ def test_a_real_valued_series_in_batch_and_stream(noiseless: None) -> None:
                upper=3, grid_bits=12)
     assert [s.feed(v).value for v in (0.5, -3.0, "x", 1.75)] == [0.5, -0.5, -1.5, 0.25]
     # a real total moved by Δ = 2.5 moves the floored total by at most ⌈2.5·2^−k⌉
-    assert s.grid is not None and s.grid.delta == 5120  # 2.5·2^11, an integer
+    assert s.grid is not None and s.grid.sensitivity == 5120  # 2.5·2^11, an integer
     b = 0.9 * 2.0**k
-    assert s.grid.one(b + 2.5) - s.grid.one(b) == s.grid.delta
+    assert s.grid.one(b + 2.5) - s.grid.one(b) == s.grid.sensitivity
     with pytest.raises(DomainError):
         Stream(4, accountant=acct, mechanism="tree", rho=1, lower=2, upper=1.5, grid_bits=8)

@@ -109,6 +109,7 @@ import marshal
 import math
 import os
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -441,19 +442,19 @@ class ContinualRelease:
                                   f"finer than 2^{MIN_GRID})")
             unit = Fraction(2) ** -self.grid
             self.grid_range = (math.floor(lo_b * unit), math.floor(hi_b * unit))
-            delta = math.ceil(top * unit)  # ≥ |⌊v·2^−k⌋| for v in the bounds, and ≥ the
+            sens = math.ceil(top * unit)  # ≥ |⌊v·2^−k⌋| for v in the bounds, and ≥ the
             # change of a floored step total when one value moves it by ≤ max(|lo|, |hi|)
         else:
             lo, hi = c["bounds"]
             self.grid_range = (lo, hi)
-            delta = max(abs(lo), abs(hi)) if c["value"] is not None else 1
-        self.delta = max(delta, 1)
+            sens = max(abs(lo), abs(hi)) if c["value"] is not None else 1
+        self.sensitivity = max(sens, 1)
         n = 1 if c["keys"] is None else len(c["keys"])
         eps, rho = (None if v is None else Fraction(v) for v in (c["epsilon"], c["rho"]))
         # every key's counter is the same plan (module docstring): one object, built once
         # (a plan holds no data; each key's state is its own)
         counter = make_counter(c["mechanism"], c["horizon"], epsilon=eps, rho=rho,
-                               sensitivity=self.delta, contributions=c["contributions"])
+                               sensitivity=self.sensitivity, contributions=c["contributions"])
         self.counters: list[Counter] = [counter] * n
         self.keys: list[Any] = [None] if c["keys"] is None else list(c["keys"])
         self._index = {repr(k): i for i, k in enumerate(self.keys)}
@@ -465,7 +466,7 @@ class ContinualRelease:
             what += f" on the grid 2^{self.grid}"
         keys = "" if c["keys"] is None else f" by {c['by']} over {len(c['keys'])} keys"
         return (f"continual {what}{keys}: {counter.name}, horizon {c['horizon']}, "
-                f"{counter.unit.level} level (Δ = {self.delta}"
+                f"{counter.unit.level} level (Δ = {self.sensitivity}"
                 f"{' grid steps' if self.grid else ''}, w = {c['contributions']}"
                 f"{', enforced on ' + c['unit'] if c['unit'] else ''}), window {c['window']}, "
                 f"{counter.budget.loss}{', rows ' + c['label'] if c.get('label') else ''}")
@@ -474,6 +475,13 @@ class ContinualRelease:
     def loss(self) -> PrivacyLoss:
         """The whole stream's loss (the budget, charged once)."""
         return self.counters[0].loss
+
+    @property
+    def delta(self) -> int:
+        """Deprecated name of :attr:`sensitivity`, the counters' Δ (``delta`` is δ)."""
+        warnings.warn("ContinualRelease.delta is deprecated: use .sensitivity (delta is δ)",
+                      DeprecationWarning, stacklevel=2)
+        return int(self.sensitivity)
 
     @property
     def t(self) -> int:

@@ -16,6 +16,7 @@ integer increments are: with ``grid_bits`` = b a step's total may reach about 2^
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -43,8 +44,9 @@ class Grid:
     ----------
     k : int
         The grid is 2^k.
-    delta : int
-        Δ_grid = ⌈Δ·2^−k⌉: the counter's sensitivity, in grid steps.
+    sensitivity : int
+        Δ_grid = ⌈Δ·2^−k⌉: the counter's sensitivity, in grid steps (``delta``, deprecated,
+        is the same number: in dpkit ``delta`` is δ).
     low, high : int
         The clamp range in grid steps.
     lower, upper : float
@@ -52,11 +54,18 @@ class Grid:
     """
 
     k: int
-    delta: int
+    sensitivity: int
     low: int
     high: int
     lower: float
     upper: float
+
+    @property
+    def delta(self) -> int:
+        """Deprecated name of :attr:`sensitivity` (``delta`` is δ in dpkit)."""
+        warnings.warn("Grid.delta is deprecated: use Grid.sensitivity (delta is δ)",
+                      DeprecationWarning, stacklevel=2)
+        return self.sensitivity
 
     @classmethod
     def plan(cls, grid_bits: Any, sensitivity: Any, lower: Any, upper: Any) -> Grid:

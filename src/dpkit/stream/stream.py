@@ -252,7 +252,7 @@ class Stream:
                                                              upper)
         self.counter = make_counter(mechanism, horizon, epsilon=epsilon, rho=rho,
                                     sensitivity=sensitivity if self.grid is None
-                                    else self.grid.delta, contributions=contributions)
+                                    else self.grid.sensitivity, contributions=contributions)
         self.lower, self.upper = ((self.grid.low, self.grid.high) if self.grid is not None
                                   else _bounds(lower, upper))
         if not 0 < float(beta) < 1:
@@ -388,7 +388,7 @@ def release_prefix_sums(values: Any, *, accountant: AccountantLike, mechanism: s
     grid = None if grid_bits is None else Grid.plan(grid_bits, sensitivity, lower, upper)
     lo, hi = _bounds(lower, upper) if grid is None else (grid.low, grid.high)
     counter = make_counter(mechanism, horizon, epsilon=epsilon, rho=rho,
-                           sensitivity=sensitivity if grid is None else grid.delta,
+                           sensitivity=sensitivity if grid is None else grid.sensitivity,
                            contributions=contributions)
     t = np.arange(1, n + 1)
     step = 1.0 if grid is None else grid.step  # grid steps → values

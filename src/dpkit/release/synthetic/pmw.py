@@ -27,6 +27,7 @@ one within its Laplace tail (:meth:`PrivateMultiplicativeWeights.accuracy`).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -81,6 +82,14 @@ class PrivateMultiplicativeWeights:
         For a domain above ``max_cells``, ε ≤ 0, α ≤ 0, or a bad query.
     """
 
+    @property
+    def delta(self) -> Fraction:
+        """Deprecated name of :attr:`sensitivity`, Δ of a query's answer in records
+        (``delta`` is δ in dpkit)."""
+        warnings.warn("PrivateMultiplicativeWeights.delta is deprecated: use .sensitivity "
+                      "(delta is δ)", DeprecationWarning, stacklevel=2)
+        return self.sensitivity
+
     def __init__(self, codes: np.ndarray, domain: Domain, epsilon: Number, alpha: Number, *,
                  max_updates: int | None = None, sensitivity: int = 1,
                  total_share: Number = Fraction(1, 20), beta: float = 0.05,
@@ -96,10 +105,10 @@ class PrivateMultiplicativeWeights:
             raise DomainError("sensitivity must be a positive integer")
         self.alpha = float(positive(alpha, "alpha"))
         self.domain = domain
-        self.delta = Fraction(int(sensitivity))
+        self.sensitivity = Fraction(int(sensitivity))
         self._x = marginal_counts(codes, domain, domain.attributes).ravel()
         eps_total = eps * share
-        self.noisy_total = int(laplace_integer(np.array([self._x.sum()]), self.delta,
+        self.noisy_total = int(laplace_integer(np.array([self._x.sum()]), self.sensitivity,
                                                eps_total)[0])
         n = max(self.noisy_total, 1)
         cells = self._x.size
@@ -108,7 +117,7 @@ class PrivateMultiplicativeWeights:
         rest = eps - eps_total
         self._eps_measure = rest / 2
         self.threshold = math.ceil(self.alpha / 2)
-        self._svt = SparseVector(self.threshold, rest / 2, self.delta, self.max_updates,
+        self._svt = SparseVector(self.threshold, rest / 2, self.sensitivity, self.max_updates,
                                  integer=True)
         self._start(n, cells)
         self.beta = beta
@@ -136,7 +145,7 @@ class PrivateMultiplicativeWeights:
         """Error bound (records) of one answer at confidence 1 − β: a measured answer's
         Laplace tail at scale cΔ/ε_meas; a free one's threshold α/2 plus the sparse vector's
         threshold and query noise tails (each at β/2)."""
-        c, d = self.max_updates, float(self.delta)
+        c, d = self.max_updates, float(self.sensitivity)
         if measured:
             return laplace_tail(c * d / float(self._eps_measure), self.beta, discrete=True)
         eps_half = float(self._svt.loss.epsilon) / 2
@@ -163,7 +172,7 @@ class PrivateMultiplicativeWeights:
         # the rounded estimate is public, so the compared error is an integer of sensitivity Δ
         if not self._svt.ask(abs(exact - round(estimate))):
             return PMWAnswer(estimate, False, self.accuracy(False))
-        scale_sensitivity = self.delta * self.max_updates  # c measurements share ε_meas
+        scale_sensitivity = self.sensitivity * self.max_updates  # c measurements share ε_meas
         value = float(laplace_integer(np.array([exact]), scale_sensitivity,
                                       self._eps_measure)[0])
         self._update(q, value, estimate)
