@@ -31,6 +31,7 @@ from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
 from dpkit.release.ranges.histogram import method as histogram_method
 from dpkit.release.session_tables import (
     MarginalsRelease,
+    declared_codec,
     in_domain,
     marginals_query,
     synthetic_query,
@@ -224,7 +225,7 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
         dropped (like rows outside public group keys). BudgetExceededError if ε exceeds what
         remains.
     """
-    from dpkit.release.synthetic.domain import Codec, Domain, records
+    from dpkit.release.synthetic.domain import Domain, records
     from dpkit.release.synthetic.pmw import PrivateMultiplicativeWeights
 
     if query.aggs or query.group_columns:
@@ -250,15 +251,7 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
 
     # everything that can be checked is checked now, before the debit, on zero rows
     engine.check_columns(lf.collect_schema(), list(spec))
-    empty = engine.to_polars(lf.select(list(spec)).head(0).collect())
-    try:
-        codec = Codec.declare(empty, spec)
-        codec.encode(empty.filter(in_domain(spec)))
-    except DomainError:
-        raise
-    except Exception as exc:  # e.g. categories of another type than the column
-        raise DomainError(f"the spec does not fit the columns' types: "
-                          f"{type(exc).__name__}") from None
+    codec = declared_codec(engine.to_polars(lf.select(list(spec)).head(0).collect()), spec)
 
     def compute() -> SessionPMW:
         bounded = engine.bound_contributions(lf, unit, list(spec), [])

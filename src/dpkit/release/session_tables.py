@@ -57,7 +57,7 @@ from dpkit.release.synthetic.synthesize import (
     synthetic_noise,
 )
 
-__all__ = ["synthetic_query", "marginals_query", "MarginalsRelease", "unit_rows",
+__all__ = ["declared_codec", "synthetic_query", "marginals_query", "MarginalsRelease", "unit_rows",
            "in_domain", "MAX_CELLS"]
 
 MAX_CELLS = 1 << 22  # largest marginal table a session release builds (memory is declared)
@@ -88,6 +88,26 @@ def in_domain(spec: Mapping[str, Any]) -> pl.Expr:
     return pl.all_horizontal(terms)
 
 
+def declared_codec(empty: pl.DataFrame, spec: Mapping[str, Any]) -> Codec:
+    """The codec of ``spec``, checked on ``empty`` (zero rows of the declared columns, as the
+    release will read them) by encoding it: before the debit, and reading no row.
+
+    Raises
+    ------
+    DomainError
+        The spec does not fit the columns' types (e.g. categories of another type).
+    """
+    try:
+        codec = Codec.declare(empty, spec)
+        codec.encode(empty.filter(in_domain(spec)))
+    except DomainError:
+        raise
+    except Exception as exc:  # e.g. categories of another type than the column
+        raise DomainError(f"the spec does not fit the columns' types: "
+                          f"{type(exc).__name__}") from None
+    return codec
+
+
 def _declare(query: Any, spec: Mapping[str, Any], what: str) -> Codec:
     """Check the query and the spec on zero rows (the query's steps and the bounding, as the
     release will run them) and return the codec — all before the debit."""
@@ -99,15 +119,7 @@ def _declare(query: Any, spec: Mapping[str, Any], what: str) -> Codec:
     empty_lf = query.lazy(empty=True)
     engine.check_columns(empty_lf.collect_schema(), list(spec))
     bounded = engine.bound_contributions(empty_lf, session.privacy_unit, list(spec), [])
-    empty = engine.to_polars(bounded.select(list(spec)).collect())
-    try:
-        codec = Codec.declare(empty, spec)
-        codec.encode(empty.filter(in_domain(spec)))
-    except DomainError:
-        raise
-    except Exception as exc:  # e.g. categories of another type than the column
-        raise DomainError(f"the spec does not fit the columns' types: "
-                          f"{type(exc).__name__}") from None
+    codec = declared_codec(engine.to_polars(bounded.select(list(spec)).collect()), spec)
     if any(s < 1 for s in codec.domain.sizes):
         raise DomainError("every declared column needs at least one category or bin")
     return codec
