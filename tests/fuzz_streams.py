@@ -170,7 +170,7 @@ class Increments:
 
         def increments(stream: ContinualRelease, frame: pl.DataFrame) -> list[int]:
             out = real(stream, frame)
-            steps.append((list(out), stream.config["contributions"] * stream.delta))
+            steps.append((list(out), stream.config["contributions"] * stream.sensitivity))
             return out
 
         mp.setattr(ContinualRelease, "_increments", increments)
