@@ -15,6 +15,8 @@ after the debit arrives as :class:`~dpkit.errors.ReleaseFailedError` with its re
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
 
@@ -157,11 +159,7 @@ def next_steps(stream_id: int, payload: streams.NextRequest, request: Request,
         state: ServerState = _STATE) -> dict[str, Any]:
     """Release the stream's next available steps (at most ``max_steps``); ``steps``
     holds them (empty when none is available yet). Debits nothing."""
-    analyst, served = _stream_dataset(state, request, credentials, stream_id)
-    store = _stream_store(state)
-    with served.source.open() as data:
-        session = state.session(served, data, analyst)
-        stream = _load_stream(session, store, stream_id, analyst)
+    with _opened_stream(state, request, credentials, stream_id) as (stream, store):
         try:
             streams.check_next(stream, payload.max_steps)  # declared: before any step
         except DomainError as exc:
@@ -178,17 +176,14 @@ def one_stream(stream_id: int, request: Request, since: int = 0, offset: int | N
     """One of the caller's streams with a page of its released steps: those after step
     ``offset`` (``since``, its older name), at most ``limit`` (≤ ``MAX_PAGE``, and
     ``MAX_CELLS_PER_REQUEST`` cells); page on with ``offset`` = the last ``t`` shown."""
-    analyst, served = _stream_dataset(state, request, credentials, stream_id)
-    store = _stream_store(state)
-    with served.source.open() as data:
-        session = state.session(served, data, analyst)
-        stream = _load_stream(session, store, stream_id, analyst)
-    try:
-        steps = streams.history(stream, store, since if offset is None else offset, limit)
-    except DomainError as exc:
-        raise ApiError("DomainError", str(exc)) from None
-    except streams.StreamHistoryError:
-        raise history_damaged(stream_id) from None
+    with _opened_stream(state, request, credentials, stream_id) as (stream, store):
+        try:
+            steps = streams.history(stream, store, since if offset is None else offset,
+                                    limit)
+        except DomainError as exc:
+            raise ApiError("DomainError", str(exc)) from None
+        except streams.StreamHistoryError:
+            raise history_damaged(stream_id) from None
     return streams.info(stream, steps)
 
 
@@ -200,6 +195,19 @@ def _stream_store(state: ServerState) -> streams.StreamStore:
         raise ApiError("NotConfigured", "hosted streams need ledger_key_env (their "
                        "states are encrypted with the ledger's key) and a streams_dir")
     return state.streams
+
+
+@contextmanager
+def _opened_stream(state: ServerState, request: Request,
+                   credentials: HTTPAuthorizationCredentials | None, stream_id: int
+                   ) -> Iterator[tuple[Any, streams.StreamStore]]:
+    """The caller's stream ``stream_id``, restored on its dataset (open while in the block),
+    and the store that keeps it."""
+    analyst, served = _stream_dataset(state, request, credentials, stream_id)
+    store = _stream_store(state)
+    with served.source.open() as data:
+        session = state.session(served, data, analyst)
+        yield _load_stream(session, store, stream_id, analyst), store
 
 
 def _stream_refusal(session: Session, exc: BaseException) -> ApiError:
