@@ -10,17 +10,13 @@ CI runs a fixed set of cases (derandomised); ``pytest -m fuzz_long tests/test_fu
 runs ``$DPKIT_FUZZ_EXAMPLES`` cases of the application targets and the others in proportion
 (the same environment variables as tests/test_fuzz.py).
 
-Known findings, being fixed on other branches, are recognised by :data:`KNOWN` (each with the
-shape of the request that produces it) and counted apart instead of failing the run; each has
-a minimal reproducer below marked ``xfail(strict=False)``. When a fix is merged, delete its
-entry in :data:`KNOWN` and its xfail mark.
+The findings of its first long run are regression tests at the end of this file.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
 from datetime import datetime
 from fractions import Fraction
 from typing import Any
@@ -29,7 +25,6 @@ import polars as pl
 import pytest
 from cryptography.fernet import Fernet
 from fuzz_apps import HOLDOUT, SMOOTH, TARGETS, Target, compare_noise, run_app
-from fuzz_harness import Run
 from fuzz_strategies import SECRET_FLOAT, measures, neighbours, units
 from fuzz_streams import (
     KEY_ENV,
@@ -59,22 +54,6 @@ def examples(name: str) -> list[object]:
                          marks=pytest.mark.fuzz_long)]
 
 
-# -- known findings: recognised, counted apart (none open: issue 30's are fixed) ----------
-KNOWN: dict[str, Callable[[dict[str, Any], str], bool]] = {}
-
-
-def split_known(run: Run, spec: dict[str, Any], measure: str, seen: dict[str, int]) -> None:
-    """Move ``run``'s problems that a known finding explains out of ``run.problems``."""
-    spec, kept = {**spec, "_measure": measure}, []
-    for p in run.problems:
-        name = next((k for k, f in KNOWN.items() if f(spec, p)), None)
-        if name is None:
-            kept.append(p)
-        else:
-            seen[name] = seen.get(name, 0) + 1
-    run.problems = kept
-
-
 @pytest.fixture(scope="module")
 def ledger(tmp_path_factory):
     led = Ledger(tmp_path_factory.mktemp("fuzz-streams") / "ledger.sqlite")
@@ -87,7 +66,7 @@ def ledger(tmp_path_factory):
 def test_fuzz_streams_in_library_mode(n, ledger, tmp_path):
     """``query.continual(…)`` on random neighbouring tables: open, every step (saved), a
     stale restore (refused), a restore and one more step."""
-    key, counter, seen = Fernet.generate_key(), itertools.count(), {}
+    key, counter = Fernet.generate_key(), itertools.count()
 
     @fuzz_settings(n)
     @given(st.data())
@@ -101,14 +80,11 @@ def test_fuzz_streams_in_library_mode(n, ledger, tmp_path):
             directory.mkdir()
             runs.append(run_library(table, unit, measure, spec, ledger, directory, key))
         (small, inc_s), (large, inc_l) = runs
-        for r in (small, large):
-            split_known(r, spec, measure, seen)
         small.problems += stream_violations(inc_s, inc_l)
         tally.check(small, large, (unit, measure, pair, spec))
 
     tally = Tally("streams in library mode")
     case()
-    print("known findings met:", seen)
     tally.finish()
 
 
@@ -117,7 +93,7 @@ def test_fuzz_streams_over_http(n, tmp_path, monkeypatch):
     """The stream API over HTTP on two served neighbours: open, next, the history, another
     worker's restore, next to the horizon; the same statuses on both."""
     monkeypatch.setenv(KEY_ENV, Fernet.generate_key().decode())
-    counter, seen = itertools.count(), {}
+    counter = itertools.count()
 
     @fuzz_settings(n)
     @given(st.data())
@@ -128,8 +104,6 @@ def test_fuzz_streams_over_http(n, tmp_path, monkeypatch):
         directory = tmp_path / f"case{next(counter)}"
         directory.mkdir()
         small, large, (inc_s, inc_l) = run_server(directory, pair, unit, measure, spec)
-        for r in (small, large):
-            split_known(r, spec, measure, seen)
         if small.statuses != large.statuses and not (small.problems or large.problems):
             small.problems.append(f"(b) the statuses depend on the data: {small.statuses} vs "
                                   f"{large.statuses}")
@@ -138,13 +112,11 @@ def test_fuzz_streams_over_http(n, tmp_path, monkeypatch):
 
     tally = Tally("streams over HTTP")
     case()
-    print("known findings met:", seen)
     tally.finish()
 
 
 # -- applications ------------------------------------------------------------------------------
-def check_target(tally: Tally, target: Target, data: st.DataObject, seen: dict[str, int]
-                 ) -> None:
+def check_target(tally: Tally, target: Target, data: st.DataObject) -> None:
     small_in, large_in, params, measure = target.draw(data)
     small = run_app(lambda x, a: target.call(x, params, a), small_in, measure)
     large = run_app(lambda x, a: target.call(x, params, a), large_in, measure)
@@ -153,8 +125,6 @@ def check_target(tally: Tally, target: Target, data: st.DataObject, seen: dict[s
                                f"{small.outcome} vs {large.outcome}")
     if target.sensitivity and params.get("fn") not in SMOOTH:
         small.run.problems += compare_noise(small.noise, large.noise)
-    for r in (small.run, large.run):
-        split_known(r, {"_target": target.name}, "", seen)
     # session-based targets draw their own row keys, so only the bounds are checked
     tally.check(small.run, large.run, (target.name, params, small_in, large_in),
                 sensitivity=target.name not in ("topk", "network"))
@@ -169,26 +139,25 @@ def test_fuzz_applications(n):
     @given(st.data())
     def case(data):
         target = data.draw(st.sampled_from(TARGETS), label="target")
-        check_target(tally, target, data, seen)
+        check_target(tally, target, data)
 
-    tally, seen = Tally("applications"), {}
+    tally = Tally("applications")
     case()
-    print("known findings met:", seen)
     tally.finish()
 
 
 @pytest.mark.parametrize("n", examples("holdout"))
 def test_fuzz_reusable_holdout(n):
-    """Thresholdout through its public API (kept apart: its interface is being redesigned)."""
+    """Thresholdout through its public API, rows and expressions (its own target: its
+    neighbours are substituted holdout rows)."""
 
     @fuzz_settings(n)
     @given(st.data())
     def case(data):
-        check_target(tally, HOLDOUT, data, seen)
+        check_target(tally, HOLDOUT, data)
 
-    tally, seen = Tally("reusable holdout"), {}
+    tally = Tally("reusable holdout")
     case()
-    print("known findings met:", seen)
     tally.finish()
 
 
@@ -254,7 +223,7 @@ def test_app_targets_catch_moved_noise_inputs_and_late_errors():
     assert any(p.startswith("(c)") for p in failed), failed
 
 
-# -- the known findings, as minimal reproducers -----------------------------------------------
+# -- the fuzzer's findings, as regression tests -----------------------------------------------
 def _stream_session(tmp_path: Any, table: pl.DataFrame, budget: Any) -> dp.Session:
     return dp.Session(table, dp.PrivacyUnit.rows(), budget, ledger=Ledger(tmp_path / "l.sql"),
                       dataset="d")
