@@ -17,6 +17,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -30,13 +31,14 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 
-def main() -> None:
+def served_events(rows: int, days: int, regions: list[str]
+                  ) -> tuple[Path, Any, dict[str, str]]:
+    """(folder, app, an analyst's headers): ``rows`` synthetic events (day 1…``days``, a
+    region each) served as dataset "v" (zCDP, ρ = 10) with hosted streams on."""
     folder = Path(tempfile.mkdtemp())
     rng = np.random.default_rng(0)  # synthetic data only; the noise is dpkit's CSPRNG
-    n = 100_000
-    pl.DataFrame({"day": rng.integers(1, 366, n),
-                  "region": rng.choice(["a", "b", "c", "d"], n)}).write_parquet(
-        folder / "v.parquet")
+    pl.DataFrame({"day": rng.integers(1, days + 1, rows),
+                  "region": rng.choice(regions, rows)}).write_parquet(folder / "v.parquet")
     os.environ["DPKIT_BENCH_STREAM_KEY"] = Fernet.generate_key().decode()
     app = create_app(parse_config({
         "ledger": "l.sqlite", "ledger_key_env": "DPKIT_BENCH_STREAM_KEY",
@@ -45,8 +47,12 @@ def main() -> None:
     ledger = app.state.dpkit.ledger
     token = ledger.add_analyst("a")
     ledger.grant("a", "v")
-    headers = {"Authorization": f"Bearer {token}"}
     logging.getLogger("dpkit.server").setLevel(logging.WARNING)
+    return folder, app, {"Authorization": f"Bearer {token}"}
+
+
+def main() -> None:
+    _, app, headers = served_events(100_000, 365, ["a", "b", "c", "d"])
     with TestClient(app) as http:
         for mechanism in ("smooth", "factorization"):
             body = {"aggregation": {"agg": "count"}, "time": "day", "horizon": 365,

@@ -18,21 +18,13 @@ so a step cost O(t·keys)). Prints a table (no file written).
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import statistics
-import tempfile
 import time
 import warnings
-from pathlib import Path
 
-import numpy as np
-import polars as pl
-from cryptography.fernet import Fernet
+from stream_server import served_events
 
 from dpkit.server import streams
-from dpkit.server.app import create_app
-from dpkit.server.config import parse_config
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with")
@@ -46,21 +38,8 @@ def main() -> None:
     parser.add_argument("--at", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--mechanism", default="smooth")
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp())
-    rng = np.random.default_rng(0)  # synthetic data only; the noise is dpkit's CSPRNG
-    n = 50_000
     keys = [f"r{i}" for i in range(args.keys)]
-    pl.DataFrame({"day": rng.integers(1, args.horizon + 1, n),
-                  "region": rng.choice(keys, n)}).write_parquet(folder / "v.parquet")
-    os.environ["DPKIT_BENCH_STREAM_KEY"] = Fernet.generate_key().decode()
-    app = create_app(parse_config({
-        "ledger": "l.sqlite", "ledger_key_env": "DPKIT_BENCH_STREAM_KEY",
-        "datasets": [{"name": "v", "source": {"kind": "parquet", "path": "v.parquet"},
-                      "budget": {"measure": "zcdp", "rho": 10}}]}, base=folder))
-    ledger = app.state.dpkit.ledger
-    headers = {"Authorization": f"Bearer {ledger.add_analyst('a')}"}
-    ledger.grant("a", "v")
-    logging.getLogger("dpkit.server").setLevel(logging.WARNING)
+    folder, app, headers = served_events(50_000, args.horizon, keys)
     per_request = getattr(streams, "MAX_CELLS_PER_REQUEST", 100_000)  # (older servers)
     chunk = max(min(100, per_request // args.keys), 1)
     print(f"keys = {args.keys}, horizon = {args.horizon}, mechanism = {args.mechanism}")
