@@ -310,7 +310,8 @@ def _config(n_items: Any, bounds: Any, neighbours: Any, rank: Any, beta_item: An
     if max(abs(lo), abs(hi)) > MAX_BOUND:
         raise DomainError(f"bounds must be within ±2^256 (the model squares the half-range); "
                           f"got ({lo:g}, {hi:g})")
-    if clip is not None and float(positive(clip, "clip")) > MAX_BOUND:
+    clip_value = (hi - lo) / 2 if clip is None else float(positive(clip, "clip"))
+    if clip_value > MAX_BOUND:
         raise DomainError("clip must be at most 2^256 (the model squares it)")
     return _Config(n, lo, hi, integer(neighbours, "neighbours", minimum=1),
                    min(integer(rank, "rank", minimum=1), n),
@@ -318,7 +319,7 @@ def _config(n_items: Any, bounds: Any, neighbours: Any, rank: Any, beta_item: An
                    float(positive(user_shrinkage, "user_shrinkage")),
                    float(positive(ridge, "ridge")),
                    float(non_negative(noise_shrinkage, "noise_shrinkage")),
-                   (hi - lo) / 2 if clip is None else float(positive(clip, "clip")),
+                   clip_value,
                    None if item_prior is None else float(positive(item_prior, "item_prior")))
 
 
