@@ -62,6 +62,13 @@ def ledger(tmp_path_factory):
 
 
 # -- streams ---------------------------------------------------------------------------------
+def draw_stream_case(data: st.DataObject) -> tuple[Any, str, Any, dict[str, Any]]:
+    """A privacy unit, a dataset measure, two neighbouring event tables and a stream request."""
+    unit, measure = data.draw(units, label="unit"), data.draw(measures, label="measure")
+    pair = data.draw(neighbours(unit, 6, stream_row, stream_frame), label="tables")
+    return unit, measure, pair, data.draw(stream_spec(measure), label="stream")
+
+
 @pytest.mark.parametrize("n", examples("stream_library"))
 def test_fuzz_streams_in_library_mode(n, ledger, tmp_path):
     """``query.continual(…)`` on random neighbouring tables: open, every step (saved), a
@@ -71,9 +78,7 @@ def test_fuzz_streams_in_library_mode(n, ledger, tmp_path):
     @fuzz_settings(n)
     @given(st.data())
     def case(data):
-        unit, measure = data.draw(units, label="unit"), data.draw(measures, label="measure")
-        pair = data.draw(neighbours(unit, 6, stream_row, stream_frame), label="tables")
-        spec = data.draw(stream_spec(measure), label="stream")
+        unit, measure, pair, spec = draw_stream_case(data)
         runs = []
         for table in (pair.small, pair.large):
             directory = tmp_path / f"c{next(counter)}"
@@ -98,9 +103,7 @@ def test_fuzz_streams_over_http(n, tmp_path, monkeypatch):
     @fuzz_settings(n)
     @given(st.data())
     def case(data):
-        unit, measure = data.draw(units, label="unit"), data.draw(measures, label="measure")
-        pair = data.draw(neighbours(unit, 6, stream_row, stream_frame), label="tables")
-        spec = data.draw(stream_spec(measure), label="stream")
+        unit, measure, pair, spec = draw_stream_case(data)
         directory = tmp_path / f"case{next(counter)}"
         directory.mkdir()
         small, large, (inc_s, inc_l) = run_server(directory, pair, unit, measure, spec)
