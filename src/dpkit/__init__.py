@@ -28,10 +28,14 @@ from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.core.record import Release
 from dpkit.core.renyi import RenyiDP
 from dpkit.frame import (
+    Categorical,
     KeySet,
+    Numeric,
     PrivacyUnit,
     Query,
+    Schema,
     Session,
+    Text,
     count,
     count_distinct,
     histogram,
@@ -70,6 +74,10 @@ __all__ = [
     "Query",
     "KeySet",
     "PrivacyUnit",
+    "Schema",
+    "Numeric",
+    "Categorical",
+    "Text",
     "count",
     "sum",
     "mean",

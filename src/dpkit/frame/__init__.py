@@ -32,8 +32,10 @@ from dpkit.frame.aggregates import (
 from dpkit.frame.namespace import provide_query_namespace, register_query_namespace
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import KeySet, Plan, Query
+from dpkit.frame.schema import Categorical, Numeric, Schema, SchemaError, Text
 from dpkit.frame.session import Session
 
-__all__ = ["Session", "Query", "Plan", "KeySet", "PrivacyUnit", "count", "count_distinct", "sum",
+__all__ = ["Session", "Query", "Plan", "KeySet", "PrivacyUnit", "Schema", "Numeric",
+           "Categorical", "Text", "SchemaError", "count", "count_distinct", "sum",
            "mean", "variance", "std", "histogram", "quantile", "median", "min", "max",
            "register_query_namespace", "provide_query_namespace"]

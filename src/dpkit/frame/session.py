@@ -34,6 +34,7 @@ from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.language import ProtocolError
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import Plan, Query
+from dpkit.frame.schema import Schema
 from dpkit.mechanisms.frontend import charge_record
 from dpkit.mechanisms.limited_domain import TopKSelection, make_limited_domain_top_k
 from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
@@ -156,16 +157,19 @@ class Session:
                  budget: PrivacyLoss | None = None, *, ledger: str | Path | Ledger | None = None,
                  dataset: str | None = None, analyst: str | None = None,
                  bounded_cache: BoundedCache | None = None,
-                 plan_memo: PlanMemo | None = None) -> None:
+                 plan_memo: PlanMemo | None = None,
+                 schema: Schema | Mapping[str, Schema] | None = None) -> None:
         if not isinstance(budget, PureDP | ApproxDP | ZCDP):
             raise DomainError("budget must be dp.PureDP(ε), dp.ApproxDP(ε, δ) or dp.ZCDP(ρ)")
         if (budget.rho if isinstance(budget, ZCDP) else budget.epsilon) <= 0:
             raise DomainError(f"a session budget must be positive, got {budget}: a budget of "
                               "zero releases nothing")
+        tables = dict(data) if isinstance(data, Mapping) else {"data": data}
+        self._declared = _declared_schemas(schema, list(tables))
+        privacy_unit = _unit_of(privacy_unit, self._declared)
         self.privacy_unit = privacy_unit or PrivacyUnit.rows()
         if not isinstance(self.privacy_unit, PrivacyUnit):
             raise DomainError("privacy_unit must be dp.PrivacyUnit.rows() or .by(column, n)")
-        tables = dict(data) if isinstance(data, Mapping) else {"data": data}
         if not tables or not all(isinstance(k, str) for k in tables):
             raise DomainError("data must be a table or a non-empty {name: table} mapping")
         self._tables = {name: engine.to_lazy(t) for name, t in tables.items()}
@@ -244,6 +248,12 @@ class Session:
         read once when the session opened; reads no row."""
         self.table(name)
         return self._schemas[name or self.default_table]
+
+    def declared(self, name: str | None = None) -> Schema | None:
+        """The curator's declared :class:`~dpkit.frame.schema.Schema` of private table
+        ``name`` (default: the first), or None when none was declared."""
+        self.table(name)
+        return self._declared.get(name or self.default_table)
 
     def query(self, table: str | None = None) -> Query:
         """Start a new lazy query on ``table`` (default: the first private table)."""
@@ -467,3 +477,34 @@ def _assemble(query: Query, planned: list[PlannedStatistic], noisy: dict[str, np
 def _width(p: PlannedStatistic, agg: aggregates.Aggregation, beta: float) -> float:
     # a mean's interval combines two noise bounds, each at β/2
     return p.accuracy(beta / 2 if isinstance(agg, aggregates.Mean) else beta)
+
+
+def _declared_schemas(schema: Schema | Mapping[str, Schema] | None,
+                      tables: list[str]) -> dict[str, Schema]:
+    """``Session(schema=...)`` as {table: Schema}: one Schema is the first table's."""
+    if schema is None:
+        return {}
+    if isinstance(schema, Schema):
+        return {tables[0]: schema}
+    if not isinstance(schema, Mapping) or not all(
+            isinstance(v, Schema) for v in schema.values()):
+        raise DomainError("schema must be a dp.Schema or a {table: dp.Schema} mapping")
+    unknown = sorted(set(schema) - set(tables))
+    if unknown:
+        raise DomainError(f"schema names no private table: {', '.join(map(str, unknown))}; "
+                          f"tables: {', '.join(tables)}")
+    return dict(schema)
+
+
+def _unit_of(privacy_unit: PrivacyUnit | None,
+             declared: dict[str, Schema]) -> PrivacyUnit | None:
+    """The session's privacy unit: the argument, or the one the schemas declare; they
+    must agree (one privacy unit per session)."""
+    units = {s.privacy_unit for s in declared.values() if s.privacy_unit is not None}
+    if len(units) > 1:
+        raise DomainError("the schemas declare different privacy units; a session has one")
+    if units and privacy_unit is not None and units != {privacy_unit}:
+        raise DomainError(f"privacy_unit={privacy_unit} differs from the schema's "
+                          f"{next(iter(units))}; declare it in one place")
+    return privacy_unit if privacy_unit is not None else next(iter(units), None)
+
