@@ -8,7 +8,6 @@ line — what went wrong and the fix — on standard error and exits with code 1
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dpkit.cli.ledger import ledger_app
+from dpkit.cli.ledger import default_ledger_path, ledger_app
 from dpkit.cli.report import report
 from dpkit.errors import DomainError, DPError
 
@@ -128,16 +127,6 @@ def bench_histograms(
                       str(row["method"]), f"{row['error']:.3g}", f"{row['vs_identity']:.2f}")
     Console().print(table)
     Console().print("wrote " + ", ".join(str(p) for p in written))
-
-
-def default_ledger_path() -> Path:
-    """Where the demo's ledger lives: $DPKIT_HOME, else $XDG_DATA_HOME/dpkit, else
-    ~/.local/share/dpkit."""
-    home = os.environ.get("DPKIT_HOME")
-    if home:
-        return Path(home) / "demo-ledger.sqlite"
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "dpkit" / "demo-ledger.sqlite"
 
 
 @app.command()
