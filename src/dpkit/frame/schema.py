@@ -175,11 +175,15 @@ class Schema:
             If a declared column or the privacy unit's column is not in ``types``, or a
             ``dp.Numeric`` column does not hold numbers; the message names the column.
         """
+        have = f"its columns: {', '.join(map(str, types))}"
         unit = self.privacy_unit.column if self.privacy_unit is not None else None
-        for name in [*self.columns, *([unit] if unit is not None else [])]:
+        if unit is not None and unit not in types:
+            raise SchemaError(f"the privacy unit's column {unit!r} is not a column of the "
+                              f"table; {have}")
+        for name in self.columns:
             if name not in types:
                 raise SchemaError(f"the schema declares column {name!r}, which the table "
-                                  f"does not have; its columns: {', '.join(map(str, types))}")
+                                  f"does not have; {have}")
         for name, spec in self.columns.items():
             if isinstance(spec, Numeric) and not _NUMERIC_TYPE.match(str(types[name])):
                 raise SchemaError(f"column {name!r} is declared dp.Numeric but holds "
