@@ -8,6 +8,7 @@ placeholder is filled, so nothing undeclared is used by accident.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -21,8 +22,9 @@ __all__ = ["schema"]
 
 # lazy scans by file suffix: each reads the file's metadata (Parquet, Arrow) or, for CSV,
 # the rows Polars infers the types from — none of whose values reaches the template
-_SCANS = {".parquet": pl.scan_parquet, ".pq": pl.scan_parquet, ".csv": pl.scan_csv,
-          ".arrow": pl.scan_ipc, ".ipc": pl.scan_ipc, ".feather": pl.scan_ipc}
+_SCANS: dict[str, Callable[[Path], pl.LazyFrame]] = {
+    ".parquet": pl.scan_parquet, ".pq": pl.scan_parquet, ".csv": pl.scan_csv,
+    ".arrow": pl.scan_ipc, ".ipc": pl.scan_ipc, ".feather": pl.scan_ipc}
 
 
 def schema(
