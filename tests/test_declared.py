@@ -231,6 +231,11 @@ def test_server_publishes_the_declaration_and_the_client_uses_it(tmp_path, table
     given = {**raw, "aggs": [{"agg": "mean", "column": "age", "bounds": [17, 90]}]}
     answer = client._post("/v1/datasets/t/explain", raw)
     assert answer["statistics"] == client._post("/v1/datasets/t/explain", given)["statistics"]
+    keyless = {"group_by": {"columns": ["sex"]}, "aggs": [{"agg": "count"}],
+               "budget": {"epsilon": "1/4"}}
+    explained = client._post("/v1/datasets/t/explain", keyless)
+    keyed = {**keyless, "group_by": {"columns": ["sex"], "keys": ["Female", "Male"]}}
+    assert explained == client._post("/v1/datasets/t/explain", keyed)
     with pytest.raises(DomainError):
         client.declared("nope")
 

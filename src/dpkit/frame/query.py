@@ -573,7 +573,8 @@ class Query:
         ------
         ProtocolError
             For a malformed form: unknown fields, steps or aggregations, wrong types, values
-            over a limit.
+            over a limit. A ``group_by`` without ``keys`` or ``selection`` takes the declared
+            categories, as :meth:`group_by` does (SchemaError without them).
         DomainError, BoundsError, ColumnError
             As the corresponding builder methods.
         """
@@ -598,10 +599,12 @@ class Query:
         columns = language.decode(Param("columns", "columns", size=(1, 8)),
                                   group.get("columns"), "group_by")
         keys, selection = group.get("keys"), group.get("selection")
-        if (keys is None) == (selection is None):
-            raise ProtocolError("group_by needs public keys or a private selection, not both")
+        if keys is not None and selection is not None:
+            raise ProtocolError("group_by takes public keys or a private selection, not both")
         if selection is not None:
             return self.group_by(*columns, selection=_selection_from_json(selection))
+        if keys is None:  # the declared categories (group_by's default), or its error
+            return self.group_by(*columns)
         if isinstance(keys, list) and len(columns) > 1:
             keys = [tuple(k) if isinstance(k, list) else k for k in keys]
         return self.group_by(*columns, keys=keys)
