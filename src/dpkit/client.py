@@ -13,6 +13,8 @@ Example::
     print(q.explain(epsilon=0.5))            # free
     table = q.release(epsilon=0.5)           # a polars DataFrame
     record = q.release_record(epsilon=0.5)   # or the record: values, loss, noise, id
+    client.declared("adult")                 # the curator's dp.Schema (or None): with it,
+    client.query("adult").group_by("sex").agg(dp.mean("age"))  # keys, bounds by default
 
     stream = (client.query("visits")         # a continual release hosted by the server,
               .continual(dp.count(), time="day", horizon=365, rho=0.5,  # charged once
