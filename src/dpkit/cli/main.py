@@ -61,6 +61,7 @@ app = typer.Typer(cls=_Group, help="dpkit — differential privacy, exact by con
                   no_args_is_help=True, add_completion=False)
 app.add_typer(ledger_app, name="ledger")
 app.command("report")(report)
+app.command("schema")(__import__("dpkit.cli.schema", fromlist=["schema"]).schema)
 bench_app = typer.Typer(help="Evaluation harnesses.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
