@@ -216,7 +216,8 @@ def private_bounds(X: Any, epsilon: Any, *, accountant: AccountantLike = None, b
     d = x.shape[1]
     n_bins = 2 * (b - a) + 2
     sensitivity = histogram_sensitivity(d)
-    scale = frontend.exact_scale(frontend.noise_row(sensitivity, eps))
+    row = frontend.noise_row(sensitivity, eps, "log-scale histograms")
+    scale = frontend.exact_scale(row)
     tau = threshold(scale, d * n_bins, beta)  # the noise's
     edges = bin_edges(a, b)
 
@@ -225,7 +226,7 @@ def private_bounds(X: Any, epsilon: Any, *, accountant: AccountantLike = None, b
         return laplace_integer(counts, sensitivity, eps)
 
     noisy = charge(accountant, PureDP(eps),
-                   f"private_bounds(ε={eps}, d={d}, bins={n_bins}, β={beta})", compute)
+                   f"private_bounds(ε={eps}, d={d}, bins={n_bins}, β={beta})", compute, (row,))
     lower, upper = np.empty(d), np.empty(d)
     empty = []
     for j in range(d):

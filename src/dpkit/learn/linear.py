@@ -89,8 +89,10 @@ class LinearRegression(RegressorMixin, BaseEstimator):
         def compute() -> LinearRegression:
             rows = np.column_stack([np.clip(x, lower, upper) - mid, np.ones(x.shape[0])])
             target = np.clip(t, y_lower[0], y_upper[0]) - y_mid
-            xx = frontend.noisy((rows.T @ rows)[iu], sens_xx, eps / 2, output="grid").value
-            xy = frontend.noisy(rows.T @ target, sens_xy, eps / 2, output="grid").value
+            xx = frontend.noisy((rows.T @ rows)[iu], sens_xx, eps / 2, output="grid",
+                                statistic="XᵀX").value
+            xy = frontend.noisy(rows.T @ target, sens_xy, eps / 2, output="grid",
+                                statistic="Xᵀy").value
             gram = np.zeros((d, d))
             gram[iu] = xx
             gram = gram + np.triu(gram, 1).T
@@ -102,8 +104,8 @@ class LinearRegression(RegressorMixin, BaseEstimator):
             self.n_features_in_ = d - 1
             return self
 
-        plan = (frontend.noise_row(sens_xx, eps / 2, output="grid", count=len(iu[0])),
-                frontend.noise_row(sens_xy, eps / 2, output="grid", count=d))  # as drawn
+        plan = (frontend.noise_row(sens_xx, eps / 2, "XᵀX", output="grid", count=len(iu[0])),
+                frontend.noise_row(sens_xy, eps / 2, "Xᵀy", output="grid", count=d))  # as drawn
         return charge(self.accountant, PureDP(eps), f"LinearRegression(ε={eps}, d={d - 1})",
                       compute, plan)
 

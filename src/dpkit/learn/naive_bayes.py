@@ -41,12 +41,14 @@ from sklearn.utils.validation import check_is_fitted
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import check_bounds, check_epsilon, noisy_moments
+from dpkit.learn._privacy import check_bounds, check_epsilon, moment_rows, noisy_moments, plan
 from dpkit.learn._validation import declared_labels, fit_labelled, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["GaussianNB", "CategoricalNB"]
+
+COUNTS, TABLES = "class counts", "class and category counts"
 
 
 def budget_split(eps: Fraction, count_eps: Fraction, mean_share: Any, d: int
@@ -117,10 +119,13 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
         if not 0 < count_eps < eps:
             raise DomainError("count_share must be in (0, 1)")
         mean_eps, var_eps = budget_split(eps, count_eps, self.mean_share, d)
+        rows = plan(frontend.noise_row(1, count_eps, COUNTS, output="grid", count=k),
+                    *moment_rows(lower, upper, k, mean_eps))
 
         def compute() -> GaussianNB:
             counts = np.bincount(codes, minlength=k).astype(np.float64)
-            n_hat = np.maximum(frontend.noisy(counts, 1, count_eps, output="grid").value, 1.0)
+            n_hat = np.maximum(frontend.noisy(counts, 1, count_eps, output="grid",
+                                              statistic=COUNTS).value, 1.0)
             theta, var = noisy_moments(x, codes, n_hat, lower, upper, mean_eps, var_eps)
             self.classes_ = classes
             self.class_count_ = n_hat
@@ -131,7 +136,7 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
             return self
 
         return charge(self.accountant, PureDP(eps), f"GaussianNB(ε={eps}, d={d}, k={k})",
-                      compute)
+                      compute, rows)
 
     def _joint_log_likelihood(self, X: Any) -> np.ndarray:
         x = predict_features(self, X)
@@ -212,12 +217,15 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
         if label.size != codes.shape[0]:
             raise DomainError(f"y has {label.size} labels for {codes.shape[0]} rows of X")
         k, sizes = classes.size, [len(c) for c in self.categories]
+        rows = (frontend.noise_row(len(sizes) + 1, eps, TABLES, output="grid",
+                                   count=k * (1 + sum(sizes))),)
 
         def compute() -> CategoricalNB:
             tables = [np.bincount(label * m + codes[:, j], minlength=k * m)
                       for j, m in enumerate(sizes)]
             exact = np.concatenate([np.bincount(label, minlength=k), *tables]).astype(float)
-            noisy = np.maximum(frontend.noisy(exact, len(sizes) + 1, eps, output="grid").value, 0)
+            noisy = np.maximum(frontend.noisy(exact, len(sizes) + 1, eps, output="grid",
+                                              statistic=TABLES).value, 0)
             self.class_count_ = noisy[:k]
             pos, tables_out = k, []
             for m in sizes:
@@ -233,7 +241,7 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
             return self
 
         return charge(self.accountant, PureDP(eps), f"CategoricalNB(ε={eps}, d={len(sizes)}, "
-                      f"k={k})", compute)
+                      f"k={k})", compute, rows)
 
     def _joint_log_likelihood(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "n_features_in_")

@@ -65,6 +65,7 @@ import numpy as np
 
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
+from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_epsilon
 from dpkit.learn.itemsets import (
@@ -83,6 +84,7 @@ from dpkit.release.measure import laplace_integer
 __all__ = ["privbasis", "exact_top_k_all", "basis_bin_counts", "basis_set",
            "reconstruct_keys", "DEFAULT_SPLIT"]
 
+LAMBDA, REST = "λ", "items, pairs and basis bin counts (calibrated as λ is released)"
 DEFAULT_SPLIT = (Fraction(1, 10), Fraction(4, 10), Fraction(1, 10))
 _MAX_THETA = 16  # 2^16 bins per basis
 
@@ -113,7 +115,8 @@ def _lambda_scores(item_supports: np.ndarray, fk: int, k: int) -> np.ndarray:
 def _select(scores: np.ndarray, count: int, epsilon: Fraction) -> list[int]:
     """``count`` rounds of the exponential mechanism without replacement, each at
     ε/count on monotone counting scores of sensitivity 1 (scale count/ε)."""
-    return [int(i) for i in frontend.select(scores, 1, epsilon, k=count, monotonic=True).value]
+    return [int(i) for i in frontend.select(scores, 1, epsilon, k=count, monotonic=True,
+                                            statistic=REST).value]
 
 
 def _maximal_cliques(n: int, adj: list[int]) -> list[int]:
@@ -360,14 +363,16 @@ def privbasis(transactions: Any, items: Sequence[Any], k: int,
     if min(a1, a2, a3) <= 0 or a1 + a2 + a3 >= 1:
         raise DomainError("split must be three positive shares summing to less than 1")
     matrix = sparse_incidence(transactions, universe)  # parsing only: no statistic yet
+    eps1, eps2, eps3 = a1 * eps, a2 * eps, a3 * eps
+    rows = (frontend.selection_row(1, eps1, LAMBDA), NoiseRow("privbasis", None, None, REST))
 
     def compute() -> FrequentItemsets:
-        eps1, eps2, eps3 = a1 * eps, a2 * eps, a3 * eps
         item_sup = item_supports(matrix)
         top = _top_supports(matrix, k, size_cap)
         fk = top[k - 1][0] if len(top) >= k else 0
         # step 1: λ by the exponential mechanism, sensitivity 1, not monotone: scale 2/ε₁
-        lam = 1 + int(frontend.select(_lambda_scores(item_sup, fk, k), 1, eps1).value)
+        lam = 1 + int(frontend.select(_lambda_scores(item_sup, fk, k), 1, eps1,
+                                      statistic=LAMBDA).value)
         # step 2: the λ most frequent items
         chosen = _select(item_sup, lam, eps2)
         spent = eps1 + eps2
@@ -395,4 +400,4 @@ def privbasis(transactions: Any, items: Sequence[Any], k: int,
             [tuple(universe[i] for i in keys[c] if i >= 0) for c in order],
             np.rint(est[order]).astype(np.int64), eps)
 
-    return charge(accountant, PureDP(eps), f"privbasis(k={k}, ε={eps})", compute)
+    return charge(accountant, PureDP(eps), f"privbasis(k={k}, ε={eps})", compute, rows)

@@ -28,6 +28,8 @@ from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["RandomForestClassifier"]
 
+LEAVES = "leaf class counts"
+
 
 def _leaves(x: np.ndarray, features: np.ndarray, thresholds: np.ndarray, depth: int
             ) -> np.ndarray:
@@ -83,6 +85,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
         d, k = x.shape[1], classes.size
         depth = int(self.max_depth) if self.max_depth is not None else max(2, d // 2)
         inner = 2 ** depth - 1
+        rows = (frontend.noise_row(1, eps / t, LEAVES, output="grid", count=(inner + 1) * k),)
 
         def compute() -> RandomForestClassifier:
             clipped = np.clip(x, lower, upper)
@@ -92,8 +95,8 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
                 thresholds = lower[features] + uniforms(inner) * (upper - lower)[features]
                 leaf = _leaves(clipped, features, thresholds, depth)
                 counts = np.bincount(leaf * k + label, minlength=(inner + 1) * k)
-                noisy = frontend.noisy(counts.astype(float), 1, eps / t,
-                                       output="grid").value.reshape(-1, k)
+                noisy = frontend.noisy(counts.astype(float), 1, eps / t, output="grid",
+                                       statistic=LEAVES).value.reshape(-1, k)
                 self.trees_.append((features, thresholds, np.maximum(noisy, 0)))
             self.classes_ = classes
             self.depth_ = depth
@@ -101,7 +104,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
             return self
 
         return charge(self.accountant, PureDP(eps), f"RandomForestClassifier(ε={eps}, "
-                      f"T={t}, D={depth})", compute)
+                      f"T={t}, D={depth})", compute, rows)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         x = predict_features(self, X)
