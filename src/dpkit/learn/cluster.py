@@ -74,7 +74,7 @@ from dpkit.core.record import NoiseRow
 from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon, exact_sums, plan
-from dpkit.learn._validation import fit_features, predict_features
+from dpkit.learn._validation import ArrayLike, fit_features, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -219,7 +219,7 @@ class KMeans(ClusterMixin, BaseEstimator):
         self.grid_bins = grid_bins
         self.n_blocks = n_blocks
 
-    def fit(self, X: Any, y: Any = None) -> KMeans:
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> KMeans:
         x = fit_features(X)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
@@ -358,10 +358,10 @@ class KMeans(ClusterMixin, BaseEstimator):
         dist = ((x[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
         return np.argmin(dist, axis=1)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         return self._nearest(predict_features(self, X), self.cluster_centers_)
 
-    def inertia(self, X: Any) -> float:
+    def inertia(self, X: ArrayLike) -> float:
         """Within-cluster sum of squares of ``X`` around the centres."""
         x = predict_features(self, X)
         return float(((x - self.cluster_centers_[self.predict(x)]) ** 2).sum())

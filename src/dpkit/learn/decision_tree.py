@@ -101,7 +101,7 @@ from dpkit.core.measures import PureDP
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon
-from dpkit.learn._validation import fit_labelled, predict_features
+from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -256,7 +256,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
                 x[:, j] = np.searchsorted(edges, x[:, j], side="right")
         return x
 
-    def fit(self, X: Any, y: Any) -> DecisionTreeClassifier:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> DecisionTreeClassifier:
         """Grow the tree on X (n_samples, n_features) and labels y (module docstring).
 
         Raises
@@ -484,7 +484,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
                 dist[c] = mix / mix.sum() if mix.sum() > 0 else dist[i]
         return dist
 
-    def _reach(self, X: Any) -> np.ndarray:
+    def _reach(self, X: ArrayLike) -> np.ndarray:
         """The leaf each row of X reaches."""
         x = self._codes(predict_features(self, X))
         at = np.zeros(x.shape[0], dtype=np.int64)
@@ -502,12 +502,12 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
             at[rows] = np.asarray(node.children)[branch]
         return at
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities (n_samples, n_classes) from the leaves the rows reach."""
         leaves = self._reach(X)  # checks the fit and X first
         return np.asarray(np.array(self._distributions())[leaves])
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """The most probable declared class of each row."""
         proba = self.predict_proba(X)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])

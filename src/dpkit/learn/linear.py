@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon
-from dpkit.learn._validation import fit_regression, predict_features
+from dpkit.learn._validation import ArrayLike, fit_regression, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -69,7 +69,7 @@ class LinearRegression(RegressorMixin, BaseEstimator):
         self.alpha = alpha
         self.accountant = accountant
 
-    def fit(self, X: Any, y: Any) -> LinearRegression:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> LinearRegression:
         x, t = fit_regression(X, y)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
@@ -109,5 +109,5 @@ class LinearRegression(RegressorMixin, BaseEstimator):
         return charge(self.accountant, PureDP(eps), f"LinearRegression(ε={eps}, d={d - 1})",
                       compute, plan)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         return predict_features(self, X) @ self.coef_ + self.intercept_

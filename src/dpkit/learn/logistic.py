@@ -71,7 +71,7 @@ from sklearn.utils.multiclass import type_of_target
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon, clip_rows, single_threaded_blas
-from dpkit.learn._validation import fit_labelled, predict_features
+from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -259,7 +259,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.n_hint = n_hint
         self.accountant = accountant
 
-    def fit(self, X: Any, y: Any) -> LogisticRegression:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> LogisticRegression:
         if self.classes is None or len(self.classes) != 2:
             raise DomainError("declare the two class labels: classes=[negative, positive]")
         kind = type_of_target(y, input_name="y") if y is not None else "binary"
@@ -294,8 +294,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         # the L1 bound √d·Δ₂
         vector = d <= MAX_VECTOR_DIM
         noise_sens = sensitivity if vector else sensitivity * Fraction(math.sqrt(d)) * slack
-        norm = "l2" if vector else "l1"
-        row = frontend.noise_row(noise_sens, eps, WEIGHTS, norm=norm, output="grid", size=d,
+        metric = "l2" if vector else "l1"
+        row = frontend.noise_row(noise_sens, eps, WEIGHTS, norm=metric, output="grid", size=d,
                                  count=None if vector else d)
 
         def compute() -> LogisticRegression:
@@ -305,7 +305,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             if grad > float(sensitivity) * 2.0 ** -21:
                 raise DomainError("the solver did not converge tightly enough for the "
                                   "sensitivity allowance; lower C or rescale the data")
-            noisy = frontend.noisy(w, noise_sens, eps, norm=norm, output="grid",
+            noisy = frontend.noisy(w, noise_sens, eps, norm=metric, output="grid",
                                    size=d if vector else None, statistic=WEIGHTS).value
             self.coef_ = noisy[None, :-1]
             self.intercept_ = noisy[-1:] * b
@@ -412,7 +412,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             return str(self.method)
         return "functional" if self.bounds is not None else "output"
 
-    def decision_function(self, X: Any) -> np.ndarray:
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         if self._method() == "functional":
             phi = self._features(predict_features(self, X), strict=False)
             return phi[:, :-1] @ self.coef_[0] + self.intercept_[0]
@@ -420,10 +420,10 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         x = clip_rows(x, float(self._norm()))  # type: ignore[arg-type]
         return x @ self.coef_[0] + self.intercept_[0]
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         p = expit(self.decision_function(X))
         return np.column_stack([1 - p, p])
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         positive = self.decision_function(X) > 0  # checks the fit before classes_ is read
         return self.classes_[positive.astype(int)]

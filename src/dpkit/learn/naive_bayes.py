@@ -42,7 +42,7 @@ from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon, moment_rows, noisy_moments, plan
-from dpkit.learn._validation import declared_labels, fit_labelled, predict_features
+from dpkit.learn._validation import ArrayLike, declared_labels, fit_labelled, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -110,7 +110,7 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
         self.count_share = count_share
         self.mean_share = mean_share
 
-    def fit(self, X: Any, y: Any) -> GaussianNB:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> GaussianNB:
         x, classes, codes = fit_labelled(X, y, self.classes)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
@@ -138,20 +138,20 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
         return charge(self.accountant, PureDP(eps), f"GaussianNB(ε={eps}, d={d}, k={k})",
                       compute, rows)
 
-    def _joint_log_likelihood(self, X: Any) -> np.ndarray:
+    def _joint_log_likelihood(self, X: ArrayLike) -> np.ndarray:
         x = predict_features(self, X)
         out = np.log(self.class_prior_)[None, :] - 0.5 * np.sum(
             np.log(2 * np.pi * self.var_), axis=1)[None, :]
         diff = x[:, None, :] - self.theta_[None, :, :]
         return out - 0.5 * np.sum(diff ** 2 / self.var_[None, :, :], axis=2)
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         jll = self._joint_log_likelihood(X)
         jll -= jll.max(axis=1, keepdims=True)
         p = np.exp(jll)
         return p / p.sum(axis=1, keepdims=True)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         jll = self._joint_log_likelihood(X)  # checks the fit before classes_ is read
         return self.classes_[np.argmax(jll, axis=1)]
 
@@ -194,7 +194,7 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
         self.alpha = alpha
         self.accountant = accountant
 
-    def _codes(self, X: Any) -> np.ndarray:
+    def _codes(self, X: ArrayLike) -> np.ndarray:
         x = np.asarray(X, dtype=object)
         if x.ndim != 2 or self.categories is None or x.shape[1] != len(self.categories):
             raise DomainError("X must be 2-D with one declared category list per column")
@@ -208,7 +208,7 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
                                   ) from None
         return out
 
-    def fit(self, X: Any, y: Any) -> CategoricalNB:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> CategoricalNB:
         eps = check_epsilon(self.epsilon)
         if self.categories is None or self.classes is None:
             raise DomainError("declare categories=[[...], ...] and classes=[...]")
@@ -243,7 +243,7 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
         return charge(self.accountant, PureDP(eps), f"CategoricalNB(ε={eps}, d={len(sizes)}, "
                       f"k={k})", compute, rows)
 
-    def _joint_log_likelihood(self, X: Any) -> np.ndarray:
+    def _joint_log_likelihood(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self, "n_features_in_")
         codes = self._codes(X)
         out = np.tile(self.class_log_prior_, (codes.shape[0], 1))
@@ -251,12 +251,12 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
             out += logp[:, codes[:, j]].T
         return out
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         jll = self._joint_log_likelihood(X)
         jll -= jll.max(axis=1, keepdims=True)
         p = np.exp(jll)
         return p / p.sum(axis=1, keepdims=True)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         jll = self._joint_log_likelihood(X)
         return self.classes_[np.argmax(jll, axis=1)]

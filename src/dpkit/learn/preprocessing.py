@@ -18,7 +18,7 @@ from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon, moment_rows, noisy_moments, plan
-from dpkit.learn._validation import fit_features, predict_features
+from dpkit.learn._validation import ArrayLike, fit_features, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -56,7 +56,7 @@ class StandardScaler(TransformerMixin, BaseEstimator):
         self.count_share = count_share
         self.accountant = accountant
 
-    def fit(self, X: Any, y: Any = None) -> StandardScaler:
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> StandardScaler:
         x = fit_features(X)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
@@ -82,5 +82,5 @@ class StandardScaler(TransformerMixin, BaseEstimator):
         return charge(self.accountant, PureDP(eps), f"StandardScaler(ε={eps}, d={x.shape[1]})",
                       compute, rows)
 
-    def transform(self, X: Any) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         return (predict_features(self, X) - self.mean_) / self.scale_

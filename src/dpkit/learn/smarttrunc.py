@@ -313,15 +313,15 @@ def _levels_mode(x: sp.csr_matrix, ranked: Sequence[int], ell: int, levels: int,
     cands: list[tuple[int, ...]] = [(j,) for j in range(len(ranked))]
     for i in range(1, levels + 1):
         arr = np.array(cands, dtype=np.int64).reshape(len(cands), i)
-        delta = _level_sensitivity(ell, i, len(cands))
-        noisy = laplace_integer(level_counts(t, arr), Fraction(delta), eps_level)
+        sensitivity = _level_sensitivity(ell, i, len(cands))
+        noisy = laplace_integer(level_counts(t, arr), Fraction(sensitivity), eps_level)
         sets += cands
         est.append(noisy.astype(np.float64))
         if i == levels:
             break
         released = np.concatenate(est)
         kth = np.partition(released, -k)[-k] if released.size >= k else -np.inf
-        row = frontend.noise_row(delta, eps_level)  # the scale laplace_integer drew at
+        row = frontend.noise_row(sensitivity, eps_level)  # the scale laplace_integer drew at
         margin = float(row.scale or 0) * math.log(max(len(cands), 2))
         kept = [c for c, v in zip(cands, noisy.tolist(), strict=True) if v >= kth - margin]
         value = dict(zip(cands, noisy.tolist(), strict=True))

@@ -22,7 +22,7 @@ from dpkit.core.measures import PureDP
 from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon
-from dpkit.learn._validation import fit_labelled, predict_features
+from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -75,7 +75,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
         self.classes = classes
         self.accountant = accountant
 
-    def fit(self, X: Any, y: Any) -> RandomForestClassifier:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> RandomForestClassifier:
         x, classes, label = fit_labelled(X, y, self.classes)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
@@ -106,7 +106,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
         return charge(self.accountant, PureDP(eps), f"RandomForestClassifier(ε={eps}, "
                       f"T={t}, D={depth})", compute, rows)
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         x = predict_features(self, X)
         total = np.zeros((x.shape[0], self.classes_.size))
         for features, thresholds, counts in self.trees_:
@@ -114,7 +114,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
             total += reached / reached.sum(axis=1, keepdims=True)
         return total / len(self.trees_)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         proba = self.predict_proba(X)  # checks the fit before classes_ is read
         return self.classes_[np.argmax(proba, axis=1)]
 
