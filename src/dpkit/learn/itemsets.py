@@ -60,7 +60,7 @@ from dpkit.release.measure import laplace_integer
 
 __all__ = ["read_fimi", "transactions_from_table", "incidence", "sparse_incidence",
            "as_csr", "item_supports", "candidate_supports", "top_supports", "top_k_itemsets",
-           "FrequentItemsets", "exact_top_k", "false_negative_rate", "count_candidates"]
+           "FrequentItemsets", "exact_top_k", "false_negative_rate", "count_candidates", "peel"]
 
 ITEMS, TOP, SUPPORTS = "candidate items", "top-k itemsets", "supports"
 
@@ -262,12 +262,13 @@ def _prune_pool(m: int, k: int, max_size: int, max_candidates: int) -> int:
     return lam
 
 
-def _peel(scores: np.ndarray, count: int, epsilon: Fraction) -> list[int]:
+def peel(scores: np.ndarray, count: int, epsilon: Fraction, statistic: str = ITEMS
+         ) -> list[int]:
     """``count`` rounds of the exponential mechanism without replacement, each at
     ε/count, on monotone counting scores of sensitivity 1 (temperature count/ε from
     :func:`dpkit.mechanisms.make_selection`)."""
     return [int(i) for i in frontend.select(scores, 1, epsilon, k=count, monotonic=True,
-                                            statistic=ITEMS).value]
+                                            statistic=statistic).value]
 
 
 def top_k_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
@@ -333,7 +334,7 @@ def top_k_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any
 
     def compute() -> FrequentItemsets:
         if prune:
-            chosen = sorted(_peel(item_supports(x), pool, eps / 4))
+            chosen = sorted(peel(item_supports(x), pool, eps / 4))
             sub, columns = x[:, chosen], np.asarray(chosen)
         else:
             sub, columns = x, np.arange(m)
@@ -342,8 +343,7 @@ def top_k_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any
             # supports are monotone under adding/removing a transaction, so weight
             # exp(ε_round·s/Δ) is ε_round-DP (McSherry & Talwar 2007, §3; Dwork & Roth
             # Thm 3.10's remark): scale Δ/ε_round = k/(ε/2)
-            picks = [int(i) for i in frontend.select(counts, 1, half, k=k, monotonic=True,
-                                                     statistic=TOP).value]
+            picks = peel(counts, k, half, TOP)
         else:
             noisy = laplace_integer(counts, Fraction(2 * k), half)
             picks = [int(i) for i in np.argsort(-noisy, kind="stable")[:k]]

@@ -63,7 +63,26 @@ def budget_split(eps: Fraction, count_eps: Fraction, mean_share: Any, d: int
     return mean_eps, (rest - d * mean_eps) / d
 
 
-class GaussianNB(ClassifierMixin, BaseEstimator):
+class _NaiveBayes(ClassifierMixin, BaseEstimator):
+    """Prediction from a subclass's joint log-likelihood (post-processing of its fit)."""
+
+    classes_: np.ndarray
+
+    def _joint_log_likelihood(self, X: ArrayLike) -> np.ndarray:
+        raise NotImplementedError
+
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        jll = self._joint_log_likelihood(X)
+        jll -= jll.max(axis=1, keepdims=True)
+        p = np.exp(jll)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        jll = self._joint_log_likelihood(X)  # checks the fit before classes_ is read
+        return self.classes_[np.argmax(jll, axis=1)]
+
+
+class GaussianNB(_NaiveBayes):
     """ε-DP Gaussian naive Bayes (module docstring).
 
     Parameters
@@ -145,18 +164,7 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
         diff = x[:, None, :] - self.theta_[None, :, :]
         return out - 0.5 * np.sum(diff ** 2 / self.var_[None, :, :], axis=2)
 
-    def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        jll = self._joint_log_likelihood(X)
-        jll -= jll.max(axis=1, keepdims=True)
-        p = np.exp(jll)
-        return p / p.sum(axis=1, keepdims=True)
-
-    def predict(self, X: ArrayLike) -> np.ndarray:
-        jll = self._joint_log_likelihood(X)  # checks the fit before classes_ is read
-        return self.classes_[np.argmax(jll, axis=1)]
-
-
-class CategoricalNB(ClassifierMixin, BaseEstimator):
+class CategoricalNB(_NaiveBayes):
     """ε-DP categorical naive Bayes: the class counts and, per feature, the class ×
     category counts, all in one grid-Laplace release. A record adds 1 to its class count
     and to one cell of each feature's table: L1 sensitivity d + 1, noise scale (d + 1)/ε
@@ -251,12 +259,3 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
             out += logp[:, codes[:, j]].T
         return out
 
-    def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        jll = self._joint_log_likelihood(X)
-        jll -= jll.max(axis=1, keepdims=True)
-        p = np.exp(jll)
-        return p / p.sum(axis=1, keepdims=True)
-
-    def predict(self, X: ArrayLike) -> np.ndarray:
-        jll = self._joint_log_likelihood(X)
-        return self.classes_[np.argmax(jll, axis=1)]

@@ -73,6 +73,7 @@ from dpkit.learn.itemsets import (
     as_csr,
     count_candidates,
     item_supports,
+    peel,
     sparse_incidence,
     top_supports,
 )
@@ -110,13 +111,6 @@ def _lambda_scores(item_supports: np.ndarray, fk: int, k: int) -> np.ndarray:
     """q(λ) = −|f_k − s_(λ)| for λ = 1 … min(k, M) (sensitivity 1: module docstring)."""
     ordered = np.sort(np.asarray(item_supports, dtype=np.int64))[::-1][:k]
     return -np.abs(fk - ordered)
-
-
-def _select(scores: np.ndarray, count: int, epsilon: Fraction) -> list[int]:
-    """``count`` rounds of the exponential mechanism without replacement, each at
-    ε/count on monotone counting scores of sensitivity 1 (scale count/ε)."""
-    return [int(i) for i in frontend.select(scores, 1, epsilon, k=count, monotonic=True,
-                                            statistic=REST).value]
 
 
 def _maximal_cliques(n: int, adj: list[int]) -> list[int]:
@@ -374,7 +368,7 @@ def privbasis(transactions: Any, items: Sequence[Any], k: int,
         lam = 1 + int(frontend.select(_lambda_scores(item_sup, fk, k), 1, eps1,
                                       statistic=LAMBDA).value)
         # step 2: the λ most frequent items
-        chosen = _select(item_sup, lam, eps2)
+        chosen = peel(item_sup, lam, eps2, REST)
         spent = eps1 + eps2
         if lam <= theta:
             bases = [tuple(sorted(chosen))]
@@ -385,7 +379,7 @@ def privbasis(transactions: Any, items: Sequence[Any], k: int,
                 sub = matrix[:, chosen]
                 counts = (sub.T @ sub).toarray().astype(np.int64)
                 iu = np.triu_indices(lam, 1)
-                picks = _select(counts[iu], n_pairs, eps3)
+                picks = peel(counts[iu], n_pairs, eps3, REST)
                 pairs = [(int(iu[0][p]), int(iu[1][p])) for p in picks]
                 spent += eps3
             bases = [tuple(sorted(chosen[i] for i in b))
