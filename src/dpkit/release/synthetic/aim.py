@@ -48,7 +48,7 @@ from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID
-from dpkit.release.synthetic import jtree
+from dpkit.release.synthetic import jtree, mst
 from dpkit.release.synthetic.domain import Domain, marginal_counts
 from dpkit.release.synthetic.mst import (
     Measured,
@@ -171,7 +171,7 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
     if codes.ndim != 2 or codes.shape[1] != d or codes.dtype.kind not in "iu" or (
             codes < 0).any() or (codes >= np.asarray(domain.sizes)).any():
         raise DomainError(f"codes must be integers of shape (n, {d}) inside the domain")
-    if codes.shape[0] > 1 << 28:
+    if codes.shape[0] > mst.MAX_RECORDS:
         raise DomainError("the score rounding allowance covers up to 2^28 records")
     cliques = [tuple(c) for c in (workload if workload is not None else
                                   itertools.combinations(domain.attributes, 2))]

@@ -52,6 +52,7 @@ __all__ = ["MSTResult", "mst", "mst_measure", "Measured", "require_mbi", "pair_s
            "decompress", "pgm_estimate"]
 
 SCORE_SENSITIVITY = 1 + SCORE_ALLOWANCE
+MAX_RECORDS = 1 << 28  # what the scores' float rounding allowance covers
 
 
 def require_mbi() -> Any:
@@ -300,7 +301,7 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     if codes.ndim != 2 or codes.shape[1] != d or codes.dtype.kind not in "iu" or (
             codes < 0).any() or (codes >= np.asarray(domain.sizes)).any():
         raise DomainError(f"codes must be integers of shape (n, {d}) inside the domain")
-    if codes.shape[0] > 1 << 28:
+    if codes.shape[0] > MAX_RECORDS:
         raise DomainError("the score rounding allowance covers up to 2^28 records")
     rho_part = r / 3
     # 1. one-way marginals
