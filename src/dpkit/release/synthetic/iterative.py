@@ -26,8 +26,9 @@ update drops every candidate farther than τ from â (exponential in m: small do
 Privacy (pure, add/remove one record). A share of ε measures n (unless ``n`` is declared
 public); each round spends ε_round = ε_sel + ε_meas (half each) — the distinguisher sees
 the data only through scores whose sensitivity is Δ = 1 (adding a record z changes
-q·x − n̂·q(D) by q(z) ∈ {0, 1}), plus a float rounding allowance of 2^-20 (module
-:mod:`dpkit.release.synthetic.mwem`, same argument, n ≤ 2^28) and 2^-10 for rounding the scores to a
+q·x − n̂·q(D) by q(z) ∈ {0, 1}), plus a float rounding allowance of 2^-20 (the scores are
+clamped at 2^28, so it holds for any number of records:
+:func:`dpkit.release.synthetic.mst.grid_scores`) and 2^-10 for rounding the scores to a
 grid of 2^-10 (so noisy max works with small exact rationals). Sequential composition:
 ε_n + T·ε_round ≤ ε (D&R Thm 5.3, pure). With δ > 0 the T rounds compose by the advanced composition
 theorem (D&R Thm 3.20; :func:`dpkit.core.composition.advanced_composition`, checked
@@ -69,8 +70,9 @@ from dpkit.core.measures import ApproxDP, PureDP
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
-from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID
+from dpkit.mechanisms.exponential import SCORE_ALLOWANCE
 from dpkit.release.measure import laplace_integer
+from dpkit.release.synthetic.mst import grid_scores
 
 __all__ = ["LinearQueries", "IterativeConstruction", "ICResult", "DISTINGUISHERS",
            "UPDATERS", "project_simplex"]
@@ -381,7 +383,8 @@ class IterativeConstruction:
         Raises
         ------
         DomainError
-            Counts of the wrong shape, negative or non-integer, or n > 2^28."""
+            Counts of the wrong shape, negative or non-integer, or a declared n that is not
+            their total (never their size: scores are clamped)."""
         counts = np.asarray(x)
         if counts.shape != (queries.domain_size,) or counts.dtype.kind not in "iu" or (
                 counts < 0).any():
@@ -389,8 +392,6 @@ class IterativeConstruction:
                               f"({queries.domain_size},)")
         counts = counts.astype(np.int64)
         n_true = int(counts.sum())
-        if n_true > 1 << 28:
-            raise DomainError("the score rounding allowance covers up to 2^28 records")
         if self.n is not None and self.n != n_true:
             raise DomainError("the declared n differs from the number of records")
         eps_sel, eps_meas = self.eps_round / 2, self.eps_round / 2
@@ -412,7 +413,7 @@ class IterativeConstruction:
         for _ in range(self.T):
             total += hyp.distribution()
             current = hyp.answers(queries)
-            scores = np.rint(np.abs(truth - scale_n * current) * SCORE_GRID) / SCORE_GRID
+            scores = grid_scores(np.abs(truth - scale_n * current))
             i = int(frontend.select(scores, SCORE_SENSITIVITY, eps_sel,
                                     mechanism=part.mechanism).value)
             measured = int(laplace_integer(np.array([int(truth[i])]), Fraction(1),
