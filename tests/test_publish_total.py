@@ -60,3 +60,26 @@ def test_aim_rounds_too_few_for_its_one_way_measurements_is_refused_before_the_d
     with pytest.raises(dp.errors.DomainError):
         s.query().publish.synthetic(SPEC, method="aim", epsilon=1, rounds=1)
     assert s.spent == dp.ApproxDP(0, 0) and s.ledger.releases("t") == []
+
+
+def test_histogram_and_pmw_options_are_refused_before_the_debit(tmp_path):
+    """Regression (the audit of the other entries): ``publish.histogram`` checked only the
+    method's name before the debit and ``publish.pmw`` passed its options to the mechanism
+    after it — an unknown or bad option was a ReleaseFailedError with the loss spent."""
+    s = _session(tmp_path, dp.PureDP(10))
+    q = s.query()
+    cat = {"g": ["a", "b", "c"]}
+    for call in (lambda: q.publish.histogram("age", [0, 40, 80], "identity", epsilon=1, bogus=1),
+                 lambda: q.publish.histogram("age", [0, 40, 80], "dawa", epsilon=1, switch=-1),
+                 lambda: q.publish.histogram("age", [0, 40, 80], "hb", epsilon=1, branching=0),
+                 lambda: q.publish.pmw(cat, epsilon=1, alpha=5, bogus=1),
+                 lambda: q.publish.pmw(cat, epsilon=1, alpha=5, total_share=2),
+                 lambda: q.publish.pmw(cat, epsilon=1, alpha=5, max_updates="x"),
+                 lambda: q.publish.pmw(cat, epsilon=1, alpha=5, beta=2),
+                 lambda: q.publish.pmw(cat, epsilon=1, alpha=5, sensitivity=1)):
+        with pytest.raises(dp.errors.DomainError):
+            call()
+    assert s.spent == dp.PureDP(0) and s.ledger.releases("t") == []
+    q.publish.histogram("age", [0, 40, 80], "hb", epsilon=1)
+    q.publish.pmw(cat, epsilon=1, alpha=5, max_updates=3).count(g=["a"])
+    assert [r["status"] for r in s.ledger.releases("t")] == ["released"] * 2

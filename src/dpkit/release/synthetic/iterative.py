@@ -350,6 +350,34 @@ class IterativeConstruction:
         self.eps_total = Fraction(0) if self.n is not None else self.epsilon * self.share
         self.eps_round = self._round_budget(self.epsilon - self.eps_total)
 
+    def check(self, size: int) -> None:
+        """Check the updater's options for a domain of ``size`` cells without the records (a
+        session runs it before the debit): the halving updater's ``records`` and candidate
+        count; the other updaters take no option.
+
+        Raises
+        ------
+        DomainError
+            An option the updater does not take, or a value it refuses."""
+        allowed = {"records", "max_candidates", "tolerance"} if self.updater == "halving" \
+            else set()
+        unknown = sorted(set(self.updater_options) - allowed)
+        if unknown:
+            raise DomainError(f"unknown option {unknown[0]!r} for the {self.updater} updater")
+        if self.updater != "halving":
+            return
+        opts = self.updater_options
+        m, most = opts.get("records", 4), opts.get("max_candidates", 200_000)
+        for name, value in (("records", m), ("max_candidates", most)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise DomainError(f"{name} must be a positive integer")
+        tol = opts.get("tolerance")
+        if tol is not None and not (isinstance(tol, int | float) and 0 < tol < math.inf):
+            raise DomainError("tolerance must be a positive number")
+        if math.comb(size + int(m) - 1, int(m)) > most:
+            raise DomainError(f"the halving updater enumerates all databases of {m} records "
+                              f"over {size} cells, more than max_candidates = {most}")
+
     def _round_budget(self, budget: Fraction) -> Fraction:
         """Pure: budget/T. With δ: the largest ε_round (bisection on exact Fractions) whose
         T-fold advanced composition is ≤ (budget, δ); never below budget/T."""
