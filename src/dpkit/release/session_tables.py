@@ -1,6 +1,8 @@
-"""Synthetic tables and marginals on a :class:`~dpkit.frame.Session` query:
-``query.publish.synthetic(spec, …)`` and ``query.publish.marginals(spec, cliques, …)``
-(:class:`~dpkit.release.session.ReleaseNamespace`).
+"""Synthetic tables, marginals, range histograms, the Gaussian matrix mechanism and the
+iterative construction on a :class:`~dpkit.frame.Session` query:
+``query.publish.synthetic(spec, …)``, ``.marginals(spec, cliques, …)``,
+``.histogram_nd(spec, method, …)``, ``.gaussian_mm(column, bins, …)`` and
+``.iterative(spec, cliques, …)`` (:class:`~dpkit.release.session.ReleaseNamespace`).
 
 The algorithms of :mod:`dpkit.release.synthetic` are primitives on already-bounded data (one
 row, one individual) that charge nobody. Here a curator's table is bounded to the session's
@@ -18,7 +20,15 @@ The unit map (a unit changes at most M rows of the bounded table; add/remove nei
   groups of M rows (Bun & Steinke 2016, Prop. 1.9), so ρ-zCDP per unit;
 - noisy marginals (a count): the sensitivity is multiplied instead — m marginals have L1
   sensitivity M·m per unit, and discrete Laplace noise of scale M·m/ε is ε-DP (Dwork & Roth
-  Thm 3.6; the discrete form, Canonne, Kamath & Steinke 2020).
+  Thm 3.6; the discrete form, Canonne, Kamath & Steinke 2020);
+- range histograms and the iterative construction (pure ε-DP for arrays at L1 distance 1,
+  or records added or removed): run at ε/M (group privacy); the Gaussian matrix mechanism
+  (ρ-zCDP, L2 sensitivity Δ₂ per record): run at ρ/M², since a unit moves Ax by ≤ M·Δ₂.
+
+Every check that does not need the rows — the spec, the method, its options (a histogram
+algorithm is run once on zeros of the declared shape), the mechanisms' own ``check`` — runs
+before the debit; after it the data side is total (rows outside the domain are dropped,
+selection scores are clamped rather than a large table refused).
 
 For row-level sessions M = 1 and each map is the identity.
 """

@@ -371,6 +371,7 @@ class IterativeConstruction:
         for name, value in (("records", m), ("max_candidates", most)):
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
                 raise DomainError(f"{name} must be a positive integer")
+        assert isinstance(m, int | np.integer) and isinstance(most, int | np.integer)
         tol = opts.get("tolerance")
         if tol is not None and not (isinstance(tol, int | float) and 0 < tol < math.inf):
             raise DomainError("tolerance must be a positive number")
