@@ -169,7 +169,8 @@ def test_refusals_come_before_the_debit(tmp_path):
         (DomainError, lambda: q.publish.histogram_nd(SPEC2, "nope", epsilon=1)),
         (DomainError, lambda: q.publish.histogram_nd(SPEC2, "hb", epsilon=1)),  # 1-D only
         (DomainError, lambda: q.publish.histogram_nd(SPEC2, "identity", epsilon=1, bogus=1)),
-        (DomainError, lambda: q.publish.histogram_nd(SPEC2, "ug", epsilon=1, switch=-1)),
+        (DomainError, lambda: q.publish.histogram_nd(SPEC2, "quadtree", epsilon=1,
+                                                     workload=dp.release.prefix(8))),
         (DomainError, lambda: q.publish.histogram_nd(SPEC2, epsilon=0)),
         (DomainError, lambda: T.histogram_nd_query(q, SPEC2, epsilon=1, max_cells=4)),
         (ColumnError, lambda: q.publish.histogram_nd({"z": [1]}, epsilon=1)),

@@ -70,8 +70,7 @@ def test_histogram_and_pmw_options_are_refused_before_the_debit(tmp_path):
     q = s.query()
     cat = {"g": ["a", "b", "c"]}
     for call in (lambda: q.publish.histogram("age", [0, 40, 80], "identity", epsilon=1, bogus=1),
-                 lambda: q.publish.histogram("age", [0, 40, 80], "dawa", epsilon=1, switch=-1),
-                 lambda: q.publish.histogram("age", [0, 40, 80], "hb", epsilon=1, branching=0),
+                 lambda: q.publish.histogram("age", [0, 40, 80], "hb", epsilon=1, ratio=1),
                  lambda: q.publish.pmw(cat, epsilon=1, alpha=5, bogus=1),
                  lambda: q.publish.pmw(cat, epsilon=1, alpha=5, total_share=2),
                  lambda: q.publish.pmw(cat, epsilon=1, alpha=5, max_updates="x"),

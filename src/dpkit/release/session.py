@@ -29,10 +29,10 @@ from dpkit.frame import aggregates, engine, register_query_namespace
 from dpkit.frame.compiler import Noise, resolve_target
 from dpkit.mechanisms.frontend import charge, charge_record
 from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
-from dpkit.release.ranges.histogram import method as histogram_method
 from dpkit.release.session_tables import (
     GaussianRangesRelease,
     MarginalsRelease,
+    check_histogram_options,
     declared_codec,
     gaussian_mm_query,
     histogram_nd_query,
@@ -89,9 +89,10 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     Raises
     ------
     DomainError, BoundsError, ColumnError
-        For a grouped query, existing aggregations, bad bins, an unknown method or a bad
-        option (the algorithm is run once on zero counts to check them) — before any data
-        is read or budget spent. BudgetExceededError if ε exceeds what remains.
+        For a grouped query, existing aggregations, bad bins, an unknown method or an
+        option it does not take — before any data is read or budget spent (an option's
+        value is checked by the algorithm, after the debit). BudgetExceededError if ε
+        exceeds what remains.
     """
     if query.aggs or query.group_columns:
         raise DomainError("release_histogram runs on an ungrouped query without agg()")
@@ -108,9 +109,7 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     m = len(hist.edges()) - 1
     if workload is not None and tuple(workload.shape) != (m,):
         raise DomainError(f"workload shape {workload.shape} != ({m},) bins")
-    histogram_method(method, 1)  # validate the method before spending
-    # the options too: the algorithm runs once on zeros of the declared shape (no data)
-    release_histogram(np.zeros(m, dtype=np.int64), eps / delta_l1, method, **options)
+    check_histogram_options(method, 1, options)  # the method and its options' names
     engine.dry_run(q.lazy(empty=True), None, [stat.stat], session.privacy_unit.column)
 
     def compute() -> HistogramRelease:

@@ -25,16 +25,17 @@ The unit map (a unit changes at most M rows of the bounded table; add/remove nei
   or records added or removed): run at ε/M (group privacy); the Gaussian matrix mechanism
   (ρ-zCDP, L2 sensitivity Δ₂ per record): run at ρ/M², since a unit moves Ax by ≤ M·Δ₂.
 
-Every check that does not need the rows — the spec, the method, its options (a histogram
-algorithm is run once on zeros of the declared shape), the mechanisms' own ``check`` — runs
-before the debit; after it the data side is total (rows outside the domain are dropped,
-selection scores are clamped rather than a large table refused).
+Every check that does not need the rows — the spec, the method, its options (bound to a
+histogram algorithm's signature), the mechanisms' own ``check`` — runs before the debit;
+after it the data side is total (rows outside the domain are dropped, selection scores are
+clamped rather than a large table refused).
 
 For row-level sessions M = 1 and each map is the identity.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -52,6 +53,7 @@ from dpkit.mechanisms.frontend import charge
 from dpkit.release.ranges.gaussian_mm import MAX_CELLS as GAUSSIAN_MAX_CELLS
 from dpkit.release.ranges.gaussian_mm import gaussian_expected_rmse, gaussian_matrix_mechanism
 from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
+from dpkit.release.ranges.registry import method as find_method
 from dpkit.release.synthetic.domain import Bins, Codec, Domain, marginal_counts, records
 from dpkit.release.synthetic.fourier import fourier_consistent
 from dpkit.release.synthetic.iterative import ICResult, IterativeConstruction, LinearQueries
@@ -74,7 +76,8 @@ from dpkit.release.workload import RangeWorkload
 
 __all__ = ["declared_codec", "synthetic_query", "marginals_query", "MarginalsRelease", "unit_rows",
            "in_domain", "MAX_CELLS", "histogram_nd_query", "gaussian_mm_query",
-           "GaussianRangesRelease", "iterative_query", "zcdp_budget"]
+           "GaussianRangesRelease", "iterative_query", "zcdp_budget",
+           "check_histogram_options"]
 
 MAX_CELLS = 1 << 22  # largest marginal table a session release builds (memory is declared)
 
@@ -369,12 +372,26 @@ def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
 
 # -- range histograms (1-D to 4-D) -------------------------------------------------------
 
-def _plan_histogram(shape: tuple[int, ...], eps: Fraction, method: str,
-                    options: Mapping[str, Any]) -> None:
-    """Check the method, its options and the workload before the debit, by running the
-    algorithm once on an all-zero histogram of the declared shape (no data is read; its
-    noise is thrown away): every option error the algorithm can raise is raised now."""
-    release_histogram(np.zeros(shape, dtype=np.int64), eps, method, **dict(options))
+def check_histogram_options(method: str, ndim: int, options: Mapping[str, Any]) -> None:
+    """Check, before the debit and without drawing noise, that ``method`` handles rank
+    ``ndim`` and takes every option given (``workload``, ``non_negative`` and ``integer``
+    are the release's own): the options are bound to the algorithm's signature. Their
+    values are checked by the algorithm itself.
+
+    Raises
+    ------
+    DomainError
+        An unknown method, a rank it does not handle, an option it does not take."""
+    algorithm = find_method(method, ndim)
+    own = {k: v for k, v in options.items()
+           if k not in ("workload", "non_negative", "integer")}
+    if algorithm.chooses:
+        own["lookup"] = find_method
+    try:
+        inspect.signature(algorithm.function, follow_wrapped=False).bind(
+            None, Fraction(1), None, **own)
+    except TypeError as exc:
+        raise DomainError(f"{method}: {exc}") from None
 
 
 def histogram_nd_query(query: Any, spec: Mapping[str, Any], method: str = "auto", *,
@@ -420,9 +437,10 @@ def histogram_nd_query(query: Any, spec: Mapping[str, Any], method: str = "auto"
     ------
     DomainError, ColumnError
         A grouped query, aggregations, a bad spec, more than four columns or ``max_cells``
-        cells, a method that does not handle the rank, a bad option or workload, ε ≤ 0 —
-        before any budget is spent. BudgetExceededError if ε exceeds what remains. Rows
-        outside the declared domain are dropped, never an error.
+        cells, a method that does not handle the rank, an option it does not take, a
+        workload of another shape, ε ≤ 0 — before any budget is spent (an option's value
+        is checked by the algorithm, after the debit). BudgetExceededError if ε exceeds
+        what remains. Rows outside the declared domain are dropped, never an error.
     """
     eps = positive(epsilon, "epsilon", up=False)
     codec = _declare(query, spec, "publish.histogram_nd")
@@ -432,7 +450,10 @@ def histogram_nd_query(query: Any, spec: Mapping[str, Any], method: str = "auto"
     if domain.size() > max_cells:
         raise DomainError(f"{domain.size()} cells exceed max_cells = {max_cells}")
     m = unit_rows(query.session)
-    _plan_histogram(domain.shape(), eps / m, method, options)
+    check_histogram_options(method, len(domain.attributes), options)
+    workload = options.get("workload")
+    if workload is not None and tuple(workload.shape) != domain.shape():
+        raise DomainError(f"workload shape {tuple(workload.shape)} != {domain.shape()}")
 
     def compute() -> HistogramRelease:
         codes = _bounded_codes(query, spec, codec)
