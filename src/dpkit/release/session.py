@@ -2,8 +2,9 @@
 mode in, a non-interactive release out), offered as the query namespace ``query.publish``
 (:class:`ReleaseNamespace`, registered when :mod:`dpkit.release` is imported; ``frame`` never
 imports ``release``): histograms (:func:`release_query_histogram`), private multiplicative
-weights (:func:`pmw_query`), synthetic tables and marginals
-(:mod:`dpkit.release.session_tables`).
+weights (:func:`pmw_query`) and the median mechanism (:func:`median_query`); synthetic
+tables, marginals, 1-D to 4-D range histograms, the Gaussian matrix mechanism and the
+iterative construction (:mod:`dpkit.release.session_tables`).
 
 The session is where a curator's data is charged: each entry bounds the rows to the
 session's privacy unit in one pass, maps the unit's row bound M into the algorithm's budget
@@ -28,17 +29,24 @@ from dpkit.frame import aggregates, engine, register_query_namespace
 from dpkit.frame.compiler import Noise, resolve_target
 from dpkit.mechanisms.frontend import charge, charge_record
 from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
-from dpkit.release.ranges.histogram import method as histogram_method
 from dpkit.release.session_tables import (
+    GaussianRangesRelease,
     MarginalsRelease,
+    check_histogram_options,
     declared_codec,
+    gaussian_mm_query,
+    histogram_nd_query,
     in_domain,
+    iterative_query,
     marginals_query,
     synthetic_query,
 )
+from dpkit.release.synthetic.iterative import ICResult
+from dpkit.release.workload import RangeWorkload
 
-__all__ = ["ReleaseNamespace", "release_query_histogram", "pmw_query", "SessionPMW",
-           "synthetic_query", "marginals_query", "in_domain"]
+__all__ = ["ReleaseNamespace", "release_query_histogram", "pmw_query", "median_query",
+           "SessionPMW", "synthetic_query", "marginals_query", "histogram_nd_query",
+           "gaussian_mm_query", "iterative_query", "in_domain"]
 
 
 def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
@@ -81,8 +89,10 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     Raises
     ------
     DomainError, BoundsError, ColumnError
-        For a grouped query, existing aggregations, bad bins or an unknown method — before
-        any data is read or budget spent. BudgetExceededError if ε exceeds what remains.
+        For a grouped query, existing aggregations, bad bins, an unknown method or an
+        option it does not take — before any data is read or budget spent (an option's
+        value is checked by the algorithm, after the debit). BudgetExceededError if ε
+        exceeds what remains.
     """
     if query.aggs or query.group_columns:
         raise DomainError("release_histogram runs on an ungrouped query without agg()")
@@ -99,7 +109,7 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     m = len(hist.edges()) - 1
     if workload is not None and tuple(workload.shape) != (m,):
         raise DomainError(f"workload shape {workload.shape} != ({m},) bins")
-    histogram_method(method, 1)  # validate the method before spending
+    check_histogram_options(method, 1, options)  # the method and its options' names
     engine.dry_run(q.lazy(empty=True), None, [stat.stat], session.privacy_unit.column)
 
     def compute() -> HistogramRelease:
@@ -220,13 +230,66 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
     Raises
     ------
     DomainError, ColumnError
-        A grouped query, aggregations, a bad spec or a domain above ``max_cells`` (before any
-        budget is spent). Rows whose declared columns lie outside the declared domain are
-        dropped (like rows outside public group keys). BudgetExceededError if ε exceeds what
-        remains.
+        A grouped query, aggregations, a bad spec, an option PMW does not take or refuses,
+        a domain above ``max_cells`` (before any budget is spent). Rows whose declared
+        columns lie outside the declared domain are dropped (like rows outside public group
+        keys). BudgetExceededError if ε exceeds what remains.
     """
-    from dpkit.release.synthetic.domain import Domain, records
     from dpkit.release.synthetic.pmw import PrivateMultiplicativeWeights
+
+    return _multiplicative(query, spec, epsilon, alpha, PrivateMultiplicativeWeights,
+                           "private multiplicative weights", options)
+
+
+def median_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Number,
+                 size: int = 8, **options: Any) -> SessionPMW:
+    """The median mechanism (Roth & Roughgarden, STOC 2010, Alg. 1;
+    :class:`~dpkit.release.synthetic.median.MedianMechanism`) on the rows of a session query,
+    for interactive counting queries: PMW's sparse-vector skeleton with a set of candidate
+    databases of ``size`` records as the hypothesis (exponential in the domain: small
+    domains only).
+
+    Privacy: exactly PMW's (:func:`pmw_query`): the rows are bounded to the unit, the
+    mechanism runs with sensitivity Δ = the unit's row bound and is ε-DP per unit for the
+    whole interaction. The session is debited ε once, before any row is read.
+
+    Parameters
+    ----------
+    query : dpkit.frame.Query
+        Ungrouped, without aggregations.
+    spec : mapping column → categories or :class:`~dpkit.release.synthetic.domain.Bins`
+        The declared domain.
+    epsilon : number
+        ε > 0 (nats).
+    alpha : number
+        Target error in records.
+    size : int
+        m, the records of each candidate database (default 8).
+    **options
+        ``max_candidates`` (default 2·10^6 of the C(|X| + m − 1, m) candidates), and PMW's
+        ``max_updates``, ``total_share``, ``beta``, ``max_cells``.
+
+    Returns
+    -------
+    SessionPMW
+        ``result.count(column=[values], …)`` answers; ``result.release`` the debit's record.
+
+    Raises
+    ------
+    DomainError, ColumnError
+        As :func:`pmw_query`, and m < 1 or more than ``max_candidates`` candidates — before
+        any budget is spent.
+    """
+    from dpkit.release.synthetic.median import MedianMechanism
+
+    return _multiplicative(query, spec, epsilon, alpha, MedianMechanism,
+                           f"the median mechanism (m={size})", {"size": size, **options})
+
+
+def _multiplicative(query: Any, spec: Mapping[str, Any], epsilon: Number, alpha: Number,
+                    mechanism: Any, name: str, options: Mapping[str, Any]) -> SessionPMW:
+    """PMW or the median mechanism on the bounded rows, every check before the debit."""
+    from dpkit.release.synthetic.domain import Domain, records
 
     if query.aggs or query.group_columns:
         raise DomainError("pmw runs on an ungrouped query without agg()")
@@ -240,7 +303,7 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
         raise DomainError("every declared column needs at least one category or bin")
     if cells > int(options.get("max_cells", 1 << 22)):
         raise DomainError(f"PMW keeps a dense hypothesis: {cells} cells exceed max_cells")
-    Domain(tuple(sizes), tuple(sizes.values()))  # validates names
+    domain = Domain(tuple(sizes), tuple(sizes.values()))  # validates names
     q = query.agg(aggregates.count())
     lf, planned = q.plan(eps)
     if resolve_target(query.session.measure, eps, None, None).noise is not Noise.LAPLACE:
@@ -250,6 +313,10 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
     delta_rows = unit.bounds.single_group().max_rows if unit.column is not None else 1
 
     # everything that can be checked is checked now, before the debit, on zero rows
+    try:  # the options by the mechanism's own allow-list and checks
+        mechanism.check(domain, eps, alpha, sensitivity=delta_rows, **options)
+    except TypeError as exc:
+        raise DomainError(f"{name}: {exc}") from None
     engine.check_columns(lf.collect_schema(), list(spec))
     codec = declared_codec(engine.to_polars(lf.select(list(spec)).head(0).collect()), spec)
 
@@ -258,14 +325,12 @@ def pmw_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha: Nu
         table = engine.to_polars(bounded.collect())
         # rows outside the declared domain are dropped (a filter: 1-stable), never an error
         codes = records(codec.encode(table.filter(in_domain(spec))), codec.domain)
-        pmw = PrivateMultiplicativeWeights(codes, codec.domain, eps, alpha,
-                                           sensitivity=delta_rows, **options)
+        pmw = mechanism(codes, codec.domain, eps, alpha, sensitivity=delta_rows, **options)
         return SessionPMW(pmw, codec, eps)
 
-    description = f"{q.describe()} via private multiplicative weights (α={alpha})"
+    description = f"{q.describe()} via {name} (α={alpha})"
     # nothing is released at the debit (answers come later, each from the hypothesis)
-    noise = (NoiseRow("private multiplicative weights", None, Fraction(delta_rows),
-                      "counting queries"),)
+    noise = (NoiseRow(name, None, Fraction(delta_rows), "counting queries"),)
     result, record = charge_record(session, session.total_loss(planned, None), description,
                                    compute, noise)
     result.release = record
@@ -277,12 +342,14 @@ class ReleaseNamespace:
     """``query.publish``: the :mod:`dpkit.release` algorithms on a session query.
 
     ``session.query().filter(…).publish.histogram("age", bins, "hb", epsilon=1)``,
-    ``….publish.pmw(spec, epsilon=1, alpha=50)``, ``….publish.synthetic(spec, method="mst",
-    epsilon=1)`` or ``….publish.marginals(spec, [("a", "b")], epsilon=1)``; each bounds the
-    rows to the session's privacy unit and debits the session once, before any row is read
-    (see :func:`release_query_histogram`, :func:`pmw_query`,
-    :func:`~dpkit.release.session_tables.synthetic_query`,
-    :func:`~dpkit.release.session_tables.marginals_query`).
+    ``….publish.histogram_nd(spec, "quadtree", epsilon=1)``, ``….publish.gaussian_mm("age",
+    bins, epsilon=1)``, ``….publish.pmw(spec, epsilon=1, alpha=50)``,
+    ``….publish.median(spec, epsilon=1, alpha=50)``, ``….publish.iterative(spec, cliques,
+    epsilon=1)``, ``….publish.synthetic(spec, method="mst", epsilon=1)`` or
+    ``….publish.marginals(spec, [("a", "b")], epsilon=1)``; each bounds the rows to the
+    session's privacy unit and debits the session once, before any row is read (see
+    :func:`release_query_histogram`, :func:`pmw_query`, :func:`median_query` and the
+    functions of :mod:`~dpkit.release.session_tables`).
 
     Attributes
     ----------
@@ -329,3 +396,43 @@ class ReleaseNamespace:
         errors as :func:`~dpkit.release.session_tables.marginals_query`."""
         return marginals_query(self.query, spec, cliques, epsilon=epsilon,
                                consistent=consistent)
+
+    def histogram_nd(self, spec: Mapping[str, Any], method: str = "auto", *,
+                     epsilon: Number, **options: Any) -> HistogramRelease:
+        """A histogram over one to four declared columns (``spec``: column → categories or
+        ``Bins``) released once by a range-query algorithm for its rank (``method``:
+        "identity", "quadtree", "ug", "ag", "kdtree", "dawa", "privelet", "mm", "hdmm",
+        "auto", …), debiting ``epsilon`` (nats) per unit once, now (the algorithm at ε/M for
+        a unit of at most M rows); parameters, privacy argument and errors as
+        :func:`~dpkit.release.session_tables.histogram_nd_query`."""
+        return histogram_nd_query(self.query, spec, method, epsilon=epsilon, **options)
+
+    def gaussian_mm(self, column: str, bins: Sequence[Number], *, epsilon: Number,
+                    delta: Number = Fraction(1, 10 ** 9),
+                    workload: RangeWorkload | None = None,
+                    reuse: bool = True) -> GaussianRangesRelease:
+        """The histogram of ``column`` over the edges ``bins`` released by the Gaussian
+        matrix mechanism (strategy optimised for the workload's L2 error), debiting
+        (``epsilon``, ``delta``) or ρ per unit once, now (ρ/M² for a unit of at most M
+        rows); parameters, privacy argument and errors as
+        :func:`~dpkit.release.session_tables.gaussian_mm_query`."""
+        return gaussian_mm_query(self.query, column, bins, epsilon=epsilon, delta=delta,
+                                 workload=workload, reuse=reuse)
+
+    def median(self, spec: Mapping[str, Any], *, epsilon: Number, alpha: Number,
+               size: int = 8, **options: Any) -> SessionPMW:
+        """The median mechanism over the query's rows for interactive counting queries
+        (``result.count(column=[values], …)``), debiting ``epsilon`` (nats) once, now;
+        parameters, privacy argument and errors as :func:`median_query`."""
+        return median_query(self.query, spec, epsilon=epsilon, alpha=alpha, size=size,
+                            **options)
+
+    def iterative(self, spec: Mapping[str, Any], cliques: Sequence[Sequence[str]], *,
+                  epsilon: Number, distinguisher: str = "exponential", updater: str = "mw",
+                  T: int = 10, **options: Any) -> ICResult:
+        """Every cell of the marginals ``cliques`` answered by the iterative construction
+        (distinguisher, updater, T rounds), debiting ``epsilon`` (nats) per unit once, now
+        (ε/M for a unit of at most M rows); parameters, privacy argument and errors as
+        :func:`~dpkit.release.session_tables.iterative_query`."""
+        return iterative_query(self.query, spec, cliques, epsilon=epsilon,
+                               distinguisher=distinguisher, updater=updater, T=T, **options)

@@ -1,6 +1,8 @@
-"""Synthetic tables and marginals on a :class:`~dpkit.frame.Session` query:
-``query.publish.synthetic(spec, …)`` and ``query.publish.marginals(spec, cliques, …)``
-(:class:`~dpkit.release.session.ReleaseNamespace`).
+"""Synthetic tables, marginals, range histograms, the Gaussian matrix mechanism and the
+iterative construction on a :class:`~dpkit.frame.Session` query:
+``query.publish.synthetic(spec, …)``, ``.marginals(spec, cliques, …)``,
+``.histogram_nd(spec, method, …)``, ``.gaussian_mm(column, bins, …)`` and
+``.iterative(spec, cliques, …)`` (:class:`~dpkit.release.session.ReleaseNamespace`).
 
 The algorithms of :mod:`dpkit.release.synthetic` are primitives on already-bounded data (one
 row, one individual) that charge nobody. Here a curator's table is bounded to the session's
@@ -18,29 +20,43 @@ The unit map (a unit changes at most M rows of the bounded table; add/remove nei
   groups of M rows (Bun & Steinke 2016, Prop. 1.9), so ρ-zCDP per unit;
 - noisy marginals (a count): the sensitivity is multiplied instead — m marginals have L1
   sensitivity M·m per unit, and discrete Laplace noise of scale M·m/ε is ε-DP (Dwork & Roth
-  Thm 3.6; the discrete form, Canonne, Kamath & Steinke 2020).
+  Thm 3.6; the discrete form, Canonne, Kamath & Steinke 2020);
+- range histograms and the iterative construction (pure ε-DP for arrays at L1 distance 1,
+  or records added or removed): run at ε/M (group privacy); the Gaussian matrix mechanism
+  (ρ-zCDP, L2 sensitivity Δ₂ per record): run at ρ/M², since a unit moves Ax by ≤ M·Δ₂.
+
+Every check that does not need the rows — the spec, the method, its options (bound to a
+histogram algorithm's signature), the mechanisms' own ``check`` — runs before the debit;
+after it the data side is total (rows outside the domain are dropped, selection scores are
+clamped rather than a large table refused).
 
 For row-level sessions M = 1 and each map is the identity.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from dpkit.core.measures import PureDP
-from dpkit.core.numbers import Number, positive
+from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, largest_rho
+from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.frame import engine
 from dpkit.mechanisms.frontend import charge
-from dpkit.release.synthetic.domain import Bins, Codec, Domain, records
+from dpkit.release.ranges.gaussian_mm import MAX_CELLS as GAUSSIAN_MAX_CELLS
+from dpkit.release.ranges.gaussian_mm import gaussian_expected_rmse, gaussian_matrix_mechanism
+from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
+from dpkit.release.ranges.registry import method as find_method
+from dpkit.release.synthetic.domain import Bins, Codec, Domain, marginal_counts, records
 from dpkit.release.synthetic.fourier import fourier_consistent
+from dpkit.release.synthetic.iterative import ICResult, IterativeConstruction, LinearQueries
 from dpkit.release.synthetic.marginals import (
     MarginalWorkload,
     NoisyMarginal,
@@ -56,9 +72,12 @@ from dpkit.release.synthetic.synthesize import (
     synthetic_loss,
     synthetic_noise,
 )
+from dpkit.release.workload import RangeWorkload
 
 __all__ = ["declared_codec", "synthetic_query", "marginals_query", "MarginalsRelease", "unit_rows",
-           "in_domain", "MAX_CELLS"]
+           "in_domain", "MAX_CELLS", "histogram_nd_query", "gaussian_mm_query",
+           "GaussianRangesRelease", "iterative_query", "zcdp_budget",
+           "check_histogram_options"]
 
 MAX_CELLS = 1 << 22  # largest marginal table a session release builds (memory is declared)
 
@@ -349,3 +368,325 @@ def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
     noise = (NoiseRow("discrete Laplace", None, Fraction(m * len(workload.cliques)),
                       "marginals"),)
     return charge(session, PureDP(eps), description, compute, noise)
+
+
+# -- range histograms (1-D to 4-D) -------------------------------------------------------
+
+def check_histogram_options(method: str, ndim: int, options: Mapping[str, Any]) -> None:
+    """Check, before the debit and without drawing noise, that ``method`` handles rank
+    ``ndim`` and takes every option given (``workload``, ``non_negative`` and ``integer``
+    are the release's own): the options are bound to the algorithm's signature. Their
+    values are checked by the algorithm itself.
+
+    Raises
+    ------
+    DomainError
+        An unknown method, a rank it does not handle, an option it does not take."""
+    algorithm = find_method(method, ndim)
+    own = {k: v for k, v in options.items()
+           if k not in ("workload", "non_negative", "integer")}
+    if algorithm.chooses:
+        own["lookup"] = find_method
+    try:
+        inspect.signature(algorithm.function, follow_wrapped=False).bind(
+            None, Fraction(1), None, **own)
+    except TypeError as exc:
+        raise DomainError(f"{method}: {exc}") from None
+
+
+def histogram_nd_query(query: Any, spec: Mapping[str, Any], method: str = "auto", *,
+                       epsilon: Number, max_cells: int = MAX_CELLS,
+                       **options: Any) -> HistogramRelease:
+    """A d-dimensional histogram (d = 1 … 4 declared columns) of a session query, released
+    once by a :mod:`dpkit.release.ranges` algorithm (what :func:`~dpkit.release.
+    release_histogram` dispatches for its rank: identity, privelet, quadtree, ug, ag,
+    kdtree, dawa on the Hilbert curve, the matrix mechanism / HDMM, auto …), so that any
+    range query is answered from it for free; charged once to the session at its unit.
+
+    Privacy: the rows are bounded to at most M per unit (M the unit's row bound, 1 for
+    row-level units), so one unit moves the count array by at most M in L1. Every algorithm
+    is ε′-DP for arrays at L1 distance 1, hence Mε′-DP at distance M (group privacy, Dwork &
+    Roth Thm 2.2): it runs at ε′ = ε/M and the session is debited ε (PureDP; ρ = ε²/2 in a
+    zCDP session) once, before any row is read.
+
+    Parameters
+    ----------
+    query : dpkit.frame.Query
+        Ungrouped, without aggregations.
+    spec : mapping column → categories or :class:`~dpkit.release.synthetic.domain.Bins`
+        One to four declared columns, the histogram's axes in this order (bins [eᵢ, eᵢ₊₁),
+        the last closed; categories in the order given).
+    method : str
+        A registered algorithm for the rank (:func:`dpkit.release.methods`); default
+        "auto".
+    epsilon : number
+        ε > 0 (nats), per unit.
+    max_cells : int
+        Largest number of cells (default 2^22): memory and time bounded by declared sizes.
+    **options
+        ``workload`` (a :class:`~dpkit.release.workload.RangeWorkload` of the histogram's
+        shape), ``non_negative``, ``integer`` and the algorithm's own options.
+
+    Returns
+    -------
+    HistogramRelease
+        ``counts`` of shape (sizes of the columns), ``epsilon`` the ε charged per unit. Its
+        release record is ``query.session.last_release``.
+
+    Raises
+    ------
+    DomainError, ColumnError
+        A grouped query, aggregations, a bad spec, more than four columns or ``max_cells``
+        cells, a method that does not handle the rank, an option it does not take, a
+        workload of another shape, ε ≤ 0 — before any budget is spent (an option's value
+        is checked by the algorithm, after the debit). BudgetExceededError if ε exceeds
+        what remains. Rows outside the declared domain are dropped, never an error.
+    """
+    eps = positive(epsilon, "epsilon", up=False)
+    codec = _declare(query, spec, "publish.histogram_nd")
+    domain = codec.domain
+    if len(domain.attributes) > 4:
+        raise DomainError("publish.histogram_nd takes one to four columns")
+    if domain.size() > max_cells:
+        raise DomainError(f"{domain.size()} cells exceed max_cells = {max_cells}")
+    m = unit_rows(query.session)
+    check_histogram_options(method, len(domain.attributes), options)
+    workload = options.get("workload")
+    if workload is not None and tuple(workload.shape) != domain.shape():
+        raise DomainError(f"workload shape {tuple(workload.shape)} != {domain.shape()}")
+
+    def compute() -> HistogramRelease:
+        codes = _bounded_codes(query, spec, codec)
+        counts = marginal_counts(codes, domain, domain.attributes)
+        return replace(release_histogram(counts, eps / m, method, **dict(options)),
+                       epsilon=eps)
+
+    description = _describe(query, f"publish.histogram_nd({method}; {_columns(domain)}; "
+                                   f"unit ≤ {m} rows, run at ε/{m})")
+    noise = (NoiseRow(method, None, Fraction(m), "histogram"),)
+    return charge(query.session, PureDP(eps), description, compute, noise)
+
+
+# -- the Gaussian matrix mechanism --------------------------------------------------------
+
+@dataclass(frozen=True)
+class GaussianRangesRelease:
+    """A 1-D histogram released by the Gaussian matrix mechanism (:func:`gaussian_mm_query`).
+
+    Attributes
+    ----------
+    counts : ndarray of float64, shape (n,)
+        x̂ = A⁻¹(Ax + noise), in records.
+    rho : Fraction
+        ρ charged per unit (zCDP).
+    labels : tuple
+        The bins' (lo, hi) pairs or the categories, in code order.
+    expected_rmse : float
+        Per-query RMSE of the workload (all ranges by default), in records, on the bounded
+        table (:func:`~dpkit.release.ranges.gaussian_mm.gaussian_expected_rmse` at ρ/M²).
+    """
+
+    counts: np.ndarray
+    rho: Fraction
+    labels: tuple[Any, ...]
+    expected_rmse: float
+
+    def answer(self, workload: RangeWorkload) -> np.ndarray:
+        """Answers to ``workload`` from the released counts (post-processing, free)."""
+        return workload.answer(self.counts)
+
+
+def zcdp_budget(measure: type, what: str, epsilon: Fraction, delta: Number
+                ) -> tuple[PrivacyLoss, Fraction]:
+    """(what a ρ-zCDP release at (ε, δ) is charged in ``measure``, its ρ): ρ the largest
+    whose (ε, δ) conversion is within (ε, δ) (Canonne, Kamath & Steinke 2020, Cor. 13);
+    ZCDP(ρ) in a zCDP session, else ApproxDP(ε, δ).
+
+    Raises
+    ------
+    DomainError
+        A pure-ε session, or δ outside (0, 1)."""
+    if measure is PureDP:
+        raise DomainError(f"{what} is ρ-zCDP, not pure ε-DP: use an ApproxDP or ZCDP budget")
+    dlt = to_fraction(delta)
+    if not 0 < dlt < 1:
+        raise DomainError(f"delta must be in (0, 1); got {delta!r}")
+    rho = largest_rho(epsilon, dlt)
+    return (ZCDP(rho) if measure is ZCDP else ApproxDP(epsilon, dlt)), rho
+
+
+def gaussian_mm_query(query: Any, column: str, bins: Sequence[Number] | Bins, *,
+                      epsilon: Number, delta: Number = Fraction(1, 10 ** 9),
+                      workload: RangeWorkload | None = None,
+                      reuse: bool = True) -> GaussianRangesRelease:
+    """A 1-D histogram of a session query released by the matrix mechanism with Gaussian
+    noise (:func:`~dpkit.release.ranges.gaussian_mm.gaussian_matrix_mechanism`: strategy A
+    optimised for the workload's L2 error), charged once to the session at its unit.
+
+    Privacy: the rows are bounded to at most M per unit, so one unit moves the counts by at
+    most M in L1 and Ax by at most M·Δ₂ in L2 (Δ₂ = A's largest column norm). The mechanism
+    runs at ρ/M² (σ = Δ₂/√(2ρ/M²)), which is ρ-zCDP per unit (Bun & Steinke 2016, Prop. 1.6;
+    the map d ↦ d²ρ of :func:`~dpkit.release.ranges.gaussian_mm.
+    make_gaussian_matrix_release`), with ρ the largest whose (ε, δ) conversion is within
+    (ε, δ) (Canonne, Kamath & Steinke 2020, Cor. 13). The session is debited (ε, δ)
+    (ApproxDP sessions) or ρ (ZCDP sessions) once, before any row is read.
+
+    Parameters
+    ----------
+    query : dpkit.frame.Query
+        Ungrouped, without aggregations.
+    column : str
+        A numeric column.
+    bins : sequence of numbers or Bins
+        Increasing edges e₀ < … < e_n (n ≤ 1,024 cells, bins [eᵢ, eᵢ₊₁), the last closed).
+    epsilon, delta : number
+        ε > 0 (nats) and δ in (0, 1) (default 10⁻⁹), per unit.
+    workload : RangeWorkload, optional
+        The ranges to optimise the strategy for (shape (n,); default all ranges).
+    reuse : bool
+        Use the cached strategy of the workload's declared family (default True).
+
+    Returns
+    -------
+    GaussianRangesRelease
+        Its release record is ``query.session.last_release``.
+
+    Raises
+    ------
+    DomainError, ColumnError
+        A grouped query, aggregations, bad bins, more than 1,024 cells, a workload of
+        another shape, a PureDP session, ε ≤ 0 or δ outside (0, 1) — before any budget is
+        spent. BudgetExceededError if the loss exceeds what remains. Rows outside the bins
+        are dropped, never an error.
+    """
+    eps = positive(epsilon, "epsilon", up=False)
+    if not isinstance(reuse, bool):
+        raise DomainError(f"reuse must be True or False; got {reuse!r}")
+    spec = {column: _bins(bins)}
+    codec = _declare(query, spec, "publish.gaussian_mm")
+    n = codec.domain.sizes[0]
+    if n > GAUSSIAN_MAX_CELLS:
+        raise DomainError(f"the Gaussian matrix mechanism is dense: {n} bins > "
+                          f"{GAUSSIAN_MAX_CELLS}")
+    if workload is not None and tuple(workload.shape) != (n,):
+        raise DomainError(f"workload shape {tuple(workload.shape)} != ({n},) bins")
+    session = query.session
+    loss, rho = zcdp_budget(session.measure, "publish.gaussian_mm", eps, delta)
+    m = unit_rows(session)
+    row_rho = rho / (m * m)
+    # the strategy is optimised (and cached) now: public, and its errors come before the debit
+    rmse = gaussian_expected_rmse(workload, n, row_rho)
+
+    def compute() -> GaussianRangesRelease:
+        codes = _bounded_codes(query, spec, codec)
+        counts = marginal_counts(codes, codec.domain, codec.domain.attributes)
+        out = gaussian_matrix_mechanism(counts, row_rho, workload, reuse=reuse)
+        return GaussianRangesRelease(out, rho, _labels(spec)[column], rmse)
+
+    description = _describe(query, f"publish.gaussian_mm({_columns(codec.domain)}; unit ≤ "
+                                   f"{m} rows, run at ρ/{m * m})")
+    noise = (NoiseRow("gaussian matrix mechanism (discrete Gaussian on Ax)", None,
+                      Fraction(m), "histogram"),)
+    return charge(session, loss, description, compute, noise)
+
+
+def _bins(bins: Sequence[Number] | Bins) -> Bins:
+    """Declared edges as :class:`Bins` (numbers only)."""
+    if isinstance(bins, Bins):
+        return bins
+    try:
+        return Bins(tuple(float(e) for e in bins))
+    except (TypeError, ValueError):
+        raise DomainError("bins must be a sequence of increasing numbers") from None
+
+
+# -- the iterative construction ----------------------------------------------------------
+
+def iterative_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Sequence[str]],
+                    *, epsilon: Number, distinguisher: str = "exponential",
+                    updater: str = "mw", T: int = 10, total_share: Number = Fraction(1, 20),
+                    beta: float = 0.05, max_cells: int = MAX_CELLS,
+                    **updater_options: Any) -> ICResult:
+    """Answer every cell of the marginals ``cliques`` of a session query's declared columns
+    by the iterative construction (Gupta, Roth & Ullman 2012; Dwork & Roth §5.2, Alg. 9:
+    :class:`~dpkit.release.synthetic.iterative.IterativeConstruction` — the distinguisher
+    picks the worst-answered query, it is measured, the updater — multiplicative weights,
+    additive, or the median mechanism's halving — learns it), charged once to the session
+    at its unit.
+
+    Privacy: the rows are bounded to at most M per unit, and the construction (pure ε′-DP
+    for records added or removed: ε′·``total_share`` on the record count, T rounds of
+    ε′(1 − share)/T, sequential composition, Dwork & Roth Thm 3.16) runs at ε′ = ε/M, which
+    is ε-DP per unit (group privacy, Dwork & Roth Thm 2.2). The session is debited ε
+    (PureDP; ρ = ε²/2 in a zCDP session) once, before any row is read.
+
+    Parameters
+    ----------
+    query : dpkit.frame.Query
+        Ungrouped, without aggregations.
+    spec : mapping column → categories or :class:`~dpkit.release.synthetic.domain.Bins`
+        The declared domain (dense: at most ``max_cells`` cells).
+    cliques : sequence of sequences of str
+        The marginals whose every cell is a query.
+    epsilon : number
+        ε > 0 (nats), per unit.
+    distinguisher : {"exponential", "noisy_max", "permute_and_flip"}
+    updater : {"mw", "additive", "halving"}
+    T : int
+        Rounds.
+    total_share : number in (0, 1)
+        Share of ε′ for the noisy record count.
+    beta : float
+        Failure probability of the reported bound.
+    max_cells : int
+        Largest domain (default 2^22).
+    **updater_options
+        For "halving": ``records``, ``max_candidates``, ``tolerance``.
+
+    Returns
+    -------
+    ICResult
+        ``answers`` (one per cell of each clique, in order), ``distribution`` (|X|,),
+        ``epsilon`` the ε charged per unit; its release record is
+        ``query.session.last_release``.
+
+    Raises
+    ------
+    DomainError, ColumnError
+        A grouped query, aggregations, a bad spec, clique, part or option, a domain above
+        ``max_cells``, too many halving candidates, ε ≤ 0 — before any budget is spent.
+        BudgetExceededError if ε exceeds what remains. Rows outside the declared domain are
+        dropped, never an error.
+    """
+    eps = positive(epsilon, "epsilon", up=False)
+    codec = _declare(query, spec, "publish.iterative")
+    domain = codec.domain
+    if domain.size() > max_cells:
+        raise DomainError(f"{domain.size()} cells exceed max_cells = {max_cells}")
+    workload = MarginalWorkload(domain, tuple(tuple(c) for c in cliques)
+                                if not isinstance(cliques, str) else ())
+    unknown = sorted(set(updater_options) - {"records", "max_candidates", "tolerance"})
+    if unknown:  # n (the record count) is not public in a session; δ > 0 is not offered
+        raise DomainError(f"unknown option {unknown[0]!r}; the updater options are "
+                          "records, max_candidates, tolerance (halving)")
+    m = unit_rows(query.session)
+    ic = IterativeConstruction(distinguisher, updater, T, eps / m, 0,
+                               total_share=total_share, beta=beta, **updater_options)
+    ic.check(domain.size())
+    queries = LinearQueries.from_marginals(workload)
+
+    def compute() -> ICResult:
+        codes = _bounded_codes(query, spec, codec)
+        counts = marginal_counts(codes, domain, domain.attributes).ravel()
+        return replace(ic.run(counts, queries), epsilon=eps)
+
+    names = "; ".join(",".join(c) for c in workload.cliques)
+    description = _describe(query, f"publish.iterative({distinguisher}/{updater}, T={ic.T}; "
+                                   f"{names}; {_columns(domain)}; unit ≤ {m} rows, run at "
+                                   f"ε/{m})")
+    noise = (NoiseRow(f"iterative: record count, discrete Laplace, {ic.share}·ε", None,
+                      Fraction(m), "record count"),
+             NoiseRow(f"iterative: {ic.T} rounds, {distinguisher} + discrete Laplace, "
+                      f"(1 − {ic.share})·ε/{2 * ic.T} each", None, Fraction(m),
+                      "workload marginals"))
+    return charge(query.session, PureDP(eps), description, compute, noise)

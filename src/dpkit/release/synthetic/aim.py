@@ -17,10 +17,11 @@ each with weight w_r = Σ_{s∈W} |r ∩ s|. With T = 16d rounds planned:
 
 Privacy: a score moves by ≤ w_r when a record is added or removed (one cell of M_r(x) by
 1), so the selection has sensitivity Δ = max w_r (+ the float and 2^-10 grid allowances of
-:mod:`dpkit.release.synthetic.mst`); each draw is ε-DP with ε²/8 ≤ ρ_sel, hence ρ_sel-zCDP (Cesar &
-Rogers 2021). Each measurement (one marginal, L2 sensitivity 1) is ρ_meas-zCDP (CKS20).
-Everything else — fitting, the size filter (it depends on past outputs only), annealing —
-is post-processing. zCDP composes adaptively and additively: the total is exactly ρ.
+:func:`dpkit.release.synthetic.mst.grid_scores`, the L1 norms clamped at 2^28); each draw
+is ε-DP with ε²/8 ≤ ρ_sel, hence ρ_sel-zCDP (Cesar & Rogers 2021). Each measurement (one
+marginal, L2 sensitivity 1) is ρ_meas-zCDP (CKS20). Everything else — fitting, the size
+filter (it depends on past outputs only), annealing — is post-processing. zCDP composes
+adaptively and additively: the total is exactly ρ.
 
 Implementation (issue 18; bench/aim_scale.py): the model is Private-PGM's, fitted by the
 same mirror descent, but on NumPy tables (:mod:`dpkit.release.synthetic.jtree`) — the JAX
@@ -47,13 +48,14 @@ from dpkit.core.measures import ZCDP
 from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
-from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID
-from dpkit.release.synthetic import jtree
+from dpkit.mechanisms.exponential import SCORE_ALLOWANCE
+from dpkit.release.synthetic import jtree, mst
 from dpkit.release.synthetic.domain import Domain, marginal_counts
 from dpkit.release.synthetic.mst import (
     Measured,
     MSTResult,
     _epsilon_for_rho,
+    grid_scores,
     loss_lipschitz,
     require_mbi,
 )
@@ -80,7 +82,9 @@ def score_vector(truth: Sequence[np.ndarray], estimates: Sequence[np.ndarray],
     """AIM's scores w_r(‖M_r(x) − M_r(model)‖₁ − √(2/π)·σ·n_r) for all candidates at once:
     one subtraction over the concatenated cells, then each candidate's L1 norm as a
     correctly rounded sum (``math.fsum``, which the float allowance of the sensitivity
-    assumes) of its slice."""
+    assumes) of its slice, clamped at :data:`~dpkit.release.synthetic.mst.MAX_RECORDS`
+    (1-Lipschitz: the allowance then holds for any number of records,
+    :func:`~dpkit.release.synthetic.mst.grid_scores`)."""
     sizes = np.array([t.size for t in truth], dtype=np.int64)
     if not sizes.size:
         return np.zeros(0)
@@ -89,6 +93,7 @@ def score_vector(truth: Sequence[np.ndarray], estimates: Sequence[np.ndarray],
     ends = np.cumsum(sizes)
     l1 = np.array([math.fsum(diff[e - n: e]) for e, n in zip(ends.tolist(), sizes.tolist(),
                                                               strict=True)])
+    l1 = np.minimum(l1, float(mst.MAX_RECORDS))
     return np.asarray(weights, dtype=np.float64) * (l1 - _BIAS * sigma * sizes)
 
 
@@ -171,8 +176,6 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
     if codes.ndim != 2 or codes.shape[1] != d or codes.dtype.kind not in "iu" or (
             codes < 0).any() or (codes >= np.asarray(domain.sizes)).any():
         raise DomainError(f"codes must be integers of shape (n, {d}) inside the domain")
-    if codes.shape[0] > 1 << 28:
-        raise DomainError("the score rounding allowance covers up to 2^28 records")
     cliques = [tuple(c) for c in (workload if workload is not None else
                                   itertools.combinations(domain.attributes, 2))]
     if not cliques:
@@ -225,7 +228,7 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
             estimates = model.marginals(cands)
             scores = score_vector([true_marginal(c) for c in cands], estimates,
                                   [weights[c] for c in cands], sigma)
-            u = np.rint(scores * SCORE_GRID) / SCORE_GRID
+            u = grid_scores(scores)
             index = frontend.select(u, delta, eps).value
             pick = cands[index]
             before = estimates[index].ravel()

@@ -26,8 +26,9 @@ update drops every candidate farther than τ from â (exponential in m: small do
 Privacy (pure, add/remove one record). A share of ε measures n (unless ``n`` is declared
 public); each round spends ε_round = ε_sel + ε_meas (half each) — the distinguisher sees
 the data only through scores whose sensitivity is Δ = 1 (adding a record z changes
-q·x − n̂·q(D) by q(z) ∈ {0, 1}), plus a float rounding allowance of 2^-20 (module
-:mod:`dpkit.release.synthetic.mwem`, same argument, n ≤ 2^28) and 2^-10 for rounding the scores to a
+q·x − n̂·q(D) by q(z) ∈ {0, 1}), plus a float rounding allowance of 2^-20 (the scores are
+clamped at 2^28, so it holds for any number of records:
+:func:`dpkit.release.synthetic.mst.grid_scores`) and 2^-10 for rounding the scores to a
 grid of 2^-10 (so noisy max works with small exact rationals). Sequential composition:
 ε_n + T·ε_round ≤ ε (D&R Thm 5.3, pure). With δ > 0 the T rounds compose by the advanced composition
 theorem (D&R Thm 3.20; :func:`dpkit.core.composition.advanced_composition`, checked
@@ -69,8 +70,9 @@ from dpkit.core.measures import ApproxDP, PureDP
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
-from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID
+from dpkit.mechanisms.exponential import SCORE_ALLOWANCE
 from dpkit.release.measure import laplace_integer
+from dpkit.release.synthetic.mst import grid_scores
 
 __all__ = ["LinearQueries", "IterativeConstruction", "ICResult", "DISTINGUISHERS",
            "UPDATERS", "project_simplex"]
@@ -348,6 +350,35 @@ class IterativeConstruction:
         self.eps_total = Fraction(0) if self.n is not None else self.epsilon * self.share
         self.eps_round = self._round_budget(self.epsilon - self.eps_total)
 
+    def check(self, size: int) -> None:
+        """Check the updater's options for a domain of ``size`` cells without the records (a
+        session runs it before the debit): the halving updater's ``records`` and candidate
+        count; the other updaters take no option.
+
+        Raises
+        ------
+        DomainError
+            An option the updater does not take, or a value it refuses."""
+        allowed = {"records", "max_candidates", "tolerance"} if self.updater == "halving" \
+            else set()
+        unknown = sorted(set(self.updater_options) - allowed)
+        if unknown:
+            raise DomainError(f"unknown option {unknown[0]!r} for the {self.updater} updater")
+        if self.updater != "halving":
+            return
+        opts = self.updater_options
+        m, most = opts.get("records", 4), opts.get("max_candidates", 200_000)
+        for name, value in (("records", m), ("max_candidates", most)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise DomainError(f"{name} must be a positive integer")
+        assert isinstance(m, int | np.integer) and isinstance(most, int | np.integer)
+        tol = opts.get("tolerance")
+        if tol is not None and not (isinstance(tol, int | float) and 0 < tol < math.inf):
+            raise DomainError("tolerance must be a positive number")
+        if math.comb(size + int(m) - 1, int(m)) > most:
+            raise DomainError(f"the halving updater enumerates all databases of {m} records "
+                              f"over {size} cells, more than max_candidates = {most}")
+
     def _round_budget(self, budget: Fraction) -> Fraction:
         """Pure: budget/T. With δ: the largest ε_round (bisection on exact Fractions) whose
         T-fold advanced composition is ≤ (budget, δ); never below budget/T."""
@@ -381,7 +412,8 @@ class IterativeConstruction:
         Raises
         ------
         DomainError
-            Counts of the wrong shape, negative or non-integer, or n > 2^28."""
+            Counts of the wrong shape, negative or non-integer, or a declared n that is not
+            their total (never their size: scores are clamped)."""
         counts = np.asarray(x)
         if counts.shape != (queries.domain_size,) or counts.dtype.kind not in "iu" or (
                 counts < 0).any():
@@ -389,8 +421,6 @@ class IterativeConstruction:
                               f"({queries.domain_size},)")
         counts = counts.astype(np.int64)
         n_true = int(counts.sum())
-        if n_true > 1 << 28:
-            raise DomainError("the score rounding allowance covers up to 2^28 records")
         if self.n is not None and self.n != n_true:
             raise DomainError("the declared n differs from the number of records")
         eps_sel, eps_meas = self.eps_round / 2, self.eps_round / 2
@@ -412,7 +442,7 @@ class IterativeConstruction:
         for _ in range(self.T):
             total += hyp.distribution()
             current = hyp.answers(queries)
-            scores = np.rint(np.abs(truth - scale_n * current) * SCORE_GRID) / SCORE_GRID
+            scores = grid_scores(np.abs(truth - scale_n * current))
             i = int(frontend.select(scores, SCORE_SENSITIVITY, eps_sel,
                                     mechanism=part.mechanism).value)
             measured = int(laplace_integer(np.array([int(truth[i])]), Fraction(1),

@@ -65,17 +65,32 @@ class MedianMechanism(PrivateMultiplicativeWeights):
         Too many candidates, m < 1, and PMW's errors.
     """
 
-    def __init__(self, codes: np.ndarray, domain: Any, epsilon: Any, alpha: Any, *,
-                 size: int = 8, max_candidates: int = 2_000_000, **options: Any) -> None:
-        if int(size) != size or size < 1:
+    @staticmethod
+    def check(domain: Any, epsilon: Any, alpha: Any, *, size: int = 8,
+              max_candidates: int = 2_000_000, **options: Any) -> None:
+        """Everything the constructor refuses, checked without the records (a session runs
+        it before the debit): m, the number of candidates, and PMW's checks.
+
+        Raises
+        ------
+        DomainError
+            m < 1, more than ``max_candidates`` candidates, PMW's errors; TypeError for an
+            option neither takes."""
+        if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
             raise DomainError("size must be a positive integer")
         count = comb(domain.size() + int(size) - 1, int(size))
         if count > max_candidates:
             raise DomainError(f"the median mechanism enumerates {count} candidate databases "
                               f"(C(|X| + m − 1, m)), more than max_candidates="
                               f"{max_candidates}; use a smaller domain or size")
+        PrivateMultiplicativeWeights.check(domain, epsilon, alpha, **options)
+
+    def __init__(self, codes: np.ndarray, domain: Any, epsilon: Any, alpha: Any, *,
+                 size: int = 8, max_candidates: int = 2_000_000, **options: Any) -> None:
+        MedianMechanism.check(domain, epsilon, alpha, size=size,
+                              max_candidates=max_candidates, **options)
         self.size = int(size)
-        self._count = count
+        self._count = comb(domain.size() + self.size - 1, self.size)
         super().__init__(codes, domain, epsilon, alpha, **options)
 
     def _update_bound(self, n: int, cells: int) -> int:

@@ -14,8 +14,8 @@ post-processing.
    exponential mechanism among the attribute pairs that join two components, with score
    ‖M_ij(x) − M̂_ij‖₁, M̂ the independent model of the noisy 1-way marginals (fixed before
    the selection). A record changes one cell of M_ij(x): sensitivity 1 (+ 2^-10 for scores
-   rounded to a 2^-10 grid, + 2^-20 float allowance as in :mod:`dpkit.release.synthetic.mwem`). Each
-   draw is ε-DP with ε²/8 = ρ/(3(d − 1)), hence ε²/8-zCDP (Cesar & Rogers 2021, bounded range).
+   rounded to a 2^-10 grid, + 2^-20 for float rounding: :func:`grid_scores`). Each draw is
+   ε-DP with ε²/8 = ρ/(3(d − 1)), hence ε²/8-zCDP (Cesar & Rogers 2021, bounded range).
 3. *2-way marginals* (ρ/3): the d − 1 selected pairs, σ² = (d − 1)/(2·ρ/3).
 4. Private-PGM estimates a graphical model from all measurements; records are sampled
    from it (:mod:`dpkit.release.synthetic.pgm_sample`) and decompressed: a merged cell becomes one
@@ -49,9 +49,25 @@ from dpkit.release.synthetic.domain import Domain, marginal_counts
 from dpkit.release.synthetic.pgm_sample import quick_compile, sample_model
 
 __all__ = ["MSTResult", "mst", "mst_measure", "Measured", "require_mbi", "pair_scores",
-           "decompress", "pgm_estimate"]
+           "decompress", "pgm_estimate", "grid_scores", "MAX_RECORDS"]
 
 SCORE_SENSITIVITY = 1 + SCORE_ALLOWANCE
+MAX_RECORDS = 1 << 28  # scores are clamped here, where the float allowance covers them
+
+
+def grid_scores(scores: object) -> np.ndarray:
+    """Selection scores clamped to at most :data:`MAX_RECORDS` and put on the grid 1/G
+    (G = ``SCORE_GRID``), so that their sensitivity is Δ·(1 + ``SCORE_ALLOWANCE``) whatever
+    the number of records — a large table loses accuracy, never raises.
+
+    Why: a score here is Σ_c |a_c − b_c| (or one such term) of exact integer counts a_c
+    (< 2^53) and public floats b_c, each difference rounded once and the sum correctly
+    rounded (``math.fsum``), so the computed score is s(1 + θ), |θ| ≤ 2.0001u (u = 2^-53).
+    Clamping at C = 2^28 is 1-Lipschitz and leaves neighbours' computed scores within
+    Δ + 4.0002u·(C + Δ) < Δ + 2^-20 of each other; rounding to the grid adds 1/G
+    (``SCORE_ALLOWANCE`` = 1/G + 2^-20)."""
+    clamped = np.minimum(np.asarray(scores, dtype=np.float64), float(MAX_RECORDS))
+    return np.rint(clamped * SCORE_GRID) / SCORE_GRID
 
 
 def require_mbi() -> Any:
@@ -267,7 +283,7 @@ def pair_scores(codes: np.ndarray, domain: Domain, ones: dict[str, np.ndarray], 
                 pairs: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
     """‖M_ab(x) − total·p_a⊗p_b‖₁ for each pair, p the (public, noisy) one-way
     distributions: adding or removing a record moves one cell of M_ab(x) by 1, so each
-    score moves by at most 1 (exactly; the float sum adds < 2^-20 for n ≤ 2^28)."""
+    score moves by at most 1 (exactly; the float rounding is :func:`grid_scores`')."""
     out = {}
     for a, b in pairs:
         true = marginal_counts(codes, domain, [a, b]).astype(np.float64)
@@ -290,7 +306,8 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     Raises
     ------
     DomainError
-        Bad ρ, fewer than two attributes, codes outside the domain.
+        Bad ρ, fewer than two attributes, codes outside the domain (never the number of
+        records: :func:`grid_scores` clamps the scores instead).
     """
     r = positive(rho, "rho", up=False)
     d = len(domain.attributes)
@@ -300,8 +317,6 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     if codes.ndim != 2 or codes.shape[1] != d or codes.dtype.kind not in "iu" or (
             codes < 0).any() or (codes >= np.asarray(domain.sizes)).any():
         raise DomainError(f"codes must be integers of shape (n, {d}) inside the domain")
-    if codes.shape[0] > 1 << 28:
-        raise DomainError("the score rounding allowance covers up to 2^28 records")
     rho_part = r / 3
     # 1. one-way marginals
     rho_one = rho_part / d
@@ -339,7 +354,7 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     selected: list[tuple[str, ...]] = []
     for _ in range(d - 1):
         cands = [p for p in pairs if find(p[0]) != find(p[1])]
-        u = np.rint(np.array([scores[p] for p in cands]) * SCORE_GRID) / SCORE_GRID
+        u = grid_scores([scores[p] for p in cands])
         a, b = cands[frontend.select(u, SCORE_SENSITIVITY, eps_sel).value]
         component[find(a)] = find(b)
         selected.append((a, b))

@@ -18,10 +18,10 @@ total_share)·ε/T on an ε_round/2 exponential mechanism and an ε_round/2 Lapl
 measurement; everything else is post-processing, so the total is ε by sequential
 composition (Dwork & Roth Thm 3.16; the selection at ε = 2Δ/s, Thm 3.10).
 
-Scores are computed in float64 from exact counts and a float hypothesis: the computed score
-differs from the exact one by at most 8u·(n + |A|) (u = 2^-53; the sum of at most 2·cells
-rounded terms, via ``math.fsum``), so the declared sensitivity is Δ = 1 + 16u·(n + ñ + 1)
-for true size n ≤ ñ + bound, applied as a rational.
+Scores are computed in float64 from exact counts and a float hypothesis (public), each
+cell's difference rounded once and summed by ``math.fsum``, then clamped at 2^28
+(:func:`~dpkit.release.synthetic.mst.grid_scores`' argument): the declared sensitivity
+Δ = 1 + 2^-20 holds for any number of records, so a large table never raises.
 
 Factored hypothesis (their §3.4): A is a product of independent tables over disjoint
 attribute groups. A marginal inside one group is a sum of that table; across groups, the
@@ -50,6 +50,7 @@ from dpkit.mechanisms import make_selection
 from dpkit.release.measure import laplace_integer
 from dpkit.release.synthetic.domain import Domain, marginal_counts
 from dpkit.release.synthetic.marginals import MarginalWorkload
+from dpkit.release.synthetic.mst import MAX_RECORDS
 
 __all__ = ["Factored", "MWEMResult", "default_rounds", "mwem"]
 
@@ -217,13 +218,10 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
     noisy_n = int(laplace_integer(np.array([codes.shape[0]]), Fraction(1), eps_total)[0])
     hyp = Factored.uniform(domain, float(max(noisy_n, 1)))
     truth = {c: marginal_counts(codes, domain, c) for c in workload.cliques}
-    # exact-score sensitivity 1, plus float rounding of the scores (module docstring); the
-    # bound uses the true n, which only enters the privacy map as a public upper bound of
-    # the rounding: 2^-20 covers n + ñ ≤ 2^28 records
-    if codes.shape[0] + abs(noisy_n) > 1 << 28:
-        raise DomainError("MWEM's score rounding allowance covers up to 2^28 records")
+    # exact-score sensitivity 1, plus the float rounding of clamped scores (module docstring)
     sensitivity = 1 + Fraction(1, 1 << 20)
     select = make_selection(sensitivity, eps_round / 2)  # the exponential mechanism, checked
+    cap = float(MAX_RECORDS)
     selected = []
     with Progress(*Progress.get_default_columns(), console=Console(stderr=True),
                   transient=True, disable=not progress) as bar:
@@ -232,7 +230,7 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
             candidates = [c for c in workload.cliques if hyp.merged_cells(c) <= max_cells]
             if not candidates:
                 break
-            scores = [math.fsum(np.abs(hyp.marginal(c) - truth[c]).ravel())
+            scores = [min(math.fsum(np.abs(hyp.marginal(c) - truth[c]).ravel()), cap)
                       for c in candidates]
             choice = candidates[select(np.array(scores))]
             measured = laplace_integer(truth[choice], Fraction(1), eps_round / 2)

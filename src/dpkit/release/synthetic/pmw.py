@@ -90,19 +90,43 @@ class PrivateMultiplicativeWeights:
                       "(delta is δ)", DeprecationWarning, stacklevel=2)
         return self.sensitivity
 
+    @staticmethod
+    def check(domain: Domain, epsilon: Number, alpha: Number, *,
+              max_updates: int | None = None, sensitivity: int = 1,
+              total_share: Number = Fraction(1, 20), beta: float = 0.05,
+              max_cells: int = 1 << 22) -> None:
+        """Everything the constructor refuses, checked without the records (a session runs
+        it before the debit); parameters as the class's.
+
+        Raises
+        ------
+        DomainError
+            ε or α ≤ 0, a share outside (0, 1), a domain above ``max_cells``, a
+            sensitivity or ``max_updates`` that is not a positive integer, β outside (0, 1).
+        """
+        positive(epsilon, "epsilon", up=False)
+        positive(alpha, "alpha")
+        if not 0 < to_fraction(total_share) < 1:
+            raise DomainError("total_share must be in (0, 1)")
+        for name, value in (("max_cells", max_cells), ("sensitivity", sensitivity),
+                            ("max_updates", 1 if max_updates is None else max_updates)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise DomainError(f"{name} must be a positive integer")
+        if domain.size() > max_cells:
+            raise DomainError(f"PMW keeps a dense hypothesis: the domain has {domain.size()} "
+                              f"cells, more than max_cells={max_cells}")
+        if not (isinstance(beta, int | float) and 0 < beta < 1):
+            raise DomainError("beta must be in (0, 1)")
+
     def __init__(self, codes: np.ndarray, domain: Domain, epsilon: Number, alpha: Number, *,
                  max_updates: int | None = None, sensitivity: int = 1,
                  total_share: Number = Fraction(1, 20), beta: float = 0.05,
                  max_cells: int = 1 << 22) -> None:
+        PrivateMultiplicativeWeights.check(domain, epsilon, alpha, max_updates=max_updates,
+                                           sensitivity=sensitivity, total_share=total_share,
+                                           beta=beta, max_cells=max_cells)
         eps = positive(epsilon, "epsilon", up=False)
         share = to_fraction(total_share)
-        if not 0 < share < 1:
-            raise DomainError("total_share must be in (0, 1)")
-        if domain.size() > max_cells:
-            raise DomainError(f"PMW keeps a dense hypothesis: the domain has {domain.size()} "
-                              f"cells, more than max_cells={max_cells}")
-        if int(sensitivity) != sensitivity or sensitivity < 1:
-            raise DomainError("sensitivity must be a positive integer")
         self.alpha = float(positive(alpha, "alpha"))
         self.domain = domain
         self.sensitivity = Fraction(int(sensitivity))

@@ -209,7 +209,8 @@ def check_options(method: str, domain: Domain, options: Mapping[str, Any]) -> No
     ------
     DomainError, ColumnError
         An option the method does not take, a count that is not a positive integer, a
-        share outside (0, 1), a workload naming undeclared columns.
+        share outside (0, 1), a workload naming undeclared columns, AIM's rounds too few
+        for its one-way measurements.
     """
     unknown = set(options) - OPTIONS[method]
     if unknown:
@@ -227,6 +228,12 @@ def check_options(method: str, domain: Domain, options: Mapping[str, Any]) -> No
         raise DomainError("max_size must be positive")
     if options.get("workload") is not None:
         MarginalWorkload(domain, tuple(tuple(c) for c in options["workload"]))
+    if method == "aim" and options.get("rounds") is not None:
+        # AIM measures its k one-way marginals at 0.9ρ/T each first: that needs T ≥ 0.9k
+        cliques = options.get("workload") or itertools.combinations(domain.attributes, 2)
+        k = len({a for c in cliques for a in c})
+        if 9 * k > 10 * options["rounds"]:
+            raise DomainError(f"aim: rounds must be at least 0.9 × the {k} measured columns")
 
 
 def synthetic_loss(measure: type, method: str, epsilon: Fraction, delta: Number
