@@ -73,7 +73,7 @@ at ε_l (a leaf at d < D with no attribute left, at ε − d·ε_l). Again every
 exactly ε, with the same argument.
 
 Noise: discrete Laplace on the integer counts (Canonne, Kamath & Steinke 2020, via
-:func:`dpkit.release.measure.laplace_integer`), the exponential mechanism sampled exactly
+:func:`dpkit.mechanisms.frontend.noisy`), the exponential mechanism sampled exactly
 (:func:`dpkit.mechanisms.frontend.select`); all randomness from the CSPRNG.
 Prediction from the released tree and counts is post-processing: a leaf's class
 distribution is its clamped noisy counts, shrunk towards its parent's (the sum of the
@@ -104,7 +104,6 @@ from dpkit.learn._privacy import check_bounds, check_epsilon
 from dpkit.learn._validation import fit_labelled, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
-from dpkit.release.measure import laplace_integer
 
 __all__ = ["DecisionTreeClassifier", "Node", "max_scores", "METHODS"]
 
@@ -383,8 +382,8 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         for node, counts, budget in self._pending:
             by_budget.setdefault(budget, []).append((node, counts))
         for budget, items in by_budget.items():
-            noisy = laplace_integer(np.concatenate([c for _, c in items]), Fraction(1),
-                                    budget).reshape(len(items), k)
+            noisy = frontend.noisy(np.concatenate([c for _, c in items]), 1,
+                                   budget).value.reshape(len(items), k)
             for (node, _), row in zip(items, noisy, strict=True):
                 node.counts = row.astype(np.float64)
                 node.spent += budget
@@ -396,7 +395,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
                     ) -> tuple[int, float | None] | None:
         """Friedman & Schuster at one internal-depth node: noisy size, stop or split."""
         level = self.epsilon_level_
-        node.size = float(laplace_integer(np.array([y.size]), Fraction(1), level)[0])
+        node.size = float(frontend.noisy(y.size, 1, level).value)
         node.spent += level
         t = max(2 if edges is not None else self.arities_[j] for j, edges in candidates)
         if node.size / (t * k) < math.sqrt(2) / float(level):
@@ -433,7 +432,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         level, a = self.epsilon_level_, len(candidates)
         tables = self._tables(x, y, k, candidates)
         flat = np.concatenate([t.ravel() for t in tables])
-        noisy = laplace_integer(flat, Fraction(a), level).astype(np.float64)
+        noisy = frontend.noisy(flat, Fraction(a), level).value.astype(np.float64)
         node.spent += level
         parts, start = [], 0
         for table in tables:

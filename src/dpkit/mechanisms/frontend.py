@@ -359,9 +359,10 @@ def _weighted(arr: np.ndarray, sensitivity: Number, budget: PrivacyLoss | Number
         raise DomainError("weights must be positive, one per value")
     out = arr.astype(np.int64).reshape(-1)
     for weight in distinct:  # one batch per distinct scale w·Δ/ε
+        m = calibrate(to_fraction(sensitivity) * to_fraction(weight), budget, norm="l1")
         idx = np.flatnonzero(w == weight)
-        out[idx] = noisy(out[idx], to_fraction(sensitivity) * to_fraction(weight), budget,
-                         norm="l1", statistic=statistic).value
+        out[idx] = m(out[idx])
+        _note(_row(m, statistic, 1))
     return Drawn(out.reshape(arr.shape), _row(calibrate(sensitivity, budget, norm="l1"),
                                               statistic, 1))
 
@@ -440,8 +441,8 @@ def select(scores: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
         raise DomainError("peeling and repeated draws are the exponential mechanism's")
     m = _selection(sensitivity, budget, 1 if k is None else k, monotonic, mechanism)
     row = _row(m, statistic, 1)
-    if mechanism == "exponential_many":
-        return _drawn([int(i) for i in m.function(scores)], row)
+    if mechanism == "exponential_many":  # integer score vectors (the measurement checks)
+        return _drawn([int(i) for i in m(scores)], row)
     if k is None and size is None:  # the measurement's own draw; scores are checked by the
         return _drawn(int(m.function(scores)), row)  # caller at plan time: nothing raises here
     if k is None:

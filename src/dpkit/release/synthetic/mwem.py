@@ -46,8 +46,7 @@ from rich.progress import Progress
 
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_selection
-from dpkit.release.measure import laplace_integer
+from dpkit.mechanisms import frontend, make_selection
 from dpkit.release.synthetic.domain import Domain, marginal_counts
 from dpkit.release.synthetic.marginals import MarginalWorkload
 
@@ -214,7 +213,7 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
         raise DomainError(f"codes must have shape (n, {len(domain.attributes)})")
     eps_total = eps * share
     eps_round = (eps - eps_total) / rounds
-    noisy_n = int(laplace_integer(np.array([codes.shape[0]]), Fraction(1), eps_total)[0])
+    noisy_n = frontend.noisy(int(codes.shape[0]), 1, eps_total).value
     hyp = Factored.uniform(domain, float(max(noisy_n, 1)))
     truth = {c: marginal_counts(codes, domain, c) for c in workload.cliques}
     # exact-score sensitivity 1, plus float rounding of the scores (module docstring); the
@@ -235,7 +234,7 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
             scores = [math.fsum(np.abs(hyp.marginal(c) - truth[c]).ravel())
                       for c in candidates]
             choice = candidates[select(np.array(scores))]
-            measured = laplace_integer(truth[choice], Fraction(1), eps_round / 2)
+            measured = frontend.noisy(truth[choice], 1, eps_round / 2).value
             group = hyp.merge(choice)
             group.measurements.append((tuple(choice), measured.astype(np.float64)))
             hyp.update(group, passes)
