@@ -141,26 +141,40 @@ def _own_nodes(fn: ast.FunctionDef) -> list[ast.AST]:
     return out
 
 
+def _wraps(fn: ast.FunctionDef, entry: set[str]) -> bool:
+    """Whether a ``return`` of ``fn`` (outside its nested functions) calls ``entry``, calls
+    what ``entry`` returned, or calls a name bound to it."""
+    def called(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and _name(node.func) in entry
+
+    bound = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) and called(n.value)
+             for t in n.targets if isinstance(t, ast.Name)}
+    return any(called(c) or called(c.func) or isinstance(c.func, ast.Name)
+               and c.func.id in bound
+               for ret in _own_nodes(fn) if isinstance(ret, ast.Return) and ret.value
+               for c in _calls_outside_lambdas(ret.value))
+
+
 def noise_helpers(root: Path) -> list[tuple[str, int, str]]:
     """Functions outside ``dpkit.mechanisms`` and ``dpkit.core`` that wrap the calibrated-noise
-    entry again: they return its measurement, or the values they drew with it (a front end
-    that calibrates and draws inside its own charged computation is not a helper)."""
+    entry again: they return its measurement, or the values they drew with it, directly or
+    through another helper of the same file (``laplace_integer`` drawing with ``_laplace``'s
+    measurement); a front end that calibrates and draws inside its own charged computation
+    is not a helper."""
     out = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root.parent).as_posix()
         if rel.startswith(("dpkit/mechanisms/", "dpkit/core/")):
             continue
-        for fn in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(fn, ast.FunctionDef):
-                continue
-            bound = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign)
-                     and _entry_call(n.value) for t in n.targets if isinstance(t, ast.Name)}
-            for ret in (n for n in _own_nodes(fn) if isinstance(n, ast.Return) and n.value):
-                calls = _calls_outside_lambdas(ret.value)
-                if any(_entry_call(c) or _entry_call(c.func) or isinstance(c.func, ast.Name)
-                       and c.func.id in bound for c in calls):
-                    out.append((rel, fn.lineno, fn.name))
-                    break
+        fns = [f for f in ast.walk(ast.parse(path.read_text())) if isinstance(f, ast.FunctionDef)]
+        entry, found = set(ENTRY), {}
+        while True:  # until no new helper wraps the entry or a helper found so far
+            new = {f.name: f for f in fns if f.name not in found and _wraps(f, entry)}
+            if not new:
+                break
+            found.update(new)
+            entry |= set(new) - {"__init__"}
+        out += sorted((rel, f.lineno, f.name) for f in found.values())
     return out
 
 

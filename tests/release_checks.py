@@ -10,7 +10,6 @@ from fractions import Fraction
 
 import numpy as np
 
-import dpkit.release.measure as measure
 from dpkit.core.measures import PrivacyLoss, PureDP
 from dpkit.mechanisms import frontend
 
@@ -24,34 +23,18 @@ class Measured:
 
 
 def record(monkeypatch) -> list[Measured]:
-    """Patch both Laplace measurements (in :mod:`dpkit.release.measure` and in every release
-    module that imported them) and the kit's Laplace draws (``frontend.noisy`` at a pure ε)
-    to log each call, then run the real measurement."""
+    """Patch the kit's Laplace draws (``frontend.noisy`` at a pure ε, the one road every
+    release module draws its noise through) to log each call, then run the real draw."""
     log: list[Measured] = []
-    import sys
-
-    for name in ("laplace_integer", "laplace_real"):
-        real = getattr(measure, name)
-
-        def wrapper(values, sensitivity, epsilon, _real=real, **kw):
-            weights = kw.get("weights")
-            log.append(Measured(np.array(values, copy=True), Fraction(sensitivity),
-                                Fraction(epsilon), None if weights is None else
-                                np.array(weights, dtype=object)))
-            return _real(values, sensitivity, epsilon, **kw)
-
-        monkeypatch.setattr(measure, name, wrapper)
-        for mod in list(sys.modules.values()):
-            if getattr(mod, "__name__", "").startswith("dpkit.release.") and getattr(
-                    mod, name, None) is real:
-                monkeypatch.setattr(mod, name, wrapper)
     real_noisy = frontend.noisy
 
     def noisy(values, sensitivity, budget, **kw):  # Laplace draws through the kit
         if not isinstance(budget, PrivacyLoss) or isinstance(budget, PureDP):
             eps = budget.epsilon if isinstance(budget, PureDP) else budget
+            weights = kw.get("weights")
             log.append(Measured(np.array(values, copy=True), Fraction(sensitivity),
-                                Fraction(eps), None))
+                                Fraction(eps), None if weights is None else
+                                np.array(weights, dtype=object)))
         return real_noisy(values, sensitivity, budget, **kw)
 
     monkeypatch.setattr(frontend, "noisy", noisy)

@@ -266,18 +266,18 @@ def _spy_measurements(monkeypatch) -> list[Measurement]:
 
 
 def test_release_paths_draw_noise_by_calling_a_calibrated_measurement(monkeypatch):
+    from dpkit.core.measures import ZCDP
     from dpkit.mechanisms import frontend
-    from dpkit.release import measure
-    from dpkit.release.ranges.partition import _exponential_many
 
     called = _spy_measurements(monkeypatch)
     x = np.arange(6, dtype=np.int64)
-    measure.laplace_integer(x, Fraction(2), Fraction(1, 2))
-    measure.laplace_integer(x, Fraction(2), Fraction(1, 2), weights=np.array([1, 2] * 3))
-    measure.laplace_real(x.astype(float), Fraction(2), Fraction(1, 2))
-    measure.gaussian_integer(x, Fraction(1), Fraction(1, 3))
+    frontend.noisy(x, Fraction(2), Fraction(1, 2))
+    frontend.noisy(x, Fraction(2), Fraction(1, 2), weights=np.array([1, 2] * 3))
+    frontend.noisy(x.astype(float), Fraction(2), Fraction(1, 2), output="grid", size=6)
+    frontend.noisy(x, Fraction(1), ZCDP(Fraction(1, 3)))
     frontend.noisy(x.astype(float), 2, Fraction(1, 2), output="grid")
-    _exponential_many([np.array([3, 1]), np.array([0, 0, 5])], Fraction(1), Fraction(1))
+    frontend.select([np.array([3, 1]), np.array([0, 0, 5])], Fraction(1), Fraction(1),
+                    mechanism="exponential_many")
     assert len(called) == 7 and all(isinstance(m, CalibratedNoise) for m in called)
     assert [m.mechanism for m in called] == [
         "discrete Laplace", "discrete Laplace", "discrete Laplace", "Laplace (grid)",
@@ -285,10 +285,10 @@ def test_release_paths_draw_noise_by_calling_a_calibrated_measurement(monkeypatc
 
 
 def test_release_paths_refuse_the_test_stream_before_drawing():
-    from dpkit.release import measure
+    from dpkit.mechanisms import frontend
 
     with rng.deterministic_for_tests(2), pytest.raises(InsecureRandomnessError):
-        measure.laplace_integer(np.arange(3), Fraction(1), Fraction(1))
+        frontend.noisy(np.arange(3), Fraction(1), Fraction(1))
     with rng.deterministic_for_tests(2), pytest.raises(InsecureRandomnessError):
         make_exponential(1)(np.array([1, 2]))
 

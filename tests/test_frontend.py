@@ -90,6 +90,49 @@ def test_noisy_grid_laplace_has_the_calibrated_scale():
     assert not _gamma_ok(broken, b)
 
 
+def _zero_share_ok(noise: np.ndarray, scale: int) -> bool:
+    """P(Z = 0) = (1 − e^{−1/s})/(1 + e^{−1/s}) for discrete Laplace of scale s; Hoeffding
+    at false-positive rate 1e-6."""
+    a = np.exp(-1 / scale)
+    p = (1 - a) / (1 + a)
+    slack = np.sqrt(np.log(2 / FALSE_POSITIVE_RATE) / (2 * noise.size))
+    return bool(abs(np.mean(noise == 0) - p) <= slack)
+
+
+def test_noisy_weights_draw_each_value_at_its_weighted_scale():
+    """Privelet's weights: value i at scale wᵢ·Δ/ε (Δ = 1, ε = 1: scales 1 and 4). FPR ≤ 1e-6
+    per check; broken: the weights dropped (every value at scale 1) is caught."""
+    n = 20_000
+    weights = np.tile([1, 4], n // 2)
+    out, row = frontend.noisy(np.zeros(n, dtype=np.int64), 1, 1, weights=weights)
+    assert out.shape == (n,) and row == frontend.noise_row(1, 1)
+    assert _zero_share_ok(out[weights == 1], 1) and _zero_share_ok(out[weights == 4], 4)
+    broken = frontend.noisy(np.zeros(n, dtype=np.int64), 1, 1).value
+    assert not _zero_share_ok(broken[weights == 4], 4)
+    with pytest.raises(DomainError):
+        frontend.noisy(np.zeros(3, dtype=np.int64), 1, 1, weights=np.array([1, 0, 1]))
+    with pytest.raises(DomainError):
+        frontend.noisy(np.zeros(3, dtype=np.int64), 1, 1, weights=np.array([1, 2]))
+
+
+def test_weighted_draws_are_the_noise_rows_of_a_run():
+    def compute():
+        frontend.noisy(np.zeros(4, dtype=np.int64), 2, 1, weights=np.array([1, 3, 1, 3]))
+        return _Model()
+
+    rows = frontend.charge(None, PureDP(1), "fit", compute).release_.noise
+    assert sorted(r.scale for r in rows) == [2, 6]
+
+
+def test_select_exponential_many_picks_one_index_per_vector():
+    picks, row = frontend.select([np.array([3, 1]), np.array([0, 0, 5])], 1, 2,
+                                 mechanism="exponential_many")
+    assert len(picks) == 2 and 0 <= picks[0] < 2 and 0 <= picks[1] < 3
+    assert row.scale == make_selection(1, 2, mechanism="exponential_many").scale
+    with pytest.raises(DomainError):
+        frontend.select([np.array([1, 2])], 1, 1, k=2, mechanism="exponential_many")
+
+
 def test_select_peels_at_epsilon_over_k():
     scores = np.array([5.0, 1.0, 3.0, 0.0])
     one, row = frontend.select(scores, 1, 2)

@@ -29,6 +29,7 @@ from dpkit.learn.bounds import (
     histograms,
     threshold,
 )
+from dpkit.mechanisms import frontend
 
 GEN = np.random.default_rng(8)  # test inputs only, never noise
 B = 2 * (bounds_mod.MAX_EXPONENT - bounds_mod.MIN_EXPONENT) + 2
@@ -99,15 +100,15 @@ def test_histogram_sensitivity_is_d_on_neighbours_and_broken_claims_are_caught()
 
 def released_noise(monkeypatch, calls: int, d: int, epsilon: float) -> np.ndarray:
     """noisy − exact counts of the histograms private_bounds releases."""
-    real = bounds_mod.laplace_integer
+    real = frontend.noisy
     noise: list[np.ndarray] = []
 
     def recording(values, sensitivity, eps, **kw):
         out = real(values, sensitivity, eps, **kw)
-        noise.append((out - values).ravel())
+        noise.append((out.value - values).ravel())
         return out
 
-    monkeypatch.setattr(bounds_mod, "laplace_integer", recording)
+    monkeypatch.setattr(frontend, "noisy", recording)
     x = GEN.uniform(-50, 50, (300, d))
     for _ in range(calls):
         private_bounds(x, epsilon)

@@ -18,7 +18,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kit_spies import spy_select  # noqa: E402
+from kit_spies import spy_noisy, spy_select  # noqa: E402
 from stats import FALSE_POSITIVE_RATE, chi2_pvalue, discrete_laplace_pmf
 
 from dpkit.core import rng
@@ -164,18 +164,17 @@ def test_level_count_sensitivity_holds_after_truncation():
 
 def _spy_budget(monkeypatch) -> list[tuple[str, Fraction, Any]]:
     calls: list[tuple[str, Fraction, Any]] = []
-    real_lap, real_sel = ST.laplace_integer, frontend.select
+    real_sel = frontend.select
 
     def lap(values, sensitivity, epsilon):
         calls.append(("laplace", Fraction(epsilon), (np.asarray(values).size,
                                                      Fraction(sensitivity))))
-        return real_lap(values, sensitivity, epsilon)
 
     def sel(scores, sensitivity, epsilon, **kw):
         calls.append(("select", Fraction(epsilon), kw.get("monotonic")))
         return real_sel(scores, sensitivity, epsilon, **kw)
 
-    monkeypatch.setattr(ST, "laplace_integer", lap)
+    spy_noisy(monkeypatch, lap)
     monkeypatch.setattr(frontend, "select", sel)
     return calls
 
@@ -426,11 +425,8 @@ def test_tf_prune_runs_where_the_full_candidates_are_refused(monkeypatch):
     with pytest.raises(DomainError):
         IS.top_k_itemsets(tx, range(200), 20, 1, max_candidates=1000)
     scales, laps = [], []
-    real_l = IS.laplace_integer
     spy_select(monkeypatch, lambda s, scale, k: scales.extend([scale] * k))
-    monkeypatch.setattr(IS, "laplace_integer",
-                        lambda v, d, e: (laps.append((Fraction(d), Fraction(e))),
-                                         real_l(v, d, e))[1])
+    spy_noisy(monkeypatch, lambda v, d, e: laps.append((Fraction(d), Fraction(e))))
     acct = PrivacyFilter(PureDP(1))
     out = IS.top_k_itemsets(tx, range(200), 20, 1, max_candidates=1000, prune=True,
                             accountant=acct)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kit_spies import spy_select  # noqa: E402
+from kit_spies import spy_noisy, spy_select  # noqa: E402
 from stats import FALSE_POSITIVE_RATE, chi2_pvalue, discrete_laplace_pmf
 
 from dpkit.core.compose import PrivacyFilter
@@ -197,18 +197,15 @@ def test_accountant_debited_exactly_epsilon_before_fitting(monkeypatch):
 
 def _spy_noise(monkeypatch):
     calls: list[tuple] = []
-    real_l = PB.laplace_integer
-
     def expo(scores, scale, k):  # peeling: k rounds, each on the scores not yet picked
         calls.extend(("exp", len(scores) - i, scale) for i in range(k))
 
     def lap(values, sensitivity, epsilon):
         calls.append(("lap", np.asarray(values).size, Fraction(sensitivity),
                       Fraction(epsilon)))
-        return real_l(values, sensitivity, epsilon)
 
     spy_select(monkeypatch, expo)
-    monkeypatch.setattr(PB, "laplace_integer", lap)
+    spy_noisy(monkeypatch, lap)
     return calls
 
 

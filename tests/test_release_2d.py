@@ -31,6 +31,7 @@ from stats import FALSE_POSITIVE_RATE
 import dpkit.release as rel
 import dpkit.release.ranges.grid2d as g2
 from dpkit.errors import DomainError
+from dpkit.mechanisms import frontend
 from dpkit.release.ranges.histogram import method
 
 METHODS = ["quadtree", "ug", "ag", "kdtree"]
@@ -78,8 +79,8 @@ def _replay_check(monkeypatch, method, x, eps, neighbours, **options):
     """Run once with real noise, logging (values, sensitivity, ε, output) of each
     measurement; rerun on each neighbour with the same outputs replayed. Returns (Σε, the
     largest ratio ‖q_k(x') − q_k(x)‖₁ / Δ_k over measurements k and neighbours)."""
-    real = g2.laplace_integer
-    base: list[tuple[np.ndarray, Fraction, Fraction, np.ndarray]] = []
+    real = frontend.noisy
+    base: list[tuple[np.ndarray, Fraction, Fraction, frontend.Drawn]] = []
 
     def logged(values, sensitivity, epsilon):
         out = real(values, sensitivity, epsilon)
@@ -87,7 +88,7 @@ def _replay_check(monkeypatch, method, x, eps, neighbours, **options):
                      out))
         return out
 
-    monkeypatch.setattr(g2, "laplace_integer", logged)
+    monkeypatch.setattr(frontend, "noisy", logged)
     rel.release_histogram(x, eps, method, **options)
     worst = Fraction(0)
     for nb in neighbours:
@@ -100,13 +101,13 @@ def _replay_check(monkeypatch, method, x, eps, neighbours, **options):
             _calls.append(np.array(values, copy=True))
             return base[k][3]
 
-        monkeypatch.setattr(g2, "laplace_integer", replay)
+        monkeypatch.setattr(frontend, "noisy", replay)
         rel.release_histogram(nb, eps, method, **options)
         assert len(calls) == len(base)
         for got, (want, sens, _, _) in zip(calls, base, strict=True):
             moved = int(np.abs(got.astype(np.int64) - want.astype(np.int64)).sum())
             worst = max(worst, Fraction(moved) / sens)
-    monkeypatch.setattr(g2, "laplace_integer", real)
+    monkeypatch.setattr(frontend, "noisy", real)
     return sum((b[2] for b in base), Fraction(0)), worst
 
 
@@ -164,9 +165,10 @@ def _zero_noise(monkeypatch, log=None):
     def exact(values, sensitivity, epsilon):
         if log is not None:
             log.append((np.array(values, copy=True), Fraction(epsilon)))
-        return np.array(values, dtype=np.int64, copy=True)
+        return frontend.Drawn(np.array(values, dtype=np.int64, copy=True),
+                              frontend.noise_row(sensitivity, epsilon))
 
-    monkeypatch.setattr(g2, "laplace_integer", exact)
+    monkeypatch.setattr(frontend, "noisy", exact)
 
 
 def _level_matrix(side, block):

@@ -13,6 +13,7 @@ from scipy.stats import norm
 
 from dpkit.core.measures import ZCDP
 from dpkit.errors import DomainError
+from dpkit.mechanisms import frontend
 from dpkit.release.ranges import gaussian_mm as gm
 from dpkit.release.ranges.matrix import svd_lower_bound
 from dpkit.release.workload import all_range_gram, prefix
@@ -56,12 +57,23 @@ def test_l2_sensitivity_bounds_every_column_and_is_tight():
 
 
 @pytest.mark.parametrize("rho", [Fraction(1, 1000), Fraction(1, 2), Fraction(7)])
-def test_noise_is_calibrated_to_rho(rho):
-    delta = gm.l2_sensitivity(gm.optimize_l2(_prefix_gram(16)))
-    m, sigma = gm._sigma(delta, rho, 16)
-    loss = m.map(delta)
-    assert isinstance(loss, ZCDP) and loss.rho <= rho
-    assert float(sigma) <= float(delta) / math.sqrt(2 * float(rho)) * (1 + 1e-6)
+def test_noise_is_calibrated_to_rho(rho, monkeypatch):
+    a = gm.optimize_l2(_prefix_gram(16))
+    sensitivity = gm.l2_sensitivity(a)
+    drawn, real = [], frontend.noisy
+
+    def spy(values, sens, budget, **kw):
+        out = real(values, sens, budget, **kw)
+        drawn.append((sens, budget, kw, out.row))
+        return out
+
+    monkeypatch.setattr(frontend, "noisy", spy)
+    gm.gaussian_matrix_mechanism(np.arange(16), rho, strategy=a)
+    ((sens, budget, kw, row),) = drawn
+    assert sens == sensitivity and budget == ZCDP(rho)
+    loss = frontend.calibrate(sens, budget, **kw).map(sensitivity)
+    assert isinstance(loss, ZCDP) and loss.rho <= rho and row.sensitivity == sensitivity
+    assert float(row.scale) <= float(sensitivity) / math.sqrt(2 * float(rho)) * (1 + 1e-6)
     assert gm.make_gaussian_matrix_release(rho).map(3) == ZCDP(9 * rho)
 
 
@@ -85,8 +97,9 @@ def test_noise_scale_statistically_and_broken_variant_is_caught(monkeypatch):
     share, count = _small_noise_share()
     slack = math.sqrt(math.log(2e6) / (2 * count)) + 0.005
     assert abs(share - p) <= slack  # fails with probability ≤ 1e-6
-    real = gm._sigma
-    monkeypatch.setattr(gm, "_sigma", lambda delta, rho, size: real(delta, 4 * rho, size))
+    real = frontend.noisy
+    monkeypatch.setattr(frontend, "noisy", lambda values, sens, budget, **kw: real(
+        values, sens, ZCDP(4 * budget.rho), **kw))
     broken, _ = _small_noise_share()
     assert abs(broken - p) > slack
 

@@ -14,6 +14,7 @@ from stats import FALSE_POSITIVE_RATE
 
 import dpkit.release.ranges.matrix as mm
 from dpkit.errors import DomainError
+from dpkit.mechanisms import frontend
 from dpkit.release import measure
 from dpkit.release.ranges.hierarchical import hb_branching, tree_strategy
 from dpkit.release.ranges.histogram import release_histogram
@@ -147,7 +148,8 @@ def test_kronecker_inference_and_sensitivity_match_dense_8x8():
                                             ((8, 8), random_rectangles(
                                                 (8, 8), 20, np.random.default_rng(1)))])
 def test_zero_noise_least_squares_returns_x(monkeypatch, shape, workload):
-    monkeypatch.setattr(mm, "laplace_integer", lambda values, sensitivity, epsilon: values)
+    monkeypatch.setattr(frontend, "noisy", lambda values, sensitivity, budget, **kw:
+                        frontend.Drawn(values, frontend.noise_row(sensitivity, budget)))
     x = np.random.default_rng(2).integers(0, 50, shape)
     est = release_histogram(x, 1, "mm", workload=workload).counts
     assert np.allclose(est, x, atol=1e-8)
@@ -174,7 +176,7 @@ def _broken_unnormalised(x):
     declared Δ = 2^20 (the normalised strategy's)."""
     (a,) = mm.mm_strategy(x.shape, None, p=2, restarts=1)
     strat = np.rint(2**20 * np.vstack([np.eye(x.size), a.theta])).astype(np.int64)
-    return mm.laplace_integer(strat @ x, Fraction(2**20), Fraction(1))
+    return frontend.noisy(strat @ x, Fraction(2**20), Fraction(1)).value
 
 
 def test_budget_and_sensitivity_are_respected_with_a_broken_variant(monkeypatch):

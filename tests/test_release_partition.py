@@ -22,6 +22,7 @@ from release_checks import record, total_epsilon
 import dpkit.release  # noqa: F401 - registers the built-in algorithms
 from dpkit.core.accuracy import laplace_tail
 from dpkit.errors import DomainError
+from dpkit.mechanisms import frontend
 from dpkit.mechanisms.exponential import exact_gaps
 from dpkit.release.ranges import partition as P  # noqa: N812
 from dpkit.release.ranges.histogram import methods, release_histogram
@@ -38,13 +39,13 @@ def _dl_variance(scale: float) -> float:
 def _log_selections(monkeypatch) -> list[tuple[int, Fraction, Fraction]]:
     """Log every exponential-mechanism call: (vectors, sensitivity, ε)."""
     log: list[tuple[int, Fraction, Fraction]] = []
-    real = P._exponential_many
+    real = frontend.select
 
-    def wrapper(scores, sensitivity, epsilon):
+    def wrapper(scores, sensitivity, epsilon, **kw):
         log.append((len(scores), Fraction(sensitivity), Fraction(epsilon)))
-        return real(scores, sensitivity, epsilon)
+        return real(scores, sensitivity, epsilon, **kw)
 
-    monkeypatch.setattr(P, "_exponential_many", wrapper)
+    monkeypatch.setattr(frontend, "select", wrapper)
     return log
 
 
@@ -318,14 +319,22 @@ def test_integer_gaps_equal_exact_gaps():
                    for a, b in zip(numer, ref, strict=True))
 
 
+def _select_many(scores, sensitivity, epsilon):
+    return frontend.select(scores, sensitivity, epsilon, mechanism="exponential_many")
+
+
+def _first_cut(scores, sensitivity, epsilon, **kw):
+    """Broken selection: ignores the scores (index 0 of every vector)."""
+    return frontend.Drawn([0] * len(scores), frontend.selection_row(sensitivity, epsilon))
+
+
 def test_exponential_many_law():
     # P(index 0) = 1/(1 + e^{-1}) for scores (Δ, 0) at ε = 2 (scale 2Δ/ε = Δ); 4000 draws in
     # one call; Hoeffding: |p̂ − p| ≤ √(ln(2/β)/(2·4000)) fails with probability ≤ β = 1e-6
-    draws = np.array(P._exponential_many([np.array([5, 0])] * 4000, Fraction(5),
-                                         Fraction(2)))
+    draws = np.array(_select_many([np.array([5, 0])] * 4000, Fraction(5), Fraction(2)).value)
     p = 1 / (1 + math.exp(-1))
     assert abs((draws == 0).mean() - p) <= math.sqrt(math.log(2 / BETA) / 8000)
-    assert P._exponential(np.array([3]), Fraction(1), Fraction(1)) == 0
+    assert _select_many([np.array([3])], Fraction(1), Fraction(1)).value == [0]
 
 
 # ----------------------------------------------------------------------------- (c) accuracy
@@ -424,7 +433,7 @@ def test_structure_first_beats_identity_and_broken_variant_is_caught(monkeypatch
     err = float(((P.structure_first(x, eps, None, buckets=2, bound=f, switch=None) - x) ** 2).sum())
     assert err <= bound  # fails with probability ≤ 1e-6
     # broken: a selection that ignores the scores (always the first cut, at 1)
-    monkeypatch.setattr(P, "_exponential_many", lambda s, d, e: [0] * len(s))
+    monkeypatch.setattr(frontend, "select", _first_cut)
     broken = P.structure_first(x, eps, None, buckets=2, bound=f, switch=None)
     # bucket [1, n) mixes the blocks: its n/2 − 1 zeros get (n/2·F + η)/(n − 1) each
     assert float(((broken - x) ** 2).sum()) > identity  # fails only if |η| > nF/4: < 1e-6
@@ -445,7 +454,7 @@ def test_phpartition_beats_identity_and_broken_variant_is_caught(monkeypatch):
     assert bound < identity
     err = float(((P.phpartition(x, eps, None, depth=1, switch=None) - x) ** 2).sum())
     assert err <= bound  # fails with probability ≤ 1e-6
-    monkeypatch.setattr(P, "_exponential_many", lambda s, d, e: [0] * len(s))  # always keep
+    monkeypatch.setattr(frontend, "select", _first_cut)  # always keep
     broken = P.phpartition(x, eps, None, depth=1, switch=None)
     assert float(((broken - x) ** 2).sum()) > identity  # one bucket: bias M/2 per cell
 
@@ -463,14 +472,14 @@ def test_noise_first_never_worse_than_identity_on_the_same_noise(monkeypatch):
     penalty = 2 * _dl_variance(1 / float(eps))
     assert (m / math.sqrt(2) - math.sqrt(n) * t) ** 2 > n * t * t + penalty
     seen = []
-    real = P.laplace_integer
+    real = frontend.noisy
 
     def capture(values, sensitivity, epsilon):
         out = real(values, sensitivity, epsilon)
-        seen.append(out - values)
+        seen.append(out.value - values)
         return out
 
-    monkeypatch.setattr(P, "laplace_integer", capture)
+    monkeypatch.setattr(frontend, "noisy", capture)
     est = P.noise_first(x, eps, None, switch=None)
     noise = seen[-1].astype(np.float64)
     err = float(((est - x) ** 2).sum())

@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 from kit_spies import replace_select, spy_noisy, spy_select  # noqa: E402
 
+from dpkit.core.measures import ZCDP
 from dpkit.errors import DomainError
 from dpkit.release.synthetic import mst as M  # noqa: N812
 from dpkit.release.synthetic.domain import Bins, Codec, Domain
@@ -33,16 +34,15 @@ def _codes(n=4000, seed=0):
 
 def _spy(monkeypatch):
     log = {"gauss": [], "scales": []}
-    real_g = M.gaussian_integer
 
-    def gauss(values, sensitivity, rho):
-        log["gauss"].append((np.asarray(values).size, Fraction(sensitivity), Fraction(rho)))
-        return real_g(values, sensitivity, rho)
+    def gauss(values, sensitivity, budget):
+        if isinstance(budget, ZCDP):
+            log["gauss"].append((np.asarray(values).size, Fraction(sensitivity), budget.rho))
 
     def expo(scores, scale, k):
         log["scales"].append((len(scores), scale))
 
-    monkeypatch.setattr(M, "gaussian_integer", gauss)
+    spy_noisy(monkeypatch, gauss)
     spy_select(monkeypatch, expo)
     return log
 
@@ -232,13 +232,8 @@ def test_independent_baseline_at_rho_splits_rho_over_the_marginals(monkeypatch):
     dom = Domain.from_dict({"a": 3, "b": 2, "c": 4})
     codes = np.zeros((50, 3), dtype=np.int64)
     calls = []
-    real = S.gaussian_integer
-
-    def spy(values, sensitivity, rho):
-        calls.append((Fraction(sensitivity), Fraction(rho)))
-        return real(values, sensitivity, rho)
-
-    monkeypatch.setattr(S, "gaussian_integer", spy)
+    spy_noisy(monkeypatch, lambda values, sensitivity, budget: calls.append(
+        (Fraction(sensitivity), budget.rho)))
     out = S.independent_sample(codes, dom, rho=Fraction(3, 10))
     assert out.shape[1] == 3
     # each 1-way marginal: L2 sensitivity 1 at ρ/d, composing to exactly ρ (a broken split
@@ -414,15 +409,12 @@ def test_auto_end_to_end_is_the_rules_method(monkeypatch):
 
 def test_unknown_method_raises_before_any_budget_is_spent(monkeypatch):
     """Validated first: no method runs, no noise is drawn, the rule is not even asked."""
-    import dpkit.release.measure as ME  # noqa: N812
     import dpkit.release.synthetic.synthesize as S  # noqa: N812
 
     log = []
     _stop_at(monkeypatch, log)
     monkeypatch.setattr(S, "choose_method", lambda *a: log.append("choose"))
-    for name in ("gaussian_integer", "laplace_integer"):
-        monkeypatch.setattr(ME, name, lambda *a, n=name: log.append(n))
-        monkeypatch.setattr(S, name, lambda *a, n=name: log.append(n))
+    spy_noisy(monkeypatch, lambda *a: log.append("noisy"))
     for bad in ("Auto", "gan", "", "mwem2"):
         with pytest.raises(DomainError, match="unknown method"):
             synthesize(_table(100), SPEC, method=bad, epsilon=1)

@@ -15,7 +15,7 @@ The two extreme bins absorb every larger magnitude; their outer edges are report
 ∓2^b (values beyond are clipped by the model). Every real number lies in exactly one bin.
 
 Mechanism and privacy (add/remove one row): the d per-feature histograms, d × B integer
-counts, are released together by :func:`dpkit.release.measure.laplace_integer`. One row
+counts, are released together by :func:`dpkit.mechanisms.frontend.noisy`. One row
 adds 1 to exactly one bin of each feature's histogram, so the joint L1 sensitivity is
 Δ = d, and discrete Laplace noise of scale s = Δ/ε = d/ε on every count (Canonne, Kamath &
 Steinke 2020, Thm 1; equivalently each feature's histogram at ε/d, composed over the d
@@ -63,7 +63,6 @@ from dpkit.learn._privacy import check_epsilon
 from dpkit.learn._validation import ArrayLike
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
-from dpkit.release.measure import laplace_integer
 
 __all__ = ["private_bounds", "bin_edges", "bin_index", "histograms", "histogram_sensitivity",
            "threshold"]
@@ -225,7 +224,7 @@ def private_bounds(X: ArrayLike, epsilon: Any, *, accountant: AccountantLike = N
 
     def compute() -> np.ndarray:
         counts = histograms(x, a, b)
-        return laplace_integer(counts, sensitivity, eps)
+        return frontend.noisy(counts, sensitivity, eps, statistic=row.statistic).value
 
     noisy = charge(accountant, PureDP(eps),
                    f"private_bounds(ε={eps}, d={d}, bins={n_bins}, β={beta})", compute, (row,))

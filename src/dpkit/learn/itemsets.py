@@ -56,7 +56,6 @@ from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_epsilon
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
-from dpkit.release.measure import laplace_integer
 
 __all__ = ["read_fimi", "transactions_from_table", "incidence", "sparse_incidence",
            "as_csr", "item_supports", "candidate_supports", "top_supports", "top_k_itemsets",
@@ -345,9 +344,9 @@ def top_k_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any
             # Thm 3.10's remark): scale Δ/ε_round = k/(ε/2)
             picks = peel(counts, k, half, TOP)
         else:
-            noisy = laplace_integer(counts, Fraction(2 * k), half)
+            noisy = frontend.noisy(counts, 2 * k, half, statistic=TOP).value
             picks = [int(i) for i in np.argsort(-noisy, kind="stable")[:k]]
-        supports = laplace_integer(counts[picks], Fraction(k), half)
+        supports = frontend.noisy(counts[picks], k, half, statistic=SUPPORTS).value
         return FrequentItemsets(
             [tuple(universe[int(columns[i])] for i in sets[c]) for c in picks], supports, eps)
 

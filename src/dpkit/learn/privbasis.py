@@ -80,7 +80,6 @@ from dpkit.learn.itemsets import (
 from dpkit.learn.itemsets import incidence as incidence  # re-exported (tests, callers)
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
-from dpkit.release.measure import laplace_integer
 
 __all__ = ["privbasis", "exact_top_k_all", "basis_bin_counts", "basis_set",
            "reconstruct_keys", "DEFAULT_SPLIT"]
@@ -229,7 +228,8 @@ def _noisy_bins(matrix: np.ndarray, bases: Sequence[Sequence[int]], epsilon: Fra
                 ) -> list[np.ndarray]:
     """The bin counts plus discrete Laplace noise of scale w/ε (module docstring, step 4)."""
     counts = basis_bin_counts(matrix, bases)
-    noisy = laplace_integer(np.concatenate(counts), _bin_sensitivity(bases), epsilon)
+    noisy = frontend.noisy(np.concatenate(counts), _bin_sensitivity(bases), epsilon,
+                           statistic=REST).value
     return np.split(noisy, np.cumsum([c.size for c in counts])[:-1])
 
 

@@ -100,7 +100,6 @@ from dpkit.learn.itemsets import (
 from dpkit.learn.privbasis import basis_bin_counts, basis_set, privbasis, reconstruct_keys
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
-from dpkit.release.measure import laplace_integer
 
 __all__ = ["smarttrunc", "frequent_itemsets", "truncate", "one_item", "one_pair",
            "level_counts", "apriori_gen",
@@ -173,7 +172,7 @@ def _laplace_top(x: sp.csr_matrix, count: int, epsilon: Fraction) -> list[int]:
     truncation lowers the sensitivity; Dwork & Roth Thm 3.6). Ranked by noisy count (ties
     by index)."""
     counts = np.bincount(one_item(x), minlength=x.shape[1])
-    noisy = laplace_integer(counts, Fraction(1), epsilon)
+    noisy = frontend.noisy(counts, 1, epsilon, statistic=REST).value
     return [int(i) for i in np.argsort(-noisy, kind="stable")[:count]]
 
 
@@ -276,9 +275,8 @@ def _bins_mode(x: sp.csr_matrix, bases: Sequence[Sequence[int]], eps_s: Fraction
     bases = [tuple(sorted(b)) for b in bases]
     counts = basis_bin_counts(x, bases)
     w = _cells_sensitivity(bases)
-    noisy = laplace_integer(np.concatenate(counts), w, eps_s)
-    scale = frontend.noise_row(w, eps_s).scale  # the scale laplace_integer drew at
-    assert scale is not None
+    noisy, row = frontend.noisy(np.concatenate(counts), w, eps_s, statistic=REST)
+    scale = frontend.exact_scale(row)  # the scale the noise was drawn at
     noisy = np.where(noisy >= float(threshold * scale) * math.log(noisy.size), noisy, 0)
     cells = np.split(noisy, np.cumsum([c.size for c in counts])[:-1])
     keys, sizes, est = reconstruct_keys(cells, bases)
@@ -298,7 +296,7 @@ def _random_pair_top(x: sp.csr_matrix, ranked: Sequence[int], count: int,
     i, j = one_pair(truncate(x, ranked, None))
     iu = np.triu_indices(lam, 1)
     counts = np.bincount(i * lam + j, minlength=lam * lam).reshape(lam, lam)[iu]
-    noisy = laplace_integer(counts, Fraction(1), epsilon)
+    noisy = frontend.noisy(counts, 1, epsilon, statistic=REST).value
     return [(int(iu[0][p]), int(iu[1][p])) for p in np.argsort(-noisy, kind="stable")[:count]]
 
 
@@ -314,15 +312,15 @@ def _levels_mode(x: sp.csr_matrix, ranked: Sequence[int], ell: int, levels: int,
     for i in range(1, levels + 1):
         arr = np.array(cands, dtype=np.int64).reshape(len(cands), i)
         sensitivity = _level_sensitivity(ell, i, len(cands))
-        noisy = laplace_integer(level_counts(t, arr), Fraction(sensitivity), eps_level)
+        noisy, row = frontend.noisy(level_counts(t, arr), sensitivity, eps_level,
+                                    statistic=REST)
         sets += cands
         est.append(noisy.astype(np.float64))
         if i == levels:
             break
         released = np.concatenate(est)
         kth = np.partition(released, -k)[-k] if released.size >= k else -np.inf
-        row = frontend.noise_row(sensitivity, eps_level)  # the scale laplace_integer drew at
-        margin = float(row.scale or 0) * math.log(max(len(cands), 2))
+        margin = float(frontend.exact_scale(row)) * math.log(max(len(cands), 2))
         kept = [c for c, v in zip(cands, noisy.tolist(), strict=True) if v >= kth - margin]
         value = dict(zip(cands, noisy.tolist(), strict=True))
         nxt = apriori_gen(kept)
@@ -438,7 +436,7 @@ def smarttrunc(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
             frontend.selection_row(1, e_lam, LAMBDA), NoiseRow("smarttrunc", None, None, REST))
 
     def compute() -> FrequentItemsets:
-        n_hat = max(1, int(laplace_integer(np.array([x.shape[0]]), Fraction(1), e_n)[0]))
+        n_hat = max(1, frontend.noisy(x.shape[0], 1, e_n, statistic="transactions").value)
         item_sup = item_supports(x)
         top = top_supports(x, k, size_cap)
         fk = top[k - 1][0] if len(top) >= k else 0
@@ -448,8 +446,8 @@ def smarttrunc(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
         rounds = min(lam, cap) if cap else lam
         # the mean of min(|t|, 2·rounds): their sum has sensitivity 2·rounds
         clip = 2 * rounds
-        total = laplace_integer(np.array([np.minimum(np.diff(x.indptr), clip).sum()]),
-                                Fraction(clip), e_m)[0]
+        total = frontend.noisy(int(np.minimum(np.diff(x.indptr), clip).sum()), clip, e_m,
+                               statistic=REST).value
         if cap and max(float(total), 0.0) / n_hat >= rounds:  # dense: peel r items
             ranked = _peel(item_sup, rounds, e_f)
         else:

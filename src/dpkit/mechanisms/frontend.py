@@ -284,7 +284,8 @@ def _grid_size(n: int) -> int:
 
 def noisy(values: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
           norm: str | None = None, output: str = "integer", size: int | None = None,
-          statistic: str | None = None, cache: bool = True) -> Drawn:
+          statistic: str | None = None, cache: bool = True,
+          weights: np.ndarray | None = None) -> Drawn:
     """``values`` released through the calibrated measurement, with its noise row.
 
     Parameters
@@ -309,25 +310,33 @@ def noisy(values: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
         The noise row's label.
     cache : bool
         False for a data-dependent sensitivity (nothing of it is remembered).
+    weights : array of positive rationals, the shape of ``values``, optional
+        Integer values, pure ε: value i is drawn at sensitivity wᵢ·Δ (scale wᵢ·Δ/ε), one
+        batch per distinct weight; Δ then bounds the *weighted* L1 sensitivity
+        max Σᵢ |vᵢ − v′ᵢ|/wᵢ (Privelet's generalized sensitivity).
 
     Returns
     -------
     Drawn
         ``value``: the noisy values, the shape of ``values`` (a float64 array for a grid, an
         int64 array or Python int for integers); ``row``: the measurement's
-        :class:`~dpkit.core.record.NoiseRow`.
+        :class:`~dpkit.core.record.NoiseRow` (with ``weights``: the unit weight's).
 
     Raises
     ------
     DomainError, MeasureError
-        As :func:`~dpkit.mechanisms.make_noise` (plan time: the calibration is data-free).
+        As :func:`~dpkit.mechanisms.make_noise`; ``weights`` not positive, one per value
+        (plan time: the calibration is data-free).
 
     Notes
     -----
     Guarantee: the map of the returned measurement at Δ is ≤ ``budget`` (checked exactly by
     ``make_noise``; Dwork & Roth Thm 3.6, Canonne, Kamath & Steinke 2020 Thm 4, Chaudhuri,
-    Monteleoni & Sarwate 2011 Thm 6).
+    Monteleoni & Sarwate 2011 Thm 6). With ``weights``: the loss is
+    Σᵢ |vᵢ − v′ᵢ|/(wᵢΔ/ε) ≤ ε (Xiao, Wang & Gehrke 2010, Lemma 2).
     """
+    if weights is not None:
+        return _weighted(np.asarray(values), sensitivity, budget, weights, statistic)
     arr = np.asarray(values)
     n = 1 if size is None and output == "integer" else (
         _grid_size(arr.size) if size is None else size)
@@ -340,6 +349,22 @@ def noisy(values: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
     else:
         out = np.asarray(m(arr.astype(np.int64)), dtype=np.int64).reshape(arr.shape)
     return _drawn(out, _row(m, statistic, 1))
+
+
+def _weighted(arr: np.ndarray, sensitivity: Number, budget: PrivacyLoss | Number,
+              weights: np.ndarray, statistic: str | None) -> Drawn:
+    w = np.asarray(weights, dtype=object).reshape(-1)
+    distinct = set(w.tolist())  # the weights are the plan's, not the data's
+    if w.size != arr.size or any(to_fraction(v) <= 0 for v in distinct):
+        raise DomainError("weights must be positive, one per value")
+    out = arr.astype(np.int64).reshape(-1)
+    for weight in distinct:  # one batch per distinct scale w·Δ/ε
+        m = calibrate(to_fraction(sensitivity) * to_fraction(weight), budget, norm="l1")
+        idx = np.flatnonzero(w == weight)
+        out[idx] = m(out[idx])
+        _note(_row(m, statistic, 1))
+    return Drawn(out.reshape(arr.shape), _row(calibrate(sensitivity, budget, norm="l1"),
+                                              statistic, 1))
 
 
 def _drawn(value: Any, row: NoiseRow) -> Drawn:
@@ -387,15 +412,17 @@ def select(scores: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
         The noise row's label.
     mechanism : str
         One draw by another selection of :func:`~dpkit.mechanisms.make_selection`
-        ("permute_and_flip", "report_noisy_max"; same map); peeling and ``size`` are the
-        exponential mechanism's.
+        ("permute_and_flip", "report_noisy_max"; same map), or "exponential_many":
+        ``scores`` a list of integer score vectors computed on disjoint parts of the data,
+        one pick per vector (a list of ints; ε for all of them, parallel composition);
+        peeling and ``size`` are the exponential mechanism's.
 
     Returns
     -------
     Drawn
-        ``value``: an int (k None, one draw), a list of k ints, or an int64 array of shape
-        (size,) (k None) or (size, k); ``row``: the calibration's noise row (its scale is the
-        per-pick temperature).
+        ``value``: an int (k None, one draw), a list of k ints (of one per vector for
+        "exponential_many"), or an int64 array of shape (size,) (k None) or (size, k);
+        ``row``: the calibration's noise row (its scale is the per-pick temperature).
 
     Raises
     ------
@@ -414,6 +441,8 @@ def select(scores: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
         raise DomainError("peeling and repeated draws are the exponential mechanism's")
     m = _selection(sensitivity, budget, 1 if k is None else k, monotonic, mechanism)
     row = _row(m, statistic, 1)
+    if mechanism == "exponential_many":  # integer score vectors (the measurement checks)
+        return _drawn([int(i) for i in m(scores)], row)
     if k is None and size is None:  # the measurement's own draw; scores are checked by the
         return _drawn(int(m.function(scores)), row)  # caller at plan time: nothing raises here
     if k is None:

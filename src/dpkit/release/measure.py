@@ -7,20 +7,14 @@ Every algorithm of :mod:`dpkit.release` measures linear queries ``y = A·x`` of 
 McSherry, Nissim & Smith 2006; Dwork & Roth Thm 3.6); for substitution neighbours (one
 record changes cell) double the distance.
 
-The noise is exact:
-
-- integer queries (``A`` with integer entries on integer counts) get discrete Laplace noise of
-  scale Δ_A/ε (Canonne, Kamath & Steinke 2020) — :func:`laplace_integer`;
-- real queries are released on a grid of width 2^k by :func:`dpkit.mechanisms.make_laplace`,
-  whose privacy map charges the rounding (2^k per query) — :func:`laplace_real`;
-- integer queries of L2 sensitivity get discrete Gaussian noise — :func:`gaussian_integer`.
-
-Every scale comes from the one calibrated-noise entry, :func:`dpkit.mechanisms.make_noise`,
-whose measurement's privacy map is checked with exact rationals before the noise is drawn
-(by calling it). The
-expected error of the least-squares estimate from a strategy ``A`` for a workload ``W`` is
-2(Δ_A/ε)²‖W A⁺‖_F² summed over queries (Li, Hay, Rastogi, Miklau & McGregor 2010, Prop. 3):
-:func:`expected_rmse`.
+The noise is exact and drawn through the front-end kit,
+:func:`dpkit.mechanisms.frontend.noisy` (the measurement of the one calibrated-noise entry,
+:func:`dpkit.mechanisms.make_noise`, its privacy map checked with exact rationals): integer
+queries get discrete Laplace noise of scale Δ_A/ε (Canonne, Kamath & Steinke 2020), or with
+per-query weights Privelet's scales wᵢ·Δ/ε (``weights=``); integer queries of L2 sensitivity
+get discrete Gaussian noise. The expected error of the least-squares estimate from a strategy
+``A`` for a workload ``W`` is 2(Δ_A/ε)²‖W A⁺‖_F² summed over queries (Li, Hay, Rastogi,
+Miklau & McGregor 2010, Prop. 3): :func:`expected_rmse`.
 """
 
 from __future__ import annotations
@@ -32,12 +26,10 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from dpkit.core.numbers import Number, fraction_up, to_fraction
+from dpkit.core.numbers import fraction_up
 from dpkit.errors import DomainError
-from dpkit.mechanisms import CalibratedNoise, make_noise
 
-__all__ = ["l1_sensitivity", "laplace_integer", "laplace_real", "least_squares",
-           "expected_rmse", "check_counts", "gaussian_integer"]
+__all__ = ["l1_sensitivity", "least_squares", "expected_rmse", "check_counts"]
 
 _U = 2.0 ** -53  # unit roundoff of float64
 
@@ -80,68 +72,6 @@ def l1_sensitivity(strategy: np.ndarray | sp.spmatrix) -> Fraction:
     return fraction_up(float(sums.max())) * (1 + fraction_up(gamma))
 
 
-def _laplace(sensitivity: Fraction, epsilon: Number) -> CalibratedNoise:
-    """The discrete Laplace measurement at L1 sensitivity Δ and ε (the one calibrated-noise
-    entry, :func:`dpkit.mechanisms.make_noise`: scale Δ/ε rounded up, map-checked)."""
-    if sensitivity <= 0:
-        raise DomainError("the strategy has no nonzero entry")
-    return make_noise(sensitivity, epsilon=epsilon)
-
-
-def laplace_integer(values: np.ndarray, sensitivity: Fraction, epsilon: Number, *,
-                    weights: np.ndarray | None = None) -> np.ndarray:
-    """``values`` (integers) + discrete Laplace noise of scale Δ/ε: ε-DP when the queries'
-    L1 sensitivity is ``sensitivity`` (Canonne, Kamath & Steinke 2020, Thm 1 via the
-    geometric mechanism of Ghosh, Roughgarden & Sundararajan 2009). Returns int64. The
-    noise is drawn by the measurement of :func:`dpkit.mechanisms.make_noise`.
-
-    With ``weights`` (positive rationals, one per value): value i gets scale w_i·Δ/ε, and
-    ``sensitivity`` must bound the *weighted* L1 sensitivity max Σ_i |v_i − v′_i|/w_i; the
-    privacy loss is Σ_i |v_i − v′_i|/(w_i Δ/ε) ≤ ε (Privelet's generalized sensitivity,
-    Xiao, Wang & Gehrke 2010, Lemma 2)."""
-    values = np.asarray(values)
-    if values.dtype.kind not in "iub":
-        raise DomainError("laplace_integer needs integer query answers")
-    flat = values.astype(np.int64).reshape(-1)
-    if weights is None:
-        return np.asarray(_laplace(sensitivity, epsilon)(flat), dtype=np.int64).reshape(
-            values.shape)
-    w = np.asarray(weights, dtype=object).reshape(-1)
-    if w.size != values.size or any(to_fraction(v) <= 0 for v in set(w.tolist())):
-        raise DomainError("weights must be positive, one per value")
-    out = flat.copy()
-    for weight in set(w.tolist()):  # one batch per distinct scale w·Δ/ε
-        idx = np.flatnonzero(w == weight)
-        out[idx] = _laplace(sensitivity * to_fraction(weight), epsilon)(out[idx])
-    return out.reshape(values.shape)
-
-
-def laplace_real(values: np.ndarray, sensitivity: Fraction, epsilon: Number) -> np.ndarray:
-    """``values`` (reals) + Laplace noise on a 2^k grid, ε-DP for L1 sensitivity Δ: the
-    measurement of :func:`dpkit.mechanisms.make_noise` (output "grid"), whose scale
-    (Δ + 2^k·m)/ε for m queries pays for the grid rounding (see
-    :func:`dpkit.mechanisms.make_laplace`). Returns float64."""
-    values = np.asarray(values, dtype=np.float64)
-    if sensitivity <= 0:
-        raise DomainError("the strategy has no nonzero entry")
-    noise = make_noise(sensitivity, epsilon=epsilon, output="grid", size=max(values.size, 1))
-    return np.asarray(noise(values.ravel()), dtype=np.float64).reshape(values.shape)
-
-
-def gaussian_integer(values: np.ndarray, sensitivity: Fraction, rho: Number) -> np.ndarray:
-    """``values`` (integers) + discrete Gaussian noise N_ℤ(0, σ²), σ² ≥ Δ²/(2ρ) (the
-    measurement of :func:`dpkit.mechanisms.make_noise`, ``norm="l2"``): ρ-zCDP when the
-    queries' L2 sensitivity is ``sensitivity`` (CKS20 Thm 14). int64."""
-    values = np.asarray(values)
-    if values.dtype.kind not in "iub":
-        raise DomainError("gaussian_integer needs integer query answers")
-    if sensitivity <= 0:
-        raise DomainError("sensitivity must be positive")
-    noise = make_noise(sensitivity, rho=rho, norm="l2")
-    return np.asarray(noise(values.astype(np.int64).reshape(-1)), dtype=np.int64).reshape(
-        values.shape)
-
-
 def least_squares(strategy: np.ndarray | sp.spmatrix, y: np.ndarray,
                   weights: np.ndarray | None = None) -> np.ndarray:
     """argmin_x ‖diag(w)(A x − y)‖₂ (post-processing): dense ``lstsq`` for small strategies,
@@ -180,6 +110,6 @@ def expected_rmse(workload: np.ndarray | sp.spmatrix | None, strategy: np.ndarra
         gram, queries = w.T @ w, w.shape[0]
     if not queries:
         raise DomainError("queries must be a positive count")
-    delta = float(l1_sensitivity(a)) if sensitivity is None else sensitivity
+    sensitivity = float(l1_sensitivity(a)) if sensitivity is None else sensitivity
     total = float(np.trace(np.linalg.solve(a.T @ a, gram)))
-    return math.sqrt(2 * (delta / epsilon) ** 2 * total / queries)
+    return math.sqrt(2 * (sensitivity / epsilon) ** 2 * total / queries)

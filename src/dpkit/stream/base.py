@@ -58,7 +58,7 @@ from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.mechanisms import CalibratedNoise, frontend
 
-__all__ = ["Unit", "Budget", "calibrate", "scale_of", "noise_variance", "half_width", "draw",
+__all__ = ["Unit", "Budget", "scale_of", "noise_variance", "half_width", "draw",
            "MAX_HORIZON", "Counter", "check_horizon", "is_gaussian", "rows"]
 
 MAX_HORIZON = 1 << 40  # horizons beyond ~10^12 steps are refused at plan time
@@ -135,15 +135,6 @@ class Budget:
         if self.rho is not None:
             return Budget(rho=cast(Fraction, self.rho) * fraction)
         return Budget(epsilon=cast(Fraction, self.epsilon) * fraction)
-
-
-def calibrate(unit: Unit, budget: Budget, l1: int, l2_squared: int) -> CalibratedNoise:
-    """The node noise: discrete Laplace at L1 sensitivity w·Δ·``l1`` for ε, or discrete
-    Gaussian at L2 sensitivity w·Δ·√``l2_squared`` for ρ (module docstring), from
-    :func:`dpkit.mechanisms.make_noise` (map-checked, cached)."""
-    if budget.rho is not None:
-        return frontend.calibrate(unit.scale * sqrt_up(Fraction(l2_squared)), budget.loss)
-    return frontend.calibrate(unit.scale * l1, budget.loss)
 
 
 def scale_of(noise: CalibratedNoise) -> float:
@@ -250,15 +241,16 @@ class Counter(ABC):
     """
 
     name: str = "counter"
+    share: Fraction = Fraction(1)  # the part of the budget the node noise takes
 
     def __init__(self, horizon: int | None, unit: Unit, budget: Budget) -> None:
         self.horizon = None if horizon is None else check_horizon(horizon)
         self.unit, self.budget = unit, budget
-        self.noise = self._calibrate()
-
-    def _calibrate(self) -> CalibratedNoise:
+        # the node noise (module docstring): discrete Laplace at L1 sensitivity w·Δ·c₁ for ε,
+        # discrete Gaussian at L2 sensitivity w·Δ·√c₂² for ρ, map-checked by make_noise
         l1, l2sq = self._norms()
-        return calibrate(self.unit, self.budget, l1, l2sq)
+        norm = sqrt_up(Fraction(l2sq)) if budget.gaussian else Fraction(l1)
+        self.noise = frontend.calibrate(unit.scale * norm, budget.part(self.share).loss)
 
     def _norms(self) -> tuple[int, int]:
         raise NotImplementedError

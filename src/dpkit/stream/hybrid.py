@@ -37,7 +37,6 @@ from dpkit.stream.base import (
     Budget,
     Counter,
     Unit,
-    calibrate,
     half_width,
     noise_variance,
     scale_of,
@@ -53,13 +52,14 @@ class Hybrid(Counter):
     """Chan, Shi & Song's hybrid mechanism; ``horizon`` may be None (module docstring)."""
 
     name = "hybrid"
+    share = _HALF  # the checkpoints' half; the segments' binary mechanisms take the other
 
     def __init__(self, horizon: int | None, unit: Unit, budget: Budget) -> None:
         self._segments: dict[int, BinaryTree] = {}
         super().__init__(horizon, unit, budget)
 
-    def _calibrate(self) -> CalibratedNoise:
-        return calibrate(self.unit, self.budget.part(_HALF), 1, 1)
+    def _norms(self) -> tuple[int, int]:
+        return 1, 1  # one checkpoint per block: a unit's events move it by w·Δ
 
     def segment(self, k: int) -> BinaryTree:
         """The binary mechanism of segment k ≥ 1 (steps 2^k + 1 … 2^(k+1) − 1)."""

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import DomainError
-from dpkit.release.measure import laplace_integer
+from dpkit.mechanisms import frontend
 from dpkit.release.ranges.auto_rule import RULE
 from dpkit.release.ranges.switch import noisy_scale
 from dpkit.release.workload import RangeWorkload
@@ -140,7 +140,7 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     if scale is not None:
         n_hat, eps = noisy_scale(x, epsilon, scale)  # validates; spends nothing
     if x.ndim > 2:
-        return laplace_integer(x, Fraction(1), epsilon).astype(np.float64)
+        return frontend.noisy(x, 1, epsilon).value.astype(np.float64)
     if scale is None:
         eps0, eps = split(epsilon)
         n_hat = _count(x, eps0)
@@ -153,8 +153,7 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
 
 def _count(x: np.ndarray, eps0: Fraction) -> float:
     """max(0, N + discrete Laplace(1/ε₀)): sensitivity 1, ε₀-DP."""
-    noisy = laplace_integer(np.array([int(x.sum())], dtype=np.int64), Fraction(1), eps0)
-    return float(max(int(noisy[0]), 0))
+    return float(max(frontend.noisy(int(x.sum()), 1, eps0).value, 0))
 
 
 @dataclass(frozen=True)

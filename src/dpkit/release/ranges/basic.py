@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpkit.release.measure import laplace_integer
+from dpkit.mechanisms import frontend
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["identity", "uniform"]
@@ -17,7 +17,7 @@ def identity(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
     """Identity: discrete Laplace noise of scale 1/ε on every cell (Dwork, McSherry, Nissim &
     Smith 2006). A record changes one cell by 1, so the cells' L1 sensitivity is 1 and the
     release is ε-DP. Expected squared error 2/ε² per cell; a range of r cells 2r/ε²."""
-    return laplace_integer(x, Fraction(1), epsilon).astype(np.float64)
+    return frontend.noisy(x, 1, epsilon).value.astype(np.float64)
 
 
 def uniform(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
@@ -29,5 +29,5 @@ def uniform(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = N
     loses to Identity by orders of magnitude at large scale·ε (bench/results/histograms.md);
     ``method="auto"`` picks it only in the signal decades where it won on every training
     dataset and their neighbours."""
-    total = int(laplace_integer(np.array([int(x.sum())]), Fraction(1), epsilon)[0])
+    total = frontend.noisy(int(x.sum()), 1, epsilon).value
     return np.full(x.shape, total / x.size, dtype=np.float64)

@@ -16,8 +16,8 @@ Optimisation: A = B·diag(1/‖b_j‖) (unit columns, Δ₂ = 1) and L-BFGS over
 f(B) = tr(G (AᵀA)⁻¹), gradient ∂f/∂A = −2A(AᵀA)⁻¹G(AᵀA)⁻¹ pulled back through the
 column normalisation; start from G^{1/2}, the eigen-design of Li & Miklau. Dense: meant for
 n ≤ 1,024 cells (each step is O(n³)). Noise: :func:`dpkit.mechanisms.make_gaussian`
-(discrete Gaussian on a 2^k grid, the grid rounding charged in its privacy map), calibrated
-by :func:`dpkit.mechanisms.make_noise`.
+(discrete Gaussian on a 2^k grid, the grid rounding charged in its privacy map), drawn by
+:func:`dpkit.mechanisms.frontend.noisy` (the measurement of :func:`dpkit.mechanisms.make_noise`).
 
 Strategy reuse: the optimised A depends only on the (public) workload, so it is cached — a
 bounded LRU (:func:`strategy_cache_clear`, :func:`strategy_cache_info`) keyed by the
@@ -94,8 +94,8 @@ def l2_error(gram: np.ndarray, strategy: np.ndarray) -> float:
     """Δ₂²·tr(G (AᵀA)⁻¹): the workload's total squared error per unit noise variance
     σ²/Δ₂² (with σ² = Δ₂²/(2ρ) the expected total squared error is this over 2ρ)."""
     a = np.asarray(strategy, dtype=np.float64)
-    delta = float((a * a).sum(axis=0).max())
-    return delta * float(np.trace(np.linalg.solve(a.T @ a, gram)))
+    sensitivity_sq = float((a * a).sum(axis=0).max())
+    return sensitivity_sq * float(np.trace(np.linalg.solve(a.T @ a, gram)))
 
 
 def _loss_and_grad(flat: np.ndarray, gram: np.ndarray, n: int) -> tuple[float, np.ndarray]:
@@ -182,14 +182,6 @@ def _strategy(workload: RangeWorkload | None, n: int, reuse: bool = True) -> np.
     return _STRATEGIES.get(("l2", factor.key), lambda: [optimize_l2(_factor_gram(factor))])[0]
 
 
-def _sigma(delta: Fraction, rho: Fraction, size: int) -> tuple[Measurement, Fraction]:
-    """The grid Gaussian measurement for ``size`` queries whose privacy map at Δ₂ is ≤ ρ, and
-    its σ (:func:`dpkit.mechanisms.make_noise`: closed form, exact map check)."""
-    budget = ZCDP(rho)
-    return (frontend.calibrate(delta, budget, output="grid", size=size),
-            frontend.exact_scale(frontend.noise_row(delta, budget, output="grid", size=size)))
-
-
 def gaussian_expected_rmse(workload: RangeWorkload | None, n: int, rho: Number,
                            strategy: np.ndarray | None = None) -> float:
     """Per-query RMSE √(σ²‖WA⁻¹‖_F²/|W|), σ² = Δ₂²/(2ρ), of the release below (all ranges
@@ -237,9 +229,8 @@ def gaussian_matrix_mechanism(x: np.ndarray, rho: Number, workload: RangeWorkloa
     a = _strategy(workload, n, reuse) if strategy is None else np.asarray(strategy, np.float64)
     if a.shape != (n, n):
         raise DomainError(f"the strategy must be {n}×{n}; got {a.shape}")
-    delta = l2_sensitivity(a)
-    m, _ = _sigma(delta, r, n)
-    noisy = np.asarray(m(a @ counts.astype(np.float64)), dtype=np.float64)
+    noisy = frontend.noisy(a @ counts.astype(np.float64), l2_sensitivity(a), ZCDP(r),
+                           output="grid", size=n).value
     return np.linalg.solve(a, noisy)
 
 

@@ -33,7 +33,8 @@ import numpy as np
 
 from dpkit.core.numbers import Number, fraction_down
 from dpkit.errors import DomainError
-from dpkit.release.measure import check_counts, laplace_integer
+from dpkit.mechanisms import frontend
+from dpkit.release.measure import check_counts
 from dpkit.release.ranges.switch import exact_budget, noisy_scale, scale_switched, use_identity
 from dpkit.release.workload import RangeWorkload
 
@@ -225,7 +226,7 @@ def quadtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
     h = big if height is None else _int_option(height, "height", 0, big)
     levels, block = quadtree_levels(x, h)
     eps = quadtree_budgets(epsilon, len(levels), budget)
-    noisy = [laplace_integer(lv, Fraction(1), e) for lv, e in zip(levels, eps, strict=True)]
+    noisy = [frontend.noisy(lv, 1, e).value for lv, e in zip(levels, eps, strict=True)]
     leaves = quadtree_inference(noisy, [discrete_laplace_variance(e) for e in eps])
     labels = grid_labels(x.shape, np.arange(0, leaves.shape[0] * block + 1, block),
                          np.arange(0, leaves.shape[1] * block + 1, block))
@@ -257,11 +258,11 @@ def ug(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
     use_identity(0.0, epsilon, 1, switch)  # validate before spending
     n_hat, eps = noisy_scale(x, epsilon, scale, scale_fraction)
     if use_identity(n_hat, eps, x.size, switch):
-        return laplace_integer(x, Fraction(1), eps).astype(np.float64)
+        return frontend.noisy(x, 1, eps).value.astype(np.float64)
     m = max(1, math.ceil(math.sqrt(n_hat * float(eps) / c)))
     labels = grid_labels(x.shape, grid_edges(x.shape[0], m), grid_edges(x.shape[1], m))
     groups = int(labels.max()) + 1
-    noisy = laplace_integer(group_sums(x, labels, groups), Fraction(1), eps)
+    noisy = frontend.noisy(group_sums(x, labels, groups), 1, eps).value
     return spread(noisy.astype(np.float64), labels)
 
 
@@ -342,17 +343,17 @@ def ag(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
     use_identity(0.0, epsilon, 1, switch)  # validate before spending
     n_hat, eps = noisy_scale(x, epsilon, scale, scale_fraction)
     if use_identity(n_hat, eps, x.size, switch):
-        return laplace_integer(x, Fraction(1), eps).astype(np.float64)
+        return frontend.noisy(x, 1, eps).value.astype(np.float64)
     m1 = max(10, math.ceil(math.ceil(math.sqrt(n_hat * float(eps) / c)) / 4))
     eps1 = exact_budget(eps * a)
     eps2 = exact_budget(eps - eps1)
     rows, cols = grid_edges(x.shape[0], m1), grid_edges(x.shape[1], m1)
     labels1 = grid_labels(x.shape, rows, cols)
     groups1 = (len(rows) - 1) * (len(cols) - 1)
-    noisy1 = laplace_integer(group_sums(x, labels1, groups1), Fraction(1), eps1)
+    noisy1 = frontend.noisy(group_sums(x, labels1, groups1), 1, eps1).value
     m2 = ag_split_sizes(noisy1, eps2, c / 2)
     labels2, parent, groups2 = ag_labels(x.shape, rows, cols, m2)
-    noisy2 = laplace_integer(group_sums(x, labels2, groups2), Fraction(1), eps2)
+    noisy2 = frontend.noisy(group_sums(x, labels2, groups2), 1, eps2).value
     adjusted = ag_inference(noisy1, discrete_laplace_variance(eps1), noisy2,
                             discrete_laplace_variance(eps2), parent)
     return spread(adjusted, labels2)
@@ -484,7 +485,7 @@ def kdtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = No
     eps1 = exact_budget(epsilon * r)
     eps2 = exact_budget(epsilon - eps1)
     var1, var2 = discrete_laplace_variance(eps1), discrete_laplace_variance(eps2)
-    phase1 = laplace_integer(x, Fraction(1), eps1)
+    phase1 = frontend.noisy(x, 1, eps1).value
     labels, parts = kd_partition(phase1, var1, var2, depth)
-    noisy2 = laplace_integer(group_sums(x, labels, parts), Fraction(1), eps2)
+    noisy2 = frontend.noisy(group_sums(x, labels, parts), 1, eps2).value
     return spread(kd_inference(phase1, var1, noisy2, var2, labels), labels)

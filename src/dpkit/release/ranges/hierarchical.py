@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpkit.errors import DomainError
-from dpkit.release.measure import laplace_integer
+from dpkit.mechanisms import frontend
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["hierarchical", "hb", "hb_branching", "tree_height", "tree_strategy",
@@ -83,7 +83,7 @@ def hierarchical(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | Non
     if int(branching) != branching or branching < 2:
         raise DomainError(f"branching must be an integer ≥ 2; got {branching!r}")
     levels = tree_counts(x, int(branching))
-    noisy = laplace_integer(np.concatenate(levels), Fraction(len(levels)), epsilon)
+    noisy = frontend.noisy(np.concatenate(levels), Fraction(len(levels)), epsilon).value
     return tree_inference(np.split(noisy, np.cumsum([lv.size for lv in levels])[:-1]),
                           int(branching))[: x.size]
 

@@ -9,7 +9,7 @@ from the least-squares estimate ``x̂ = A⁺ y``. A record moves ``x`` by L1 dis
 ``A·x`` moves by at most Δ_A in L1 and the release is ε-DP (Dwork, McSherry, Nissim & Smith
 2006); ``x̂`` is post-processing. To keep this exact, the optimised A is snapped to an
 integer matrix B = round(2^t·A) and B·x gets discrete Laplace noise through
-:func:`~dpkit.release.measure.laplace_integer` with Δ = l1_sensitivity(B) (see
+:func:`~dpkit.mechanisms.frontend.noisy` with Δ = l1_sensitivity(B) (see
 :func:`matrix_mechanism`): a float A·x would not be exactly linear. The expected total
 squared error on ``W`` is ``(2/ε²)·Δ_A²·‖W A⁺‖_F²`` with ``‖W A⁺‖_F² = tr((AᵀA)⁻¹ WᵀW)``
 (Li et al. 2010, Prop. 3).
@@ -96,7 +96,8 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 
 from dpkit.errors import DomainError
-from dpkit.release.measure import l1_sensitivity, laplace_integer
+from dpkit.mechanisms import frontend
+from dpkit.release.measure import l1_sensitivity
 from dpkit.release.ranges.strategy_cache import StrategyCache
 from dpkit.release.workload import Factor, RangeWorkload, structure
 
@@ -559,20 +560,20 @@ def expected_rmse(workload: RangeWorkload, strategy: PIdentity, epsilon: float,
     """Per-query RMSE √(2(Δ_A/ε)²‖W A⁺‖_F²/|W|) of a 1-D p-Identity strategy (Li et al.
     2010, Prop. 3), without forming W or WᵀW densely for large n."""
     gram = _gram_operator(workload.lo[:, 0], workload.hi[:, 0], workload.shape[0])
-    delta = float(l1_sensitivity(strategy.sparse())) if sensitivity is None else sensitivity
-    return math.sqrt(2 * (delta / epsilon) ** 2 * strategy.error(gram) / len(workload))
+    sensitivity = float(l1_sensitivity(strategy.sparse())) if sensitivity is None else sensitivity
+    return math.sqrt(2 * (sensitivity / epsilon) ** 2 * strategy.error(gram) / len(workload))
 
 
 def kron_expected_rmse(grams: Sequence[np.ndarray], queries: Sequence[int],
                        factors: Sequence[PIdentity], epsilon: float) -> float:
     """Per-query RMSE of W = ⊗ Wᵢ under A = ⊗ Aᵢ from the factorised formula:
     √(2(ΠΔᵢ/ε)² Π‖WᵢAᵢ⁺‖_F² / Π|Wᵢ|) — never a dense product."""
-    total, delta, count = 1.0, 1.0, 1
+    total, sensitivity, count = 1.0, 1.0, 1
     for g, q, a in zip(grams, queries, factors, strict=True):
         total *= a.error(g)
-        delta *= float(l1_sensitivity(a.sparse()))
+        sensitivity *= float(l1_sensitivity(a.sparse()))
         count *= int(q)
-    return math.sqrt(2 * (delta / epsilon) ** 2 * total / count)
+    return math.sqrt(2 * (sensitivity / epsilon) ** 2 * total / count)
 
 
 # --------------------------------------------------------------------------- strategy cache
@@ -747,11 +748,11 @@ def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload |
     factors = mm_strategy(x.shape, workload, p, restarts, seed, rounds, reuse=reuse)
     if x.ndim == 1:
         b, snapped = factors[0].integer(_BITS_1D)
-        y = laplace_integer(np.asarray(b @ x), l1_sensitivity(b), epsilon)
+        y = frontend.noisy(np.asarray(b @ x), l1_sensitivity(b), epsilon).value
         return snapped.pinv(y / 2.0**_BITS_1D)
     (b1, s1), (b2, s2) = (f.integer(_BITS_2D) for f in factors)
-    delta = l1_sensitivity(b1) * l1_sensitivity(b2)
-    y = laplace_integer(_kron_apply([b1, b2], x), delta, epsilon)
+    sensitivity = l1_sensitivity(b1) * l1_sensitivity(b2)
+    y = frontend.noisy(_kron_apply([b1, b2], x), sensitivity, epsilon).value
     return kron_pinv([s1, s2], y / 2.0 ** (2 * _BITS_2D))
 
 

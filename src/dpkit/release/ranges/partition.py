@@ -9,9 +9,10 @@ Privacy (pure ε-DP, add/remove-one-record neighbours: histograms x, x ± e_j). 
 StructureFirst and P-HP spend ε₁ on the structure and ε₂ = ε − ε₁ on the bucket totals;
 sequential (adaptive) composition gives ε₁ + ε₂ = ε (Dwork & Roth Thm 3.16). NoiseFirst
 spends all of ε on the cells and derives the structure by post-processing. Sensitivities are exact
-Fractions; all Laplace noise comes from :mod:`dpkit.release.measure` and every selection from
-:func:`_exponential_many`, the calibrated exponential mechanism of :mod:`dpkit.mechanisms`
-(McSherry & Talwar 2007) that draws for several disjoint intervals at once.
+Fractions; all Laplace noise is drawn by :func:`dpkit.mechanisms.frontend.noisy` and every
+selection by :func:`dpkit.mechanisms.frontend.select` with the exponential mechanism
+"exponential_many" (McSherry & Talwar 2007; scale 2Δ/ε rounded up, map-checked), which draws
+for several disjoint intervals at once (parallel composition).
 
 Exact scores. The exponential mechanism needs its scores exactly. Scores here are sums of
 per-bucket costs that are rationals with different denominators (a bucket's mean), so each
@@ -32,9 +33,9 @@ import numpy as np
 
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_selection
+from dpkit.mechanisms import frontend
 from dpkit.mechanisms.exponential import SCORE_GRID, integer_gaps  # G: scores ⌊G·cost⌋
-from dpkit.release.measure import expected_rmse, laplace_integer
+from dpkit.release.measure import expected_rmse
 from dpkit.release.ranges.hierarchical import tree_counts, tree_inference, tree_strategy
 from dpkit.release.ranges.switch import scale_switched
 from dpkit.release.workload import RangeWorkload
@@ -104,24 +105,6 @@ def spread(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 
 _integer_gaps = integer_gaps  # the exact integer gaps of the vectorised sampler
-
-
-def _exponential_many(scores: list[np.ndarray], sensitivity: Fraction, epsilon: Fraction
-                      ) -> list[int]:
-    """One draw of the exponential mechanism per score vector: index i of vector v with
-    probability ∝ exp(ε·u_{v,i}/(2Δ)), for integer scores of L∞ sensitivity Δ. ε-DP for each
-    vector (McSherry & Talwar 2007); vectors computed on disjoint parts of the data cost ε
-    together (parallel composition). Drawn by the measurement of
-    :func:`dpkit.mechanisms.make_selection` ("exponential_many": scale 2Δ/ε rounded up,
-    map-checked; exact vectorised sampling, :func:`dpkit.mechanisms.sample_exponential_many`)."""
-    if sensitivity <= 0 or epsilon <= 0:
-        raise DomainError("internal: the exponential mechanism needs Δ > 0 and ε > 0")
-    return list(make_selection(sensitivity, epsilon, mechanism="exponential_many")(scores))
-
-
-def _exponential(scores: np.ndarray, sensitivity: Fraction, epsilon: Fraction) -> int:
-    """The exponential mechanism on one integer score vector (see :func:`_exponential_many`)."""
-    return _exponential_many([scores], sensitivity, epsilon)[0]
 
 
 def _discrete_laplace_variance(scale: Fraction) -> float:
@@ -219,9 +202,9 @@ def _stage_two(totals: np.ndarray, edges: np.ndarray, epsilon: Fraction,
         err_tree = expected_rmse(wb, tree_strategy(k, 2), eps, float(height))
         use_tree = err_tree < err_id
     if not use_tree:
-        return laplace_integer(totals, Fraction(1), epsilon).astype(np.float64), "identity"
+        return frontend.noisy(totals, 1, epsilon).value.astype(np.float64), "identity"
     levels = tree_counts(totals, 2)
-    noisy = laplace_integer(np.concatenate(levels), Fraction(len(levels)), epsilon)
+    noisy = frontend.noisy(np.concatenate(levels), Fraction(len(levels)), epsilon).value
     parts = np.split(noisy, np.cumsum([lv.size for lv in levels])[:-1])
     return tree_inference(parts, 2)[:k], "tree"
 
@@ -309,7 +292,7 @@ def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     for k, dev in enumerate(devs, start=1):
         m = 1 << k
         eps_k = eps1 * (1 - Fraction(1, m)) / z
-        noisy_dev = laplace_integer(dev, Fraction(2 * (m - 1)), eps_k) / m
+        noisy_dev = frontend.noisy(dev, Fraction(2 * (m - 1)), eps_k).value / m
         noisy.append(np.maximum(noisy_dev, 0.0))  # dev ≥ 0: clamping is post-processing
     edges = dyadic_partition(noisy, n, 1 / float(eps2))
     est, _ = _stage_two(bucket_totals(x, edges), edges, eps2, workload, strategy=strategy)
@@ -374,7 +357,7 @@ def noise_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
     DPBench 1-D shapes; the bias of merging cells whose true counts differ); below the
     threshold it may still lose. ``method="auto"`` never picks it.
     """
-    noisy = laplace_integer(x, Fraction(1), epsilon).astype(np.float64)
+    noisy = frontend.noisy(x, 1, epsilon).value.astype(np.float64)
     sigma2 = _discrete_laplace_variance(1 / epsilon)
     edges = penalized_partition(noisy, 2 * sigma2)
     return spread(bucket_totals(noisy, edges), edges)
@@ -485,11 +468,12 @@ def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | 
         for t in range(k, 1, -1):  # choose the cut before the t-th bucket
             cand = np.arange(t - 1, j)  # t − 1 buckets must fit on [0, a)
             scores = -(table[t - 2][cand] + cost[cand, j])
-            j = int(cand[_exponential(scores, sensitivity, eps_step)])
+            pick = frontend.select([scores], sensitivity, eps_step, mechanism="exponential_many")
+            j = int(cand[pick.value[0]])
             chosen.append(j)
     chosen.append(0)
     edges = cuts[np.array(sorted(set(chosen)), dtype=np.int64)]
-    noisy = laplace_integer(bucket_totals(x, edges), Fraction(1), eps2).astype(np.float64)
+    noisy = frontend.noisy(bucket_totals(x, edges), 1, eps2).value.astype(np.float64)
     return spread(noisy, edges)
 
 
@@ -648,7 +632,8 @@ def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
         if not active:
             break
         scored = _split_scores(x, active, penalty, k)
-        picks = _exponential_many([sc for sc, _ in scored], sensitivity, eps_level)
+        picks = frontend.select([sc for sc, _ in scored], sensitivity, eps_level,
+                                mechanism="exponential_many").value
         nxt: list[tuple[int, int]] = []
         for (lo, hi), (_, cuts), t in zip(active, scored, picks, strict=True):
             if t == 0:
@@ -660,5 +645,5 @@ def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
         active = nxt
     final.extend(active)
     edges = np.array(sorted({0, n, *(lo for lo, _ in final)}), dtype=np.int64)
-    noisy = laplace_integer(bucket_totals(x, edges), Fraction(1), eps2).astype(np.float64)
+    noisy = frontend.noisy(bucket_totals(x, edges), 1, eps2).value.astype(np.float64)
     return spread(noisy, edges)

@@ -29,8 +29,8 @@ import numpy as np
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import Number, to_fraction
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_noise
-from dpkit.release.measure import check_counts, laplace_integer
+from dpkit.mechanisms import frontend, make_noise
+from dpkit.release.measure import check_counts
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["noisy_scale", "use_identity", "scale_switched", "exact_budget", "Algorithm"]
@@ -71,8 +71,8 @@ def noisy_scale(x: np.ndarray, epsilon: Fraction, scale: object = None,
     if not 0 < frac < 1:
         raise DomainError(f"scale_fraction must be a number in (0, 1); got {scale_fraction!r}")
     eps0 = exact_budget(epsilon * frac)
-    noisy = laplace_integer(np.array([int(x.sum())], dtype=np.int64), Fraction(1), eps0)
-    return float(max(int(noisy[0]), 0)), exact_budget(epsilon - eps0)
+    noisy = frontend.noisy(int(x.sum()), 1, eps0).value
+    return float(max(noisy, 0)), exact_budget(epsilon - eps0)
 
 
 def use_identity(n_hat: float, epsilon: Fraction, cells: int, switch: Number | None) -> bool:
@@ -113,7 +113,7 @@ def scale_switched(threshold: float, check: Callable[..., object], dims: tuple[i
             use_identity(0.0, epsilon, 1, switch)  # validate before spending
             n_hat, eps = noisy_scale(x, epsilon, scale, scale_fraction)
             if use_identity(n_hat, eps, x.size, switch):
-                return laplace_integer(x, Fraction(1), eps).astype(np.float64)
+                return frontend.noisy(x, 1, eps).value.astype(np.float64)
             return fn(x, eps, workload, **options)
         return run
     return deco

@@ -45,7 +45,7 @@ from functools import lru_cache
 import numpy as np
 
 from dpkit.errors import DomainError
-from dpkit.release.measure import laplace_integer
+from dpkit.mechanisms import frontend
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["privelet", "haar_forward", "haar_inverse", "nominal_forward", "nominal_inverse",
@@ -212,9 +212,9 @@ def privelet(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
                 sensitivity *= 1 + _levels(x.shape[axis])
         weights = np.multiply.outer(weights, w)
     if weights.max() == 1:
-        noisy = laplace_integer(coef, sensitivity, epsilon).astype(np.float64)
+        noisy = frontend.noisy(coef, sensitivity, epsilon).value.astype(np.float64)
     else:
-        noisy = laplace_integer(coef, sensitivity, epsilon, weights=weights).astype(
+        noisy = frontend.noisy(coef, sensitivity, epsilon, weights=weights).value.astype(
             np.float64)
     for axis in range(x.ndim):
         if axis in hierarchies:

@@ -71,7 +71,6 @@ from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.exponential import SCORE_ALLOWANCE
-from dpkit.release.measure import laplace_integer
 from dpkit.release.synthetic.mst import grid_scores
 
 __all__ = ["LinearQueries", "IterativeConstruction", "ICResult", "DISTINGUISHERS",
@@ -428,10 +427,8 @@ class IterativeConstruction:
         # 2Δ/ε_sel rounded up; the map at Δ is checked ≤ ε_sel (reported in the bound)
         scale = frontend.exact_scale(frontend.selection_row(SCORE_SENSITIVITY, eps_sel,
                                                             mechanism=part.mechanism))
-        if self.n is None:
-            n_hat = int(laplace_integer(np.array([n_true]), Fraction(1), self.eps_total)[0])
-        else:
-            n_hat = self.n
+        n_hat = self.n if self.n is not None else frontend.noisy(int(n_true), 1,
+                                                                 self.eps_total).value
         size = queries.domain_size
         hyp = UPDATERS[self.updater](size, **self.updater_options)
         truth = queries.answer(counts)
@@ -445,8 +442,7 @@ class IterativeConstruction:
             scores = grid_scores(np.abs(truth - scale_n * current))
             i = int(frontend.select(scores, SCORE_SENSITIVITY, eps_sel,
                                     mechanism=part.mechanism).value)
-            measured = int(laplace_integer(np.array([int(truth[i])]), Fraction(1),
-                                           eps_meas)[0])
+            measured = frontend.noisy(int(truth[i]), 1, eps_meas).value
             row = np.asarray(mat[i].toarray()).ravel()
             hyp.update(row, float(current[i]), measured / scale_n)
             selected.append(i)

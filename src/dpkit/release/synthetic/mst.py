@@ -44,7 +44,6 @@ from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.exponential import SCORE_ALLOWANCE, SCORE_GRID
-from dpkit.release.measure import gaussian_integer
 from dpkit.release.synthetic.domain import Domain, marginal_counts
 from dpkit.release.synthetic.pgm_sample import quick_compile, sample_model
 
@@ -320,11 +319,11 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     rho_part = r / 3
     # 1. one-way marginals
     rho_one = rho_part / d
-    # gaussian_integer's σ
+    # the σ frontend.noisy draws the marginals at
     sigma_one = float(frontend.exact_scale(frontend.noise_row(1, ZCDP(rho_one))))
     measurements, kept, merged, recoded = [], {}, {}, np.empty_like(codes)
     for j, a in enumerate(domain.attributes):
-        noisy = gaussian_integer(marginal_counts(codes, domain, [a]), Fraction(1), rho_one)
+        noisy = frontend.noisy(marginal_counts(codes, domain, [a]), 1, ZCDP(rho_one)).value
         keep, values, weights = _compress(noisy.astype(np.float64), 3 * sigma_one)
         kept[a] = keep
         merged[a] = np.delete(noisy, keep).astype(np.float64)
@@ -363,7 +362,7 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     sigma_two = float(frontend.exact_scale(frontend.noise_row(1, ZCDP(rho_two))))
     for a, b in selected:
         true = marginal_counts(recoded, compressed, [a, b])
-        noisy = gaussian_integer(true.ravel(), Fraction(1), rho_two)
+        noisy = frontend.noisy(true.ravel(), 1, ZCDP(rho_two)).value
         measurements.append(Measured((a, b), noisy.astype(np.float64), sigma_two))
     return MSTResult(domain, compressed, kept, measurements, selected, r, noisy_total,
                      merged=merged)

@@ -46,8 +46,7 @@ from rich.progress import Progress
 
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
-from dpkit.mechanisms import make_selection
-from dpkit.release.measure import laplace_integer
+from dpkit.mechanisms import frontend, make_selection
 from dpkit.release.synthetic.domain import Domain, marginal_counts
 from dpkit.release.synthetic.marginals import MarginalWorkload
 from dpkit.release.synthetic.mst import MAX_RECORDS
@@ -215,7 +214,7 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
         raise DomainError(f"codes must have shape (n, {len(domain.attributes)})")
     eps_total = eps * share
     eps_round = (eps - eps_total) / rounds
-    noisy_n = int(laplace_integer(np.array([codes.shape[0]]), Fraction(1), eps_total)[0])
+    noisy_n = frontend.noisy(int(codes.shape[0]), 1, eps_total).value
     hyp = Factored.uniform(domain, float(max(noisy_n, 1)))
     truth = {c: marginal_counts(codes, domain, c) for c in workload.cliques}
     # exact-score sensitivity 1, plus the float rounding of clamped scores (module docstring)
@@ -233,7 +232,7 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
             scores = [min(math.fsum(np.abs(hyp.marginal(c) - truth[c]).ravel()), cap)
                       for c in candidates]
             choice = candidates[select(np.array(scores))]
-            measured = laplace_integer(truth[choice], Fraction(1), eps_round / 2)
+            measured = frontend.noisy(truth[choice], 1, eps_round / 2).value
             group = hyp.merge(choice)
             group.measurements.append((tuple(choice), measured.astype(np.float64)))
             hyp.update(group, passes)

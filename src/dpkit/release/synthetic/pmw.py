@@ -36,8 +36,8 @@ import numpy as np
 from dpkit.core.accuracy import laplace_tail
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
+from dpkit.mechanisms import frontend
 from dpkit.mechanisms.sparse_vector import SparseVector
-from dpkit.release.measure import laplace_integer
 from dpkit.release.synthetic.domain import Domain, marginal_counts
 
 __all__ = ["PMWAnswer", "PrivateMultiplicativeWeights"]
@@ -132,8 +132,8 @@ class PrivateMultiplicativeWeights:
         self.sensitivity = Fraction(int(sensitivity))
         self._x = marginal_counts(codes, domain, domain.attributes).ravel()
         eps_total = eps * share
-        self.noisy_total = int(laplace_integer(np.array([self._x.sum()]), self.sensitivity,
-                                               eps_total)[0])
+        self.noisy_total = frontend.noisy(int(self._x.sum()), self.sensitivity,
+                                           eps_total).value
         n = max(self.noisy_total, 1)
         cells = self._x.size
         self.update_bound = self._update_bound(n, cells)
@@ -197,8 +197,7 @@ class PrivateMultiplicativeWeights:
         if not self._svt.ask(abs(exact - round(estimate))):
             return PMWAnswer(estimate, False, self.accuracy(False))
         scale_sensitivity = self.sensitivity * self.max_updates  # c measurements share ε_meas
-        value = float(laplace_integer(np.array([exact]), scale_sensitivity,
-                                      self._eps_measure)[0])
+        value = float(frontend.noisy(exact, scale_sensitivity, self._eps_measure).value)
         self._update(q, value, estimate)
         self.updates += 1
         return PMWAnswer(value, True, self.accuracy(True))

@@ -32,8 +32,8 @@ from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, largest_rho
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
+from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, accountant_of, charge
-from dpkit.release.measure import gaussian_integer, laplace_integer
 from dpkit.release.synthetic.domain import Codec, Domain, marginal_counts
 from dpkit.release.synthetic.marginals import MarginalWorkload, total_variation
 from dpkit.release.synthetic.mwem import default_rounds
@@ -175,10 +175,10 @@ def independent_sample(codes: np.ndarray, domain: Domain, epsilon: Number | None
     truth = [marginal_counts(codes, domain, [a]) for a in domain.attributes]
     if rho is not None:
         share = positive(rho, "rho", up=False) / d
-        noisy = [gaussian_integer(t, Fraction(1), share) for t in truth]
+        noisy = [frontend.noisy(t, 1, ZCDP(share)).value for t in truth]
     elif epsilon is not None:
         eps = positive(epsilon, "epsilon", up=False)
-        noisy = [laplace_integer(t, Fraction(d), eps) for t in truth]
+        noisy = [frontend.noisy(t, Fraction(d), eps).value for t in truth]
     n = int(round(np.mean([v.sum() for v in noisy]))) if rows is None else int(rows)
     n = max(n, 0)
     return np.column_stack([_sample_cells(v, n) for v in noisy]) if n else np.zeros(
