@@ -103,17 +103,24 @@ def _span(node: exp.Expr) -> tuple[int, int] | None:
 
 
 def error_at(text: str, node: exp.Expr | None, message: str, keyword: str = "") -> SQLError:
-    """The :class:`SQLError` of ``message`` at ``node``'s span in ``text`` (or at the first
-    ``keyword`` for a node without tokens of its own)."""
-    span = _span(node) if node is not None else None
-    if span is None and keyword:  # a node without tokens of its own: find its keyword
-        found = text.upper().find(keyword)
-        span = (found, found + len(keyword) - 1) if found >= 0 else None
+    """The :class:`SQLError` of ``message`` at ``node``'s span in ``text``, or at the first
+    ``keyword`` when one is given and found (a clause such as ``DISTINCT`` or ``ROLLUP``
+    whose node has no tokens of its own)."""
+    found = text.upper().find(keyword) if keyword else -1
+    span = (found, found + len(keyword) - 1) if found >= 0 else (
+        _span(node) if node is not None else None)
     if span is None:
         return SQLError(message)
     start, end = span[0], span[1] + 1
+    if isinstance(node, exp.Select | exp.Subquery) and found < 0:  # from its SELECT keyword
+        start = max(0, text.upper().rfind("SELECT", 0, start))
+    rest = text[end:].lstrip()
+    if isinstance(node, exp.Func) and rest.startswith("(") and text.count("(", start, end) == 0:
+        end = len(text) - len(rest)  # a call written without arguments: RANDOM()
     depth = text.count("(", start, end) - text.count(")", start, end)
-    while depth > 0 and end < len(text) and end - start < 80:  # a call's closing parenthesis
+    while end < len(text) and end - start < 80 and (depth > 0 or text[end] == "(" and depth == 0
+                                                     and isinstance(node, exp.Func)
+                                                     and text.count("(", start, end) == 0):
         depth += {"(": 1, ")": -1}.get(text[end], 0)
         end += 1
     line, column = _position(text, start)

@@ -67,8 +67,9 @@ class RowWise:
         return error_at(self.text, node, message, keyword)
 
     def refuse(self, node: exp.Expr, where: str = "") -> SQLError:
+        keyword = node.key.upper() if isinstance(node, exp.Rollup | exp.Cube) else ""
         return self.fail(node, f"{describe(node)} is not supported{where}; supported: "
-                               f"{SUMMARY}")
+                               f"{SUMMARY}", keyword)
 
     def no_aggregate(self, node: exp.Expr, where: str) -> None:
         for n in node.walk():
@@ -114,7 +115,7 @@ class RowWise:
             return self.case(node, column)
         if isinstance(node, exp.Null):
             raise self.fail(node, "NULL is supported in IS [NOT] NULL and as a CASE's missing "
-                                  "ELSE only")
+                                  "ELSE only", "NULL")
         if isinstance(node, AGG_FUNCTIONS):
             raise self.fail(node, "an aggregate is not allowed inside a row-wise expression")
         raise self.refuse(node)

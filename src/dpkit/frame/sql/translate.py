@@ -122,7 +122,10 @@ class Translator(Post):
     # -- statement ------------------------------------------------------------------------
     def statement(self, tree: exp.Expr) -> SQLQuery:
         if not isinstance(tree, exp.Select):
-            raise self.refuse(tree, " (one SELECT statement)")
+            keyword = tree.key.upper() if isinstance(
+                tree, exp.Union | exp.Intersect | exp.Except) else ""
+            raise self.fail(tree, f"{describe(tree)} is not supported (one SELECT statement); "
+                                  f"supported: {SUMMARY}", keyword)
         self.check_args(tree, _SELECT_ARGS)
         with_ = tree.args.get("with_")
         if with_ is not None:
@@ -159,6 +162,8 @@ class Translator(Post):
     def source(self, select: exp.Select) -> None:
         """The FROM table (a private table or a CTE over one), its joins and WHERE."""
         from_ = select.args.get("from_")
+        if from_ is not None and isinstance(from_.this, exp.Subquery | exp.Select):
+            raise self.refuse(from_.this, " in FROM (name a WITH query instead)")
         if from_ is None or not isinstance(from_.this, exp.Table):
             raise self.fail(from_.this if from_ is not None else select,
                             "FROM needs one private table (or a WITH query over it)")
@@ -408,7 +413,8 @@ class Translator(Post):
             return []
         for key in group.args:
             if key != "expressions" and group.args[key] not in (None, [], False):
-                raise self.fail(group, f"GROUP BY {key.upper()} is not supported")
+                raise self.fail(group, f"GROUP BY {key.upper()} is not supported",
+                                key.upper())
         aliases = {i.alias: i.this for i in items if isinstance(i, exp.Alias)}
         out: list[tuple[exp.Expr, str]] = []
         for node in group.expressions:
@@ -480,7 +486,7 @@ class Translator(Post):
               computed: dict[str, Expr]) -> aggregates.Aggregation:
         self.only_args(node, {"this", "big_int"}, distinct=True)
         arg = node.this
-        if arg is None or isinstance(arg, exp.Star):
+        if arg is None or isinstance(arg, exp.Star) or literal(arg) is not None:  # COUNT(1)
             return aggregates.count(name=alias)
         if isinstance(arg, exp.Distinct):
             if len(arg.expressions) != 1:
