@@ -62,6 +62,16 @@ class RowWise:
         self.scope: dict[str, dict[str, Any]] = {}  # visible name → grammar node
         self.qualifiers: set[str] = set()
         self.ctes: dict[str, exp.Select] = {}
+        self.columns: set[str] = set()  # the table's columns after the steps so far
+        self._schema: tuple[Query, Any] | None = None
+
+    def schema(self) -> Any:
+        """The schema of the query built so far, remembered per query (each computation
+        applies the steps to a lazy frame and checks them)."""
+        assert self.query is not None
+        if self._schema is None or self._schema[0] is not self.query:
+            self._schema = (self.query, self.query.schema())
+        return self._schema[1]
 
     def fail(self, node: exp.Expr | None, message: str, keyword: str = "") -> SQLError:
         return error_at(self.text, node, message, keyword)

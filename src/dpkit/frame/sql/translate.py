@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates
-from dpkit.frame.language import Expr, ProtocolError, expr_kind
+from dpkit.frame.language import Expr, ProtocolError
 from dpkit.frame.query import Query
 from dpkit.frame.schema import missing_bounds, missing_categories
 from dpkit.frame.sql.common import (
@@ -238,6 +238,7 @@ class Translator(Post):
         declared = self.session.declared(self.table)
         schema = self.session.schema(self.table)
         for column, dtype in schema.items():
+            self.columns.add(column)
             self.scope[column] = {"col": column}
             spec = declared.spec(column) if declared is not None else None
             self.specs[column] = spec
@@ -282,6 +283,7 @@ class Translator(Post):
         for column in frame.columns:
             if column in on:
                 continue
+            self.columns.add(column)
             self.scope[column] = {"col": column}
             values = frame.get_column(column)
             if values.dtype.is_numeric() and values.null_count() < len(values):
@@ -339,38 +341,35 @@ class Translator(Post):
         self.scope = scope
 
     def new_column(self, node: exp.Expr, name: str) -> None:
-        assert self.query is not None
-        if name in self.query.schema() or name.startswith("__dpkit"):
+        if name in self.columns or name.startswith("__dpkit"):
             raise self.fail(node, f"the name {name!r} is taken (a column of the table): "
                                   "choose another alias")
 
     def add_columns(self, computed: dict[str, Expr], where: exp.Expr) -> None:
-        """One with_columns step, recording what the new columns are known to hold."""
+        """One with_columns step (the builder type-checks it), recording what the new columns
+        are known to hold."""
         if not computed:
             return
         assert self.query is not None
-        schema = self.query.schema()
+        try:
+            self.query = self.query.with_columns(**computed)
+        except ProtocolError as exc:
+            raise self.fail(where, str(exc)) from None
         for name, expr in computed.items():
-            try:
-                expr_kind(expr.node, schema)
-            except ProtocolError as exc:
-                raise self.fail(where, str(exc)) from None
+            self.columns.add(name)
             interval = self.interval(dict(expr.node))
             if interval is not None:
                 self.bounds[name] = interval
             keys = self.domain(dict(expr.node))
             if keys is not None:
                 self.keys[name] = keys
-        self.query = self.query.with_columns(**computed)
 
     def filter(self, condition: exp.Expr) -> None:
         self.no_aggregate(condition, "in WHERE (use HAVING on the SELECT list's aggregates)")
         node = self.expr(condition)
         assert self.query is not None
         try:
-            if expr_kind(node, self.query.schema()) != "boolean":
-                raise self.fail(condition, "WHERE needs a condition (true/false)")
-            self.query = self.query.filter(Expr(node))
+            self.query = self.query.filter(Expr(node))  # type-checks it
         except ProtocolError as exc:
             if isinstance(exc, SQLError):
                 raise
