@@ -265,3 +265,16 @@ def test_like_matches_sql_semantics():
     assert matches("a%") == [True, True, True, False, True, None]
     assert matches("abc", sensitive=False) == [True, False, False, True, False, None]
     assert matches(".*") == [False] * 5 + [None]  # regex characters are literal
+
+
+def test_long_in_lists_stay_within_sixteen_arguments_a_node(session):
+    """The server's request model takes 16 arguments an operator: a long IN is an OR of
+    ``in`` nodes of 15 values each, the same count."""
+    values = ", ".join(str(v) for v in range(17, 57))  # 40 ages
+    translated = to_query(session, f"SELECT COUNT(*) FROM adult WHERE age IN ({values})")
+    node = translated.query.to_json()["steps"][0]["expr"]
+    assert node["op"] == "|" and [len(a["args"]) for a in node["args"]] == [16, 16, 11]
+    short = to_query(session, "SELECT COUNT(*) FROM adult WHERE age BETWEEN 17 AND 56")
+    counts = [session.release(zero_noise(t.plan(epsilon=1))).values["count"][0]
+              for t in (translated, short)]
+    assert counts[0] == counts[1] > 0

@@ -46,7 +46,7 @@ __all__ = ["Param", "Form", "STEPS", "AGGREGATIONS", "TYPES", "step", "aggregati
            "on_change", "encode_step", "decode_step", "encode_agg", "decode_agg", "decode",
            "number", "json_number", "json_scalar", "ProtocolError", "Expr", "col", "lit",
            "check_tree", "compile_expr", "expr_kind", "value_kind", "column_kind", "OPERATORS",
-           "case", "like_pattern", "MAX_EXPR_DEPTH", "MAX_EXPR_NODES", "MAX_BINS",
+           "case", "in_node", "like_pattern", "MAX_EXPR_DEPTH", "MAX_EXPR_NODES", "MAX_BINS",
            "MAX_CANDIDATES"]
 
 MAX_EXPR_DEPTH = 12  # nested operators in one expression
@@ -414,8 +414,8 @@ class Expr:
 
     def is_in(self, *values: Any) -> Expr:
         """True where the value is one of the literal ``values`` (SQL ``IN``; null stays
-        null)."""
-        return Expr({"op": "in", "args": [self.node, *({"lit": v} for v in values)]})
+        null). More than 15 values become an ``|`` of ``in`` nodes (16 arguments a node)."""
+        return Expr(in_node(self.node, [{"lit": v} for v in values]))
 
     def like(self, pattern: str, *, case_sensitive: bool = True) -> Expr:
         """True where the string matches the SQL ``LIKE`` ``pattern`` (``%`` any run of
@@ -439,6 +439,14 @@ def col(name: str) -> Expr:
 def lit(value: Any) -> Expr:
     """A literal (bool, int, float or str)."""
     return Expr({"lit": value})
+
+
+def in_node(value: Mapping[str, Any], literals: list[Any]) -> dict[str, Any]:
+    """``value IN literals`` as grammar nodes of at most 16 arguments: an ``in`` node, or an
+    ``|`` of ``in`` nodes of 15 literals each."""
+    chunks = [{"op": "in", "args": [value, *literals[i:i + 15]]}
+              for i in range(0, max(len(literals), 1), 15)]
+    return chunks[0] if len(chunks) == 1 else {"op": "|", "args": chunks}
 
 
 def case(*branches: tuple[Any, Any], otherwise: Any = None) -> Expr:
@@ -470,7 +478,6 @@ _UNARY: dict[str, Callable[[Any], Any]] = {"~": operator.invert,
 _SPECIAL = ("in", "like", "ilike", "case")  # SQL's IN, LIKE, ILIKE and CASE WHEN
 OPERATORS = (*_CMP, *_LOGIC, *_UNARY, *_SPECIAL)
 _ARITHMETIC = frozenset({"+", "-", "*", "/"})
-MAX_IN = MAX_EXPR_NODES  # values of one ``in`` (the node limit bounds them anyway)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -493,13 +500,11 @@ def check_tree(root: Any) -> dict[str, Any]:
         elif keys == {"lit"}:
             _scalar(node["lit"])
         elif keys == {"op", "args"} and node["op"] in OPERATORS and isinstance(
-                node["args"], list | tuple) and 1 <= len(node["args"]) <= (
-                MAX_IN if node["op"] == "in" else 16):
+                node["args"], list | tuple) and 1 <= len(node["args"]) <= 16:
             stack.extend((a, depth + 1) for a in node["args"])
         else:
             raise ProtocolError(f"malformed expression node {str(node)[:80]}: use col, lit or "
-                                f"op (one of {' '.join(OPERATORS)}) with 1 to 16 args "
-                                f"({MAX_IN} for in)")
+                                f"op (one of {' '.join(OPERATORS)}) with 1 to 16 args")
     return dict(root)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from sqlglot import exp
 
 from dpkit.core.numbers import Number
+from dpkit.frame.language import in_node
 from dpkit.frame.query import Query
 from dpkit.frame.sql.common import SUMMARY, SQLError, SQLSession, error_at
 from dpkit.mechanisms.limited_domain import TopKSelection
@@ -153,7 +154,7 @@ class RowWise:
         values = [self.expr(v, column) for v in node.expressions]
         if not values or any("lit" not in v for v in values):
             raise self.fail(node, "IN takes a non-empty list of literals")
-        return {"op": "in", "args": [self.expr(node.this, column), *values]}
+        return in_node(self.expr(node.this, column), values)
 
     def like(self, node: exp.Like | exp.ILike, column: Any) -> dict[str, Any]:
         pattern = node.expression
