@@ -278,3 +278,14 @@ def test_long_in_lists_stay_within_sixteen_arguments_a_node(session):
     counts = [session.release(zero_noise(t.plan(epsilon=1))).values["count"][0]
               for t in (translated, short)]
     assert counts[0] == counts[1] > 0
+
+
+def test_a_duckdb_session_runs_the_new_operators():
+    """IN, LIKE and CASE compile to narwhals expressions the DuckDB backend runs too."""
+    table = duckdb.from_arrow(cases.adult().to_arrow())
+    session = dp.Session({"adult": table}, budget=dp.ApproxDP(10, 1e-6), schema=cases.SCHEMA)
+    out = session.sql("SELECT sex, SUM(CASE WHEN age > 40 THEN 1 ELSE 0 END) AS old "
+                      "FROM adult WHERE race IN ('White', 'Black') AND education LIKE 'B%' "
+                      "AND age IN (30, 40.5, 50) OR \"hours-per-week\" > 80 GROUP BY sex",
+                      epsilon=1)
+    assert out["sex"].to_list() == cases.SEXES and out.columns[1] == "old"

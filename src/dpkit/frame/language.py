@@ -644,6 +644,11 @@ def _compile_special(op: str, node: Mapping[str, Any], args: list[Any]) -> Any:
         raise ProtocolError(f"{op} takes a value and literals")
     values = [a["lit"] for a in node["args"][1:]]
     if op == "in":
+        if all(value_kind(v) == "number" for v in values):  # is_in needs equal types
+            out = args[0] == values[0]
+            for v in values[1:]:
+                out = out | (args[0] == v)
+            return out
         return args[0].is_in(values)
     if len(values) != 1 or not isinstance(values[0], str):
         raise ProtocolError(f"{op} takes a string and one string pattern")
