@@ -256,4 +256,9 @@ REFUSED = [
     ("SELECT MEDIAN(age) OVER (PARTITION BY sex) FROM adult", 1, 8,
      "MEDIAN(age) OVER (PARTITION BY sex)", {}),
     ("SELECT sex, COUNT(*) FROM adult GROUP BY sex ORDER BY AVG(age)", 1, 55, "AVG(age)", {}),
+    ("SELECT COUNT(*) FILTER (WHERE age > 30) FROM adult", 1, 8,
+     "COUNT(*) FILTER (WHERE age > 30)", {}),
+    ('SELECT COUNT(*) FROM adult JOIN regions ON regions."native-country" = '
+     'regions."native-country"', 1, 44, 'regions."native-country" = regions."native-country"',
+     {"public": PUBLIC}),
 ]

@@ -96,6 +96,19 @@ def close(mine, theirs, tolerance) -> bool:
 @pytest.mark.parametrize("text, build, options", cases.SUPPORTED,
                          ids=[t[:60] for t, *_ in cases.SUPPORTED])
 def test_zero_noise_release_equals_duckdb_on_the_bounded_table(text, build, options):
+    same_as_duckdb(text, options)
+
+
+def test_the_duckdb_comparison_catches_a_broken_translation(monkeypatch):
+    """A translator that reads ``>`` as ``>=`` is caught (age 40 is in Adult)."""
+    from dpkit.frame.sql import rowwise
+    monkeypatch.setitem(rowwise._COMPARE, exp.GT, ">=")
+    with pytest.raises(AssertionError):
+        same_as_duckdb("SELECT COUNT(*) FROM adult WHERE age > 40", {})
+
+
+def same_as_duckdb(text, options):
+    """Assert that the zero-noise release of ``text`` is what DuckDB computes."""
     session = cases.session()
     translated = to_query(session, text, **options)
     record = session.release(zero_noise(translated.plan(epsilon=1)))

@@ -308,7 +308,10 @@ class Translator(Post):
         for term in terms:
             if not (isinstance(term, exp.EQ) and isinstance(term.this, exp.Column)
                     and isinstance(term.expression, exp.Column)
-                    and term.this.name == term.expression.name):
+                    and term.this.name == term.expression.name
+                    and (not term.this.table or not term.expression.table
+                         or (term.this.table in public_names)
+                         != (term.expression.table in public_names))):
                 raise self.fail(term, "JOIN ON supports equalities of same-named columns "
                                       "(a.k = b.k), joined by AND")
             keys.append(term.this.name)
@@ -403,11 +406,13 @@ class Translator(Post):
             if agg_node is not None:
                 agg = self.aggregation(agg_node, alias, computed)
                 aggs.append(Aggregated(inner, agg))
-                name = agg.output_name()
                 outputs += [(c, c) for c in _agg_columns(agg)]
                 continue
             key = self.group_of(inner, groups, group_columns)
             if key is None:
+                if isinstance(inner, exp.Filter):
+                    raise self.fail(item, "an aggregate's FILTER (WHERE …) is not supported: "
+                                          "use WHERE, or a CASE WHEN inside the aggregate")
                 if any(isinstance(n, AGG_FUNCTIONS) for n in inner.walk()):
                     raise self.fail(item, "arithmetic on aggregates is not supported: select "
                                           "each aggregate and combine the released values")
