@@ -302,3 +302,14 @@ def test_a_duckdb_session_runs_the_new_operators():
                       "AND age IN (30, 40.5, 50) OR \"hours-per-week\" > 80 GROUP BY sex",
                       epsilon=1)
     assert out["sex"].to_list() == cases.SEXES and out.columns[1] == "old"
+
+
+def test_post_processing_is_compiled_before_the_debit():
+    """HAVING is compiled when translated: a literal the engine refuses fails before the
+    debit, and the released frame is post-processed by an expression already checked."""
+    session = cases.session(budget=10)
+    with pytest.raises(SQLError, match="64 bits") as caught:
+        session.sql("SELECT sex, COUNT(*) n FROM adult GROUP BY sex "
+                    "HAVING n > 99999999999999999999", epsilon=1)
+    assert caught.value.fragment == "n > 99999999999999999999"
+    assert session.spent == dp.ApproxDP(0, 0) and session.last_release is None

@@ -84,7 +84,11 @@ class Post(RowWise):
         limit = self.limit(select)
         if limit is not None:
             texts.append(f"LIMIT {limit}")
-        return PostProcess(tuple(outputs), having, out_schema, order, limit, " ".join(texts))
+        try:
+            return PostProcess(tuple(outputs), having, out_schema, order, limit,
+                               " ".join(texts))
+        except ProtocolError as exc:  # e.g. an integer literal beyond 64 bits
+            raise self.fail(node, f"HAVING: {exc}") from None
 
     def having(self, node: exp.Expr, output: Callable[[exp.Expr], str | None],
                column: Callable[[exp.Column], dict[str, Any]],
