@@ -313,3 +313,13 @@ def test_post_processing_is_compiled_before_the_debit():
                     "HAVING n > 99999999999999999999", epsilon=1)
     assert caught.value.fragment == "n > 99999999999999999999"
     assert session.spent == dp.ApproxDP(0, 0) and session.last_release is None
+
+
+def test_a_session_on_one_unnamed_table_answers_to_its_name_in_sql():
+    unnamed = dp.Session(cases.adult(), budget=dp.PureDP(1), schema=cases.SCHEMA)
+    named = cases.session()
+    text = "SELECT AVG(age) FROM people WHERE sex = 'Male'"
+    assert to_query(unnamed, text).query.describe() == to_query(
+        named, text.replace("people", "adult")).query.describe()
+    with pytest.raises(SQLError, match="no private table 'people'"):
+        to_query(named, text)
