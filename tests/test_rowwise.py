@@ -443,11 +443,14 @@ def test_the_servers_operators_and_steps_are_accepted(people):
             args = [{"col": "sex"}, {"lit": "F%"}]
         elif op == "case":
             args = [{"op": ">", "args": [num, {"lit": 1}]}, {"lit": 1}, {"lit": 0}]
+        elif op in ("least", "greatest"):
+            args = [num, {"lit": 2}]
         else:
             args = [num, {"lit": 2}]
         ops.append({"op": op, "args": args})
-    conditions = [o for o in ops if o["op"] not in ("+", "-", "*", "/", "case")]
-    values = [o for o in ops if o["op"] in ("+", "-", "*", "/", "case")]
+    numbers = ("+", "-", "*", "/", "case", "least", "greatest")
+    conditions = [o for o in ops if o["op"] not in numbers]
+    values = [o for o in ops if o["op"] in numbers]
     payload = {
         "steps": [*({"step": "filter", "expr": o} for o in conditions),
                   {"step": "with_columns", "columns": {f"v{i}": o for i, o in enumerate(values)}},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from fractions import Fraction
 
 import duckdb
 import narwhals as nw
@@ -323,3 +324,23 @@ def test_a_session_on_one_unnamed_table_answers_to_its_name_in_sql():
         named, text.replace("people", "adult")).query.describe()
     with pytest.raises(SQLError, match="no private table 'people'"):
         to_query(named, text)
+
+
+@pytest.mark.parametrize("argument, bounds", [
+    ("GREATEST(age, 20)", (20, 90)),
+    ("LEAST(GREATEST(fnlwgt, 0), 100)", (0, 100)),
+    ("LEAST(age, \"hours-per-week\")", (1, 99)),  # a null argument is skipped: the hull
+    ("age * 2 - \"hours-per-week\"", (34 - 99, 180 - 1)),
+    ("CASE WHEN sex = 'Male' THEN age ELSE 0 END", (0, 90)),
+    ("age / 4", (Fraction(17, 4), Fraction(90, 4))),
+])
+def test_bounds_by_interval_arithmetic(session, argument, bounds):
+    query = to_query(session, f"SELECT SUM({argument}) FROM adult").query
+    assert query.aggs[0].bounds == bounds
+
+
+@pytest.mark.parametrize("argument", ["LEAST(age, fnlwgt)", "GREATEST(fnlwgt, 0)",
+                                      "age / \"hours-per-week\"", "age * fnlwgt"])
+def test_bounds_that_do_not_follow_are_refused(session, argument):
+    with pytest.raises(SQLError, match="interval arithmetic"):
+        to_query(session, f"SELECT SUM({argument}) FROM adult")

@@ -24,7 +24,8 @@ Expressions are an allow-listed grammar: ``{"col": name}``, ``{"lit": value}`` a
 :func:`lit`, operators and :meth:`Expr.is_in` / :meth:`Expr.like` / :func:`case`, and
 compiled by :func:`compile_expr` to narwhals expressions that are type-checked against the
 schema and cannot fail on any row. SQL (:mod:`dpkit.frame.sql`) compiles to the same grammar:
-``IN`` is ``in``, ``LIKE`` / ``ILIKE`` are ``like`` / ``ilike``, ``CASE WHEN`` is ``case``.
+``IN`` is ``in``, ``LIKE`` / ``ILIKE`` are ``like`` / ``ilike``, ``CASE WHEN`` is ``case``,
+``LEAST`` / ``GREATEST`` (nulls ignored) are ``least`` / ``greatest``.
 There is no step that returns rows. Polars and narwhals expressions have no JSON form.
 """
 
@@ -475,7 +476,8 @@ _CMP: dict[str, Callable[[Any, Any], Any]] = {
 _LOGIC: dict[str, Callable[[Any, Any], Any]] = {"&": operator.and_, "|": operator.or_}
 _UNARY: dict[str, Callable[[Any], Any]] = {"~": operator.invert,
                                            "is_null": lambda e: e.is_null()}
-_SPECIAL = ("in", "like", "ilike", "case")  # SQL's IN, LIKE, ILIKE and CASE WHEN
+_SPECIAL = ("in", "like", "ilike", "case", "least", "greatest")  # SQL's IN, LIKE, ILIKE,
+# CASE WHEN, LEAST and GREATEST
 OPERATORS = (*_CMP, *_LOGIC, *_UNARY, *_SPECIAL)
 _ARITHMETIC = frozenset({"+", "-", "*", "/"})
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -594,6 +596,10 @@ def expr_kind(node: Any, schema: Mapping[str, Any]) -> str:
 def _special_kind(op: str, args: list[Any], kinds: list[str]) -> str:
     """The kind of an ``in``, ``like``/``ilike`` or ``case`` node (its arguments' kinds
     given), or ProtocolError."""
+    if op in ("least", "greatest"):
+        if len(kinds) < 2 or any(k != "number" for k in kinds):
+            raise ProtocolError(f"{op} takes 2 or more numbers, got {', '.join(kinds)}")
+        return "number"
     if op == "case":
         pairs = len(kinds) // 2
         conditions = kinds[0:2 * pairs:2]
@@ -630,6 +636,11 @@ def like_pattern(pattern: str, case_sensitive: bool = True) -> str:
 
 
 def _compile_special(op: str, node: Mapping[str, Any], args: list[Any]) -> Any:
+    if op in ("least", "greatest"):  # nulls ignored, in Float64 like arithmetic
+        if len(args) < 2:
+            raise ProtocolError(f"{op} takes 2 or more arguments")
+        fn = nw.min_horizontal if op == "least" else nw.max_horizontal
+        return fn(*(a.cast(nw.Float64) for a in args))
     if op == "case":  # nested when/then: the first true condition wins, as in SQL
         if len(args) < 2:
             raise ProtocolError("case takes (condition, value) pairs and an optional default")

@@ -23,8 +23,10 @@ Decisions, and why:
 
 - **Bounds of an expression** (``AVG(age * 2)``): the aggregate reads a ``with_columns`` column
   whose bounds follow from the declared bounds by interval arithmetic (``+ - *``, division by a
-  non-zero literal, ``CASE`` as the hull of its values, a condition as [0, 1]); otherwise the
-  statement is refused, naming the declaration that is missing. Interval arithmetic keeps
+  non-zero literal, ``CASE`` as the hull of its values, a condition as [0, 1], ``LEAST`` /
+  ``GREATEST`` as the hull of their arguments narrowed by their literals, so that
+  ``LEAST(GREATEST(x, 0), 100)`` declares [0, 100] in the statement as ``bounds=`` does in
+  Python); otherwise the statement is refused, naming the declaration that is missing. Interval arithmetic keeps
   "declared, never inferred" (DESIGN.md §3.4): the bounds are a function of declared facts.
   The aggregation clamps to those bounds, so the guarantee holds whatever the data hold.
 - **``VAR_SAMP`` / ``VARIANCE`` / ``STDDEV``** release :func:`dpkit.variance` / ``std``, the

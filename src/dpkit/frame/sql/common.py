@@ -42,6 +42,8 @@ SUPPORTED: tuple[tuple[str, str], ...] = (
     ("arithmetic in aggregates (bounds by interval arithmetic)",
      "SELECT AVG(age * 2 + 1) FROM adult"),
     ("CASE WHEN, IF", "SELECT SUM(CASE WHEN sex = 'Male' THEN 1 ELSE 0 END) FROM adult"),
+    ("LEAST, GREATEST (nulls ignored): a clamp declares bounds",
+     "SELECT AVG(LEAST(GREATEST(fnlwgt, 0), 500000)) FROM adult"),
     ("WHERE: = <> < <= > >=, AND, OR, NOT", "SELECT COUNT(*) FROM adult WHERE NOT age < 30"),
     ("WHERE: IN, BETWEEN, IS [NOT] NULL, [NOT] LIKE, ILIKE",
      "SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40 AND race IN ('White')"),
