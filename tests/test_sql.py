@@ -344,3 +344,12 @@ def test_bounds_by_interval_arithmetic(session, argument, bounds):
 def test_bounds_that_do_not_follow_are_refused(session, argument):
     with pytest.raises(SQLError, match="interval arithmetic"):
         to_query(session, f"SELECT SUM({argument}) FROM adult")
+
+
+def test_public_tables_give_keys_and_bounds_from_their_own_values(session):
+    regions = cases.REGIONS.with_columns(weight=pl.Series([1.0, 2.0, float("nan"), 0.5, 3.0]))
+    translated = to_query(session, 'SELECT region, SUM(weight) FROM adult JOIN regions USING '
+                          '("native-country") GROUP BY region', public={"regions": regions})
+    assert translated.query.keys["region"].to_list() == ["North America", "Asia", "Europe"]
+    with pytest.raises(SQLError, match="WITH t\\(columns\\)"):
+        to_query(session, "WITH t(a) AS (SELECT age FROM adult) SELECT SUM(a) FROM t")

@@ -11,7 +11,6 @@ from sqlglot import exp
 
 from dpkit.frame import aggregates
 from dpkit.frame.language import Expr, ProtocolError, expr_kind, value_kind
-from dpkit.frame.query import Query
 from dpkit.frame.sql.common import PostProcess, SQLError
 from dpkit.frame.sql.rowwise import AGG_FUNCTIONS, RowWise
 
@@ -41,7 +40,7 @@ class Post(RowWise):
 
     # -- HAVING, ORDER BY, LIMIT ----------------------------------------------------------
     def post(self, select: exp.Select, aggs: list[Aggregated], outputs: list[tuple[str, str]],
-             query: Query, group_columns: list[str]) -> PostProcess:
+             group_columns: list[str]) -> PostProcess:
         names = dict(outputs)
         by_alias = {i.alias: i for i in select.expressions if isinstance(i, exp.Alias)}
         out_schema = {dst: self.dtype(src) if src in group_columns else nw.Float64

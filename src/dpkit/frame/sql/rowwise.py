@@ -247,6 +247,7 @@ class RowWise:
             return None
         return BOOLEAN_KEYS
 
+
 def literal(node: exp.Expr) -> bool | int | float | str | None:
     """The value of a literal (a negated number too), or None."""
     if isinstance(node, exp.Boolean):

@@ -4,6 +4,7 @@ with a public table), WHERE, GROUP BY and the SELECT list's aggregates, into a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
@@ -35,6 +36,7 @@ from dpkit.mechanisms.limited_domain import TopKSelection
 from dpkit.mechanisms.partition_selection import PartitionSelection
 
 __all__ = ["to_query", "Translator"]
+
 
 def to_query(session: SQLSession, text: str, *, dialect: str = "duckdb",
              public: Mapping[str, Any] | None = None,
@@ -144,6 +146,7 @@ _NAMES = {"distinct": "SELECT DISTINCT", "qualify": "QUALIFY", "windows": "WINDO
           "kind": "SELECT AS", "cluster": "CLUSTER BY", "distribute": "DISTRIBUTE BY",
           "sort": "SORT BY", "exclude": "EXCLUDE"}
 
+
 class Translator(Post):
     """One statement's translation (see :func:`to_query`)."""
 
@@ -179,6 +182,10 @@ class Translator(Post):
             raise self.fail(with_, "WITH RECURSIVE is not supported")
         for cte in with_.expressions:
             inner = cte.this
+            alias = cte.args.get("alias")
+            if alias is not None and alias.columns:
+                raise self.fail(alias, "WITH t(columns) is not supported: name the columns "
+                                       "with AS inside the query")
             if not isinstance(inner, exp.Select):
                 raise self.refuse(inner, " in WITH (a row-wise SELECT)")
             self.check_args(inner, _ROWWISE_ARGS)
@@ -288,7 +295,8 @@ class Translator(Post):
             values = frame.get_column(column)
             if values.dtype.is_numeric() and values.null_count() < len(values):
                 lo, hi = values.min(), values.max()  # a public table's values are public
-                if isinstance(lo, int | float) and isinstance(hi, int | float) and lo < hi:
+                if isinstance(lo, int | float) and isinstance(hi, int | float) and (
+                        math.isfinite(lo) and math.isfinite(hi) and lo < hi):
                     self.bounds[column] = (Fraction(lo), Fraction(hi))
             distinct = values.drop_nulls().unique(maintain_order=True)
             if 0 < len(distinct) <= MAX_KEYS:
@@ -434,7 +442,7 @@ class Translator(Post):
         names = [dst for _, dst in outputs]
         if len(set(names)) != len(names):
             raise self.fail(select, f"output names repeat: {names}; use AS aliases")
-        post = self.post(select, aggs, outputs, query, group_columns)
+        post = self.post(select, aggs, outputs, group_columns)
         return SQLQuery(query, post, self.text)
 
     def group_items(self, select: exp.Select, items: list[exp.Expr]
