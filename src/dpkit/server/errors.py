@@ -69,6 +69,7 @@ WIRE_ERRORS: dict[str, WireError] = {
     "ColumnError": WireError(422, ColumnError),
     "MeasureError": WireError(422, MeasureError),
     "ProtocolError": WireError(422, ProtocolError),
+    "SQLError": WireError(422, "dpkit.frame.sql:SQLError"),  # with line, column, fragment
     "InvalidQuery": WireError(422, DomainError),  # an engine refused the query's plan
     "ValidationError": WireError(422, DomainError),  # the request's shape
     "HorizonExceededError": WireError(422, "dpkit.stream:HorizonExceededError"),
