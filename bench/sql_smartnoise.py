@@ -35,9 +35,9 @@ from typing import Any
 
 import duckdb
 import polars as pl
+from outdir import add_flag, results_dir
 
 import dpkit as dp
-from outdir import add_flag, results_dir
 
 HERE = Path(__file__).resolve().parent
 EPSILON = 1.0

@@ -45,10 +45,12 @@ def run(reader_of: Any, statement: dict[str, Any], repeats: int) -> dict[str, An
 
 def main() -> None:
     warnings.filterwarnings("ignore")
-    job = json.loads(open(sys.argv[1]).read())
+    with open(sys.argv[1]) as f:
+        job = json.load(f)
+    from importlib.metadata import version
+
     import pandas as pd
     import snsql
-    from importlib.metadata import version
 
     df = pd.read_csv(job["csv"])
 
