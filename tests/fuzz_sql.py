@@ -133,8 +133,9 @@ NEAR = [  # near-supported forms: each must be refused at parse (or plan) time
     f"SELECT COUNT(*) FROM {TABLE} a JOIN {TABLE} b ON a.x = b.x",
     f"SELECT SUM(RANDOM()) FROM {TABLE}", f"SELECT COUNT(*) FROM {TABLE} WHERE RAND() < 0.5",
     f"SELECT COUNT(*) FROM {TABLE}; DROP TABLE {TABLE}", f"DELETE FROM {TABLE}",
-    f"SELECT x FROM {TABLE}", f"SELECT * FROM {TABLE}", f"SELECT COUNT(*) FROM {TABLE} WHERE s = 'a",
-    f"SELECT COUNT(* FROM {TABLE}", "SELECT", "", ";", f"SELECT COUNT(*) FROM nowhere",
+    f"SELECT x FROM {TABLE}", f"SELECT * FROM {TABLE}",
+    f"SELECT COUNT(*) FROM {TABLE} WHERE s = 'a", f"SELECT COUNT(* FROM {TABLE}", "SELECT", "",
+    ";", "SELECT COUNT(*) FROM nowhere",
     f"WITH w AS (SELECT COUNT(*) AS k FROM {TABLE}) SELECT SUM(k) FROM w",
     f"SELECT COUNT(*) FROM {TABLE} GROUP BY ROLLUP(g)",
 ]

@@ -1,10 +1,10 @@
 """The grey-box fuzzer on the new surfaces (issue 30): hosted and library continual releases,
 top-k and count_distinct(column) requests (in the JSON grammar of tests/test_fuzz.py), SQL
-text (issue 32; tests/fuzz_sql.py), and every ``dpkit.apps`` entry point that takes analyst input, checking the properties of
-tests/test_fuzz.py: (a) declared sensitivity on neighbours (the streams' exact increments;
-the first calibrated-noise input of an application; the session harness for session-based
-applications), (b) nothing fails after the debit, (c) no data value in an error text, an HTTP
-body or a log line.
+text (issue 32; tests/fuzz_sql.py), and every ``dpkit.apps`` entry point that takes analyst
+input, checking the properties of tests/test_fuzz.py: (a) declared sensitivity on
+neighbours (the streams' exact increments; the first calibrated-noise input of an
+application; the session harness for session-based applications), (b) nothing fails after
+the debit, (c) no data value in an error text, an HTTP body or a log line.
 
 CI runs a fixed set of cases (derandomised); ``pytest -m fuzz_long tests/test_fuzz_surfaces.py``
 runs ``$DPKIT_FUZZ_EXAMPLES`` cases of the application targets and the others in proportion
