@@ -505,7 +505,7 @@ def _answer(response: Any) -> Any:
     name = body.get("error", "") if isinstance(body, dict) else ""
     error = client_exception(name) if isinstance(name, str) else None  # the server's table
     if name == "SQLError" and error is not None:  # the span travels in the body
-        raise error(message, line=body.get("line"), column=body.get("column"),
+        raise cast(Any, error)(message, line=body.get("line"), column=body.get("column"),
                     fragment=body.get("fragment"))
     if error is not None:
         raise error(message)

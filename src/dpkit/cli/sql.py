@@ -59,11 +59,11 @@ def sql(
         with served.source.open() as data:
             # no analyst: the curator's session (the dataset's cap only; Session takes None)
             session = state.session(served, data, cast(str, analyst))
-            plan = plan_statement(session, statement, dialect=dialect, **budget)
+            planned = plan_statement(session, statement, dialect=dialect, **budget)
             if explain:
-                _print_plan(plan, confidence, as_json)
+                _print_plan(planned, confidence, as_json)
                 return
-            record = session.release(plan, confidence=confidence)
+            record = planned.release(confidence)
         _print_release(session, record, as_json)
     finally:
         state.close()
@@ -93,10 +93,11 @@ def _open(dataset: str, config: Path | None, ledger: str | None) -> tuple[Any, A
     return state, served
 
 
-def _print_plan(plan: Any, confidence: float, as_json: bool) -> None:
+def _print_plan(planned: Any, confidence: float, as_json: bool) -> None:
+    plan = planned.plan
     names = ("epsilon", "rho", "delta", "split")
     args = {k: v for k, v in zip(names, plan.arguments, strict=True) if v is not None}
-    text = plan.query.explain(**args, confidence=confidence)
+    text = planned.sql.explain(**args, confidence=confidence)
     if as_json:
         typer.echo(json.dumps({"text": text, "total": _loss_json(plan.loss),
                                "description": plan.description}, ensure_ascii=False))

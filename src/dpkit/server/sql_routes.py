@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from fastapi import APIRouter, Request
@@ -39,8 +39,11 @@ from dpkit.server.errors import ApiError, refusal, release_failed
 from dpkit.server.models import ExplainResponse, ReleaseResponse, SQLRequest
 from dpkit.server.state import ServerState
 
-__all__ = ["router", "plan_statement", "check_size", "SQLTooLargeError", "sql_description",
-           "sql_refusal", "SQL_MARK"]
+if TYPE_CHECKING:
+    from dpkit.frame.sql import SQLQuery
+
+__all__ = ["router", "Statement", "plan_statement", "check_size", "SQLTooLargeError",
+           "sql_description", "sql_refusal", "SQL_MARK"]
 
 router = APIRouter()
 SQL_MARK = "\n-- sql: "  # the ledger's query: the canonical plan, this mark, the text as JSON
@@ -56,8 +59,7 @@ def sql_release(name: str, payload: SQLRequest, request: Request,
     analyst, served = routes._authorise(state, request, credentials, name)
     with served.source.open() as data:
         session = state.session(served, data, analyst)
-        plan = _plan(session, payload)
-        record = _release(session, plan, payload)
+        record = _release(_plan(session, payload), payload)
     return routes._release_response(request, session, record)
 
 
@@ -72,9 +74,13 @@ def sql_explain(name: str, payload: SQLRequest, request: Request,
     analyst, served = routes._authorise(state, request, credentials, name)
     with served.source.open() as data:
         session = state.session(served, data, analyst)
-        plan = _plan(session, payload)
-        kwargs = {**_arguments(plan), "confidence": payload.budget.confidence}
-        return routes._explain(state, session, plan.query, kwargs, analyst)
+        statement = _plan(session, payload)
+        kwargs = {**_arguments(statement.plan), "confidence": payload.budget.confidence}
+        out = routes._explain(state, session, statement.plan.query, kwargs, analyst)
+    if statement.sql.post.text:  # HAVING, ORDER BY, LIMIT: free
+        out["text"] += ("\npost-processing of the noisy result (no privacy cost): "
+                        f"{statement.sql.post.text}")
+    return out
 
 
 class SQLTooLargeError(DomainError):
@@ -114,11 +120,48 @@ def sql_description(plan: Plan, text: str) -> str:
     return f"{plan.description}{SQL_MARK}{json.dumps(text, ensure_ascii=False)}"
 
 
+@dataclass(frozen=True)
+class Statement:
+    """A SQL statement planned as the server and ``dpkit sql`` release it.
+
+    Attributes
+    ----------
+    sql : SQLQuery
+        The translated statement: the builder's query and the post-processing of its
+        result (``HAVING``, ``ORDER BY``, ``LIMIT``, the ``SELECT`` list's names).
+    plan : Plan
+        Its plan; ``description`` is :func:`sql_description` (the ledger's ``query``).
+    """
+
+    sql: SQLQuery
+    plan: Plan
+
+    def release(self, confidence: float = 0.95, idempotency_key: str | None = None
+                ) -> Release[pl.DataFrame]:
+        """Release the plan through its session (the debit is ``plan.loss``), then
+        post-process the values (free, and total: it cannot fail on any value).
+
+        Raises
+        ------
+        BudgetExceededError, DomainError
+            Before the debit, as :meth:`Session.release <dpkit.frame.Session.release>`.
+        ReleaseFailedError
+            After the debit (the loss stands).
+        """
+        record = self.sql.query.session.release(self.plan, confidence=confidence,
+                                                idempotency_key=idempotency_key)
+        try:
+            return replace(record, values=self.sql.post.apply(record.values))
+        except Exception as exc:  # after the debit: a fixed text, never the data's
+            raise ReleaseFailedError(record.release_id, "post-processing failed") from exc
+
+
 def plan_statement(session: Session, text: str, *, epsilon: Any = None, rho: Any = None,
                    delta: Any = None, split: Sequence[Any] | None = None,
-                   dialect: str | None = None) -> Plan:
-    """The plan of a SQL statement on ``session``, as the server and ``dpkit sql`` release
-    it: :meth:`Session.sql_plan <dpkit.frame.Session.sql_plan>`, the steps dry-run on zero
+                   dialect: str | None = None) -> Statement:
+    """A SQL statement on ``session`` translated and planned, as the server and ``dpkit sql``
+    release it: :func:`dpkit.frame.sql.to_query` (sqlglot's parser and the allow-list), the
+    plan (:meth:`SQLQuery.plan <dpkit.frame.sql.SQLQuery.plan>`), the steps dry-run on zero
     rows (an engine's type error refuses here, before the debit), and the SQL text added to
     the ledger's description (:func:`sql_description`). Reads no row, spends nothing.
 
@@ -128,32 +171,38 @@ def plan_statement(session: Session, text: str, *, epsilon: Any = None, rho: Any
         The dataset's session (its declared schema gives bounds and keys).
     text : str
         One SQL statement, at most ``MAX_SQL_BYTES`` bytes (checked first: :func:`check_size`).
-    epsilon, rho, delta, split, dialect
-        As :meth:`Session.sql_plan <dpkit.frame.Session.sql_plan>` (numbers may be exact
-        rational strings).
+    epsilon, rho, delta, split
+        The budget, as :meth:`Session.sql <dpkit.frame.Session.sql>` takes it (numbers may
+        be exact rational strings).
+    dialect : str, optional
+        One of ``dpkit.frame.sql.DIALECTS`` (default DuckDB's).
 
     Returns
     -------
-    Plan
-        ``session.release(plan)`` debits exactly ``plan.loss``.
+    Statement
+        ``statement.release()`` debits exactly ``statement.plan.loss``.
 
     Raises
     ------
+    SQLTooLargeError
+        For text over ``MAX_SQL_BYTES`` bytes (not parsed).
     SQLError
         For refused text, with its span (``line``, ``column``, ``fragment``).
     DomainError, BoundsError, ColumnError, MeasureError
         For a statement the plan-time checks refuse.
     """
+    from dpkit.frame.sql import to_query
+
     check_size(text)
-    plan = session.sql_plan(
-        text, epsilon=_number(epsilon), rho=_number(rho), delta=_number(delta),
-        split=None if split is None else [_number(w) for w in split], dialect=dialect)
+    statement = to_query(session, text, dialect=dialect or "duckdb")
+    plan = statement.plan(_number(epsilon), rho=_number(rho), delta=_number(delta),
+                          split=None if split is None else [_number(w) for w in split])
     routes._dry_run(plan.query)
-    return replace(plan, description=sql_description(plan, text))
+    return Statement(statement, replace(plan, description=sql_description(plan, text)))
 
 
-def _plan(session: Session, payload: SQLRequest) -> Plan:
-    """The request's plan, or the HTTP error of its refusal (nothing read or spent)."""
+def _plan(session: Session, payload: SQLRequest) -> Statement:
+    """The request's statement, or the HTTP error of its refusal (nothing read or spent)."""
     b = payload.budget
     try:
         return plan_statement(session, payload.sql, epsilon=b.epsilon, rho=b.rho,
@@ -162,11 +211,10 @@ def _plan(session: Session, payload: SQLRequest) -> Plan:
         raise sql_refusal(exc) from exc
 
 
-def _release(session: Session, plan: Plan, payload: SQLRequest) -> Release[pl.DataFrame]:
-    """The plan released through its session (the debit is the plan's loss)."""
+def _release(statement: Statement, payload: SQLRequest) -> Release[pl.DataFrame]:
+    """The statement released (the debit is its plan's loss)."""
     try:
-        return session.release(plan, confidence=payload.budget.confidence,
-                               idempotency_key=payload.idempotency_key)
+        return statement.release(payload.budget.confidence, payload.idempotency_key)
     except ReleaseFailedError as exc:  # debited, then failed: the loss stands
         raise release_failed(exc.release_id, exc) from None
     except Exception as exc:
