@@ -34,7 +34,7 @@ SQLError, MAX_SQL_BYTES = sql_module.SQLError, sql_module.MAX_SQL_BYTES
 SCHEMA = dp.Schema({"age": dp.Numeric(17, 90, integer=True),
                     "sex": dp.Categorical(["Female", "Male"])})
 GOOD = "SELECT sex, COUNT(*) AS n, AVG(age) AS mean_age FROM adult GROUP BY sex"
-WINDOW = "SELECT sex,\n  COUNT(*) OVER () AS n FROM adult"  # refused: a window function
+WINDOW = "SELECT sex,\n  COUNT(*) OVER () AS n FROM adult GROUP BY sex"  # a window: refused
 
 
 @pytest.fixture
