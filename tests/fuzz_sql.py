@@ -57,11 +57,10 @@ KEYWORDS = ["union", "select", "group", "order", "from", "count", "where", "limi
 
 @st.composite
 def column(draw: Any, names: list[str]) -> str:
-    """A column reference, plain or quoted (double quotes, back quotes, mixed case)."""
+    """A column reference, plain, double-quoted or in upper case (DuckDB's spellings)."""
     name = draw(st.sampled_from(names))
-    style = draw(st.sampled_from(["plain", "plain", "double", "back", "upper"]))
-    return {"plain": name, "double": f'"{name}"', "back": f"`{name}`",
-            "upper": name.upper()}[style]
+    style = draw(st.sampled_from(["plain", "plain", "double", "upper"]))
+    return {"plain": name, "double": f'"{name}"', "upper": name.upper()}[style]
 
 
 alias = st.one_of(st.sampled_from(["n", "total", "m", "é_moyenne", "σ", "合计", "a b"]),
@@ -71,8 +70,8 @@ numbers = st.sampled_from(["0", "1", "-1", "2.5", "10", "1e308", "-0.0", "922337
                            "0.5", "3"])
 strings = st.sampled_from(["'u'", "'v'", "''", "'it''s'", "'ünï'", "'%'", "'u%'", "'_'",
                            "'\\'", "'a\\%'"])
-comment = st.sampled_from(["", " -- note\n", " /* c */ ", " /* ünïcödé ✓ */ ", "\n-- x\n",
-                           " /* unterminated "])
+comment = st.sampled_from([" ", " -- note\n", " /* c */ ", " /* ünïcödé ✓ */ ", "\n-- x\n",
+                           "\t\r\n "])
 
 
 @st.composite
@@ -138,6 +137,9 @@ NEAR = [  # near-supported forms: each must be refused at parse (or plan) time
     ";", "SELECT COUNT(*) FROM nowhere",
     f"WITH w AS (SELECT COUNT(*) AS k FROM {TABLE}) SELECT SUM(k) FROM w",
     f"SELECT COUNT(*) FROM {TABLE} GROUP BY ROLLUP(g)",
+    f"SELECT COUNT(*) FROM {TABLE} /* unterminated", f"SELECT COUNT(`x`) FROM {TABLE}",
+    f'SELECT COUNT(*) FROM {TABLE} WHERE "x > 1', f"SELECT COUNT(*) FROM {TABLE} WHERE x > ?",
+    f"SELECT COUNT(*) FROM {TABLE} WHERE x > $1", "SELECT COUNT(*) FROM t\x00",
 ]
 
 

@@ -354,3 +354,23 @@ def test_recommender_with_huge_bounds_is_refused_before_the_debit():
     model = fit_recommender(ratings, n_items=3, bounds=(0, 2.0**256), epsilon=1,
                             accountant=accountant)  # the largest accepted: total
     assert accountant.spent == dp.PureDP(1) and model.bounds == (0, 2.0**256)
+
+
+@pytest.mark.xfail(strict=True, reason="found by the SQL target (issue 32): sql branch to fix; "
+                   "a long OR chain raises RecursionError instead of SQLError")
+def test_a_long_or_chain_is_refused_with_a_typed_error():
+    """Found by the SQL target: ``WHERE x > 1 OR … OR x > 1`` with 1,000 terms (6 kB of text,
+    well under MAX_SQL_BYTES) raised RecursionError from the translation (a server answers
+    500); 300 terms are refused with SQLError (nested deeper than 12 operators). Nothing is
+    spent either way."""
+    from fuzz_sql import DECLARED
+    from fuzz_strategies import VALUES, frame
+
+    from dpkit.frame.sql import SQLError
+
+    s = dp.Session({"t": frame([{c: v[0] for c, v in VALUES.items()}])},
+                   dp.PrivacyUnit.rows(), dp.PureDP(10), schema=DECLARED)
+    with pytest.raises(SQLError):
+        s.sql_plan("SELECT COUNT(*) FROM t WHERE " + " OR ".join(["x > 1"] * 1000), epsilon=1)
+    assert s.spent == dp.PureDP(0)
+
