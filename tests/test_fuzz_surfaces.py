@@ -363,10 +363,9 @@ def test_a_long_or_chain_is_refused_with_a_typed_error():
     well under MAX_SQL_BYTES) raised RecursionError from the translation (a server answers
     500); 300 terms are refused with SQLError (nested deeper than 12 operators). Nothing is
     spent either way."""
+    from dpkit.frame.sql import SQLError
     from fuzz_sql import DECLARED
     from fuzz_strategies import VALUES, frame
-
-    from dpkit.frame.sql import SQLError
 
     s = dp.Session({"t": frame([{c: v[0] for c, v in VALUES.items()}])},
                    dp.PrivacyUnit.rows(), dp.PureDP(10), schema=DECLARED)
