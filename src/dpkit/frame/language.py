@@ -21,9 +21,11 @@ they went in, so a query and its JSON round trip give the same :meth:`describe
 
 Expressions are an allow-listed grammar: ``{"col": name}``, ``{"lit": value}`` and ``{"op": o,
 "args": [...]}`` with ``o`` one of :data:`OPERATORS`, built in Python with :func:`col`,
-:func:`lit` and operators, and compiled by :func:`compile_expr` to narwhals expressions that
-are type-checked against the schema and cannot fail on any row. There is no step that returns
-rows. Polars and narwhals expressions have no JSON form.
+:func:`lit`, operators and :meth:`Expr.is_in` / :meth:`Expr.like` / :func:`case`, and
+compiled by :func:`compile_expr` to narwhals expressions that are type-checked against the
+schema and cannot fail on any row. SQL (:mod:`dpkit.frame.sql`) compiles to the same grammar:
+``IN`` is ``in``, ``LIKE`` / ``ILIKE`` are ``like`` / ``ilike``, ``CASE WHEN`` is ``case``.
+There is no step that returns rows. Polars and narwhals expressions have no JSON form.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ __all__ = ["Param", "Form", "STEPS", "AGGREGATIONS", "TYPES", "step", "aggregati
            "on_change", "encode_step", "decode_step", "encode_agg", "decode_agg", "decode",
            "number", "json_number", "json_scalar", "ProtocolError", "Expr", "col", "lit",
            "check_tree", "compile_expr", "expr_kind", "value_kind", "column_kind", "OPERATORS",
-           "MAX_EXPR_DEPTH", "MAX_EXPR_NODES", "MAX_BINS", "MAX_CANDIDATES"]
+           "case", "like_pattern", "MAX_EXPR_DEPTH", "MAX_EXPR_NODES", "MAX_BINS",
+           "MAX_CANDIDATES"]
 
 MAX_EXPR_DEPTH = 12  # nested operators in one expression
 MAX_EXPR_NODES = 200  # nodes in one expression
@@ -409,6 +412,18 @@ class Expr:
     __rand__, __ror__ = _op("&", reflected=True), _op("|", reflected=True)
     is_null = _op("is_null")  # true where the value is null
 
+    def is_in(self, *values: Any) -> Expr:
+        """True where the value is one of the literal ``values`` (SQL ``IN``; null stays
+        null)."""
+        return Expr({"op": "in", "args": [self.node, *({"lit": v} for v in values)]})
+
+    def like(self, pattern: str, *, case_sensitive: bool = True) -> Expr:
+        """True where the string matches the SQL ``LIKE`` ``pattern`` (``%`` any run of
+        characters, ``_`` one character, ``\\`` escapes them); ``ILIKE`` when not
+        ``case_sensitive``."""
+        return Expr({"op": "like" if case_sensitive else "ilike",
+                     "args": [self.node, {"lit": pattern}]})
+
     def __bool__(self) -> bool:
         raise TypeError("an expression has no truth value; combine with & and |, not and/or")
 
@@ -426,6 +441,21 @@ def lit(value: Any) -> Expr:
     return Expr({"lit": value})
 
 
+def case(*branches: tuple[Any, Any], otherwise: Any = None) -> Expr:
+    """SQL ``CASE WHEN c₁ THEN v₁ … ELSE e END``: the value of the first branch whose
+    condition is true (a null condition is not true), else ``otherwise`` (null if None).
+
+    Raises
+    ------
+    ProtocolError
+        Without a branch.
+    """
+    if not branches:
+        raise ProtocolError("case needs at least one (condition, value) branch")
+    args = [_node(x) for cond, value in branches for x in (cond, value)]
+    return Expr({"op": "case", "args": args + ([] if otherwise is None else [_node(otherwise)])})
+
+
 def _node(value: Any) -> Any:
     return value.node if isinstance(value, Expr) else {"lit": value}
 
@@ -437,8 +467,10 @@ _CMP: dict[str, Callable[[Any, Any], Any]] = {
 _LOGIC: dict[str, Callable[[Any, Any], Any]] = {"&": operator.and_, "|": operator.or_}
 _UNARY: dict[str, Callable[[Any], Any]] = {"~": operator.invert,
                                            "is_null": lambda e: e.is_null()}
-OPERATORS = (*_CMP, *_LOGIC, *_UNARY)
+_SPECIAL = ("in", "like", "ilike", "case")  # SQL's IN, LIKE, ILIKE and CASE WHEN
+OPERATORS = (*_CMP, *_LOGIC, *_UNARY, *_SPECIAL)
 _ARITHMETIC = frozenset({"+", "-", "*", "/"})
+MAX_IN = MAX_EXPR_NODES  # values of one ``in`` (the node limit bounds them anyway)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -461,11 +493,13 @@ def check_tree(root: Any) -> dict[str, Any]:
         elif keys == {"lit"}:
             _scalar(node["lit"])
         elif keys == {"op", "args"} and node["op"] in OPERATORS and isinstance(
-                node["args"], list | tuple) and 1 <= len(node["args"]) <= 16:
+                node["args"], list | tuple) and 1 <= len(node["args"]) <= (
+                MAX_IN if node["op"] == "in" else 16):
             stack.extend((a, depth + 1) for a in node["args"])
         else:
             raise ProtocolError(f"malformed expression node {str(node)[:80]}: use col, lit or "
-                                f"op (one of {' '.join(OPERATORS)}) with 1 to 16 args")
+                                f"op (one of {' '.join(OPERATORS)}) with 1 to 16 args "
+                                f"({MAX_IN} for in)")
     return dict(root)
 
 
@@ -536,6 +570,8 @@ def expr_kind(node: Any, schema: Mapping[str, Any]) -> str:
     op, kinds = node["op"], [expr_kind(a, schema) for a in node["args"]]
     if op == "is_null":
         return "boolean"
+    if op in _SPECIAL:
+        return _special_kind(op, node["args"], kinds)
     if op in _ARITHMETIC:
         if any(k != "number" for k in kinds):
             raise ProtocolError(f"operator {op!r} takes numbers, got {', '.join(kinds)}")
@@ -550,6 +586,65 @@ def expr_kind(node: Any, schema: Mapping[str, Any]) -> str:
     return "boolean"
 
 
+def _special_kind(op: str, args: list[Any], kinds: list[str]) -> str:
+    """The kind of an ``in``, ``like``/``ilike`` or ``case`` node (its arguments' kinds
+    given), or ProtocolError."""
+    if op == "case":
+        pairs = len(kinds) // 2
+        conditions = kinds[0:2 * pairs:2]
+        values = kinds[1:2 * pairs:2] + kinds[2 * pairs:]  # then the default, if any
+        if len(kinds) < 2 or any(k != "boolean" for k in conditions):
+            raise ProtocolError("case takes (condition, value) pairs and an optional default")
+        if len(set(values)) != 1 or values[0] == "other":
+            raise ProtocolError(f"case values must be of one kind, got {', '.join(values)}")
+        return values[0]
+    if any("lit" not in a for a in args[1:]):
+        raise ProtocolError(f"{op}: the values after the first argument must be literals")
+    if op == "in":
+        if len(args) < 2 or len(set(kinds)) != 1 or kinds[0] == "other":
+            raise ProtocolError(f"in: literals of the value's kind ({kinds[0]}) are needed")
+        return "boolean"
+    if kinds != ["string", "string"]:
+        raise ProtocolError(f"{op} matches a string against a string pattern, got "
+                            f"{', '.join(kinds)}")
+    return "boolean"
+
+
+def like_pattern(pattern: str, case_sensitive: bool = True) -> str:
+    """The regular expression of a SQL ``LIKE`` pattern: ``%`` is any run of characters
+    (newlines too), ``_`` one character, a backslash escapes the next character; anchored.
+    Every other character is matched literally, so the regex has no nested repetition
+    (linear-time engines: Polars' and DuckDB's)."""
+    out, chars = [], iter(pattern)
+    for c in chars:
+        if c == "\\":
+            out.append(re.escape(next(chars, "\\")))
+        else:
+            out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+    return ("(?s)" if case_sensitive else "(?is)") + "^" + "".join(out) + "$"
+
+
+def _compile_special(op: str, node: Mapping[str, Any], args: list[Any]) -> Any:
+    if op == "case":  # nested when/then: the first true condition wins, as in SQL
+        if len(args) < 2:
+            raise ProtocolError("case takes (condition, value) pairs and an optional default")
+        last = len(args) - 2 - len(args) % 2
+        out: Any = nw.when(args[last]).then(args[last + 1])
+        if len(args) % 2:
+            out = out.otherwise(args[-1])
+        for i in range(last - 2, -1, -2):
+            out = nw.when(args[i]).then(args[i + 1]).otherwise(out)
+        return out
+    if len(node["args"]) < 2 or any("lit" not in a for a in node["args"][1:]):
+        raise ProtocolError(f"{op} takes a value and literals")
+    values = [a["lit"] for a in node["args"][1:]]
+    if op == "in":
+        return args[0].is_in(values)
+    if len(values) != 1 or not isinstance(values[0], str):
+        raise ProtocolError(f"{op} takes a string and one string pattern")
+    return args[0].str.contains(like_pattern(values[0], op == "like"))
+
+
 def _compile(node: Mapping[str, Any]) -> Any:
     if "col" in node:
         return nw.col(node["col"])
@@ -561,6 +656,8 @@ def _compile(node: Mapping[str, Any]) -> Any:
             raise ProtocolError("literals must be finite")
         return nw.lit(v)
     op, args = node["op"], [_compile(a) for a in node["args"]]
+    if op in _SPECIAL:
+        return _compile_special(op, node, args)
     if op in _UNARY:
         _arity(op, args, 1)
         return _UNARY[op](args[0])

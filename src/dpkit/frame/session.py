@@ -26,6 +26,7 @@ import polars as pl
 
 from dpkit.core.accountant import Accountant, FilterAccountant, ParallelAccountant
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
+from dpkit.core.numbers import Number
 from dpkit.core.record import Accuracy, Release
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine
@@ -435,6 +436,82 @@ class Session:
     def __repr__(self) -> str:
         return (f"Session(unit={self.privacy_unit}, budget={self.budget}, spent={self.spent}, "
                 f"ledger={self.ledger.path if self.ledger else None})")
+
+    # -- SQL (dpkit.frame.sql) ----------------------------------------------------------
+    def sql(self, text: str, *, epsilon: Number | None = None, rho: Number | None = None,
+            delta: Number | None = None, confidence: float = 0.95,
+            split: Sequence[Number] | None = None, dialect: str = "duckdb",
+            public: Mapping[str, Any] | None = None,
+            selection: PartitionSelection | TopKSelection | None = None,
+            idempotency_key: str | None = None) -> pl.DataFrame:
+        """Release a SQL ``SELECT`` with differential privacy (:mod:`dpkit.frame.sql`).
+
+        The statement is translated by allow-list into a :class:`Query` and released the
+        one road (plan-time checks, dry run, one debit, one record); ``HAVING``, ``ORDER
+        BY`` and ``LIMIT`` then post-process the noisy result.
+
+        Parameters
+        ----------
+        text : str
+            One ``SELECT`` statement (at most ``dpkit.frame.sql.MAX_SQL_BYTES`` bytes).
+        epsilon, rho, delta, confidence, split, idempotency_key
+            As :meth:`Query.release` (``split``: weights of the ``SELECT`` list's aggregates,
+            in order).
+        dialect : str
+            ``"duckdb"`` (default), ``"postgres"``, ``"spark"`` or ``"bigquery"``.
+        public : mapping of str to table, optional
+            Public tables the statement may ``JOIN``.
+        selection : PartitionSelection or TopKSelection, optional
+            Private key selection for a ``GROUP BY`` column without declared categories.
+
+        Returns
+        -------
+        polars.DataFrame
+            The frame of :meth:`Query.release` (estimates with ``_ci_low``/``_ci_high``),
+            its columns named and ordered as the ``SELECT`` list.
+
+        Raises
+        ------
+        SQLError
+            For text outside the supported forms, with line, column and fragment; before
+            anything is read or spent.
+        BudgetExceededError, DomainError, BoundsError, ColumnError, MeasureError
+            As :meth:`Query.release`.
+
+        Notes
+        -----
+        The guarantee is the translated query's: its loss (:meth:`sql_plan`'s ``loss``) in
+        the session's measure; the post-processing costs nothing (Dwork & Roth Prop. 2.1).
+        """
+        from dpkit.frame.sql import to_query
+
+        return to_query(self, text, dialect=dialect, public=public, selection=selection
+                        ).release(epsilon, rho=rho, delta=delta, split=split,
+                                  confidence=confidence, idempotency_key=idempotency_key)
+
+    def sql_plan(self, text: str, *, epsilon: Number | None = None, rho: Number | None = None,
+                 delta: Number | None = None, split: Sequence[Number] | None = None,
+                 dialect: str = "duckdb", public: Mapping[str, Any] | None = None,
+                 selection: PartitionSelection | TopKSelection | None = None) -> Plan:
+        """The :class:`Plan` of :meth:`sql` (reads no data, spends nothing); its
+        description ends with the post-processing. Raises as :meth:`sql` before the
+        debit."""
+        from dpkit.frame.sql import to_query
+
+        return to_query(self, text, dialect=dialect, public=public, selection=selection
+                        ).plan(epsilon, rho=rho, delta=delta, split=split)
+
+    def sql_explain(self, text: str, *, epsilon: Number | None = None,
+                    rho: Number | None = None, delta: Number | None = None,
+                    split: Sequence[Number] | None = None, confidence: float = 0.95,
+                    dialect: str = "duckdb", public: Mapping[str, Any] | None = None,
+                    selection: PartitionSelection | TopKSelection | None = None) -> str:
+        """:meth:`Query.explain` of :meth:`sql`'s query, plus its post-processing (free)."""
+        from dpkit.frame.sql import to_query
+
+        return to_query(self, text, dialect=dialect, public=public, selection=selection
+                        ).explain(epsilon, rho=rho, delta=delta, split=split,
+                                  confidence=confidence)
 
 
 def _accuracy(planned: Sequence[PlannedStatistic], beta: float) -> Accuracy:

@@ -1,0 +1,52 @@
+"""SQL, compiled to the one query language: ``session.sql("SELECT sex, AVG(age) FROM adult
+GROUP BY sex", epsilon=1)``.
+
+SQL is a front end of the builder, not a second engine. The text is parsed by sqlglot
+(``sqlglot.parse_one(text, read=dialect)``; dialects :data:`DIALECTS`: DuckDB, the default,
+PostgreSQL, Spark SQL and BigQuery — the common spellings each of them reads), and the tree is
+translated **by allow-list** into a :class:`~dpkit.frame.Query` of the registry
+(:mod:`dpkit.frame.language`): row-wise SQL becomes the grammar's expressions (``filter``,
+``with_columns``), ``GROUP BY`` becomes ``group_by`` over declared keys (or a private
+partition selection when the caller passes ``selection=``), each aggregate an aggregation of
+:mod:`dpkit.frame.aggregates` with the declared bounds (:meth:`Session.declared
+<dpkit.frame.Session.declared>`). The release then goes the one road: the same plan-time
+checks, dry run, debit and record as :meth:`Query.release <dpkit.frame.Query.release>`.
+``HAVING``, ``ORDER BY`` and ``LIMIT`` are post-processing of the noisy result (they cost no
+privacy; the plan's description says so).
+
+Everything outside :data:`SUPPORTED` is refused while translating — before any data is read or
+budget spent — with a :class:`SQLError` naming the line, column and fragment: subqueries that
+aggregate, window functions, set operations, joins of private tables, non-deterministic and
+unknown functions. Text longer than :data:`MAX_SQL_BYTES` is refused before parsing.
+
+Decisions, and why:
+
+- **Bounds of an expression** (``AVG(age * 2)``): the aggregate reads a ``with_columns`` column
+  whose bounds follow from the declared bounds by interval arithmetic (``+ - *``, division by a
+  non-zero literal, ``CASE`` as the hull of its values, a condition as [0, 1]); otherwise the
+  statement is refused, naming the declaration that is missing. Interval arithmetic keeps
+  "declared, never inferred" (DESIGN.md §3.4): the bounds are a function of declared facts.
+  The aggregation clamps to those bounds, so the guarantee holds whatever the data hold.
+- **``VAR_SAMP`` / ``VARIANCE`` / ``STDDEV``** release :func:`dpkit.variance` / ``std``, the
+  population form (S₂/N − (S₁/N)²): the sample form's N/(N − 1) would need the noisy count,
+  which the release does not return; the two differ by O(1/N).
+- **``COUNT(col)``** is the sum of ``col IS NOT NULL`` over [0, 1] (the count's sensitivity).
+- **``/``** is real division (DuckDB's), null on a zero divisor.
+- **Budget split**: the ``split=`` option, in the order of the aggregates in ``SELECT``.
+- **Table names**: the session's table names; a session opened on one unnamed table (named
+  ``data``) answers to any single table name.
+"""
+
+from dpkit.frame.sql.common import (
+    DIALECTS,
+    MAX_SQL_BYTES,
+    SUPPORTED,
+    PostProcess,
+    SQLError,
+    SQLQuery,
+    SQLSession,
+)
+from dpkit.frame.sql.translate import to_query
+
+__all__ = ["SQLError", "SQLQuery", "SQLSession", "PostProcess", "to_query", "MAX_SQL_BYTES",
+           "DIALECTS", "SUPPORTED"]
