@@ -48,7 +48,7 @@ from dpkit.errors import DomainError, DPError
 from dpkit.frame import language
 from dpkit.frame.language import Expr, col, lit
 from dpkit.frame.query import Query
-from dpkit.server.errors import client_exception
+from dpkit.server.errors import client_error
 
 __all__ = ["Client", "ClientQuery", "RemoteSession", "RemoteStream", "Expr", "ServerError",
            "col", "lit"]
@@ -490,19 +490,6 @@ def _sql_body(text: str, epsilon: Any, rho: Any, delta: Any, split: Sequence[Any
     return body
 
 
-def _sql_error(error: type[Exception], message: str, body: dict[str, Any]) -> Exception:
-    """The server's SQLError with its span (line, column, fragment); the message already
-    names the span, which the constructor would add again."""
-    span = {"line": int(body.get("line") or 0), "column": int(body.get("column") or 0),
-            "fragment": str(body.get("fragment") or "")}
-    make = cast(Any, error)
-    suffix = str(make("", **span))
-    if suffix and message.endswith(suffix):
-        message = message[:-len(suffix)]
-    found: Exception = make(message, **span)
-    return found
-
-
 def _answer(response: Any) -> Any:
     """The response's JSON, or the matching dpkit error."""
     try:
@@ -516,9 +503,7 @@ def _answer(response: Any) -> Any:
         f"{'.'.join(e.get('loc', []))}: {e.get('msg', '')}" for e in detail
         if isinstance(e, dict)) or str(detail)
     name = body.get("error", "") if isinstance(body, dict) else ""
-    error = client_exception(name) if isinstance(name, str) else None  # the server's table
-    if name == "SQLError" and error is not None:  # the span travels in the body
-        raise _sql_error(error, message, body)
+    error = client_error(name, message, body) if isinstance(name, str) else None  # the table
     if error is not None:
-        raise error(message)
+        raise error
     raise ServerError(response.status_code, message)
