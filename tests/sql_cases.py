@@ -116,9 +116,9 @@ SUPPORTED = [
      lambda s: _q(s).with_columns(**{"(CASE WHEN age > 40 THEN 1 ELSE 0 END)": case(
          (col("age") > 40, 1), otherwise=0)}).agg(
          dp.mean("(CASE WHEN age > 40 THEN 1 ELSE 0 END)", (0, 1), name="share")), {}),
-    ("SELECT AVG(age > 40) AS share FROM adult",
+    ("SELECT SUM(age > 40) AS n40 FROM adult",
      lambda s: _q(s).with_columns(**{"(age > 40)": col("age") > 40}).agg(
-         dp.mean("(age > 40)", (0, 1), name="share")), {}),
+         dp.sum("(age > 40)", (0, 1), name="n40")), {}),
     ("SELECT COUNT(*) FROM adult WHERE age > 40",
      lambda s: _q(s).filter(col("age") > 40).agg(dp.count()), {}),
     ("SELECT COUNT(*) FROM adult WHERE age >= 30 AND sex = 'Female'",

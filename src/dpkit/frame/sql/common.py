@@ -16,10 +16,12 @@ from dpkit.frame.language import Expr, ProtocolError, compile_expr
 from dpkit.frame.query import Plan, Query, SessionLike
 from dpkit.frame.schema import Schema
 
-__all__ = ["SQLError", "SQLQuery", "SQLSession", "PostProcess", "MAX_SQL_BYTES", "DIALECTS",
+__all__ = ["SQLError", "SQLQuery", "SQLSession", "PostProcess", "MAX_SQL_BYTES", "MAX_SQL_DEPTH",
+           "DIALECTS",
            "SUPPORTED", "SUMMARY", "error_at"]
 
 MAX_SQL_BYTES = 1 << 20  # longer text is refused before parsing
+MAX_SQL_DEPTH = 64  # nesting of parentheses and of the parsed tree
 DIALECTS = ("duckdb", "postgres", "spark", "bigquery")
 MAX_KEYS = 10_000  # distinct values of a public table's column used as group keys
 

@@ -22,10 +22,12 @@ from dpkit.frame.sql.common import (
     DIALECTS,
     MAX_KEYS,
     MAX_SQL_BYTES,
+    MAX_SQL_DEPTH,
     SUMMARY,
     SQLError,
     SQLQuery,
     SQLSession,
+    error_at,
 )
 from dpkit.frame.sql.post import Aggregated, Post
 from dpkit.frame.sql.rowwise import AGG_FUNCTIONS, BOOLEAN_KEYS, describe, literal, plain
@@ -73,8 +75,34 @@ def to_query(session: SQLSession, text: str, *, dialect: str = "duckdb",
         raise SQLError(f"SQL text longer than {MAX_SQL_BYTES} bytes is refused")
     if dialect not in DIALECTS:
         raise SQLError(f"unknown dialect {str(dialect)[:40]!r}; one of {', '.join(DIALECTS)}")
+    _check_parentheses(text)
     tree = _parse(text, dialect)
+    _check_depth(text, tree)
     return Translator(session, text, dict(public or {}), selection).statement(tree)
+
+
+def _check_parentheses(text: str) -> None:
+    """Refuse parentheses nested deeper than MAX_SQL_DEPTH before parsing (the parser
+    recurses per level; in a string literal they count too, which only refuses more)."""
+    depth = 0
+    for i, c in enumerate(text):
+        if c in "()":
+            depth = max(0, depth + (1 if c == "(" else -1))
+            if depth > MAX_SQL_DEPTH:
+                line = text.count("\n", 0, i) + 1
+                raise SQLError(f"parentheses nested deeper than {MAX_SQL_DEPTH}", line,
+                               i - (text.rfind("\n", 0, i) + 1) + 1, text[i:i + 20])
+
+
+def _check_depth(text: str, tree: exp.Expr) -> None:
+    """Refuse a tree deeper than MAX_SQL_DEPTH nodes (a long chain of operators) before the
+    translation recurses into it."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_SQL_DEPTH:
+            raise error_at(text, node, f"expression nested deeper than {MAX_SQL_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
 
 
 def _parse(text: str, dialect: str) -> exp.Expr:
