@@ -356,13 +356,11 @@ def test_recommender_with_huge_bounds_is_refused_before_the_debit():
     assert accountant.spent == dp.PureDP(1) and model.bounds == (0, 2.0**256)
 
 
-@pytest.mark.xfail(strict=True, reason="found by the SQL target (issue 32): sql branch to fix; "
-                   "a long OR chain raises RecursionError instead of SQLError")
 def test_a_long_or_chain_is_refused_with_a_typed_error():
-    """Found by the SQL target: ``WHERE x > 1 OR … OR x > 1`` with 1,000 terms (6 kB of text,
-    well under MAX_SQL_BYTES) raised RecursionError from the translation (a server answers
-    500); 300 terms are refused with SQLError (nested deeper than 12 operators). Nothing is
-    spent either way."""
+    """Found by the SQL target (issue 32): ``WHERE x > 1 OR … OR x > 1`` with 1,000 terms (6
+    kB of text, well under MAX_SQL_BYTES) raised RecursionError from the translation (a
+    server answered 500); now refused with SQLError like 300 terms (the sql branch bounds
+    the tree's depth before it recurses). Nothing is spent."""
     from dpkit.frame.sql import SQLError
     from fuzz_sql import DECLARED
     from fuzz_strategies import VALUES, frame
