@@ -82,30 +82,6 @@ def run_dpkit(x, y, xt, yt, epsilons, trials):
     return rows
 
 
-def run_forest(epsilons, trials) -> list[dict]:
-    """Random decision trees (T = 50, D = 10) on the 5 numeric columns (capital-gain and
-    capital-loss as log(1 + x), a public transform) and 6 categorical columns as codes
-    (bench/learn_trees.py's encoding without education and native-country; the category
-    lists are read off the data there: a benchmark input, UCI publishes them)."""
-    from learn_tree_peers import forest_arrays
-    from learn_trees import arrays as tree_arrays
-
-    from dpkit.learn import RandomForestClassifier
-
-    tx, y, txt, yt, _, tree_bounds = tree_arrays()
-    x, xt, (lower, upper) = forest_arrays(tx, txt, tree_bounds)
-    rows = []
-    for trial in range(trials):
-        for eps in epsilons:
-            t0 = time.perf_counter()
-            model = RandomForestClassifier(50, 10, eps, bounds=(lower, upper), classes=[0, 1])
-            pred = model.fit(x, y).predict(xt)
-            rows.append({"system": "dpkit", "model": "RandomForest (11 columns)",
-                         "epsilon": eps, "trial": trial, "seconds": time.perf_counter() - t0,
-                         "accuracy": float((pred == yt).mean())})
-    return rows
-
-
 ONEHOT_NAMES = {
     "LogisticRegression (one-hot, functional)": "LogisticRegression, all attributes one-hot",
     "LogisticRegression (one-hot, objective)": "LogisticRegression, all attributes one-hot",
@@ -227,6 +203,8 @@ def main():
     epsilons = [float(e) for e in args.epsilons.split(",")]
     x, y, xt, yt = arrays()
     rows = run_dpkit(x, y, xt, yt, epsilons, args.trials)
+    from learn_tree_peers import run_forest
+
     rows += run_forest(epsilons, args.trials)
     rows += run_more(args.trials)
     rows += run_peers(x, y, xt, yt, epsilons, args.trials)

@@ -4,7 +4,7 @@ train/test split, same rows for every system, ε ∈ {0.1, 1}.
 
     python bench/learn_tree_peers.py [--trials 10]
 
-- "RandomForest (11 columns)": bench/learn.py's run_forest rows — 5 numeric columns
+- "RandomForest (11 columns)": run_forest's rows — 5 numeric columns
   (capital-gain and capital-loss as log(1 + x), a public transform) and workclass,
   marital-status, occupation, relationship, race, sex as codes; declared bounds; T = 50
   trees of depth D = 10 for dpkit, diffprivlib and scikit-learn alike. The rows are
@@ -23,7 +23,7 @@ train/test split, same rows for every system, ε ∈ {0.1, 1}.
 Seconds are fit + predict, as bench/learn.py and bench/learn_trees.py time dpkit. The
 peers run in their own virtualenv (bench/peers/learn_trees_peers.py; /work/peers-venv).
 ``run_tree_peers`` returns the peer rows and dpkit's regression rows; the ``__main__``
-also runs bench/learn.py's run_forest and bench/learn_trees.py's run_trees for dpkit's
+also runs run_forest's and bench/learn_trees.py's run_trees for dpkit's
 tree rows and prints the summary.
 """
 
@@ -50,7 +50,7 @@ PEERS_PYTHON = Path("/work/peers-venv/bin/python")
 EPSILONS = (0.1, 1.0)
 FOREST_CATEGORICAL = ["workclass", "marital-status", "occupation", "relationship", "race",
                       "sex"]
-N_TREES, FOREST_DEPTH, TREE_DEPTH = 50, 10, 4  # bench/learn.py run_forest; learn_trees
+N_TREES, FOREST_DEPTH, TREE_DEPTH = 50, 10, 4  # run_forest; learn_trees
 REGRESSION = "LinearRegression (hours-per-week)"
 # regression features: age, education-num, capital-gain, capital-loss (log1p'd); target
 # hours-per-week; declared bounds as bench/learn.py's LOWER / UPPER
@@ -60,7 +60,7 @@ RY_BOUNDS = (1.0, 99.0)
 
 
 def forest_arrays(x, xt, bounds):
-    """The random forest's 11 columns (bench/learn.py's run_forest) out of
+    """The random forest's 11 columns (run_forest's) out of
     bench/learn_trees.py's arrays."""
     keep = list(range(len(NUMERIC))) + [len(NUMERIC) + CATEGORICAL.index(c)
                                         for c in FOREST_CATEGORICAL]
@@ -71,6 +71,29 @@ def regression_arrays(x, xt):
     """(X, y, X_test, y_test): hours-per-week (column 4) from columns 0-3, already
     log1p'd by arrays()."""
     return x[:, :4], x[:, 4], xt[:, :4], xt[:, 4]
+
+
+def run_forest(epsilons, trials) -> list[dict]:
+    """Random decision trees (T = 50, D = 10) on the 5 numeric columns (capital-gain and
+    capital-loss as log(1 + x), a public transform) and 6 categorical columns as codes
+    (bench/learn_trees.py's encoding without education and native-country; the category
+    lists are read off the data there: a benchmark input, UCI publishes them)."""
+    from learn_trees import arrays as tree_arrays
+
+    from dpkit.learn import RandomForestClassifier
+
+    tx, y, txt, yt, _, tree_bounds = tree_arrays()
+    x, xt, (lower, upper) = forest_arrays(tx, txt, tree_bounds)
+    rows = []
+    for trial in range(trials):
+        for eps in epsilons:
+            t0 = time.perf_counter()
+            model = RandomForestClassifier(50, 10, eps, bounds=(lower, upper), classes=[0, 1])
+            pred = model.fit(x, y).predict(xt)
+            rows.append({"system": "dpkit", "model": "RandomForest (11 columns)",
+                         "epsilon": eps, "trial": trial, "seconds": time.perf_counter() - t0,
+                         "accuracy": float((pred == yt).mean())})
+    return rows
 
 
 def run_dpkit_regression(trials: int) -> list[dict]:
@@ -156,7 +179,6 @@ def main():
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--out", help="also write every row as JSON here")
     args = ap.parse_args()
-    from learn import run_forest
     from learn_trees import run_trees
 
     rows = run_forest(list(EPSILONS), args.trials) + run_trees(args.trials)

@@ -94,7 +94,7 @@ def test_debited_exactly_epsilon_before_any_noise_and_overrun_fits_nothing(metho
                                                                            monkeypatch):
     acct = PrivacyFilter(PureDP(1))
     seen = []
-    real_laplace, real_exp = DT.laplace_integer, DT.split_selection
+    real_laplace, real_exp = frontend.noisy, DT.split_selection
 
     def laplace_spy(*args, **kw):
         seen.append(acct.spent)
@@ -104,7 +104,7 @@ def test_debited_exactly_epsilon_before_any_noise_and_overrun_fits_nothing(metho
         seen.append(acct.spent)
         return real_exp(*args, **kw)
 
-    monkeypatch.setattr(DT, "laplace_integer", laplace_spy)
+    monkeypatch.setattr(frontend, "noisy", laplace_spy)
     monkeypatch.setattr(DT, "split_selection", exp_spy)
     x, y = _mixed(500)
     model = _model(method, Fraction(3, 5), accountant=acct).fit(x, y)
@@ -259,16 +259,16 @@ def _sulq_root_noise(fits: int) -> np.ndarray:
     """The noise SuLQ added to the root's count tables (ε = 2, D = 1: ε_l = 1)."""
     x, y = _mixed(300)
     noise = []
-    real = DT.laplace_integer
+    real = frontend.noisy
 
-    def spy(values, sensitivity, epsilon):
-        out = real(values, sensitivity, epsilon)
-        if values.size > 2:  # the tables, not a leaf's class counts
-            noise.append(out - values)
+    def spy(values, sensitivity, epsilon, **kw):
+        out = real(values, sensitivity, epsilon, **kw)
+        if np.size(values) > 2:  # the tables, not a leaf's class counts
+            noise.append(out.value - values)
         return out
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(DT, "laplace_integer", spy)
+        mp.setattr(frontend, "noisy", spy)
         for _ in range(fits):
             _model("sulq_id3", 2, 1).fit(x, y)
     return np.concatenate(noise)
@@ -291,8 +291,8 @@ def test_sulq_tables_have_sensitivity_a_and_matching_noise(monkeypatch):
     noise = _sulq_root_noise(6)
     hits = int((np.abs(noise) <= 4).sum())
     assert stats.binomtest(hits, noise.size, p).pvalue >= FALSE_POSITIVE_RATE
-    real = DT.laplace_integer
-    monkeypatch.setattr(DT, "laplace_integer", lambda v, s, e: real(v, Fraction(1), e))
+    real = frontend.noisy
+    monkeypatch.setattr(frontend, "noisy", lambda v, s, e, **kw: real(v, 1, e, **kw))
     noise = _sulq_root_noise(6)
     hits = int((np.abs(noise) <= 4).sum())
     assert stats.binomtest(hits, noise.size, p).pvalue < FALSE_POSITIVE_RATE

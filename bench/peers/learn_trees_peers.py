@@ -4,7 +4,7 @@ the arrays bench/learn_tree_peers.py wrote (same rows, same published split, sam
 
     /work/peers-venv/bin/python bench/peers/learn_trees_peers.py --data d.npz --out o.json
 
-- Forest: bench/learn.py's run_forest rows (5 numeric columns, capital columns log1p'd,
+- Forest: bench/learn_tree_peers.py's run_forest rows (5 numeric columns, capital columns log1p'd,
   6 categorical codes); diffprivlib gets the same declared ``bounds=`` and ``classes=`` and
   dpkit's T = 50 trees of depth D = 10 (diffprivlib's random trees after Fletcher & Islam,
   each record used by one tree, labels by permute-and-flip); scikit-learn the same T and D.

@@ -13,6 +13,8 @@ Example::
     print(q.explain(epsilon=0.5))            # free
     table = q.release(epsilon=0.5)           # a polars DataFrame
     record = q.release_record(epsilon=0.5)   # or the record: values, loss, noise, id
+    client.declared("adult")                 # the curator's dp.Schema (or None): with it,
+    client.query("adult").group_by("sex").agg(dp.mean("age"))  # keys, bounds by default
 
     stream = (client.query("visits")         # a continual release hosted by the server,
               .continual(dp.count(), time="day", horizon=365, rho=0.5,  # charged once
@@ -48,6 +50,7 @@ from dpkit.errors import DomainError, DPError
 from dpkit.frame import language
 from dpkit.frame.language import Expr, col, lit
 from dpkit.frame.query import Query
+from dpkit.frame.schema import Schema
 from dpkit.server.errors import client_error
 
 __all__ = ["Client", "ClientQuery", "RemoteSession", "RemoteStream", "Expr", "ServerError",
@@ -71,6 +74,15 @@ class RemoteSession:
 
     def __init__(self, client: Client, dataset: str) -> None:
         self.client, self.dataset = client, dataset
+        self._declared: tuple[Schema | None] | None = None  # fetched on first use
+
+    def declared(self, name: str | None = None) -> Schema | None:
+        """The dataset's declared schema as the server publishes it (fetched once), whose
+        categories and bounds the builder writes into the query as explicit keys and
+        bounds; None when the curator declared none."""
+        if self._declared is None:
+            self._declared = (self.client.declared(self.dataset),)
+        return self._declared[0]
 
     def table(self, name: str | None = None) -> Any:
         """Refused: what needs the data (schemas, joins, partitions) runs on the server."""
@@ -367,8 +379,25 @@ class Client:
         return dict(self._get("/healthz"))
 
     def datasets(self) -> list[dict[str, Any]]:
-        """The datasets this analyst may query: schema, measure, caps, spend, remaining."""
+        """The datasets this analyst may query: schema, measure, caps, spend, remaining, and
+        the declared metadata (``declared``: :meth:`dpkit.Schema.to_dict`'s shape, or
+        None)."""
         return list(self._get("/v1/datasets"))
+
+    def declared(self, dataset: str) -> Schema | None:
+        """The curator's declared metadata of ``dataset`` (public: column types, bounds,
+        categories, the privacy unit), or None when none was declared.
+
+        Raises
+        ------
+        DomainError
+            If this analyst has no grant on ``dataset`` (or it does not exist).
+        """
+        info = next((d for d in self.datasets() if d.get("name") == dataset), None)
+        if info is None:
+            raise DomainError(f"no dataset {dataset!r} among those this analyst may query")
+        doc = info.get("declared")
+        return None if doc is None else Schema.from_dict(doc)
 
     def query(self, dataset: str) -> ClientQuery:
         """Start a lazy query on ``dataset``."""

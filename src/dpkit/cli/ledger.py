@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import typer
@@ -31,9 +32,17 @@ def wide_table(title: str, columns: tuple[str, ...]) -> Table:
     return table
 
 
-def _open(location: str | None, must_exist: bool = True) -> Ledger:
-    from dpkit.cli.main import default_ledger_path
+def default_ledger_path() -> Path:
+    """Where the demo's ledger lives: $DPKIT_HOME, else $XDG_DATA_HOME/dpkit, else
+    ~/.local/share/dpkit."""
+    home = os.environ.get("DPKIT_HOME")
+    if home:
+        return Path(home) / "demo-ledger.sqlite"
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "dpkit" / "demo-ledger.sqlite"
 
+
+def _open(location: str | None, must_exist: bool = True) -> Ledger:
     where = location or str(default_ledger_path())
     if must_exist and "://" not in where and not Path(where).exists():
         Console().print(f"[red]no ledger at {where}[/red] (create one with `dpkit ledger init`)")

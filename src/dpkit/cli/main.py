@@ -8,7 +8,6 @@ line — what went wrong and the fix — on standard error and exits with code 1
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dpkit.cli.ledger import ledger_app
+from dpkit.cli.ledger import default_ledger_path, ledger_app
 from dpkit.cli.report import report
 from dpkit.cli.sql import sql
 from dpkit.errors import DomainError, DPError
@@ -63,6 +62,7 @@ app = typer.Typer(cls=_Group, help="dpkit — differential privacy, exact by con
                   no_args_is_help=True, add_completion=False)
 app.add_typer(ledger_app, name="ledger")
 app.command("report")(report)
+app.command("schema")(__import__("dpkit.cli.schema", fromlist=["schema"]).schema)
 app.command("sql")(sql)
 bench_app = typer.Typer(help="Evaluation harnesses.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
@@ -130,16 +130,6 @@ def bench_histograms(
                       str(row["method"]), f"{row['error']:.3g}", f"{row['vs_identity']:.2f}")
     Console().print(table)
     Console().print("wrote " + ", ".join(str(p) for p in written))
-
-
-def default_ledger_path() -> Path:
-    """Where the demo's ledger lives: $DPKIT_HOME, else $XDG_DATA_HOME/dpkit, else
-    ~/.local/share/dpkit."""
-    home = os.environ.get("DPKIT_HOME")
-    if home:
-        return Path(home) / "demo-ledger.sqlite"
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "dpkit" / "demo-ledger.sqlite"
 
 
 @app.command()

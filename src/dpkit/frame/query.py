@@ -7,10 +7,10 @@ import itertools
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import narwhals as nw
 import polars as pl
@@ -18,12 +18,21 @@ import polars as pl
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss
 from dpkit.core.numbers import Number, fraction_down
 from dpkit.core.record import NoiseRow, Release
-from dpkit.errors import ColumnError, DomainError, MeasureError
+from dpkit.errors import BoundsError, ColumnError, DomainError, MeasureError
 from dpkit.frame import aggregates, engine, language
 from dpkit.frame.compiler import PlannedStatistic, Target, plan_statistics, resolve_target
 from dpkit.frame.keys import canonical_keys
 from dpkit.frame.language import MAX_BINS, Expr, Param, ProtocolError
 from dpkit.frame.privacy_unit import PrivacyUnit
+from dpkit.frame.schema import (
+    Categorical,
+    ColumnSpec,
+    Numeric,
+    Schema,
+    SchemaError,
+    missing_bounds,
+    missing_categories,
+)
 from dpkit.mechanisms.limited_domain import TopKSelection
 from dpkit.mechanisms.partition_selection import PartitionSelection
 
@@ -59,6 +68,8 @@ class SessionLike(Protocol):
     def table(self, name: str | None = None) -> Any: ...
 
     def schema(self, name: str | None = None) -> Any: ...
+
+    def declared(self, name: str | None = None) -> Schema | None: ...
 
     def new_partition(self) -> int: ...
 
@@ -158,6 +169,8 @@ class Query:
     declared: tuple[tuple[str, tuple[Any, Any]], ...] = ()  # bounds set by clamp()
     part: tuple[int, Any] | None = None  # (partition id, key) of a partition() sub-query
     table: str | None = None  # which private table (None: the session's first)
+    # columns written by a row-wise step: no longer the declared columns (None: any may be)
+    rewritten: frozenset[str] | None = frozenset()
 
     # -- transformations -------------------------------------------------------------
     def _record(self, tag: str, params: dict[str, Any] | None) -> Query:
@@ -165,7 +178,31 @@ class Query:
         with no JSON form, which adds its engine step itself) and lower it."""
         if self.aggs:
             raise DomainError(f"{tag} must come before agg()")
-        return replace(self, calls=(*self.calls, (tag, params)))._lower(tag, params)
+        query = replace(self, calls=(*self.calls, (tag, params)))
+        if params is not None and tag in _WRITES:
+            query = query._writes(_WRITES[tag](params))
+        return query._lower(tag, params)
+
+    def _writes(self, columns: Iterable[str] | None) -> Query:
+        """Note the columns a row-wise step wrote (None: it may have written any)."""
+        if columns is None or self.rewritten is None:
+            return replace(self, rewritten=None)
+        return replace(self, rewritten=self.rewritten | frozenset(columns))
+
+    def _declaration(self, column: str) -> ColumnSpec | None:
+        """The session's declaration of ``column``, unless a step of this query wrote it
+        (then it is a computed column the declaration does not describe)."""
+        if self.rewritten is None or column in self.rewritten:
+            return None
+        schema = self.session.declared(self.table)
+        return None if schema is None else schema.spec(column)
+
+    def _undeclared(self, text: str, column: str) -> str:
+        """A missing-declaration error's text, saying why a declared column does not count."""
+        if self.rewritten is not None and column not in self.rewritten:
+            return text
+        return (f"{text}; {column!r} is written by a step of this query, so the table's "
+                f"declaration does not describe it")
 
     def _lower(self, tag: str, params: dict[str, Any] | None) -> Query:
         """The engine steps of a step (:data:`language.STEPS` holds each kind's lowering)."""
@@ -200,7 +237,8 @@ class Query:
         """Add or replace columns computed row by row (1-stable); grammar expressions by
         keyword have a JSON form."""
         if exprs:
-            return self._record("with_columns", None)._step("with_columns", *exprs, **named)
+            return self._record("with_columns", None)._step(
+                "with_columns", *exprs, **named)._writes(_written(exprs, named))
         return self._record("with_columns", {"columns": named})
 
     @language.step("with_columns", Param("columns", "exprs", size=(1, 32)))
@@ -211,7 +249,8 @@ class Query:
 
     def select(self, *exprs: Any, **named: Any) -> Query:
         """Keep or compute columns row by row (1-stable). Keep the privacy unit's column."""
-        return self._record("select", None)._step("select", *exprs, **named)
+        return self._record("select", None)._step("select", *exprs, **named)._writes(
+            _written(exprs, named))
 
     def clamp(self, column: str, lower: Number, upper: Number) -> Query:
         """Clamp ``column`` to [lower, upper] and declare those bounds for later aggregations
@@ -406,6 +445,10 @@ class Query:
             several, a sequence of tuples, a mapping ``{column: values}`` (cross product) or
             a DataFrame with those columns. Every key appears in the result (with noise)
             whether or not it occurs in the data; rows whose key is not listed are dropped.
+            Default (neither ``keys`` nor ``selection``): the categories declared for each
+            column in the session's schema (``dp.Categorical``; several columns: the product
+            of their categories), written into the query as explicit keys. A column written
+            by an earlier step of the query has no declaration.
         selection : PartitionSelection or TopKSelection, optional
             Instead of ``keys``: release the keys that pass private partition selection
             (:mod:`dpkit.mechanisms.partition_selection`), or at most k of the most common
@@ -416,8 +459,11 @@ class Query:
 
         Raises
         ------
+        SchemaError
+            Without ``keys`` and ``selection``, if a column has no declared categories (the
+            message names the declaration to add).
         DomainError
-            If neither or both of ``keys`` and ``selection`` are given, or keys are malformed.
+            If both ``keys`` and ``selection`` are given, or keys are malformed.
         """
         if not columns:
             raise DomainError("group_by needs at least one column")
@@ -429,6 +475,8 @@ class Query:
                                   "or dp.TopKSelection(k, epsilon, delta)")
             selection.loss()  # validate now
             return replace(self, keys=None, group_columns=tuple(columns), selection=selection)
+        if keys is None:
+            keys = self._declared_keys(list(columns))
         frame = self._keys_in_schema(_keyset(list(columns), keys))
         return replace(self, keys=frame, keys_digest=_keys_digest(frame),
                        group_columns=tuple(columns), selection=None)
@@ -436,12 +484,29 @@ class Query:
     def _keys_in_schema(self, frame: pl.DataFrame) -> pl.DataFrame:
         return _canonical_keys(frame, self._schema()[1])
 
+    def _declared_keys(self, columns: list[str]) -> Any:
+        """The declared categories of ``columns`` as keys (several: their product)."""
+        found: dict[str, list[Any]] = {}
+        for column in columns:
+            spec = self._declaration(column)
+            if not isinstance(spec, Categorical):
+                raise SchemaError(self._undeclared(missing_categories(column, spec), column))
+            found[column] = list(spec.categories)
+        return found[columns[0]] if len(columns) == 1 else found
+
     # -- aggregations ----------------------------------------------------------------
     def agg(self, *aggs: aggregates.Aggregation) -> Query:
-        """Aggregations to release together; the budget is split among them (see release)."""
+        """Aggregations to release together; the budget is split among them (see release).
+
+        An aggregation that takes bounds but was given none uses, in this order, the bounds
+        of a :meth:`clamp` of its column, then its column's ``dp.Numeric`` bounds in the
+        session's schema (written into the aggregation now, so :meth:`to_json` and
+        :meth:`describe` carry them); a column written by an earlier step has no
+        declaration. Without either, :meth:`plan` raises ``BoundsError`` naming the
+        declaration to add."""
         if not aggs or not all(isinstance(a, aggregates.Aggregation) for a in aggs):
             raise DomainError("agg() takes dp.count(), dp.sum(...), dp.mean(...), ...")
-        all_aggs = (*self.aggs, *aggs)
+        all_aggs = (*self.aggs, *map(self._schema_bounds, aggs))
         if any(isinstance(a, aggregates.Histogram) for a in all_aggs) and len(all_aggs) > 1:
             raise DomainError("a histogram must be released on its own agg()")
         names = [a.output_name() for a in all_aggs]
@@ -508,7 +573,8 @@ class Query:
         ------
         ProtocolError
             For a malformed form: unknown fields, steps or aggregations, wrong types, values
-            over a limit.
+            over a limit. A ``group_by`` without ``keys`` or ``selection`` takes the declared
+            categories, as :meth:`group_by` does (SchemaError without them).
         DomainError, BoundsError, ColumnError
             As the corresponding builder methods.
         """
@@ -533,10 +599,12 @@ class Query:
         columns = language.decode(Param("columns", "columns", size=(1, 8)),
                                   group.get("columns"), "group_by")
         keys, selection = group.get("keys"), group.get("selection")
-        if (keys is None) == (selection is None):
-            raise ProtocolError("group_by needs public keys or a private selection, not both")
+        if keys is not None and selection is not None:
+            raise ProtocolError("group_by takes public keys or a private selection, not both")
         if selection is not None:
             return self.group_by(*columns, selection=_selection_from_json(selection))
+        if keys is None:  # the declared categories (group_by's default), or its error
+            return self.group_by(*columns)
         if isinstance(keys, list) and len(columns) > 1:
             keys = [tuple(k) if isinstance(k, list) else k for k in keys]
         return self.group_by(*columns, keys=keys)
@@ -617,6 +685,7 @@ class Query:
         if self.selection is not None:  # top-k: a unit is in ≤ min(G, k) released keys
             bounds = bounds.within_groups(self.selection.contribution_groups(bounds.max_groups))
         aggs = self._with_declared_bounds()
+        self._check_bounds(aggs)
         return lf, lambda target: plan_statistics(aggs, schema, bounds, target, split)
 
     def calibrate(self, alpha: Number, *, confidence: float = 0.95,
@@ -670,6 +739,25 @@ class Query:
             mid = (lo + hi) / 2
             hi, lo = (mid, lo) if meets(mid) else (hi, mid)
         return {name: hi, **extra}
+
+    def _schema_bounds(self, agg: aggregates.Aggregation) -> aggregates.Aggregation:
+        """``agg`` with its column's declared bounds if it takes bounds and has none (a
+        clamp's bounds, applied at plan time, come first)."""
+        if not _takes_bounds(agg) or agg.bounds is not None or agg.column in dict(
+                self.declared):
+            return agg
+        spec = self._declaration(agg.column)
+        return replace(agg, bounds=spec.bounds) if isinstance(spec, Numeric) else agg
+
+    def _check_bounds(self, aggs: Sequence[aggregates.Aggregation]) -> None:
+        """Plan time: every aggregation that takes bounds has them, or the error names the
+        declaration to add."""
+        for a in aggs:
+            if _takes_bounds(a) and a.bounds is None:
+                what = f"dp.{'std' if getattr(a, 'std', False) else type(a).__name__.lower()}"
+                spec = self._declaration(a.column)
+                raise BoundsError(self._undeclared(missing_bounds(a.column, what, spec),
+                                                   a.column))
 
     def _with_declared_bounds(self) -> tuple[aggregates.Aggregation, ...]:
         """Aggregations without ``bounds=`` take those declared by :meth:`clamp` (safe even
@@ -804,6 +892,37 @@ class Query:
 
 
 _PUBLISH = "publish"  # the namespace dpkit.release registers (frame.namespace)
+
+# the columns each JSON step writes (a declaration no longer describes them); fill_null
+# writes only nulls, which no declaration describes, so it keeps them; filters write none
+_WRITES: dict[str, Callable[[dict[str, Any]], Iterable[str]]] = {
+    "with_columns": lambda p: p["columns"], "clamp": lambda p: [p["column"]],
+    "bin": lambda p: [p["name"] or p["column"]], "map": lambda p: [p["name"] or p["column"]]}
+
+
+def _written(exprs: Sequence[Any], named: Mapping[str, Any]) -> list[str] | None:
+    """The columns a positional with_columns/select writes: a Polars expression's output
+    name unless it is a bare column (kept as it is); None when they cannot be known (a
+    narwhals expression, a regex or wildcard selection)."""
+    names = list(named)
+    for expr in exprs:
+        if isinstance(expr, str):
+            continue  # a column kept by name
+        if not isinstance(expr, pl.Expr):
+            return None
+        try:
+            name = expr.meta.output_name()
+        except pl.exceptions.PolarsError:
+            return None
+        if not expr.meta.is_column():
+            names.append(name)
+    return names
+
+
+def _takes_bounds(agg: aggregates.Aggregation) -> TypeGuard[aggregates.ColumnAggregation]:
+    """Sum, mean, variance/std and quantiles take clamping bounds (a histogram has bins)."""
+    return isinstance(agg, aggregates.ColumnAggregation) and not isinstance(
+        agg, aggregates.Histogram)
 
 
 def _describe_arg(value: Any) -> str:

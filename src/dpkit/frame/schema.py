@@ -11,6 +11,7 @@ from the columns' *types* only (:meth:`Schema.template`), never inferred from th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -102,6 +103,7 @@ class Text:
 
 
 ColumnSpec = Numeric | Categorical | Text
+_NUMERIC_TYPE = re.compile(r"^(U?Int\d+|Float\d+|Decimal\b.*)$")  # a dtype's name
 _KINDS: dict[str, type[Numeric] | type[Categorical] | type[Text]] = {
     "numeric": Numeric, "categorical": Categorical, "text": Text}
 
@@ -159,6 +161,34 @@ class Schema:
             raise SchemaError(missing_bounds(column, what, self.columns.get(column)))
         return found
 
+    def check_columns(self, types: Mapping[str, object]) -> None:
+        """Check the declaration against a table's column names and types (no value read).
+
+        Parameters
+        ----------
+        types : mapping of str to dtype
+            The table's columns and their types (Polars, narwhals or their names).
+
+        Raises
+        ------
+        SchemaError
+            If a declared column or the privacy unit's column is not in ``types``, or a
+            ``dp.Numeric`` column does not hold numbers; the message names the column.
+        """
+        have = f"its columns: {', '.join(map(str, types))}"
+        unit = self.privacy_unit.column if self.privacy_unit is not None else None
+        if unit is not None and unit not in types:
+            raise SchemaError(f"the privacy unit's column {unit!r} is not a column of the "
+                              f"table; {have}")
+        for name in self.columns:
+            if name not in types:
+                raise SchemaError(f"the schema declares column {name!r}, which the table "
+                                  f"does not have; {have}")
+        for name, spec in self.columns.items():
+            if isinstance(spec, Numeric) and not _NUMERIC_TYPE.match(str(types[name])):
+                raise SchemaError(f"column {name!r} is declared dp.Numeric but holds "
+                                  f"{types[name]} values")
+
     def require_categories(self, column: str) -> tuple[Scalar | None, ...]:
         """The declared categories of ``column``, or a :class:`SchemaError` naming the fix."""
         found = self.categories(column)
@@ -169,7 +199,9 @@ class Schema:
     # -- the declaration as plain data (YAML, JSON) -----------------------------------
     def to_dict(self) -> dict[str, object]:
         """The schema as plain data: ``{"columns": {name: {"type": ..., ...}},
-        "privacy_unit": {...}}`` (the server's dataset YAML uses the same shape)."""
+        "privacy_unit": {...}}`` (the server's dataset YAML uses the same shape); an exact
+        rational bound that is not an integer is written as its text ``"p/q"``, so the
+        result is JSON and YAML as it stands."""
         out: dict[str, object] = {"columns": {n: _spec_dict(s) for n, s in self.columns.items()}}
         unit = self.privacy_unit
         if unit is not None and unit.column is not None:
@@ -241,12 +273,20 @@ def _kind(spec: ColumnSpec) -> str:
 
 def _spec_dict(spec: ColumnSpec) -> dict[str, object]:
     if isinstance(spec, Numeric):
-        return {"type": "numeric", "lower": spec.lower, "upper": spec.upper,
+        return {"type": "numeric", "lower": _plain(spec.lower), "upper": _plain(spec.upper),
                 "integer": spec.integer, "nullable": spec.nullable}
     if isinstance(spec, Categorical):
         return {"type": "categorical", "categories": list(spec.categories),
                 "nullable": spec.nullable}
     return {"type": "text", "nullable": spec.nullable}
+
+
+def _plain(value: Number) -> int | float | str:
+    """A bound as plain data (YAML, JSON): an exact non-integer rational as its text "p/q",
+    which :func:`_number` reads back exactly."""
+    if isinstance(value, Fraction):
+        return int(value) if value.denominator == 1 else str(value)
+    return value
 
 
 def _spec_from(body: object, where: str) -> ColumnSpec:

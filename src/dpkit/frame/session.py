@@ -136,6 +136,12 @@ class Session:
     plan_memo : PlanMemo, optional
         Plan-time dry runs that passed, shared with other sessions (a server shares one per
         dataset and worker; see :class:`PlanMemo`). Default: the session's own.
+    schema : Schema or mapping of name → Schema, optional
+        The curator's declared metadata (:class:`~dpkit.frame.schema.Schema`; one Schema
+        is the first table's): ``group_by(c)`` without ``keys=`` takes the categories of a
+        ``dp.Categorical`` column c, an aggregation without ``bounds=`` the bounds of its
+        ``dp.Numeric`` column, and the schema's privacy unit is the session's. Checked
+        against the tables' column names and types only (no value is read).
 
     Attributes
     ----------
@@ -146,6 +152,9 @@ class Session:
 
     Raises
     ------
+    SchemaError
+        If the schema declares a column a table lacks, or ``dp.Numeric`` on a column that
+        does not hold numbers.
     DomainError
         For a budget that is not a positive privacy loss (``PureDP(0)``, ``ZCDP(0)`` and
         ``ApproxDP(0, δ)`` are refused), a ledger without a dataset name, or a
@@ -184,6 +193,8 @@ class Session:
         self.plan_memo = PlanMemo() if plan_memo is None else plan_memo
         schemas = {name: self.plan_memo.schema(tables[name], t)
                    for name, t in self._tables.items()}
+        for name, declared in self._declared.items():  # names and types only
+            declared.check_columns(schemas[name])
         if self.privacy_unit.column is not None:
             for table_schema in schemas.values():
                 engine.check_columns(table_schema, [self.privacy_unit.column])

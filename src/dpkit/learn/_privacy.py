@@ -22,11 +22,12 @@ from typing import Any, TypeVar
 import numpy as np
 
 from dpkit.core.numbers import positive
+from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
 
-__all__ = ["check_epsilon", "check_bounds", "clip_rows", "noisy_moments", "exact_sums",
-           "single_threaded_blas"]
+__all__ = ["check_epsilon", "check_bounds", "clip_rows", "noisy_moments", "moment_rows",
+           "exact_sums", "single_threaded_blas", "plan", "SUMS", "DEVIATIONS"]
 
 # Calibrations are pure functions of public numbers (sensitivity, ε, size); repeated fits
 # reuse them. Bounded: the variance releases' sensitivities depend on released means.
@@ -118,12 +119,31 @@ def noisy_moments(x: np.ndarray, groups: np.ndarray, n_hat: np.ndarray, lower: n
     means, variances = np.empty((k, d)), np.empty((k, d))
     for j in range(d):
         s1 = exact_sums(groups, clipped[:, j] - mid[j], float(half[j]), k)
-        s1 = frontend.noisy(s1, half[j], epsilon, output="grid").value
+        s1 = frontend.noisy(s1, half[j], epsilon, output="grid", statistic=SUMS).value
         mean = np.clip(s1 / n_hat + mid[j], lower[j], upper[j])
         spread = float(np.max(np.maximum(upper[j] - mean, mean - lower[j]) ** 2))
         s2 = exact_sums(groups, (clipped[:, j] - mean[groups]) ** 2, spread, k)
-        noisy = frontend.noisy(s2, spread, var_eps, output="grid").value / n_hat
+        noisy = frontend.noisy(s2, spread, var_eps, output="grid",
+                               statistic=DEVIATIONS).value / n_hat
         floor = math.sqrt(2) * spread / float(var_eps) / n_hat  # the noise's std
         means[:, j] = mean
         variances[:, j] = np.clip(noisy, floor, 4 * half[j] ** 2)
     return means, variances
+
+
+SUMS, DEVIATIONS = "per-group sums", "per-group squared deviations"
+
+
+def moment_rows(lower: np.ndarray, upper: np.ndarray, k: int, epsilon: Fraction
+                ) -> tuple[NoiseRow, ...]:
+    """The noise plan of :func:`noisy_moments` over k groups: each feature's sums, exact;
+    the squared deviations' sensitivity depends on the released means, so their row states
+    no scale (the record's convention for a scale set during the release)."""
+    half = (upper - lower) / 2
+    return plan(*(frontend.noise_row(h, epsilon, SUMS, output="grid", count=k) for h in half),
+                NoiseRow("Laplace (grid)", None, None, DEVIATIONS))
+
+
+def plan(*rows: NoiseRow) -> tuple[NoiseRow, ...]:
+    """The distinct rows of a fit's noise plan, in order (the rows its draws record)."""
+    return tuple(dict.fromkeys(rows))

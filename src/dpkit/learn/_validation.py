@@ -14,16 +14,24 @@ features as it was fitted with.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
 
 from dpkit.errors import DomainError
 
-__all__ = ["fit_features", "fit_labelled", "fit_regression", "predict_features",
+__all__ = ["ArrayLike", "fit_features", "fit_labelled", "fit_regression", "predict_features",
            "declared_labels"]
+
+#: What a model's ``X`` and ``y`` accept: anything NumPy converts to an array (nested
+#: sequences, NumPy arrays, and objects with ``__array__``: pandas and Polars frames and
+#: series), exactly what scikit-learn's validators take. NumPy's own alias, not a union of
+#: frame types: the validators convert through ``numpy.asarray`` whatever the engine, and
+#: learn imports no dataframe library.
+ArrayLike: TypeAlias = npt.ArrayLike
 
 T = TypeVar("T")
 
@@ -39,21 +47,22 @@ def _typed(check: Callable[[], T]) -> T:
         raise DomainError(str(exc)) from exc
 
 
-def fit_features(X: Any) -> np.ndarray:
+def fit_features(X: ArrayLike) -> np.ndarray:
     """X for an unsupervised fit: (n_samples, n_features) float64, finite (no rows is a
     valid dataset)."""
     return np.array(_typed(lambda: check_array(X, dtype=np.float64, ensure_min_samples=0)),
                     dtype=np.float64)
 
 
-def fit_regression(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+def fit_regression(X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """X and a numeric y (one value per row; a column vector is flattened with a warning)."""
     x, t = _typed(lambda: check_X_y(X, y, dtype=np.float64, y_numeric=True,
                                     ensure_min_samples=0))
     return np.array(x, dtype=np.float64), np.asarray(t, dtype=np.float64)
 
 
-def fit_labelled(X: Any, y: Any, classes: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fit_labelled(X: ArrayLike, y: ArrayLike, classes: Any
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """X, the declared classes as an array, and each row's label as an index into them.
 
     Raises
@@ -91,7 +100,7 @@ def declared_labels(classes: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
     return declared, position[inverse.ravel()].astype(np.int64)
 
 
-def predict_features(model: Any, X: Any) -> np.ndarray:
+def predict_features(model: Any, X: ArrayLike) -> np.ndarray:
     """X for predict/transform: the model is fitted and X has its number of features.
 
     Raises

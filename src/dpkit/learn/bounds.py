@@ -60,6 +60,7 @@ import numpy as np
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_epsilon
+from dpkit.learn._validation import ArrayLike
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import laplace_integer
@@ -123,7 +124,7 @@ def threshold(scale: Fraction, n_bins: int, beta: float) -> int:
     return max(1, math.ceil(float(scale) * math.log(n_bins / beta) * (1 + 1e-12)))
 
 
-def _features(X: Any) -> tuple[np.ndarray, list[str]]:
+def _features(X: ArrayLike) -> tuple[np.ndarray, list[str]]:
     """X as a finite 2-D float64 array and its feature names (DataFrame columns or
     indices). NaN or ±inf raises, naming the features."""
     names = [str(c) for c in X.columns] if hasattr(X, "columns") else None
@@ -143,8 +144,9 @@ def _features(X: Any) -> tuple[np.ndarray, list[str]]:
     return x, names
 
 
-def private_bounds(X: Any, epsilon: Any, *, accountant: AccountantLike = None, beta: float = 1e-3,
-                   trim: float = 0.0, default: tuple[float, float] = (-1.0, 1.0),
+def private_bounds(X: ArrayLike, epsilon: Any, *, accountant: AccountantLike = None,
+                   beta: float = 1e-3, trim: float = 0.0,
+                   default: tuple[float, float] = (-1.0, 1.0),
                    min_exponent: int = MIN_EXPONENT, max_exponent: int = MAX_EXPONENT
                    ) -> tuple[np.ndarray, np.ndarray]:
     """ε-DP per-feature clipping bounds from a log-scale histogram (module docstring).
@@ -216,7 +218,8 @@ def private_bounds(X: Any, epsilon: Any, *, accountant: AccountantLike = None, b
     d = x.shape[1]
     n_bins = 2 * (b - a) + 2
     sensitivity = histogram_sensitivity(d)
-    scale = frontend.exact_scale(frontend.noise_row(sensitivity, eps))
+    row = frontend.noise_row(sensitivity, eps, "log-scale histograms")
+    scale = frontend.exact_scale(row)
     tau = threshold(scale, d * n_bins, beta)  # the noise's
     edges = bin_edges(a, b)
 
@@ -225,7 +228,7 @@ def private_bounds(X: Any, epsilon: Any, *, accountant: AccountantLike = None, b
         return laplace_integer(counts, sensitivity, eps)
 
     noisy = charge(accountant, PureDP(eps),
-                   f"private_bounds(ε={eps}, d={d}, bins={n_bins}, β={beta})", compute)
+                   f"private_bounds(ε={eps}, d={d}, bins={n_bins}, β={beta})", compute, (row,))
     lower, upper = np.empty(d), np.empty(d)
     empty = []
     for j in range(d):

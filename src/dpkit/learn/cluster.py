@@ -70,10 +70,11 @@ from sklearn.cluster import KMeans as _PlainKMeans
 from dpkit.core import rng
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
+from dpkit.core.record import NoiseRow
 from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import check_bounds, check_epsilon, exact_sums
-from dpkit.learn._validation import fit_features, predict_features
+from dpkit.learn._privacy import check_bounds, check_epsilon, exact_sums, plan
+from dpkit.learn._validation import ArrayLike, fit_features, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -83,6 +84,8 @@ METHODS = ("lloyd", "sample_and_aggregate")
 INITS = ("auto", "sphere_packing", "random", "grid")
 MAX_CELLS = 1 << 16
 BLOCK_ITERATIONS = 20
+CELLS, SIZES, SUMS, MATCHED = ("grid start cells", "cluster sizes", "cluster sums",
+                               "matched centre sums")
 
 
 def sphere_packing(k: int, lower: np.ndarray, upper: np.ndarray, tries: int = 5
@@ -142,7 +145,8 @@ def grid_start(z: np.ndarray, k: int, bins: int, epsilon: Fraction) -> np.ndarra
     shape = (bins,) * d
     cells = np.minimum(((z + 1) * (bins / 2)).astype(np.int64), bins - 1)
     counts = np.bincount(np.ravel_multi_index(cells.T, shape), minlength=bins ** d)
-    noisy = frontend.noisy(counts.astype(np.float64), 1, epsilon, output="grid").value
+    noisy = frontend.noisy(counts.astype(np.float64), 1, epsilon, output="grid",
+                           statistic=CELLS).value
     keep = np.flatnonzero(noisy > 0)
     if keep.size < k:
         return sphere_packing(k, -np.ones(d), np.ones(d))
@@ -215,7 +219,7 @@ class KMeans(ClusterMixin, BaseEstimator):
         self.grid_bins = grid_bins
         self.n_blocks = n_blocks
 
-    def fit(self, X: Any, y: Any = None) -> KMeans:
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> KMeans:
         x = fit_features(X)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
@@ -253,9 +257,26 @@ class KMeans(ClusterMixin, BaseEstimator):
             self.n_iter_ = len(parts)
             return self
 
+        rows = self._plan(k, lower, upper, start_eps, parts)
         return charge(self.accountant, PureDP(eps),
                       f"KMeans(ε={eps}, k={k}, T={len(parts)}, {self.method}, {init})",
-                      compute)
+                      compute, rows)
+
+    def _plan(self, k: int, lower: np.ndarray, upper: np.ndarray, start_eps: Fraction,
+              parts: list[Fraction]) -> tuple[NoiseRow, ...]:
+        """The noise rows of the fit's draws (the start's histogram, then every round's)."""
+        d, half = lower.size, (upper - lower) / 2
+        rows = [] if start_eps == 0 else [frontend.noise_row(
+            1, start_eps, CELLS, output="grid", count=int(self.grid_bins) ** d)]
+        for eps_t in parts:
+            if self.method == "lloyd":
+                rows += [frontend.noise_row(1, eps_t / (d + 1), SIZES, output="grid", count=k),
+                         *(frontend.noise_row(h, eps_t / (d + 1), SUMS, output="grid", count=k)
+                           for h in half)]
+            else:
+                rows.append(frontend.noise_row(2 * k * d, eps_t, MATCHED, output="grid",
+                                               count=k * d))
+        return plan(*rows)
 
     def _init(self, d: int) -> str:
         """The start ``init="auto"`` stands for at d features (public inputs only)."""
@@ -296,11 +317,11 @@ class KMeans(ClusterMixin, BaseEstimator):
             share = eps_t / (d + 1)
             label = cls._nearest(clipped, centres)
             counts = frontend.noisy(np.bincount(label, minlength=k).astype(float), 1, share,
-                                    output="grid").value
+                                    output="grid", statistic=SIZES).value
             moved = counts >= 1
             for j in range(d):
                 sums = frontend.noisy(exact_sums(label, clipped[:, j] - mid[j], half[j], k),
-                                     half[j], share, output="grid").value
+                                     half[j], share, output="grid", statistic=SUMS).value
                 centres[moved, j] = np.clip(sums[moved] / counts[moved] + mid[j], lower[j],
                                             upper[j])
         return centres
@@ -327,7 +348,8 @@ class KMeans(ClusterMixin, BaseEstimator):
                 cost = ((answers[b][:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
                 mine, theirs = linear_sum_assignment(cost)
                 total[theirs] += answers[b][mine]
-            noisy = frontend.noisy(total, 2 * k * d, eps_t, output="grid").value.reshape(k, d)
+            noisy = frontend.noisy(total, 2 * k * d, eps_t, output="grid",
+                                   statistic=MATCHED).value.reshape(k, d)
             centres = np.clip(noisy / m, -1.0, 1.0)
         return centres
 
@@ -336,10 +358,10 @@ class KMeans(ClusterMixin, BaseEstimator):
         dist = ((x[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
         return np.argmin(dist, axis=1)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         return self._nearest(predict_features(self, X), self.cluster_centers_)
 
-    def inertia(self, X: Any) -> float:
+    def inertia(self, X: ArrayLike) -> float:
         """Within-cluster sum of squares of ``X`` around the centres."""
         x = predict_features(self, X)
         return float(((x - self.cluster_centers_[self.predict(x)]) ** 2).sum())

@@ -73,7 +73,7 @@ at ε_l (a leaf at d < D with no attribute left, at ε − d·ε_l). Again every
 exactly ε, with the same argument.
 
 Noise: discrete Laplace on the integer counts (Canonne, Kamath & Steinke 2020, via
-:func:`dpkit.release.measure.laplace_integer`), the exponential mechanism sampled exactly
+:func:`dpkit.mechanisms.frontend.noisy`), the exponential mechanism sampled exactly
 (:func:`dpkit.mechanisms.frontend.select`); all randomness from the CSPRNG.
 Prediction from the released tree and counts is post-processing: a leaf's class
 distribution is its clamped noisy counts, shrunk towards its parent's (the sum of the
@@ -101,12 +101,14 @@ from dpkit.core.measures import PureDP
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon
-from dpkit.learn._validation import fit_labelled, predict_features
+from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
-from dpkit.release.measure import laplace_integer
 
 __all__ = ["DecisionTreeClassifier", "Node", "max_scores", "METHODS"]
+
+SIZES, SPLIT, TABLES, LEAVES = ("node sizes", "split choice", "count tables (Δ = candidates)",
+                                "leaf class counts")
 
 METHODS = ("diffp_c45", "diffp_id3", "sulq_id3")
 
@@ -254,7 +256,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
                 x[:, j] = np.searchsorted(edges, x[:, j], side="right")
         return x
 
-    def fit(self, X: Any, y: Any) -> DecisionTreeClassifier:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> DecisionTreeClassifier:
         """Grow the tree on X (n_samples, n_features) and labels y (module docstring).
 
         Raises
@@ -283,11 +285,13 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
 
         sulq = self.method == "sulq_id3"
         level = eps / (depth + 1) if sulq else eps / (2 * (depth + 1))
-        # the noise plan (per node, ε′ each): sizes and leaf counts at Δ = 1; SuLQ's count
-        # tables at Δ = the node's number of candidates (no single scale); DiffP's split pick
-        rows = (frontend.noise_row(1, level, "node sizes and leaf counts"),
-                NoiseRow("discrete Laplace", None, None, "count tables (Δ = candidates)")
-                if sulq else frontend.selection_row(1, level, "split choice", monotonic=True))
+        # the noise plan: DiffP's node sizes and split picks at ε′ each; SuLQ's count tables
+        # at Δ = the node's number of candidates and the leaves' counts at the budget left at
+        # their depth (set as the tree grows: no single scale)
+        rows = ((NoiseRow("discrete Laplace", None, None, TABLES),) if sulq else (
+            frontend.noise_row(1, level, SIZES),
+            frontend.selection_row(1, level, SPLIT, monotonic=True))) + (
+            NoiseRow("discrete Laplace", None, Fraction(1), LEAVES),)
 
         def compute() -> DecisionTreeClassifier:
             self.classes_ = classes
@@ -383,8 +387,8 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         for node, counts, budget in self._pending:
             by_budget.setdefault(budget, []).append((node, counts))
         for budget, items in by_budget.items():
-            noisy = laplace_integer(np.concatenate([c for _, c in items]), Fraction(1),
-                                    budget).reshape(len(items), k)
+            noisy = frontend.noisy(np.concatenate([c for _, c in items]), 1, budget,
+                                   statistic=LEAVES).value.reshape(len(items), k)
             for (node, _), row in zip(items, noisy, strict=True):
                 node.counts = row.astype(np.float64)
                 node.spent += budget
@@ -396,7 +400,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
                     ) -> tuple[int, float | None] | None:
         """Friedman & Schuster at one internal-depth node: noisy size, stop or split."""
         level = self.epsilon_level_
-        node.size = float(laplace_integer(np.array([y.size]), Fraction(1), level)[0])
+        node.size = float(frontend.noisy(y.size, 1, level, statistic=SIZES).value)
         node.spent += level
         t = max(2 if edges is not None else self.arities_[j] for j, edges in candidates)
         if node.size / (t * k) < math.sqrt(2) / float(level):
@@ -433,7 +437,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
         level, a = self.epsilon_level_, len(candidates)
         tables = self._tables(x, y, k, candidates)
         flat = np.concatenate([t.ravel() for t in tables])
-        noisy = laplace_integer(flat, Fraction(a), level).astype(np.float64)
+        noisy = frontend.noisy(flat, a, level, statistic=TABLES).value.astype(np.float64)
         node.spent += level
         parts, start = [], 0
         for table in tables:
@@ -480,7 +484,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
                 dist[c] = mix / mix.sum() if mix.sum() > 0 else dist[i]
         return dist
 
-    def _reach(self, X: Any) -> np.ndarray:
+    def _reach(self, X: ArrayLike) -> np.ndarray:
         """The leaf each row of X reaches."""
         x = self._codes(predict_features(self, X))
         at = np.zeros(x.shape[0], dtype=np.int64)
@@ -498,12 +502,12 @@ class DecisionTreeClassifier(ClassifierMixin, BaseEstimator):
             at[rows] = np.asarray(node.children)[branch]
         return at
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities (n_samples, n_classes) from the leaves the rows reach."""
         leaves = self._reach(X)  # checks the fit and X first
         return np.asarray(np.array(self._distributions())[leaves])
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """The most probable declared class of each row."""
         proba = self.predict_proba(X)
         return np.asarray(self.classes_[np.argmax(proba, axis=1)])
@@ -513,4 +517,4 @@ def split_selection(scores: np.ndarray, level: Fraction) -> int:
     """The split picked at per-node budget ε′ (:func:`dpkit.mechanisms.frontend.select`):
     probabilities ∝ exp(q/s) with s = Δ/ε′ = 1/ε′ (max operator: Δ = 1, monotone; module
     docstring)."""
-    return int(frontend.select(scores, 1, level, monotonic=True).value)
+    return int(frontend.select(scores, 1, level, monotonic=True, statistic=SPLIT).value)

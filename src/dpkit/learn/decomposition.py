@@ -39,7 +39,7 @@ from dpkit.core.numbers import positive
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import CACHE_SIZE, check_bounds, check_epsilon
-from dpkit.learn._validation import fit_features, predict_features
+from dpkit.learn._validation import ArrayLike, fit_features, predict_features
 from dpkit.mechanisms.covariance import make_analyze_gauss
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -114,7 +114,7 @@ class PCA(TransformerMixin, BaseEstimator):
         self.accountant = accountant
         self.method = method
 
-    def fit(self, X: Any, y: Any = None) -> PCA:
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> PCA:
         if self.method == "wishart":
             raise DomainError(WISHART_REFUSAL)
         if self.method not in METHODS:
@@ -148,5 +148,5 @@ class PCA(TransformerMixin, BaseEstimator):
         return charge(self.accountant, ApproxDP(eps, delta), f"PCA(ε={eps}, δ={delta}, d={d}, "
                       f"k={k})", compute, rows, alternatives=(ZCDP(rho),))
 
-    def transform(self, X: Any) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         return (predict_features(self, X) - self.mean_) @ self.components_.T

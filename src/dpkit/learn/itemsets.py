@@ -60,7 +60,9 @@ from dpkit.release.measure import laplace_integer
 
 __all__ = ["read_fimi", "transactions_from_table", "incidence", "sparse_incidence",
            "as_csr", "item_supports", "candidate_supports", "top_supports", "top_k_itemsets",
-           "FrequentItemsets", "exact_top_k", "false_negative_rate", "count_candidates"]
+           "FrequentItemsets", "exact_top_k", "false_negative_rate", "count_candidates", "peel"]
+
+ITEMS, TOP, SUPPORTS = "candidate items", "top-k itemsets", "supports"
 
 
 def read_fimi(path: str | Path) -> list[list[int]]:
@@ -260,11 +262,13 @@ def _prune_pool(m: int, k: int, max_size: int, max_candidates: int) -> int:
     return lam
 
 
-def _peel(scores: np.ndarray, count: int, epsilon: Fraction) -> list[int]:
+def peel(scores: np.ndarray, count: int, epsilon: Fraction, statistic: str = ITEMS
+         ) -> list[int]:
     """``count`` rounds of the exponential mechanism without replacement, each at
     ε/count, on monotone counting scores of sensitivity 1 (temperature count/ε from
     :func:`dpkit.mechanisms.make_selection`)."""
-    return [int(i) for i in frontend.select(scores, 1, epsilon, k=count, monotonic=True).value]
+    return [int(i) for i in frontend.select(scores, 1, epsilon, k=count, monotonic=True,
+                                            statistic=statistic).value]
 
 
 def top_k_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
@@ -322,21 +326,24 @@ def top_k_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any
         raise DomainError("method must be 'exponential' or 'laplace'")
     k = int(k)
     x = sparse_incidence(transactions, universe, strict=False)  # parsing: no statistic yet
+    half = (eps - eps / 4) / 2 if prune else eps / 2
+    rows = ((frontend.selection_row(1, eps / 4, ITEMS, k=pool, monotonic=True),) if prune
+            else ()) + (frontend.selection_row(1, half, TOP, k=k, monotonic=True)
+                        if method == "exponential" else frontend.noise_row(2 * k, half, TOP),
+                        frontend.noise_row(k, half, SUPPORTS))
 
     def compute() -> FrequentItemsets:
         if prune:
-            chosen = sorted(_peel(item_supports(x), pool, eps / 4))
-            half = (eps - eps / 4) / 2
+            chosen = sorted(peel(item_supports(x), pool, eps / 4))
             sub, columns = x[:, chosen], np.asarray(chosen)
         else:
-            half, sub, columns = eps / 2, x, np.arange(m)
+            sub, columns = x, np.arange(m)
         sets, counts = candidate_supports(sub, max_size)
         if method == "exponential":
             # supports are monotone under adding/removing a transaction, so weight
             # exp(ε_round·s/Δ) is ε_round-DP (McSherry & Talwar 2007, §3; Dwork & Roth
             # Thm 3.10's remark): scale Δ/ε_round = k/(ε/2)
-            picks = [int(i) for i in frontend.select(counts, 1, half, k=k,
-                                                     monotonic=True).value]
+            picks = peel(counts, k, half, TOP)
         else:
             noisy = laplace_integer(counts, Fraction(2 * k), half)
             picks = [int(i) for i in np.argsort(-noisy, kind="stable")[:k]]
@@ -346,7 +353,7 @@ def top_k_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any
 
     return charge(accountant, PureDP(eps),
                   f"top_k_itemsets(k={k}, ε={eps}, {method}{', pruned' if prune else ''})",
-                  compute)
+                  compute, rows)
 
 
 def exact_top_k(transactions: Any, items: Sequence[Any], k: int, max_size: int = 3

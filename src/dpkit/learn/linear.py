@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon
-from dpkit.learn._validation import fit_regression, predict_features
+from dpkit.learn._validation import ArrayLike, fit_regression, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -69,7 +69,7 @@ class LinearRegression(RegressorMixin, BaseEstimator):
         self.alpha = alpha
         self.accountant = accountant
 
-    def fit(self, X: Any, y: Any) -> LinearRegression:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> LinearRegression:
         x, t = fit_regression(X, y)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
@@ -89,8 +89,10 @@ class LinearRegression(RegressorMixin, BaseEstimator):
         def compute() -> LinearRegression:
             rows = np.column_stack([np.clip(x, lower, upper) - mid, np.ones(x.shape[0])])
             target = np.clip(t, y_lower[0], y_upper[0]) - y_mid
-            xx = frontend.noisy((rows.T @ rows)[iu], sens_xx, eps / 2, output="grid").value
-            xy = frontend.noisy(rows.T @ target, sens_xy, eps / 2, output="grid").value
+            xx = frontend.noisy((rows.T @ rows)[iu], sens_xx, eps / 2, output="grid",
+                                statistic="XᵀX").value
+            xy = frontend.noisy(rows.T @ target, sens_xy, eps / 2, output="grid",
+                                statistic="Xᵀy").value
             gram = np.zeros((d, d))
             gram[iu] = xx
             gram = gram + np.triu(gram, 1).T
@@ -102,10 +104,10 @@ class LinearRegression(RegressorMixin, BaseEstimator):
             self.n_features_in_ = d - 1
             return self
 
-        plan = (frontend.noise_row(sens_xx, eps / 2, output="grid", count=len(iu[0])),
-                frontend.noise_row(sens_xy, eps / 2, output="grid", count=d))  # as drawn
+        plan = (frontend.noise_row(sens_xx, eps / 2, "XᵀX", output="grid", count=len(iu[0])),
+                frontend.noise_row(sens_xy, eps / 2, "Xᵀy", output="grid", count=d))  # as drawn
         return charge(self.accountant, PureDP(eps), f"LinearRegression(ε={eps}, d={d - 1})",
                       compute, plan)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         return predict_features(self, X) @ self.coef_ + self.intercept_

@@ -71,13 +71,14 @@ from sklearn.utils.multiclass import type_of_target
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon, clip_rows, single_threaded_blas
-from dpkit.learn._validation import fit_labelled, predict_features
+from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["LogisticRegression"]
 
 MAX_VECTOR_DIM = 40
+WEIGHTS, GRAM, LINEAR = "weights", "ΦᵀΦ (released pairs)", "Σ (y − ½)φ"
 METHODS = ("auto", "output", "functional")
 GRID_BITS = 10  # numeric features are rounded to multiples of 2^-10 (exact Gram sums)
 RIDGE_FACTOR = 0.5  # default λ = RIDGE_FACTOR · b_G · √(d + 1)
@@ -258,7 +259,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.n_hint = n_hint
         self.accountant = accountant
 
-    def fit(self, X: Any, y: Any) -> LogisticRegression:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> LogisticRegression:
         if self.classes is None or len(self.classes) != 2:
             raise DomainError("declare the two class labels: classes=[negative, positive]")
         kind = type_of_target(y, input_name="y") if y is not None else "binary"
@@ -287,20 +288,25 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         b = float(self.intercept_scaling)
         if not b > 0:
             raise DomainError("intercept_scaling must be positive")
-        delta = Fraction(c) * Fraction(math.sqrt(r * r + b * b)) * (1 + Fraction(1, 1 << 20))
+        slack = 1 + Fraction(1, 1 << 20)
+        sensitivity = Fraction(c) * Fraction(math.sqrt(r * r + b * b)) * slack
+        # the vector mechanism through the entry; beyond it grid Laplace per coordinate at
+        # the L1 bound √d·Δ₂
+        vector = d <= MAX_VECTOR_DIM
+        noise_sens = sensitivity if vector else sensitivity * Fraction(math.sqrt(d)) * slack
+        metric = "l2" if vector else "l1"
+        row = frontend.noise_row(noise_sens, eps, WEIGHTS, norm=metric, output="grid", size=d,
+                                 count=None if vector else d)
 
         def compute() -> LogisticRegression:
             rows = np.column_stack([clip_rows(x, r), np.full(x.shape[0], b)])
             s = np.where(pos, 1.0, -1.0)
             w, grad = _fit_exact(rows, s, c)
-            if grad > float(delta) * 2.0 ** -21:
+            if grad > float(sensitivity) * 2.0 ** -21:
                 raise DomainError("the solver did not converge tightly enough for the "
                                   "sensitivity allowance; lower C or rescale the data")
-            if d <= MAX_VECTOR_DIM:  # the vector mechanism, through the entry
-                noisy = frontend.noisy(w, delta, eps, norm="l2", output="grid", size=d).value
-            else:
-                noisy = frontend.noisy(w, delta * Fraction(math.sqrt(d)) * (
-                    1 + Fraction(1, 1 << 20)), eps, output="grid").value
+            noisy = frontend.noisy(w, noise_sens, eps, norm=metric, output="grid",
+                                   size=d if vector else None, statistic=WEIGHTS).value
             self.coef_ = noisy[None, :-1]
             self.intercept_ = noisy[-1:] * b
             self.classes_ = classes
@@ -308,7 +314,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             return self
 
         return charge(self.accountant, PureDP(eps),
-                      f"LogisticRegression(ε={eps}, d={d - 1}, C={c:g})", compute)
+                      f"LogisticRegression(ε={eps}, d={d - 1}, C={c:g})", compute, (row,))
 
     def _features(self, x: np.ndarray, strict: bool) -> np.ndarray:
         """φ(x) of the functional mechanism (module docstring), with the constant last; x is
@@ -356,11 +362,15 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         else:
             ridge = RIDGE_FACTOR * float(sens_g / eps_g) * math.sqrt(d + 1)
 
+        rows = (frontend.noise_row(sens_g, eps_g, GRAM, output="grid", count=pairs[0].size),
+                frontend.noise_row(sens_u, eps - eps_g, LINEAR, output="grid", count=d + 1))
+
         def compute() -> LogisticRegression:
             gram, lin = _functional_statistics(phi, t, pairs)
             noisy = np.zeros((d + 1, d + 1))
-            noisy[pairs] = frontend.noisy(gram, sens_g, eps_g, output="grid").value
-            u = frontend.noisy(lin, sens_u, eps - eps_g, output="grid").value
+            noisy[pairs] = frontend.noisy(gram, sens_g, eps_g, output="grid",
+                                          statistic=GRAM).value
+            u = frontend.noisy(lin, sens_u, eps - eps_g, output="grid", statistic=LINEAR).value
             for idx in groups:  # φ_j² = φ_j: the diagonal is the (j, constant) entry
                 noisy[idx, idx] = noisy[idx, d]
             noisy = np.triu(noisy) + np.triu(noisy, 1).T
@@ -377,7 +387,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
 
         return charge(self.accountant, PureDP(eps),
                       f"LogisticRegression(functional, ε={eps}, d={d}, "
-                      f"groups={len(groups)})", compute)
+                      f"groups={len(groups)})", compute, rows)
 
     def _norm(self) -> float | None:
         if self.bounds is not None:
@@ -402,7 +412,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             return str(self.method)
         return "functional" if self.bounds is not None else "output"
 
-    def decision_function(self, X: Any) -> np.ndarray:
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         if self._method() == "functional":
             phi = self._features(predict_features(self, X), strict=False)
             return phi[:, :-1] @ self.coef_[0] + self.intercept_[0]
@@ -410,10 +420,10 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         x = clip_rows(x, float(self._norm()))  # type: ignore[arg-type]
         return x @ self.coef_[0] + self.intercept_[0]
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         p = expit(self.decision_function(X))
         return np.column_stack([1 - p, p])
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         positive = self.decision_function(X) > 0  # checks the fit before classes_ is read
         return self.classes_[positive.astype(int)]

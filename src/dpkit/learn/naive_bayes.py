@@ -41,12 +41,14 @@ from sklearn.utils.validation import check_is_fitted
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import check_bounds, check_epsilon, noisy_moments
-from dpkit.learn._validation import declared_labels, fit_labelled, predict_features
+from dpkit.learn._privacy import check_bounds, check_epsilon, moment_rows, noisy_moments, plan
+from dpkit.learn._validation import ArrayLike, declared_labels, fit_labelled, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["GaussianNB", "CategoricalNB"]
+
+COUNTS, TABLES = "class counts", "class and category counts"
 
 
 def budget_split(eps: Fraction, count_eps: Fraction, mean_share: Any, d: int
@@ -61,7 +63,26 @@ def budget_split(eps: Fraction, count_eps: Fraction, mean_share: Any, d: int
     return mean_eps, (rest - d * mean_eps) / d
 
 
-class GaussianNB(ClassifierMixin, BaseEstimator):
+class _NaiveBayes(ClassifierMixin, BaseEstimator):
+    """Prediction from a subclass's joint log-likelihood (post-processing of its fit)."""
+
+    classes_: np.ndarray
+
+    def _joint_log_likelihood(self, X: ArrayLike) -> np.ndarray:
+        raise NotImplementedError
+
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        jll = self._joint_log_likelihood(X)
+        jll -= jll.max(axis=1, keepdims=True)
+        p = np.exp(jll)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        jll = self._joint_log_likelihood(X)  # checks the fit before classes_ is read
+        return self.classes_[np.argmax(jll, axis=1)]
+
+
+class GaussianNB(_NaiveBayes):
     """ε-DP Gaussian naive Bayes (module docstring).
 
     Parameters
@@ -108,7 +129,7 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
         self.count_share = count_share
         self.mean_share = mean_share
 
-    def fit(self, X: Any, y: Any) -> GaussianNB:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> GaussianNB:
         x, classes, codes = fit_labelled(X, y, self.classes)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
@@ -117,10 +138,13 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
         if not 0 < count_eps < eps:
             raise DomainError("count_share must be in (0, 1)")
         mean_eps, var_eps = budget_split(eps, count_eps, self.mean_share, d)
+        rows = plan(frontend.noise_row(1, count_eps, COUNTS, output="grid", count=k),
+                    *moment_rows(lower, upper, k, mean_eps))
 
         def compute() -> GaussianNB:
             counts = np.bincount(codes, minlength=k).astype(np.float64)
-            n_hat = np.maximum(frontend.noisy(counts, 1, count_eps, output="grid").value, 1.0)
+            n_hat = np.maximum(frontend.noisy(counts, 1, count_eps, output="grid",
+                                              statistic=COUNTS).value, 1.0)
             theta, var = noisy_moments(x, codes, n_hat, lower, upper, mean_eps, var_eps)
             self.classes_ = classes
             self.class_count_ = n_hat
@@ -131,27 +155,16 @@ class GaussianNB(ClassifierMixin, BaseEstimator):
             return self
 
         return charge(self.accountant, PureDP(eps), f"GaussianNB(ε={eps}, d={d}, k={k})",
-                      compute)
+                      compute, rows)
 
-    def _joint_log_likelihood(self, X: Any) -> np.ndarray:
+    def _joint_log_likelihood(self, X: ArrayLike) -> np.ndarray:
         x = predict_features(self, X)
         out = np.log(self.class_prior_)[None, :] - 0.5 * np.sum(
             np.log(2 * np.pi * self.var_), axis=1)[None, :]
         diff = x[:, None, :] - self.theta_[None, :, :]
         return out - 0.5 * np.sum(diff ** 2 / self.var_[None, :, :], axis=2)
 
-    def predict_proba(self, X: Any) -> np.ndarray:
-        jll = self._joint_log_likelihood(X)
-        jll -= jll.max(axis=1, keepdims=True)
-        p = np.exp(jll)
-        return p / p.sum(axis=1, keepdims=True)
-
-    def predict(self, X: Any) -> np.ndarray:
-        jll = self._joint_log_likelihood(X)  # checks the fit before classes_ is read
-        return self.classes_[np.argmax(jll, axis=1)]
-
-
-class CategoricalNB(ClassifierMixin, BaseEstimator):
+class CategoricalNB(_NaiveBayes):
     """ε-DP categorical naive Bayes: the class counts and, per feature, the class ×
     category counts, all in one grid-Laplace release. A record adds 1 to its class count
     and to one cell of each feature's table: L1 sensitivity d + 1, noise scale (d + 1)/ε
@@ -189,7 +202,7 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
         self.alpha = alpha
         self.accountant = accountant
 
-    def _codes(self, X: Any) -> np.ndarray:
+    def _codes(self, X: ArrayLike) -> np.ndarray:
         x = np.asarray(X, dtype=object)
         if x.ndim != 2 or self.categories is None or x.shape[1] != len(self.categories):
             raise DomainError("X must be 2-D with one declared category list per column")
@@ -203,7 +216,7 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
                                   ) from None
         return out
 
-    def fit(self, X: Any, y: Any) -> CategoricalNB:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> CategoricalNB:
         eps = check_epsilon(self.epsilon)
         if self.categories is None or self.classes is None:
             raise DomainError("declare categories=[[...], ...] and classes=[...]")
@@ -212,12 +225,15 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
         if label.size != codes.shape[0]:
             raise DomainError(f"y has {label.size} labels for {codes.shape[0]} rows of X")
         k, sizes = classes.size, [len(c) for c in self.categories]
+        rows = (frontend.noise_row(len(sizes) + 1, eps, TABLES, output="grid",
+                                   count=k * (1 + sum(sizes))),)
 
         def compute() -> CategoricalNB:
             tables = [np.bincount(label * m + codes[:, j], minlength=k * m)
                       for j, m in enumerate(sizes)]
             exact = np.concatenate([np.bincount(label, minlength=k), *tables]).astype(float)
-            noisy = np.maximum(frontend.noisy(exact, len(sizes) + 1, eps, output="grid").value, 0)
+            noisy = np.maximum(frontend.noisy(exact, len(sizes) + 1, eps, output="grid",
+                                              statistic=TABLES).value, 0)
             self.class_count_ = noisy[:k]
             pos, tables_out = k, []
             for m in sizes:
@@ -233,9 +249,9 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
             return self
 
         return charge(self.accountant, PureDP(eps), f"CategoricalNB(ε={eps}, d={len(sizes)}, "
-                      f"k={k})", compute)
+                      f"k={k})", compute, rows)
 
-    def _joint_log_likelihood(self, X: Any) -> np.ndarray:
+    def _joint_log_likelihood(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self, "n_features_in_")
         codes = self._codes(X)
         out = np.tile(self.class_log_prior_, (codes.shape[0], 1))
@@ -243,12 +259,3 @@ class CategoricalNB(ClassifierMixin, BaseEstimator):
             out += logp[:, codes[:, j]].T
         return out
 
-    def predict_proba(self, X: Any) -> np.ndarray:
-        jll = self._joint_log_likelihood(X)
-        jll -= jll.max(axis=1, keepdims=True)
-        p = np.exp(jll)
-        return p / p.sum(axis=1, keepdims=True)
-
-    def predict(self, X: Any) -> np.ndarray:
-        jll = self._joint_log_likelihood(X)
-        return self.classes_[np.argmax(jll, axis=1)]

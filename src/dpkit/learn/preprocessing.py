@@ -17,8 +17,8 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import check_bounds, check_epsilon, noisy_moments
-from dpkit.learn._validation import fit_features, predict_features
+from dpkit.learn._privacy import check_bounds, check_epsilon, moment_rows, noisy_moments, plan
+from dpkit.learn._validation import ArrayLike, fit_features, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -56,7 +56,7 @@ class StandardScaler(TransformerMixin, BaseEstimator):
         self.count_share = count_share
         self.accountant = accountant
 
-    def fit(self, X: Any, y: Any = None) -> StandardScaler:
+    def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> StandardScaler:
         x = fit_features(X)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
@@ -64,9 +64,12 @@ class StandardScaler(TransformerMixin, BaseEstimator):
         if not 0 < count_eps < eps:
             raise DomainError("count_share must be in (0, 1)")
         part = (eps - count_eps) / (2 * x.shape[1])
+        rows = plan(frontend.noise_row(1, count_eps, "rows", output="grid", count=1),
+                    *moment_rows(lower, upper, 1, part))
 
         def compute() -> StandardScaler:
-            count = frontend.noisy(np.array([float(x.shape[0])]), 1, count_eps, output="grid")
+            count = frontend.noisy(np.array([float(x.shape[0])]), 1, count_eps, output="grid",
+                                   statistic="rows")
             n_hat = np.maximum(count.value, 1.0)
             mean, var = noisy_moments(x, np.zeros(x.shape[0], dtype=np.int64), n_hat, lower,
                                       upper, part)
@@ -77,7 +80,7 @@ class StandardScaler(TransformerMixin, BaseEstimator):
             return self
 
         return charge(self.accountant, PureDP(eps), f"StandardScaler(ε={eps}, d={x.shape[1]})",
-                      compute)
+                      compute, rows)
 
-    def transform(self, X: Any) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         return (predict_features(self, X) - self.mean_) / self.scale_

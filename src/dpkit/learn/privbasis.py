@@ -65,6 +65,7 @@ import numpy as np
 
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
+from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_epsilon
 from dpkit.learn.itemsets import (
@@ -72,6 +73,7 @@ from dpkit.learn.itemsets import (
     as_csr,
     count_candidates,
     item_supports,
+    peel,
     sparse_incidence,
     top_supports,
 )
@@ -83,6 +85,7 @@ from dpkit.release.measure import laplace_integer
 __all__ = ["privbasis", "exact_top_k_all", "basis_bin_counts", "basis_set",
            "reconstruct_keys", "DEFAULT_SPLIT"]
 
+LAMBDA, REST = "λ", "items, pairs and basis bin counts (calibrated as λ is released)"
 DEFAULT_SPLIT = (Fraction(1, 10), Fraction(4, 10), Fraction(1, 10))
 _MAX_THETA = 16  # 2^16 bins per basis
 
@@ -108,12 +111,6 @@ def _lambda_scores(item_supports: np.ndarray, fk: int, k: int) -> np.ndarray:
     """q(λ) = −|f_k − s_(λ)| for λ = 1 … min(k, M) (sensitivity 1: module docstring)."""
     ordered = np.sort(np.asarray(item_supports, dtype=np.int64))[::-1][:k]
     return -np.abs(fk - ordered)
-
-
-def _select(scores: np.ndarray, count: int, epsilon: Fraction) -> list[int]:
-    """``count`` rounds of the exponential mechanism without replacement, each at
-    ε/count on monotone counting scores of sensitivity 1 (scale count/ε)."""
-    return [int(i) for i in frontend.select(scores, 1, epsilon, k=count, monotonic=True).value]
 
 
 def _maximal_cliques(n: int, adj: list[int]) -> list[int]:
@@ -360,16 +357,18 @@ def privbasis(transactions: Any, items: Sequence[Any], k: int,
     if min(a1, a2, a3) <= 0 or a1 + a2 + a3 >= 1:
         raise DomainError("split must be three positive shares summing to less than 1")
     matrix = sparse_incidence(transactions, universe)  # parsing only: no statistic yet
+    eps1, eps2, eps3 = a1 * eps, a2 * eps, a3 * eps
+    rows = (frontend.selection_row(1, eps1, LAMBDA), NoiseRow("privbasis", None, None, REST))
 
     def compute() -> FrequentItemsets:
-        eps1, eps2, eps3 = a1 * eps, a2 * eps, a3 * eps
         item_sup = item_supports(matrix)
         top = _top_supports(matrix, k, size_cap)
         fk = top[k - 1][0] if len(top) >= k else 0
         # step 1: λ by the exponential mechanism, sensitivity 1, not monotone: scale 2/ε₁
-        lam = 1 + int(frontend.select(_lambda_scores(item_sup, fk, k), 1, eps1).value)
+        lam = 1 + int(frontend.select(_lambda_scores(item_sup, fk, k), 1, eps1,
+                                      statistic=LAMBDA).value)
         # step 2: the λ most frequent items
-        chosen = _select(item_sup, lam, eps2)
+        chosen = peel(item_sup, lam, eps2, REST)
         spent = eps1 + eps2
         if lam <= theta:
             bases = [tuple(sorted(chosen))]
@@ -380,7 +379,7 @@ def privbasis(transactions: Any, items: Sequence[Any], k: int,
                 sub = matrix[:, chosen]
                 counts = (sub.T @ sub).toarray().astype(np.int64)
                 iu = np.triu_indices(lam, 1)
-                picks = _select(counts[iu], n_pairs, eps3)
+                picks = peel(counts[iu], n_pairs, eps3, REST)
                 pairs = [(int(iu[0][p]), int(iu[1][p])) for p in picks]
                 spent += eps3
             bases = [tuple(sorted(chosen[i] for i in b))
@@ -395,4 +394,4 @@ def privbasis(transactions: Any, items: Sequence[Any], k: int,
             [tuple(universe[i] for i in keys[c] if i >= 0) for c in order],
             np.rint(est[order]).astype(np.int64), eps)
 
-    return charge(accountant, PureDP(eps), f"privbasis(k={k}, ε={eps})", compute)
+    return charge(accountant, PureDP(eps), f"privbasis(k={k}, ε={eps})", compute, rows)

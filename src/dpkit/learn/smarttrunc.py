@@ -86,6 +86,7 @@ import scipy.sparse as sp
 from dpkit.core import rng
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import to_fraction
+from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_epsilon
 from dpkit.learn.itemsets import (
@@ -106,6 +107,7 @@ __all__ = ["smarttrunc", "frequent_itemsets", "truncate", "one_item", "one_pair"
            "DEFAULT_SPLIT", "DEFAULT_METHOD", "METHODS", "NOISE_SHARE", "THRESHOLD",
            "LENGTH_QUANTILE"]
 
+LAMBDA, REST = "λ", "items, lengths, pairs and supports (calibrated as λ is released)"
 DEFAULT_SPLIT = (Fraction(1, 20), Fraction(1, 10), Fraction(2, 5), Fraction(1, 20),
                  Fraction(1, 10))  # ε_S = 3ε/10 (+ ε_P without pairs)
 NOISE_SHARE = Fraction(1, 5)
@@ -118,10 +120,12 @@ _KEY_LIMIT = 1 << 62
 _ENUM_LIMIT = 1 << 25  # i-subsets enumerated at once; a sparse product beyond
 
 
-def _select(scores: np.ndarray, epsilon: Fraction, monotonic: bool) -> int:
+def _select(scores: np.ndarray, epsilon: Fraction, monotonic: bool, statistic: str = REST
+            ) -> int:
     """One draw of the exponential mechanism at ε on scores of sensitivity 1, through the
     calibrated entry's measurement."""
-    return int(frontend.select(scores, 1, epsilon, monotonic=monotonic).value)
+    return int(frontend.select(scores, 1, epsilon, monotonic=monotonic,
+                               statistic=statistic).value)
 
 
 def _peel(scores: np.ndarray, count: int, epsilon: Fraction,
@@ -309,15 +313,15 @@ def _levels_mode(x: sp.csr_matrix, ranked: Sequence[int], ell: int, levels: int,
     cands: list[tuple[int, ...]] = [(j,) for j in range(len(ranked))]
     for i in range(1, levels + 1):
         arr = np.array(cands, dtype=np.int64).reshape(len(cands), i)
-        delta = _level_sensitivity(ell, i, len(cands))
-        noisy = laplace_integer(level_counts(t, arr), Fraction(delta), eps_level)
+        sensitivity = _level_sensitivity(ell, i, len(cands))
+        noisy = laplace_integer(level_counts(t, arr), Fraction(sensitivity), eps_level)
         sets += cands
         est.append(noisy.astype(np.float64))
         if i == levels:
             break
         released = np.concatenate(est)
         kth = np.partition(released, -k)[-k] if released.size >= k else -np.inf
-        row = frontend.noise_row(delta, eps_level)  # the scale laplace_integer drew at
+        row = frontend.noise_row(sensitivity, eps_level)  # the scale laplace_integer drew at
         margin = float(row.scale or 0) * math.log(max(len(cands), 2))
         kept = [c for c, v in zip(cands, noisy.tolist(), strict=True) if v >= kth - margin]
         value = dict(zip(cands, noisy.tolist(), strict=True))
@@ -427,16 +431,19 @@ def smarttrunc(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
     x = sparse_incidence(transactions, universe)  # parsing only: no statistic yet
     lo = next(lam for lam in range(1, m + 1) if count_candidates(lam, size_cap) >= k)
     hi = max(lo, min(k, m))
+    e_n, e_lam, e_f, e_m, e_p = (a * eps for a in shares)
+    e_s = eps - e_n - e_lam - e_f - e_m - e_p
+    # the size and λ steps are data-free; the later steps' calibrations follow λ
+    rows = (frontend.noise_row(1, e_n, "transactions"),
+            frontend.selection_row(1, e_lam, LAMBDA), NoiseRow("smarttrunc", None, None, REST))
 
     def compute() -> FrequentItemsets:
-        e_n, e_lam, e_f, e_m, e_p = (a * eps for a in shares)
-        e_s = eps - e_n - e_lam - e_f - e_m - e_p
         n_hat = max(1, int(laplace_integer(np.array([x.shape[0]]), Fraction(1), e_n)[0]))
         item_sup = item_supports(x)
         top = top_supports(x, k, size_cap)
         fk = top[k - 1][0] if len(top) >= k else 0
         ordered = np.sort(item_sup)[::-1]
-        lam = lo + _select(-np.abs(fk - ordered[lo - 1:hi]), e_lam, False)
+        lam = lo + _select(-np.abs(fk - ordered[lo - 1:hi]), e_lam, False, LAMBDA)
         cap = max(_bins_cap(n_hat, e_s, share), lo) if lo <= MAX_BIN_ITEMS else 0
         rounds = min(lam, cap) if cap else lam
         # the mean of min(|t|, 2·rounds): their sum has sensitivity 2·rounds
@@ -466,7 +473,7 @@ def smarttrunc(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,
         return FrequentItemsets([tuple(universe[i] for i in sets[c]) for c in order],
                                 np.rint(est[order]).astype(np.int64), eps)
 
-    return charge(accountant, PureDP(eps), f"smarttrunc(k={k}, ε={eps})", compute)
+    return charge(accountant, PureDP(eps), f"smarttrunc(k={k}, ε={eps})", compute, rows)
 
 
 def frequent_itemsets(transactions: Any, items: Sequence[Any], k: int, epsilon: Any, *,

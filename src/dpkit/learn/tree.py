@@ -22,11 +22,13 @@ from dpkit.core.measures import PureDP
 from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon
-from dpkit.learn._validation import fit_labelled, predict_features
+from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["RandomForestClassifier"]
+
+LEAVES = "leaf class counts"
 
 
 def _leaves(x: np.ndarray, features: np.ndarray, thresholds: np.ndarray, depth: int
@@ -73,7 +75,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
         self.classes = classes
         self.accountant = accountant
 
-    def fit(self, X: Any, y: Any) -> RandomForestClassifier:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> RandomForestClassifier:
         x, classes, label = fit_labelled(X, y, self.classes)
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
@@ -83,6 +85,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
         d, k = x.shape[1], classes.size
         depth = int(self.max_depth) if self.max_depth is not None else max(2, d // 2)
         inner = 2 ** depth - 1
+        rows = (frontend.noise_row(1, eps / t, LEAVES, output="grid", count=(inner + 1) * k),)
 
         def compute() -> RandomForestClassifier:
             clipped = np.clip(x, lower, upper)
@@ -92,8 +95,8 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
                 thresholds = lower[features] + uniforms(inner) * (upper - lower)[features]
                 leaf = _leaves(clipped, features, thresholds, depth)
                 counts = np.bincount(leaf * k + label, minlength=(inner + 1) * k)
-                noisy = frontend.noisy(counts.astype(float), 1, eps / t,
-                                       output="grid").value.reshape(-1, k)
+                noisy = frontend.noisy(counts.astype(float), 1, eps / t, output="grid",
+                                       statistic=LEAVES).value.reshape(-1, k)
                 self.trees_.append((features, thresholds, np.maximum(noisy, 0)))
             self.classes_ = classes
             self.depth_ = depth
@@ -101,9 +104,9 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
             return self
 
         return charge(self.accountant, PureDP(eps), f"RandomForestClassifier(ε={eps}, "
-                      f"T={t}, D={depth})", compute)
+                      f"T={t}, D={depth})", compute, rows)
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         x = predict_features(self, X)
         total = np.zeros((x.shape[0], self.classes_.size))
         for features, thresholds, counts in self.trees_:
@@ -111,7 +114,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
             total += reached / reached.sum(axis=1, keepdims=True)
         return total / len(self.trees_)
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         proba = self.predict_proba(X)  # checks the fit before classes_ is read
         return self.classes_[np.argmax(proba, axis=1)]
 

@@ -18,8 +18,19 @@ Example::
         source: {kind: duckdb, path: clinic.duckdb, table: visits}
         privacy_unit: {column: patient_id, max_rows: 5, max_groups: 2}
         budget: {measure: approx, epsilon: 2, delta: 1e-6}
+        schema:                      # optional: declared metadata (dp.Schema.to_dict's shape;
+          columns:                   # `dpkit schema FILE` writes a template)
+            age: {type: numeric, lower: 0, upper: 120, integer: true}
+            ward: {type: categorical, categories: [A, B, C]}
+            patient_id: {type: text}
 
 Numbers may be YAML numbers or exact rationals written as strings (``"1/3"``).
+
+A dataset's ``schema`` is public metadata: analysts see it in ``GET /v1/datasets``, and the
+builder and SQL take group keys and bounds from it. Its ``privacy_unit``, if given, must be
+the dataset's (either may be omitted). At start-up every declared column and the privacy
+unit's column must exist in the source, a ``numeric`` one with a numeric type (names and
+types only; no value is read), or the server refuses to start, naming the column.
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ from typing import Any
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 from dpkit.errors import DomainError
 from dpkit.frame.privacy_unit import PrivacyUnit
+from dpkit.frame.schema import Schema, SchemaError
 
 __all__ = ["ConfigError", "SourceConfig", "DatasetConfig", "ServerConfig", "load_config",
            "parse_config", "SOURCE_KINDS"]
@@ -61,12 +73,14 @@ class SourceConfig:
 
 @dataclass(frozen=True)
 class DatasetConfig:
-    """A served dataset: its source, privacy unit and lifetime budget (the ledger cap)."""
+    """A served dataset: its source, privacy unit, lifetime budget (the ledger cap) and
+    declared metadata (None: none declared)."""
 
     name: str
     source: SourceConfig
     privacy_unit: PrivacyUnit
     budget: PrivacyLoss
+    schema: Schema | None = None
 
 
 @dataclass(frozen=True)
@@ -142,14 +156,32 @@ def parse_config(raw: Any, base: Path | None = None) -> ServerConfig:
 
 def _dataset(raw: Any, where: str, here: Path) -> DatasetConfig:
     entry = _mapping(raw, where)
-    _no_extra(entry, {"name", "source", "privacy_unit", "budget"}, where)
+    _no_extra(entry, {"name", "source", "privacy_unit", "budget", "schema"}, where)
     name = _string(entry.get("name"), f"{where}.name")
     if not _NAME.match(name):
         raise ConfigError(f"{where}.name: use 1-128 letters, digits, '_', '.' or '-'")
+    schema = _schema(entry.get("schema"), f"{where}.schema")
+    unit = _unit(entry["privacy_unit"], f"{where}.privacy_unit") if entry.get(
+        "privacy_unit") is not None else None
+    declared = schema.privacy_unit if schema is not None else None
+    if unit is not None and declared is not None and unit != declared:
+        raise ConfigError(f"{where}.privacy_unit: {unit} differs from "
+                          f"{where}.schema.privacy_unit {declared}; declare it in one place")
     return DatasetConfig(name=name, source=_source(entry.get("source"), f"{where}.source", here),
-                         privacy_unit=_unit(entry.get("privacy_unit", "rows"),
-                                            f"{where}.privacy_unit"),
-                         budget=_budget(entry.get("budget"), f"{where}.budget"))
+                         privacy_unit=unit or declared or PrivacyUnit.rows(),
+                         budget=_budget(entry.get("budget"), f"{where}.budget"), schema=schema)
+
+
+def _schema(raw: Any, where: str) -> Schema | None:
+    """A dataset's ``schema:`` (:meth:`Schema.from_dict`, whose keys are allow-listed)."""
+    if raw is None:
+        return None
+    try:
+        return Schema.from_dict(_mapping(raw, where))
+    except SchemaError as exc:  # its text names the key under schema (schema.columns.age…)
+        text = str(exc)
+        raise ConfigError(text.replace("schema", where, 1) if text.startswith("schema")
+                          else f"{where}: {text}") from None
 
 
 def _source(raw: Any, where: str, here: Path) -> SourceConfig:

@@ -50,8 +50,9 @@ class Column(BaseModel):
 
 
 class DatasetInfo(BaseModel):
-    """A dataset the caller may query: schema, privacy unit, measure, caps, spend and
-    what remains (the tighter of the dataset's and the caller's)."""
+    """A dataset the caller may query: schema, privacy unit, measure, caps, spend,
+    what remains (the tighter of the dataset's and the caller's) and the declared metadata
+    (``dp.Schema.to_dict()``, or None)."""
 
     name: str
     columns: list[Column]
@@ -62,6 +63,7 @@ class DatasetInfo(BaseModel):
     analyst_cap: dict[str, str] | None
     analyst_spent: dict[str, str]
     remaining: dict[str, str]
+    declared: dict[str, Any] | None = None  # the curator's schema (Schema.to_dict), public
 
 
 class StatisticPlan(BaseModel):

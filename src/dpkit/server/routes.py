@@ -335,9 +335,11 @@ def _dataset_info(state: ServerState, name: str, analyst: str) -> dict[str, Any]
         return None
     served = state.datasets[name]
     cap = state.ledger.cap(name)
+    declared = served.config.schema  # public metadata, declared by the curator
     return {"name": name,
             "columns": [{"name": c, "dtype": t} for c, t in served.source.columns],
             "privacy_unit": str(served.config.privacy_unit), "measure": type(cap).__name__,
+            "declared": None if declared is None else declared.to_dict(),
             "cap": _loss_json(cap), "spent": _loss_json(state.ledger.spent(name)),
             "analyst_cap": None if grant["cap"] is None else _loss_json(grant["cap"]),
             "analyst_spent": _loss_json(grant["spent"]),

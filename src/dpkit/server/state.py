@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpkit.frame.bounded_cache import BoundedCache
+from dpkit.frame.schema import Schema, SchemaError
 from dpkit.frame.session import PlanMemo, Session
 from dpkit.ledger import Ledger
 from dpkit.server import streams
@@ -44,6 +45,7 @@ class ServerState:
         try:
             for d in config.datasets:
                 self.datasets[d.name] = Served(d, open_source(d.source))
+                check_declared(d, self.datasets[d.name].source)
                 self.ledger.register(d.name, d.budget, str(d.privacy_unit), _schema_text(
                     self.datasets[d.name].source))
         except BaseException:
@@ -56,7 +58,7 @@ class ServerState:
         try:
             return Session(data, c.privacy_unit, c.budget, ledger=self.ledger,
                            dataset=c.name, analyst=analyst, bounded_cache=served.bounded,
-                           plan_memo=served.plans)
+                           plan_memo=served.plans, schema=c.schema)
         except Exception as exc:
             raise refusal(exc) from exc
 
@@ -64,6 +66,23 @@ class ServerState:
         for served in self.datasets.values():
             served.source.close()
         self.ledger.dispose()
+
+
+def check_declared(config: DatasetConfig, source: Source) -> None:
+    """At start-up: every declared column and the privacy unit's column are columns of the
+    source, a declared numeric one of a numeric type (names and types only, no value read).
+
+    Raises
+    ------
+    ConfigError
+        Naming the dataset and the column.
+    """
+    unit = config.privacy_unit if config.privacy_unit.column is not None else None
+    declared = Schema(config.schema.columns if config.schema is not None else {}, unit)
+    try:
+        declared.check_columns(dict(source.columns))
+    except SchemaError as exc:
+        raise ConfigError(f"dataset {config.name!r}: {exc}") from None
 
 
 def _schema_text(source: Source) -> str:
