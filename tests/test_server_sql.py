@@ -37,31 +37,19 @@ GOOD = "SELECT sex, COUNT(*) AS n, AVG(age) AS mean_age FROM adult GROUP BY sex"
 WINDOW = "SELECT sex,\n  COUNT(*) OVER () AS n FROM adult GROUP BY sex"  # a window: refused
 
 
-@pytest.fixture
-def declared(monkeypatch):
-    """Sessions of the served dataset carry SCHEMA (the YAML ``schema:`` key of the config
-    is another branch's; this stands in for it)."""
-    real = Session.__init__
-
-    def init(self, *args, **kwargs):
-        kwargs.setdefault("schema", SCHEMA)
-        real(self, *args, **kwargs)
-
-    monkeypatch.setattr(Session, "__init__", init)
-
-
 def config(tmp_path, max_body_bytes=None):
     dp.datasets.load_adult("train").head(2000).write_csv(tmp_path / "adult.csv")
     raw = {"ledger": "ledger.sqlite",
            "datasets": [{"name": "adult", "source": {"kind": "csv", "path": "adult.csv"},
-                         "privacy_unit": "rows", "budget": {"measure": "pure", "epsilon": 3}}]}
+                         "privacy_unit": "rows", "budget": {"measure": "pure", "epsilon": 3},
+                         "schema": SCHEMA.to_dict()}]}
     if max_body_bytes is not None:
         raw["max_body_bytes"] = max_body_bytes
     return raw
 
 
 @pytest.fixture
-def served(tmp_path, declared):
+def served(tmp_path):
     app = create_app(parse_config(config(tmp_path, 4 * MAX_SQL_BYTES), base=tmp_path))
     ledger = app.state.dpkit.ledger
     token = ledger.add_analyst("ann")
@@ -126,6 +114,12 @@ def test_text_over_the_limit_is_refused_before_parsing(served, monkeypatch):
     def parser_reached(*args, **kwargs):
         raise AssertionError("the text reached the parser")
 
+    import sqlglot
+
+    import dpkit.frame.sql
+
+    monkeypatch.setattr(sqlglot, "parse", parser_reached)  # the parser the translation calls
+    monkeypatch.setattr(dpkit.frame.sql, "to_query", parser_reached)
     monkeypatch.setattr(Session, "sql_plan", parser_reached)
     before = state(served)
     long = "SELECT COUNT(*) AS n FROM adult -- " + "x" * MAX_SQL_BYTES
@@ -140,7 +134,7 @@ def test_text_over_the_limit_is_refused_before_parsing(served, monkeypatch):
     assert state(served) == before
 
 
-def test_default_body_limit_refuses_a_megabyte_first(tmp_path, declared):
+def test_default_body_limit_refuses_a_megabyte_first(tmp_path):
     app = create_app(parse_config(config(tmp_path), base=tmp_path))
     token = app.state.dpkit.ledger.add_analyst("ann")
     app.state.dpkit.ledger.grant("ann", "adult")
@@ -182,7 +176,7 @@ def test_client_round_trip(served):
 
 # -- the command line ------------------------------------------------------------------------
 @pytest.fixture
-def cli_config(tmp_path, declared):
+def cli_config(tmp_path):
     import yaml
 
     path = tmp_path / "server.yaml"
