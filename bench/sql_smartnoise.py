@@ -38,6 +38,7 @@ import polars as pl
 from outdir import add_flag, results_dir
 
 import dpkit as dp
+from dpkit.errors import DPError
 
 HERE = Path(__file__).resolve().parent
 EPSILON = 1.0
@@ -123,7 +124,7 @@ def run_dpkit(frame: pl.DataFrame, sql: str, repeats: int) -> dict[str, Any]:
                          schema=dpkit_schema(frame))
     try:
         session.sql_plan(sql, epsilon=EPSILON)
-    except dp.DomainError as exc:
+    except DPError as exc:  # refused at plan time (SQLError and the plan's checks)
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         return {"refused": f"{type(exc).__name__}: {first}"}
     tables, times = [], []

@@ -216,3 +216,13 @@ def test_cli_table_and_refusal(cli_config, tmp_path):
     refused = runner.invoke(cli, ["sql", "adult", WINDOW, "--config", str(cli_config),
                                   "--ledger", ledger, "--epsilon", "0.5"])
     assert refused.exit_code == 1 and "SQLError" in refused.output
+
+
+# -- the docs page ---------------------------------------------------------------------------
+def test_docs_page_lists_the_supported_grammar():
+    """docs/sql.md's grammar table is dpkit.frame.sql.SUPPORTED, row by row."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "sql.md").read_text()
+    rows = [f"| `{form}` | `{example}` |" for form, example in sql_module.SUPPORTED]
+    assert [r for r in rows if r not in page] == []
