@@ -74,7 +74,7 @@ STATEMENTS: list[tuple[str, str]] = [
     ("having, order, limit", "SELECT education, COUNT(*) AS n FROM adult GROUP BY education "
                              "HAVING COUNT(*) > 100 ORDER BY n DESC LIMIT 5"),
     ("min/max", "SELECT MIN(age) AS lo, MAX(age) AS hi FROM adult"),
-    ("window (refused)", "SELECT age, COUNT(*) OVER () AS n FROM adult"),
+    ("window (refused)", "SELECT sex, COUNT(*) OVER () AS n FROM adult GROUP BY sex"),
     ("union (refused)", "SELECT COUNT(*) AS n FROM adult UNION SELECT COUNT(*) AS n "
                         "FROM adult"),
     ("subquery (refused)", "SELECT COUNT(*) AS n FROM adult WHERE age > (SELECT AVG(age) "
