@@ -47,7 +47,7 @@ DECLARED = dp.Schema({
     "s": dp.Text(nullable=True)})
 TABLE = "t"
 BUDGET_ARGS = {"pure": {"epsilon": 1}, "zcdp": {"rho": 1},
-               "approx": {"epsilon": 1, "delta": "1/1000000"}}
+               "approx": {"epsilon": 1, "delta": Fraction(1, 10**6)}}
 BUDGETS = {"pure": dp.PureDP(10**6), "zcdp": dp.ZCDP(10**6),
            "approx": dp.ApproxDP(10**6, Fraction(1, 2))}
 
@@ -110,7 +110,7 @@ def aggregate(draw: Any) -> str:
 def select(draw: Any) -> str:
     """A statement of the supported grammar (which may still be refused at plan time)."""
     aggs = draw(st.lists(aggregate(), min_size=1, max_size=3))
-    groups = draw(st.lists(column(["g", "c", "b", "s", "x"]), max_size=2, unique=True))
+    groups = draw(st.lists(column(["g", "c", "b", "g", "c", "s"]), max_size=2, unique=True))
     parts = [f"SELECT{draw(comment)} {', '.join([*groups, *aggs])} FROM {TABLE}"]
     if draw(st.booleans()):
         parts.append(f"WHERE {draw(condition())}")
