@@ -12,7 +12,7 @@ import polars as pl
 
 import dpkit as dp
 from dpkit.datasets import load_adult
-from dpkit.frame.language import case, col
+from dpkit.frame.language import Expr, case, col
 
 AGE, HOURS, GAIN = (17, 90), (1, 99), (0, 50_000)
 SEXES = ["Female", "Male"]
@@ -119,6 +119,18 @@ SUPPORTED = [
     ("SELECT SUM(age > 40) AS n40 FROM adult",
      lambda s: _q(s).with_columns(**{"(age > 40)": col("age") > 40}).agg(
          dp.sum("(age > 40)", (0, 1), name="n40")), {}),
+    ("SELECT AVG(LEAST(GREATEST(fnlwgt, 0), 500000)) AS w FROM adult",  # a clamp in SQL
+     lambda s: _q(s).with_columns(**{"(LEAST(GREATEST(fnlwgt, 0), 500000))": Expr(
+         {"op": "least", "args": [{"op": "greatest", "args": [{"col": "fnlwgt"}, {"lit": 0}]},
+                                  {"lit": 500000}]})}).agg(
+         dp.mean("(LEAST(GREATEST(fnlwgt, 0), 500000))", (0, 500000), name="w")), {}),
+    ("SELECT SUM(LEAST(age, 50)) FROM adult",
+     lambda s: _q(s).with_columns(**{"(LEAST(age, 50))": Expr(
+         {"op": "least", "args": [{"col": "age"}, {"lit": 50}]})}).agg(
+         dp.sum("(LEAST(age, 50))", (17, 50))), {}),
+    ('SELECT COUNT(*) FROM adult WHERE GREATEST(age, "hours-per-week") > 60',
+     lambda s: _q(s).filter(Expr({"op": "greatest", "args": [
+         {"col": "age"}, {"col": "hours-per-week"}]}) > 60).agg(dp.count()), {}),
     ("SELECT COUNT(*) FROM adult WHERE age > 40",
      lambda s: _q(s).filter(col("age") > 40).agg(dp.count()), {}),
     ("SELECT COUNT(*) FROM adult WHERE age >= 30 AND sex = 'Female'",
@@ -256,4 +268,11 @@ REFUSED = [
     ("SELECT MEDIAN(age) OVER (PARTITION BY sex) FROM adult", 1, 8,
      "MEDIAN(age) OVER (PARTITION BY sex)", {}),
     ("SELECT sex, COUNT(*) FROM adult GROUP BY sex ORDER BY AVG(age)", 1, 55, "AVG(age)", {}),
+    ("SELECT SUM(LEAST(age, 50)) FROM adult", 1, 12, "LEAST(age, 50)",
+     {"dialect": "bigquery"}),  # BigQuery's LEAST is null on a null argument
+    ("SELECT COUNT(*) FILTER (WHERE age > 30) FROM adult", 1, 8,
+     "COUNT(*) FILTER (WHERE age > 30)", {}),
+    ('SELECT COUNT(*) FROM adult JOIN regions ON regions."native-country" = '
+     'regions."native-country"', 1, 44, 'regions."native-country" = regions."native-country"',
+     {"public": PUBLIC}),
 ]

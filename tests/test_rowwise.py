@@ -439,11 +439,18 @@ def test_the_servers_operators_and_steps_are_accepted(people):
             args = [{"op": ">", "args": [num, {"lit": 1}]}, {"op": "is_null", "args": [num]}]
         elif op in ("~", "is_null"):
             args = [{"op": "is_null", "args": [num]}] if op == "~" else [num]
+        elif op in ("like", "ilike"):
+            args = [{"col": "sex"}, {"lit": "F%"}]
+        elif op == "case":
+            args = [{"op": ">", "args": [num, {"lit": 1}]}, {"lit": 1}, {"lit": 0}]
+        elif op in ("least", "greatest"):
+            args = [num, {"lit": 2}]
         else:
             args = [num, {"lit": 2}]
         ops.append({"op": op, "args": args})
-    conditions = [o for o in ops if o["op"] not in ("+", "-", "*", "/")]
-    values = [o for o in ops if o["op"] in ("+", "-", "*", "/")]
+    numbers = ("+", "-", "*", "/", "case", "least", "greatest")
+    conditions = [o for o in ops if o["op"] not in numbers]
+    values = [o for o in ops if o["op"] in numbers]
     payload = {
         "steps": [*({"step": "filter", "expr": o} for o in conditions),
                   {"step": "with_columns", "columns": {f"v{i}": o for i, o in enumerate(values)}},

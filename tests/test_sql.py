@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from fractions import Fraction
 
 import duckdb
 import narwhals as nw
@@ -96,6 +97,19 @@ def close(mine, theirs, tolerance) -> bool:
 @pytest.mark.parametrize("text, build, options", cases.SUPPORTED,
                          ids=[t[:60] for t, *_ in cases.SUPPORTED])
 def test_zero_noise_release_equals_duckdb_on_the_bounded_table(text, build, options):
+    same_as_duckdb(text, options)
+
+
+def test_the_duckdb_comparison_catches_a_broken_translation(monkeypatch):
+    """A translator that reads ``>`` as ``>=`` is caught (age 40 is in Adult)."""
+    from dpkit.frame.sql import rowwise
+    monkeypatch.setitem(rowwise._COMPARE, exp.GT, ">=")
+    with pytest.raises(AssertionError):
+        same_as_duckdb("SELECT COUNT(*) FROM adult WHERE age > 40", {})
+
+
+def same_as_duckdb(text, options):
+    """Assert that the zero-noise release of ``text`` is what DuckDB computes."""
     session = cases.session()
     translated = to_query(session, text, **options)
     record = session.release(zero_noise(translated.plan(epsilon=1)))
@@ -265,3 +279,77 @@ def test_like_matches_sql_semantics():
     assert matches("a%") == [True, True, True, False, True, None]
     assert matches("abc", sensitive=False) == [True, False, False, True, False, None]
     assert matches(".*") == [False] * 5 + [None]  # regex characters are literal
+
+
+def test_long_in_lists_stay_within_sixteen_arguments_a_node(session):
+    """The server's request model takes 16 arguments an operator: a long IN is an OR of
+    ``in`` nodes of 15 values each, the same count."""
+    values = ", ".join(str(v) for v in range(17, 57))  # 40 ages
+    translated = to_query(session, f"SELECT COUNT(*) FROM adult WHERE age IN ({values})")
+    node = translated.query.to_json()["steps"][0]["expr"]
+    assert node["op"] == "|" and [len(a["args"]) for a in node["args"]] == [16, 16, 11]
+    short = to_query(session, "SELECT COUNT(*) FROM adult WHERE age BETWEEN 17 AND 56")
+    counts = [session.release(zero_noise(t.plan(epsilon=1))).values["count"][0]
+              for t in (translated, short)]
+    assert counts[0] == counts[1] > 0
+
+
+def test_a_duckdb_session_runs_the_new_operators():
+    """IN, LIKE and CASE compile to narwhals expressions the DuckDB backend runs too."""
+    table = duckdb.from_arrow(cases.adult().to_arrow())
+    session = dp.Session({"adult": table}, budget=dp.ApproxDP(10, 1e-6), schema=cases.SCHEMA)
+    out = session.sql("SELECT sex, SUM(CASE WHEN age > 40 THEN 1 ELSE 0 END) AS old "
+                      "FROM adult WHERE race IN ('White', 'Black') AND education LIKE 'B%' "
+                      "AND age IN (30, 40.5, 50) OR \"hours-per-week\" > 80 GROUP BY sex",
+                      epsilon=1)
+    assert out["sex"].to_list() == cases.SEXES and out.columns[1] == "old"
+
+
+def test_post_processing_is_compiled_before_the_debit():
+    """HAVING is compiled when translated: a literal the engine refuses fails before the
+    debit, and the released frame is post-processed by an expression already checked."""
+    session = cases.session(budget=10)
+    with pytest.raises(SQLError, match="64 bits") as caught:
+        session.sql("SELECT sex, COUNT(*) n FROM adult GROUP BY sex "
+                    "HAVING n > 99999999999999999999", epsilon=1)
+    assert caught.value.fragment == "n > 99999999999999999999"
+    assert session.spent == dp.ApproxDP(0, 0) and session.last_release is None
+
+
+def test_a_session_on_one_unnamed_table_answers_to_its_name_in_sql():
+    unnamed = dp.Session(cases.adult(), budget=dp.PureDP(1), schema=cases.SCHEMA)
+    named = cases.session()
+    text = "SELECT AVG(age) FROM people WHERE sex = 'Male'"
+    assert to_query(unnamed, text).query.describe() == to_query(
+        named, text.replace("people", "adult")).query.describe()
+    with pytest.raises(SQLError, match="no private table 'people'"):
+        to_query(named, text)
+
+
+@pytest.mark.parametrize("argument, bounds", [
+    ("GREATEST(age, 20)", (20, 90)),
+    ("LEAST(GREATEST(fnlwgt, 0), 100)", (0, 100)),
+    ("LEAST(age, \"hours-per-week\")", (1, 99)),  # a null argument is skipped: the hull
+    ("age * 2 - \"hours-per-week\"", (34 - 99, 180 - 1)),
+    ("CASE WHEN sex = 'Male' THEN age ELSE 0 END", (0, 90)),
+    ("age / 4", (Fraction(17, 4), Fraction(90, 4))),
+])
+def test_bounds_by_interval_arithmetic(session, argument, bounds):
+    query = to_query(session, f"SELECT SUM({argument}) FROM adult").query
+    assert query.aggs[0].bounds == bounds
+
+
+@pytest.mark.parametrize("argument", ["LEAST(age, fnlwgt)", "GREATEST(fnlwgt, 0)",
+                                      "age / \"hours-per-week\"", "age * fnlwgt"])
+def test_bounds_that_do_not_follow_are_refused(session, argument):
+    with pytest.raises(SQLError, match="interval arithmetic"):
+        to_query(session, f"SELECT SUM({argument}) FROM adult")
+
+
+def test_public_tables_give_keys_and_bounds_from_their_own_values(session):
+    regions = cases.REGIONS.with_columns(weight=pl.Series([1.0, 2.0, float("nan"), 0.5, 3.0]))
+    translated = to_query(session, 'SELECT region, SUM(weight) FROM adult JOIN regions USING '
+                          '("native-country") GROUP BY region', public={"regions": regions})
+    assert translated.query.keys["region"].to_list() == ["North America", "Asia", "Europe"]
+    with pytest.raises(SQLError, match="WITH t\\(columns\\)"):
+        to_query(session, "WITH t(a) AS (SELECT age FROM adult) SELECT SUM(a) FROM t")

@@ -2,7 +2,8 @@
 
 Contents
 --------
-Session       private data + privacy unit + budget (+ ledger); ``release(plan)`` → Release
+Session       private data + privacy unit + budget (+ ledger); ``release(plan)`` → Release;
+              ``sql(text)`` / ``sql_plan`` / ``sql_explain``: SQL (:mod:`dpkit.frame.sql`)
 Query         immutable lazy query: filter, with_columns, select, clamp, bin, map, fill_null,
               drop_nulls, join (public or private), partition, group_by(keys | selection),
               agg, explain, calibrate, plan, release

@@ -24,7 +24,8 @@ Expressions are an allow-listed grammar: ``{"col": name}``, ``{"lit": value}`` a
 :func:`lit`, operators and :meth:`Expr.is_in` / :meth:`Expr.like` / :func:`case`, and
 compiled by :func:`compile_expr` to narwhals expressions that are type-checked against the
 schema and cannot fail on any row. SQL (:mod:`dpkit.frame.sql`) compiles to the same grammar:
-``IN`` is ``in``, ``LIKE`` / ``ILIKE`` are ``like`` / ``ilike``, ``CASE WHEN`` is ``case``.
+``IN`` is ``in``, ``LIKE`` / ``ILIKE`` are ``like`` / ``ilike``, ``CASE WHEN`` is ``case``,
+``LEAST`` / ``GREATEST`` (nulls ignored) are ``least`` / ``greatest``.
 There is no step that returns rows. Polars and narwhals expressions have no JSON form.
 """
 
@@ -46,7 +47,7 @@ __all__ = ["Param", "Form", "STEPS", "AGGREGATIONS", "TYPES", "step", "aggregati
            "on_change", "encode_step", "decode_step", "encode_agg", "decode_agg", "decode",
            "number", "json_number", "json_scalar", "ProtocolError", "Expr", "col", "lit",
            "check_tree", "compile_expr", "expr_kind", "value_kind", "column_kind", "OPERATORS",
-           "case", "like_pattern", "MAX_EXPR_DEPTH", "MAX_EXPR_NODES", "MAX_BINS",
+           "case", "in_node", "like_pattern", "MAX_EXPR_DEPTH", "MAX_EXPR_NODES", "MAX_BINS",
            "MAX_CANDIDATES"]
 
 MAX_EXPR_DEPTH = 12  # nested operators in one expression
@@ -414,8 +415,8 @@ class Expr:
 
     def is_in(self, *values: Any) -> Expr:
         """True where the value is one of the literal ``values`` (SQL ``IN``; null stays
-        null)."""
-        return Expr({"op": "in", "args": [self.node, *({"lit": v} for v in values)]})
+        null). More than 15 values become an ``|`` of ``in`` nodes (16 arguments a node)."""
+        return Expr(in_node(self.node, [{"lit": v} for v in values]))
 
     def like(self, pattern: str, *, case_sensitive: bool = True) -> Expr:
         """True where the string matches the SQL ``LIKE`` ``pattern`` (``%`` any run of
@@ -439,6 +440,14 @@ def col(name: str) -> Expr:
 def lit(value: Any) -> Expr:
     """A literal (bool, int, float or str)."""
     return Expr({"lit": value})
+
+
+def in_node(value: Mapping[str, Any], literals: list[Any]) -> dict[str, Any]:
+    """``value IN literals`` as grammar nodes of at most 16 arguments: an ``in`` node, or an
+    ``|`` of ``in`` nodes of 15 literals each."""
+    chunks = [{"op": "in", "args": [value, *literals[i:i + 15]]}
+              for i in range(0, max(len(literals), 1), 15)]
+    return chunks[0] if len(chunks) == 1 else {"op": "|", "args": chunks}
 
 
 def case(*branches: tuple[Any, Any], otherwise: Any = None) -> Expr:
@@ -467,10 +476,10 @@ _CMP: dict[str, Callable[[Any, Any], Any]] = {
 _LOGIC: dict[str, Callable[[Any, Any], Any]] = {"&": operator.and_, "|": operator.or_}
 _UNARY: dict[str, Callable[[Any], Any]] = {"~": operator.invert,
                                            "is_null": lambda e: e.is_null()}
-_SPECIAL = ("in", "like", "ilike", "case")  # SQL's IN, LIKE, ILIKE and CASE WHEN
+_SPECIAL = ("in", "like", "ilike", "case", "least", "greatest")  # SQL's IN, LIKE, ILIKE,
+# CASE WHEN, LEAST and GREATEST
 OPERATORS = (*_CMP, *_LOGIC, *_UNARY, *_SPECIAL)
 _ARITHMETIC = frozenset({"+", "-", "*", "/"})
-MAX_IN = MAX_EXPR_NODES  # values of one ``in`` (the node limit bounds them anyway)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -493,13 +502,11 @@ def check_tree(root: Any) -> dict[str, Any]:
         elif keys == {"lit"}:
             _scalar(node["lit"])
         elif keys == {"op", "args"} and node["op"] in OPERATORS and isinstance(
-                node["args"], list | tuple) and 1 <= len(node["args"]) <= (
-                MAX_IN if node["op"] == "in" else 16):
+                node["args"], list | tuple) and 1 <= len(node["args"]) <= 16:
             stack.extend((a, depth + 1) for a in node["args"])
         else:
             raise ProtocolError(f"malformed expression node {str(node)[:80]}: use col, lit or "
-                                f"op (one of {' '.join(OPERATORS)}) with 1 to 16 args "
-                                f"({MAX_IN} for in)")
+                                f"op (one of {' '.join(OPERATORS)}) with 1 to 16 args")
     return dict(root)
 
 
@@ -589,6 +596,10 @@ def expr_kind(node: Any, schema: Mapping[str, Any]) -> str:
 def _special_kind(op: str, args: list[Any], kinds: list[str]) -> str:
     """The kind of an ``in``, ``like``/``ilike`` or ``case`` node (its arguments' kinds
     given), or ProtocolError."""
+    if op in ("least", "greatest"):
+        if len(kinds) < 2 or any(k != "number" for k in kinds):
+            raise ProtocolError(f"{op} takes 2 or more numbers, got {', '.join(kinds)}")
+        return "number"
     if op == "case":
         pairs = len(kinds) // 2
         conditions = kinds[0:2 * pairs:2]
@@ -625,6 +636,11 @@ def like_pattern(pattern: str, case_sensitive: bool = True) -> str:
 
 
 def _compile_special(op: str, node: Mapping[str, Any], args: list[Any]) -> Any:
+    if op in ("least", "greatest"):  # nulls ignored, in Float64 like arithmetic
+        if len(args) < 2:
+            raise ProtocolError(f"{op} takes 2 or more arguments")
+        fn = nw.min_horizontal if op == "least" else nw.max_horizontal
+        return fn(*(a.cast(nw.Float64) for a in args))
     if op == "case":  # nested when/then: the first true condition wins, as in SQL
         if len(args) < 2:
             raise ProtocolError("case takes (condition, value) pairs and an optional default")
@@ -639,6 +655,11 @@ def _compile_special(op: str, node: Mapping[str, Any], args: list[Any]) -> Any:
         raise ProtocolError(f"{op} takes a value and literals")
     values = [a["lit"] for a in node["args"][1:]]
     if op == "in":
+        if all(value_kind(v) == "number" for v in values):  # is_in needs equal types
+            out = args[0] == values[0]
+            for v in values[1:]:
+                out = out | (args[0] == v)
+            return out
         return args[0].is_in(values)
     if len(values) != 1 or not isinstance(values[0], str):
         raise ProtocolError(f"{op} takes a string and one string pattern")

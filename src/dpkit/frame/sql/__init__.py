@@ -23,10 +23,13 @@ Decisions, and why:
 
 - **Bounds of an expression** (``AVG(age * 2)``): the aggregate reads a ``with_columns`` column
   whose bounds follow from the declared bounds by interval arithmetic (``+ - *``, division by a
-  non-zero literal, ``CASE`` as the hull of its values, a condition as [0, 1]); otherwise the
-  statement is refused, naming the declaration that is missing. Interval arithmetic keeps
-  "declared, never inferred" (DESIGN.md §3.4): the bounds are a function of declared facts.
-  The aggregation clamps to those bounds, so the guarantee holds whatever the data hold.
+  non-zero literal, ``CASE`` as the hull of its values, a condition as [0, 1], ``LEAST`` /
+  ``GREATEST`` as the hull of their arguments narrowed by their literals, so that
+  ``LEAST(GREATEST(x, 0), 100)`` declares [0, 100] in the statement as ``bounds=`` does in
+  Python); otherwise the statement is refused, naming the declaration that is missing.
+  Interval arithmetic keeps "declared, never inferred" (DESIGN.md §3.4): the bounds are a
+  function of declared facts. The aggregation clamps to those bounds, so the guarantee holds
+  whatever the data hold.
 - **``VAR_SAMP`` / ``VARIANCE`` / ``STDDEV``** release :func:`dpkit.variance` / ``std``, the
   population form (S₂/N − (S₁/N)²): the sample form's N/(N − 1) would need the noisy count,
   which the release does not return; the two differ by O(1/N).
@@ -35,6 +38,22 @@ Decisions, and why:
 - **Budget split**: the ``split=`` option, in the order of the aggregates in ``SELECT``.
 - **Table names**: the session's table names; a session opened on one unnamed table (named
   ``data``) answers to any single table name.
+- **A public table** (``public={"regions": frame}``) is public: the keys of a ``GROUP BY`` on
+  one of its columns are its distinct values, its numeric columns' bounds its minimum and
+  maximum.
+- **``LEAST`` / ``GREATEST``** ignore nulls (PostgreSQL, DuckDB, Spark); BigQuery's, which
+  return null on a null argument, are refused rather than answered differently.
+- **Limits**: :data:`MAX_SQL_BYTES` of text and parentheses nested at most
+  ``MAX_SQL_DEPTH`` deep, checked before parsing; a parsed tree at most ``MAX_SQL_DEPTH``
+  deep, checked before translating (no recursion error); the grammar's own limits after.
+
+Contents
+--------
+common      SQLError (with its span), SQLQuery (query + post-processing: plan, explain,
+            release), PostProcess, the limits, DIALECTS and SUPPORTED (form → example)
+rowwise     row-wise SQL to grammar expressions; bounds by interval arithmetic, key domains
+post        HAVING, ORDER BY and LIMIT, checked and compiled when translated
+translate   to_query: FROM / JOIN / WITH, WHERE, GROUP BY, the SELECT list's aggregates
 """
 
 from dpkit.frame.sql.common import (

@@ -42,6 +42,8 @@ SUPPORTED: tuple[tuple[str, str], ...] = (
     ("arithmetic in aggregates (bounds by interval arithmetic)",
      "SELECT AVG(age * 2 + 1) FROM adult"),
     ("CASE WHEN, IF", "SELECT SUM(CASE WHEN sex = 'Male' THEN 1 ELSE 0 END) FROM adult"),
+    ("LEAST, GREATEST (nulls ignored): a clamp declares bounds",
+     "SELECT AVG(LEAST(GREATEST(fnlwgt, 0), 500000)) FROM adult"),
     ("WHERE: = <> < <= > >=, AND, OR, NOT", "SELECT COUNT(*) FROM adult WHERE NOT age < 30"),
     ("WHERE: IN, BETWEEN, IS [NOT] NULL, [NOT] LIKE, ILIKE",
      "SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40 AND race IN ('White')"),
@@ -142,7 +144,8 @@ class PostProcess:
     columns : tuple of (str, str)
         (released column, output name), in output order.
     having : Expr or None
-        A condition over the output columns (noisy estimates and keys).
+        A condition over the output columns (noisy estimates and keys), typed by
+        ``having_schema`` and compiled when the object is built (ProtocolError then).
     order : tuple of (str, bool, bool)
         (output column, descending, nulls last).
     limit : int or None
@@ -157,14 +160,19 @@ class PostProcess:
     order: tuple[tuple[str, bool, bool], ...] = ()
     limit: int | None = None
     text: str = ""
+    condition: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.having is not None:  # compiled and checked now, before any debit
+            object.__setattr__(self, "condition", compile_expr(self.having,
+                                                               self.having_schema))
 
     def apply(self, frame: pl.DataFrame) -> pl.DataFrame:
         """The released frame, renamed and ordered as the ``SELECT`` list, filtered by
         ``HAVING``, sorted by ``ORDER BY`` and cut by ``LIMIT``."""
         out = frame.select([pl.col(src).alias(dst) for src, dst in self.columns])
-        if self.having is not None:
-            condition = compile_expr(self.having, self.having_schema)
-            out = nw.from_native(out).filter(condition).to_native()
+        if self.condition is not None:
+            out = nw.from_native(out).filter(self.condition).to_native()
         if self.order:
             out = out.sort([c for c, _, _ in self.order],
                            descending=[d for _, d, _ in self.order],

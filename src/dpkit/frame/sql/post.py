@@ -10,8 +10,7 @@ import narwhals as nw
 from sqlglot import exp
 
 from dpkit.frame import aggregates
-from dpkit.frame.language import Expr, ProtocolError, expr_kind
-from dpkit.frame.query import Query
+from dpkit.frame.language import Expr, ProtocolError, expr_kind, value_kind
 from dpkit.frame.sql.common import PostProcess, SQLError
 from dpkit.frame.sql.rowwise import AGG_FUNCTIONS, RowWise
 
@@ -29,13 +28,22 @@ class Aggregated:
 class Post(RowWise):
     """The translation of HAVING, ORDER BY and LIMIT."""
 
+    def dtype(self, column: str) -> Any:
+        """A group column's type for HAVING's type check: from its public keys' values, else
+        from the schema (which costs a dry run of the steps)."""
+        kinds = {value_kind(v) for v in self.keys.get(column, ()) if v is not None}
+        if kinds == {"string"}:
+            return nw.String
+        if kinds == {"boolean"}:
+            return nw.Boolean
+        return nw.Float64 if kinds == {"number"} else self.schema()[column]  # (none known)
+
     # -- HAVING, ORDER BY, LIMIT ----------------------------------------------------------
     def post(self, select: exp.Select, aggs: list[Aggregated], outputs: list[tuple[str, str]],
-             query: Query, group_columns: list[str]) -> PostProcess:
+             group_columns: list[str]) -> PostProcess:
         names = dict(outputs)
         by_alias = {i.alias: i for i in select.expressions if isinstance(i, exp.Alias)}
-        schema = query.schema()
-        out_schema = {dst: (schema[src] if src in group_columns else nw.Float64)
+        out_schema = {dst: self.dtype(src) if src in group_columns else nw.Float64
                       for src, dst in outputs}
 
         def output(node: exp.Expr) -> str | None:
@@ -75,7 +83,11 @@ class Post(RowWise):
         limit = self.limit(select)
         if limit is not None:
             texts.append(f"LIMIT {limit}")
-        return PostProcess(tuple(outputs), having, out_schema, order, limit, " ".join(texts))
+        try:
+            return PostProcess(tuple(outputs), having, out_schema, order, limit,
+                               " ".join(texts))
+        except ProtocolError as exc:  # e.g. an integer literal beyond 64 bits
+            raise self.fail(node, f"HAVING: {exc}") from None
 
     def having(self, node: exp.Expr, output: Callable[[exp.Expr], str | None],
                column: Callable[[exp.Column], dict[str, Any]],

@@ -11,6 +11,7 @@ from typing import Any
 from sqlglot import exp
 
 from dpkit.core.numbers import Number
+from dpkit.frame.language import in_node
 from dpkit.frame.query import Query
 from dpkit.frame.sql.common import SUMMARY, SQLError, SQLSession, error_at
 from dpkit.mechanisms.limited_domain import TopKSelection
@@ -62,6 +63,16 @@ class RowWise:
         self.scope: dict[str, dict[str, Any]] = {}  # visible name → grammar node
         self.qualifiers: set[str] = set()
         self.ctes: dict[str, exp.Select] = {}
+        self.columns: set[str] = set()  # the table's columns after the steps so far
+        self._schema: tuple[Query, Any] | None = None
+
+    def schema(self) -> Any:
+        """The schema of the query built so far, remembered per query (each computation
+        applies the steps to a lazy frame and checks them)."""
+        assert self.query is not None
+        if self._schema is None or self._schema[0] is not self.query:
+            self._schema = (self.query, self.query.schema())
+        return self._schema[1]
 
     def fail(self, node: exp.Expr | None, message: str, keyword: str = "") -> SQLError:
         return error_at(self.text, node, message, keyword)
@@ -113,6 +124,14 @@ class RowWise:
             return self.like(node, column)
         if isinstance(node, exp.Case | exp.If):
             return self.case(node, column)
+        if isinstance(node, exp.Least | exp.Greatest):
+            if not node.args.get("ignore_nulls"):
+                raise self.fail(node, "LEAST/GREATEST here return NULL on a NULL argument "
+                                      "(BigQuery); dpkit's ignore NULLs as PostgreSQL, "
+                                      "DuckDB and Spark do: use another dialect")
+            op = "least" if isinstance(node, exp.Least) else "greatest"
+            return {"op": op, "args": [self.expr(a, column)
+                                       for a in [node.this, *node.expressions]]}
         if isinstance(node, exp.Null):
             raise self.fail(node, "NULL is supported in IS [NOT] NULL and as a CASE's missing "
                                   "ELSE only", "NULL")
@@ -143,7 +162,7 @@ class RowWise:
         values = [self.expr(v, column) for v in node.expressions]
         if not values or any("lit" not in v for v in values):
             raise self.fail(node, "IN takes a non-empty list of literals")
-        return {"op": "in", "args": [self.expr(node.this, column), *values]}
+        return in_node(self.expr(node.this, column), values)
 
     def like(self, node: exp.Like | exp.ILike, column: Any) -> dict[str, Any]:
         pattern = node.expression
@@ -171,32 +190,43 @@ class RowWise:
     # -- what a column holds: interval arithmetic, key domains ----------------------------
     def interval(self, node: dict[str, Any]) -> Interval | None:
         """Bounds of a grammar expression from the declared bounds, or None."""
+        lo, hi = self.range(node)
+        return None if lo is None or hi is None else (lo, hi)
+
+    def range(self, node: dict[str, Any]) -> tuple[Fraction | None, Fraction | None]:
+        """Lower and upper bounds of a grammar expression by interval arithmetic over the
+        declared bounds (None: unbounded on that side)."""
         if "col" in node:
-            return self.bounds.get(node["col"]) or (
+            found = self.bounds.get(node["col"]) or (
                 (Fraction(0), Fraction(1)) if self.keys.get(node["col"]) == BOOLEAN_KEYS
                 else None)
+            return found if found is not None else (None, None)
         if "lit" in node:
             v = node["lit"]
-            return (Fraction(v), Fraction(v)) if isinstance(v, int | float) else None
+            return (Fraction(v), Fraction(v)) if isinstance(v, int | float) else (None, None)
         op, args = node["op"], node["args"]
-        if op not in ("+", "-", "*", "/", "case"):
+        if op not in ("+", "-", "*", "/", "case", "least", "greatest"):
             return (Fraction(0), Fraction(1))  # a condition: summed as 0/1
+        parts = [self.range(a) for a in args]
+        if op in ("least", "greatest"):
+            return _extreme(op, parts, [Fraction(a["lit"]) for a in args if "lit" in a
+                                        and isinstance(a["lit"], int | float)])
         if op == "case":
             values = args[1::2] if len(args) % 2 == 0 else [*args[1:-1:2], args[-1]]
-            parts = [self.interval(v) for v in values]
-            if any(p is None for p in parts):
-                return None
-            return (min(p[0] for p in parts if p), max(p[1] for p in parts if p))
+            parts = [self.range(v) for v in values]
+            lows, highs = [p[0] for p in parts], [p[1] for p in parts]
+            return (None if None in lows else min(lows),  # type: ignore[type-var]
+                    None if None in highs else max(highs))  # type: ignore[type-var]
         a, b = self.interval(args[0]), self.interval(args[1])
         if a is None or b is None:
-            return None
+            return (None, None)
         if op == "+":
             return (a[0] + b[0], a[1] + b[1])
         if op == "-":
             return (a[0] - b[1], a[1] - b[0])
         if op == "/":
             if "lit" not in args[1] or b[0] == 0:
-                return None
+                return (None, None)
             b = (1 / b[0], 1 / b[0])
         products = [x * y for x in a for y in b]
         return (min(products), max(products))
@@ -217,6 +247,7 @@ class RowWise:
             return None
         return BOOLEAN_KEYS
 
+
 def literal(node: exp.Expr) -> bool | int | float | str | None:
     """The value of a literal (a negated number too), or None."""
     if isinstance(node, exp.Boolean):
@@ -233,6 +264,21 @@ def literal(node: exp.Expr) -> bool | int | float | str | None:
         return int(text) if text.isdigit() else float(text)
     except ValueError:
         return None
+
+
+def _extreme(op: str, parts: list[tuple[Fraction | None, Fraction | None]],
+             literals: list[Fraction]) -> tuple[Fraction | None, Fraction | None]:
+    """Bounds of LEAST / GREATEST, which ignore nulls: the result is one of the non-null
+    arguments, so it lies within the hull of their bounds; a literal (never null) also caps
+    LEAST from above and GREATEST from below."""
+    lows, highs = [p[0] for p in parts], [p[1] for p in parts]
+    lo = None if None in lows else min(x for x in lows if x is not None)
+    hi = None if None in highs else max(x for x in highs if x is not None)
+    if op == "least" and literals:
+        hi = min(literals) if hi is None else min(hi, *literals)
+    if op == "greatest" and literals:
+        lo = max(literals) if lo is None else max(lo, *literals)
+    return lo, hi
 
 
 def plain(interval: Interval) -> tuple[Number, Number]:

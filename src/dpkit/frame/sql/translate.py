@@ -4,6 +4,7 @@ with a public table), WHERE, GROUP BY and the SELECT list's aggregates, into a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
@@ -15,7 +16,7 @@ from sqlglot import exp
 
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates
-from dpkit.frame.language import Expr, ProtocolError, expr_kind
+from dpkit.frame.language import Expr, ProtocolError
 from dpkit.frame.query import Query
 from dpkit.frame.schema import missing_bounds, missing_categories
 from dpkit.frame.sql.common import (
@@ -35,6 +36,7 @@ from dpkit.mechanisms.limited_domain import TopKSelection
 from dpkit.mechanisms.partition_selection import PartitionSelection
 
 __all__ = ["to_query", "Translator"]
+
 
 def to_query(session: SQLSession, text: str, *, dialect: str = "duckdb",
              public: Mapping[str, Any] | None = None,
@@ -144,6 +146,7 @@ _NAMES = {"distinct": "SELECT DISTINCT", "qualify": "QUALIFY", "windows": "WINDO
           "kind": "SELECT AS", "cluster": "CLUSTER BY", "distribute": "DISTRIBUTE BY",
           "sort": "SORT BY", "exclude": "EXCLUDE"}
 
+
 class Translator(Post):
     """One statement's translation (see :func:`to_query`)."""
 
@@ -179,6 +182,10 @@ class Translator(Post):
             raise self.fail(with_, "WITH RECURSIVE is not supported")
         for cte in with_.expressions:
             inner = cte.this
+            alias = cte.args.get("alias")
+            if alias is not None and alias.columns:
+                raise self.fail(alias, "WITH t(columns) is not supported: name the columns "
+                                       "with AS inside the query")
             if not isinstance(inner, exp.Select):
                 raise self.refuse(inner, " in WITH (a row-wise SELECT)")
             self.check_args(inner, _ROWWISE_ARGS)
@@ -238,6 +245,7 @@ class Translator(Post):
         declared = self.session.declared(self.table)
         schema = self.session.schema(self.table)
         for column, dtype in schema.items():
+            self.columns.add(column)
             self.scope[column] = {"col": column}
             spec = declared.spec(column) if declared is not None else None
             self.specs[column] = spec
@@ -282,11 +290,13 @@ class Translator(Post):
         for column in frame.columns:
             if column in on:
                 continue
+            self.columns.add(column)
             self.scope[column] = {"col": column}
             values = frame.get_column(column)
             if values.dtype.is_numeric() and values.null_count() < len(values):
                 lo, hi = values.min(), values.max()  # a public table's values are public
-                if isinstance(lo, int | float) and isinstance(hi, int | float) and lo < hi:
+                if isinstance(lo, int | float) and isinstance(hi, int | float) and (
+                        math.isfinite(lo) and math.isfinite(hi) and lo < hi):
                     self.bounds[column] = (Fraction(lo), Fraction(hi))
             distinct = values.drop_nulls().unique(maintain_order=True)
             if 0 < len(distinct) <= MAX_KEYS:
@@ -306,7 +316,10 @@ class Translator(Post):
         for term in terms:
             if not (isinstance(term, exp.EQ) and isinstance(term.this, exp.Column)
                     and isinstance(term.expression, exp.Column)
-                    and term.this.name == term.expression.name):
+                    and term.this.name == term.expression.name
+                    and (not term.this.table or not term.expression.table
+                         or (term.this.table in public_names)
+                         != (term.expression.table in public_names))):
                 raise self.fail(term, "JOIN ON supports equalities of same-named columns "
                                       "(a.k = b.k), joined by AND")
             keys.append(term.this.name)
@@ -339,38 +352,35 @@ class Translator(Post):
         self.scope = scope
 
     def new_column(self, node: exp.Expr, name: str) -> None:
-        assert self.query is not None
-        if name in self.query.schema() or name.startswith("__dpkit"):
+        if name in self.columns or name.startswith("__dpkit"):
             raise self.fail(node, f"the name {name!r} is taken (a column of the table): "
                                   "choose another alias")
 
     def add_columns(self, computed: dict[str, Expr], where: exp.Expr) -> None:
-        """One with_columns step, recording what the new columns are known to hold."""
+        """One with_columns step (the builder type-checks it), recording what the new columns
+        are known to hold."""
         if not computed:
             return
         assert self.query is not None
-        schema = self.query.schema()
+        try:
+            self.query = self.query.with_columns(**computed)
+        except ProtocolError as exc:
+            raise self.fail(where, str(exc)) from None
         for name, expr in computed.items():
-            try:
-                expr_kind(expr.node, schema)
-            except ProtocolError as exc:
-                raise self.fail(where, str(exc)) from None
+            self.columns.add(name)
             interval = self.interval(dict(expr.node))
             if interval is not None:
                 self.bounds[name] = interval
             keys = self.domain(dict(expr.node))
             if keys is not None:
                 self.keys[name] = keys
-        self.query = self.query.with_columns(**computed)
 
     def filter(self, condition: exp.Expr) -> None:
         self.no_aggregate(condition, "in WHERE (use HAVING on the SELECT list's aggregates)")
         node = self.expr(condition)
         assert self.query is not None
         try:
-            if expr_kind(node, self.query.schema()) != "boolean":
-                raise self.fail(condition, "WHERE needs a condition (true/false)")
-            self.query = self.query.filter(Expr(node))
+            self.query = self.query.filter(Expr(node))  # type-checks it
         except ProtocolError as exc:
             if isinstance(exc, SQLError):
                 raise
@@ -404,11 +414,13 @@ class Translator(Post):
             if agg_node is not None:
                 agg = self.aggregation(agg_node, alias, computed)
                 aggs.append(Aggregated(inner, agg))
-                name = agg.output_name()
                 outputs += [(c, c) for c in _agg_columns(agg)]
                 continue
             key = self.group_of(inner, groups, group_columns)
             if key is None:
+                if isinstance(inner, exp.Filter):
+                    raise self.fail(item, "an aggregate's FILTER (WHERE …) is not supported: "
+                                          "use WHERE, or a CASE WHEN inside the aggregate")
                 if any(isinstance(n, AGG_FUNCTIONS) for n in inner.walk()):
                     raise self.fail(item, "arithmetic on aggregates is not supported: select "
                                           "each aggregate and combine the released values")
@@ -430,7 +442,7 @@ class Translator(Post):
         names = [dst for _, dst in outputs]
         if len(set(names)) != len(names):
             raise self.fail(select, f"output names repeat: {names}; use AS aliases")
-        post = self.post(select, aggs, outputs, query, group_columns)
+        post = self.post(select, aggs, outputs, group_columns)
         return SQLQuery(query, post, self.text)
 
     def group_items(self, select: exp.Select, items: list[exp.Expr]
