@@ -1,10 +1,10 @@
 """The grey-box fuzzer on the new surfaces (issue 30): hosted and library continual releases,
-top-k and count_distinct(column) requests (in the JSON grammar of tests/test_fuzz.py), and
-every ``dpkit.apps`` entry point that takes analyst input, checking the properties of
-tests/test_fuzz.py: (a) declared sensitivity on neighbours (the streams' exact increments;
-the first calibrated-noise input of an application; the session harness for session-based
-applications), (b) nothing fails after the debit, (c) no data value in an error text, an HTTP
-body or a log line.
+top-k and count_distinct(column) requests (in the JSON grammar of tests/test_fuzz.py), SQL
+text (issue 32; tests/fuzz_sql.py), and every ``dpkit.apps`` entry point that takes analyst
+input, checking the properties of tests/test_fuzz.py: (a) declared sensitivity on
+neighbours (the streams' exact increments; the first calibrated-noise input of an
+application; the session harness for session-based applications), (b) nothing fails after
+the debit, (c) no data value in an error text, an HTTP body or a log line.
 
 CI runs a fixed set of cases (derandomised); ``pytest -m fuzz_long tests/test_fuzz_surfaces.py``
 runs ``$DPKIT_FUZZ_EXAMPLES`` cases of the application targets and the others in proportion
@@ -44,7 +44,7 @@ from dpkit.errors import DomainError
 from dpkit.ledger import Ledger
 from dpkit.stream.frames import ContinualRelease
 
-CI = {"apps": 600, "holdout": 150, "stream_library": 400, "stream_server": 40}
+CI = {"apps": 600, "holdout": 150, "stream_library": 400, "stream_server": 40, "sql": 200}
 
 
 def examples(name: str) -> list[object]:
@@ -164,6 +164,34 @@ def test_fuzz_reusable_holdout(n):
     tally.finish()
 
 
+# -- SQL text (issue 32) -----------------------------------------------------------------------
+@pytest.mark.parametrize("n", examples("sql"))
+def test_fuzz_sql_text(n):
+    """SQL text of the supported and near-supported grammar (tests/fuzz_sql.py) on
+    neighbouring tables: refused at plan time with nothing spent, or released with the debit
+    of its plan; nothing fails after the debit; no data value in an error or a log line."""
+    pytest.importorskip("dpkit.frame.sql")
+    from fuzz_sql import run_sql, sql_text
+    from test_fuzz import row_keys
+
+    @fuzz_settings(n)
+    @given(st.data())
+    def case(data):
+        unit, measure = data.draw(units, label="unit"), data.draw(measures, label="measure")
+        pair = data.draw(neighbours(unit), label="tables")
+        text = data.draw(sql_text(), label="sql")
+        keys = row_keys(data, unit, pair)
+        small, large = (run_sql(t, unit, measure, text, keys) for t in (pair.small, pair.large))
+        if small.releases[0].ok != large.releases[0].ok and not (small.problems
+                                                                 or large.problems):
+            small.notes.append("released on one neighbour only")
+        tally.check(small, large, (unit, measure, pair, text))
+
+    tally = Tally("sql text")
+    case()
+    tally.finish()
+
+
 # -- the new targets' broken variants: each property must be able to fail -------------------
 def _stream_pair() -> tuple[pl.DataFrame, pl.DataFrame]:
     from fuzz_strategies import VALUES
@@ -222,6 +250,41 @@ def test_app_targets_catch_moved_noise_inputs_and_late_errors():
         return charge(accountant, dp.PureDP(1), "late", compute)
 
     failed = run_app(late, None, "pure").run.problems
+    assert any(p.startswith("(b)") for p in failed), failed
+    assert any(p.startswith("(c)") for p in failed), failed
+
+
+def test_sql_target_catches_a_wrong_debit_late_errors_and_leaks(monkeypatch):
+    """A release debiting more than its plan breaks the debit check; a release that fails
+    after its debit quoting a value breaks (b) and (c)."""
+    pytest.importorskip("dpkit.frame.sql")
+    from fuzz_sql import run_sql
+    from fuzz_strategies import VALUES, frame
+
+    from dpkit.frame.session import Session
+    from dpkit.mechanisms.frontend import charge_record
+
+    table = frame([{**{c: v[0] for c, v in VALUES.items()}, "x": SECRET_FLOAT}])
+    text = "SELECT COUNT(*) AS n FROM t"
+    assert run_sql(table, dp.PrivacyUnit.rows(), "pure", text).problems == []
+    real = Session.release
+
+    def twice(self, plan, **kwargs):
+        real(self, plan, **kwargs)
+        return real(self, plan, **kwargs)
+
+    monkeypatch.setattr(Session, "release", twice)
+    wrong = run_sql(table, dp.PrivacyUnit.rows(), "pure", text).problems
+    assert any("not the plan's loss" in p for p in wrong), wrong
+
+    def late(self, plan, **kwargs):
+        def compute():
+            logging.getLogger("dpkit").warning("row %s", SECRET_FLOAT)
+            raise ValueError(f"bad {SECRET_FLOAT}")
+        return charge_record(self.accountant, plan.loss, plan.description, compute)[1]
+
+    monkeypatch.setattr(Session, "release", late)
+    failed = run_sql(table, dp.PrivacyUnit.rows(), "pure", text).problems
     assert any(p.startswith("(b)") for p in failed), failed
     assert any(p.startswith("(c)") for p in failed), failed
 
@@ -291,3 +354,20 @@ def test_recommender_with_huge_bounds_is_refused_before_the_debit():
     model = fit_recommender(ratings, n_items=3, bounds=(0, 2.0**256), epsilon=1,
                             accountant=accountant)  # the largest accepted: total
     assert accountant.spent == dp.PureDP(1) and model.bounds == (0, 2.0**256)
+
+
+def test_a_long_or_chain_is_refused_with_a_typed_error():
+    """Found by the SQL target (issue 32): ``WHERE x > 1 OR … OR x > 1`` with 1,000 terms (6
+    kB of text, well under MAX_SQL_BYTES) raised RecursionError from the translation (a
+    server answered 500); now refused with SQLError like 300 terms (the sql branch bounds
+    the tree's depth before it recurses). Nothing is spent."""
+    from dpkit.frame.sql import SQLError
+    from fuzz_sql import DECLARED
+    from fuzz_strategies import VALUES, frame
+
+    s = dp.Session({"t": frame([{c: v[0] for c, v in VALUES.items()}])},
+                   dp.PrivacyUnit.rows(), dp.PureDP(10), schema=DECLARED)
+    with pytest.raises(SQLError):
+        s.sql_plan("SELECT COUNT(*) FROM t WHERE " + " OR ".join(["x > 1"] * 1000), epsilon=1)
+    assert s.spent == dp.PureDP(0)
+

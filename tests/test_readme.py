@@ -20,7 +20,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-PAGES = [ROOT / "docs" / "getting-started.md", *sorted((ROOT / "docs" / "guide").glob("*.md")),
+PAGES = [ROOT / "docs" / "getting-started.md", ROOT / "docs" / "sql.md",
+         *sorted((ROOT / "docs" / "guide").glob("*.md")),
          *sorted((ROOT / "docs" / "topics").glob("*.md"))]
 FENCE = re.compile(
     r"(?:<!-- readme-test: (?P<tag>[^>]+?) -->\n)?```(?P<lang>\w*)\n(?P<code>.*?)```", re.S)

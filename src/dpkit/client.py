@@ -22,11 +22,15 @@ Example::
     stream.next(7)                           # the steps available so far, with intervals
     client.stream(stream.stream_id).history()  # later, from anywhere: every released step
 
+    client.sql("adult", 'SELECT sex, COUNT(*), AVG(age) FROM adult GROUP BY sex',
+               epsilon=0.5)                  # the same SQL as Session.sql
+
 A :class:`ClientQuery` is a :class:`dpkit.frame.Query` on a remote session: the same
 builder, sent as its JSON form (:mod:`dpkit.frame.language`). Expressions are built with
 :func:`col` and :func:`lit` (comparisons, ``+ - * /``, ``& | ~`` and ``.is_null()``), the
-grammar the server allows. Errors come back as dpkit's own exceptions
-(``BudgetExceededError``, ``DomainError``, ...) or :class:`ServerError` (with ``status``).
+grammar the server allows. :meth:`Client.sql` sends SQL text instead. Errors come back as
+dpkit's own exceptions (``BudgetExceededError``, ``DomainError``, ``SQLError`` with its
+span, ...) or :class:`ServerError` (with ``status``).
 Needs ``httpx`` (``pip install dpkit[server]``).
 """
 
@@ -47,7 +51,7 @@ from dpkit.frame import language
 from dpkit.frame.language import Expr, col, lit
 from dpkit.frame.query import Query
 from dpkit.frame.schema import Schema
-from dpkit.server.errors import client_exception
+from dpkit.server.errors import client_error
 
 __all__ = ["Client", "ClientQuery", "RemoteSession", "RemoteStream", "Expr", "ServerError",
            "col", "lit"]
@@ -399,6 +403,79 @@ class Client:
         """Start a lazy query on ``dataset``."""
         return ClientQuery(cast(Any, RemoteSession(self, dataset)))
 
+    def sql(self, dataset: str, text: str, *, epsilon: Any = None, rho: Any = None,
+            delta: Any = None, split: Sequence[Any] | None = None, confidence: float = 0.95,
+            dialect: str | None = None, idempotency_key: str | None = None) -> pl.DataFrame:
+        """Release a SQL statement on ``dataset`` (as :meth:`Session.sql
+        <dpkit.frame.Session.sql>`; ``POST /v1/datasets/{dataset}/sql``): the frame of
+        :meth:`sql_record`.
+
+        Parameters
+        ----------
+        dataset : str
+            A served dataset.
+        text : str
+            One ``SELECT`` statement (at most ``dpkit.frame.sql.MAX_SQL_BYTES`` bytes).
+        epsilon, rho, delta : number, optional
+            The budget, as :meth:`Query.release <dpkit.frame.Query.release>` takes it.
+        split : sequence of numbers, optional
+            Relative weights of the statistics' shares of the budget.
+        confidence : float
+            Coverage of each reported interval.
+        dialect : str, optional
+            The SQL dialect the text is written in (sqlglot's name, e.g. ``"postgres"``).
+        idempotency_key : str, optional
+            A retry with the same key returns the recorded answer.
+
+        Returns
+        -------
+        polars.DataFrame
+            The released table (each statistic with its interval).
+
+        Raises
+        ------
+        SQLError
+            For refused text, with ``line``, ``column`` and ``fragment`` (nothing debited).
+        BudgetExceededError
+            If the loss exceeds the dataset's or the analyst's remaining budget.
+        DomainError, BoundsError, ColumnError, MeasureError
+            For a statement the plan-time checks refuse (nothing debited).
+        ServerError
+            For authentication, authorisation and server failures.
+        """
+        return self.sql_record(dataset, text, epsilon=epsilon, rho=rho, delta=delta,
+                               split=split, confidence=confidence, dialect=dialect,
+                               idempotency_key=idempotency_key).values
+
+    def sql_record(self, dataset: str, text: str, *, epsilon: Any = None, rho: Any = None,
+                   delta: Any = None, split: Sequence[Any] | None = None,
+                   confidence: float = 0.95, dialect: str | None = None,
+                   idempotency_key: str | None = None) -> Release[pl.DataFrame]:
+        """Release a SQL statement; the server's record of it (as
+        :meth:`ClientQuery.release_record`). Same parameters and errors as :meth:`sql`."""
+        body = _sql_body(text, epsilon, rho, delta, split, confidence, dialect,
+                         idempotency_key)
+        answer = self._post(f"/v1/datasets/{dataset}/sql", body)
+        self.last_release = {k: answer[k] for k in ("release_id", "replayed", "loss")}
+        return _record(answer)
+
+    def sql_plan(self, dataset: str, text: str, *, epsilon: Any = None, rho: Any = None,
+                 delta: Any = None, split: Sequence[Any] | None = None,
+                 confidence: float = 0.95, dialect: str | None = None) -> dict[str, Any]:
+        """The server's explanation of a SQL statement as data (``POST
+        /v1/datasets/{dataset}/sql/explain``; as :meth:`ClientQuery.plan`): per statistic
+        sensitivity, mechanism, scale and expected error; the total loss; what remains;
+        whether it is affordable. Free. Same parameters and errors as :meth:`sql`."""
+        body = _sql_body(text, epsilon, rho, delta, split, confidence, dialect, None)
+        return dict(self._post(f"/v1/datasets/{dataset}/sql/explain", body))
+
+    def sql_explain(self, dataset: str, text: str, *, epsilon: Any = None, rho: Any = None,
+                    delta: Any = None, split: Sequence[Any] | None = None,
+                    confidence: float = 0.95, dialect: str | None = None) -> str:
+        """The plan of a SQL statement as text (as :meth:`ClientQuery.explain`). Free."""
+        return str(self.sql_plan(dataset, text, epsilon=epsilon, rho=rho, delta=delta,
+                                 split=split, confidence=confidence, dialect=dialect)["text"])
+
     def stream(self, stream_id: int) -> RemoteStream:
         """This analyst's hosted stream ``stream_id`` (opened with ``query.continual``)."""
         return RemoteStream(self, self._get(f"/v1/streams/{int(stream_id)}"))
@@ -425,6 +502,23 @@ class Client:
         return _answer(self._http.post(path, json=body))
 
 
+def _sql_body(text: str, epsilon: Any, rho: Any, delta: Any, split: Sequence[Any] | None,
+              confidence: float, dialect: str | None, idempotency_key: str | None
+              ) -> dict[str, Any]:
+    """The body of a SQL request (numbers as the JSON route writes them)."""
+    budget: dict[str, Any] = {k: language.json_number(v) for k, v in (
+        ("epsilon", epsilon), ("rho", rho), ("delta", delta)) if v is not None}
+    budget["confidence"] = confidence
+    if split is not None:
+        budget["split"] = [language.json_number(w) for w in split]
+    body: dict[str, Any] = {"sql": text, "budget": budget}
+    if dialect is not None:
+        body["dialect"] = dialect
+    if idempotency_key is not None:
+        body["idempotency_key"] = idempotency_key
+    return body
+
+
 def _answer(response: Any) -> Any:
     """The response's JSON, or the matching dpkit error."""
     try:
@@ -438,7 +532,7 @@ def _answer(response: Any) -> Any:
         f"{'.'.join(e.get('loc', []))}: {e.get('msg', '')}" for e in detail
         if isinstance(e, dict)) or str(detail)
     name = body.get("error", "") if isinstance(body, dict) else ""
-    error = client_exception(name) if isinstance(name, str) else None  # the server's table
+    error = client_error(name, message, body) if isinstance(name, str) else None  # the table
     if error is not None:
-        raise error(message)
+        raise error
     raise ServerError(response.status_code, message)

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from dpkit.cli.ledger import default_ledger_path, ledger_app
 from dpkit.cli.report import report
+from dpkit.cli.sql import sql
 from dpkit.errors import DomainError, DPError
 
 _DEBUG = {"on": False}
@@ -62,6 +63,7 @@ app = typer.Typer(cls=_Group, help="dpkit — differential privacy, exact by con
 app.add_typer(ledger_app, name="ledger")
 app.command("report")(report)
 app.command("schema")(__import__("dpkit.cli.schema", fromlist=["schema"]).schema)
+app.command("sql")(sql)
 bench_app = typer.Typer(help="Evaluation harnesses.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 

@@ -6,6 +6,8 @@ Endpoints (OpenAPI documentation at ``/docs``)::
     GET  /v1/datasets                     datasets the caller has a grant on, with budgets
     POST /v1/datasets/{name}/explain      the plan, errors and cost of a query (free)
     POST /v1/datasets/{name}/release      release a query: DP results, loss, release id
+    POST /v1/datasets/{name}/sql          release a SQL statement (the same answer)
+    POST /v1/datasets/{name}/sql/explain  the plan and cost of a SQL statement (free)
     GET  /v1/releases                     the caller's own releases
     GET  /v1/releases/{id}                one of the caller's own releases
     POST /v1/datasets/{name}/streams      open a continual release (charged once)
@@ -17,7 +19,8 @@ ledger, compared by hash). Status codes: 401 no or wrong token, 403 no grant on 
 dataset, 404 unknown dataset, release or stream, 409 budget exceeded (or an idempotent retry
 still in progress, a stream step released by a concurrent request — ask again —, or a stream
 of a retired dataset), 410 a stream whose state was lost, 413 body too large, 422 malformed or
-refused query (or a stream past its horizon), 500 a release or stream step that failed after
+refused query (SQL text: ``SQLError`` with its span; or a stream past its
+horizon), 500 a release or stream step that failed after
 its debit (the loss stands; a fixed text, nothing is returned) or a stream history that fails
 its integrity check, 501 streams not configured (they need ``ledger_key_env``). Refused
 requests debit nothing. Streams: :mod:`dpkit.server.streams`.
@@ -45,7 +48,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from dpkit.errors import DomainError
-from dpkit.server import routes
+from dpkit.server import routes, sql_routes
 from dpkit.server.config import ServerConfig, load_config
 from dpkit.server.errors import WIRE_ERRORS, ApiError
 from dpkit.server.middleware import BodyLimitMiddleware, RequestLogMiddleware, configure_logging
@@ -96,6 +99,7 @@ def create_app(config: ServerConfig | str | Path) -> FastAPI:
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.include_router(routes.router)
+    app.include_router(sql_routes.router)
     return app
 
 

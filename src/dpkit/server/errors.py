@@ -1,7 +1,7 @@
 """The wire error table: every ``error`` name the server answers with, its HTTP status and
 the exception :class:`dpkit.Client` raises for it — written once, read by the server
 (:class:`ApiError`, :func:`refusal`, the middleware) and by the client
-(:func:`client_exception`).
+(:func:`client_exception`, :func:`client_error`).
 
 A response's body is ``{"error": name, "detail": text, ...}``. A refused request debited
 nothing; a ``ReleaseFailed`` (500) was debited and failed after (the loss stands; the text is
@@ -32,6 +32,7 @@ from dpkit.errors import (
 from dpkit.frame.language import ProtocolError
 
 __all__ = ["WireError", "WIRE_ERRORS", "REFUSED", "ApiError", "refusal", "client_exception",
+           "client_error",
            "release_failed", "stream_busy", "history_damaged", "stream_failed"]
 
 
@@ -47,10 +48,14 @@ class WireError:
         What the client raises (None: :class:`dpkit.client.ServerError` with the status);
         a ``"module:Class"`` text is imported on first use (it keeps ``import dpkit``
         light).
+    fields : tuple of str
+        Fields of the body the client passes to the exception as keywords (a SQL error's
+        span).
     """
 
     status: int
     raises: type[Exception] | str | None = None
+    fields: tuple[str, ...] = ()
 
 
 WIRE_ERRORS: dict[str, WireError] = {
@@ -69,6 +74,7 @@ WIRE_ERRORS: dict[str, WireError] = {
     "ColumnError": WireError(422, ColumnError),
     "MeasureError": WireError(422, MeasureError),
     "ProtocolError": WireError(422, ProtocolError),
+    "SQLError": WireError(422, "dpkit.frame.sql:SQLError", ("line", "column", "fragment")),
     "InvalidQuery": WireError(422, DomainError),  # an engine refused the query's plan
     "ValidationError": WireError(422, DomainError),  # the request's shape
     "HorizonExceededError": WireError(422, "dpkit.stream:HorizonExceededError"),
@@ -143,6 +149,26 @@ def client_exception(name: str) -> type[Exception] | None:
         return raises
     module, _, attr = raises.partition(":")
     found: type[Exception] = getattr(importlib.import_module(module), attr)
+    return found
+
+
+def client_error(name: str, message: str, body: dict[str, Any]) -> Exception | None:
+    """The exception the client raises for the wire error ``name`` with ``message`` and the
+    row's ``fields`` read from the response ``body`` (None: a ``ServerError``). A message
+    that already ends with what the exception's constructor adds for those fields (a SQL
+    error's span) keeps it once."""
+    error = client_exception(name)
+    if error is None:
+        return None
+    fields = WIRE_ERRORS[name].fields
+    if not fields:
+        return error(message)
+    make: Any = error
+    extra = {k: body.get(k) for k in fields}
+    suffix = str(make("", **extra))
+    if suffix and message.endswith(suffix):
+        message = message[:-len(suffix)]
+    found: Exception = make(message, **extra)
     return found
 
 

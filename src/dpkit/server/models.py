@@ -6,12 +6,40 @@ Request models are built elsewhere: a query's from the language registry
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Column", "DatasetInfo", "StatisticPlan", "ExplainResponse", "NoiseRowInfo",
-           "ReleaseResponse", "StepReleaseInfo", "StepInfo", "StreamInfo", "ReleaseInfo"]
+__all__ = ["SQLBudget", "SQLRequest", "Column", "DatasetInfo", "StatisticPlan",
+           "ExplainResponse", "NoiseRowInfo", "ReleaseResponse", "StepReleaseInfo", "StepInfo",
+           "StreamInfo", "ReleaseInfo"]
+
+
+Number = int | float | Annotated[str, Field(max_length=64)]  # a string is an exact rational
+
+
+class SQLBudget(BaseModel):
+    """The budget of a SQL statement (as the JSON route's ``budget``, without ``alpha``):
+    ``epsilon``/``rho``/``delta``, the intervals' ``confidence`` and an optional ``split``."""
+
+    model_config = ConfigDict(extra="forbid")
+    epsilon: Number | None = None
+    rho: Number | None = None
+    delta: Number | None = None
+    confidence: float = Field(default=0.95, gt=0, lt=1)
+    split: list[Number] | None = Field(default=None, max_length=16)
+
+
+class SQLRequest(BaseModel):
+    """A SQL statement on one dataset (``POST /v1/datasets/{name}/sql``): its text (at most
+    ``dpkit.frame.sql.MAX_SQL_BYTES`` bytes, checked before parsing), budget, dialect and
+    an optional idempotency key."""
+
+    model_config = ConfigDict(extra="forbid")
+    sql: str
+    budget: SQLBudget = Field(default_factory=SQLBudget)
+    dialect: str | None = Field(default=None, max_length=32)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class Column(BaseModel):

@@ -51,7 +51,7 @@ from dpkit.server.models import (
 from dpkit.server.state import Served, ServerState
 from dpkit.stream import DatasetRetiredError, HorizonExceededError
 
-__all__ = ["router"]
+__all__ = ["router", "release_body"]
 
 
 def _state(request: Request) -> ServerState:
@@ -437,6 +437,13 @@ def _release_response(request: Request, session: Session, record: Release[pl.Dat
     its id, loss (zero for a replay), replayed flag, noise rows, digest and values."""
     spent = record.loss if record.loss is not None else session.measure.zero()
     _note(request, release_id=record.release_id, loss=str(spent), replayed=record.replayed)
+    return release_body(session, record)
+
+
+def release_body(session: Session, record: Release[pl.DataFrame]) -> dict[str, Any]:
+    """A release response's JSON (``ReleaseResponse``) from its record; ``dpkit sql --json``
+    prints the same."""
+    spent = record.loss if record.loss is not None else session.measure.zero()
     frame = record.values
     return {"release_id": record.release_id, "replayed": record.replayed,
             "loss": _loss_json(spent), "noise": [r.as_dict() for r in record.noise],
