@@ -20,7 +20,6 @@ algorithm on all of ε.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -100,10 +99,10 @@ def check_switch(switch: object) -> None:
     DomainError
         ``switch`` not None or a positive finite number."""
     try:
-        value = math.inf if switch is None else float(switch)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        value = math.nan
-    if switch is not None and (isinstance(switch, bool) or not 0 < value < math.inf):
+        good = switch is None or to_fraction(switch) > 0  # finite, not a bool
+    except DomainError:
+        good = False
+    if not good:
         raise DomainError(f"switch must be a positive number or None; got {switch!r}")
 
 
