@@ -124,8 +124,8 @@ def auto_options(shape: tuple[int, ...], *, scale: object = None, rule: object =
     for key, table in rule.items():
         rank = str(key).split("/")[0]
         if not rank.isdigit() or not isinstance(table, Mapping) or any(
-                isinstance(d, bool) or not isinstance(d, int) or not isinstance(name, str)
-                for d, name in table.items()):
+                isinstance(d, bool) or not isinstance(d, int | np.integer)
+                or not isinstance(name, str) for d, name in table.items()):
             raise bad
         for name in table.values():
             if lookup(name, int(rank)).chooses:
