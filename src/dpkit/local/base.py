@@ -100,15 +100,15 @@ def pure_variance(p: float, q: float, n: int, f: Any = 0.0) -> Any:
 
 def norm_sub(estimates: np.ndarray) -> np.ndarray:
     """Norm-Sub (Wang, Lopuhaä-Zwakenberg, Li, Škorić & Li, NDSS 2020, §IV-B): the
-    frequencies max(f̂ + δ, 0) with the one δ that makes them sum to 1 (non-negative and
+    frequencies max(f̂ + c, 0) with the one shift c that makes them sum to 1 (non-negative and
     consistent; the Euclidean projection onto the probability simplex)."""
     f = np.asarray(estimates, dtype=np.float64)
     s = np.sort(f)[::-1]
     cum = np.cumsum(s)
     j = np.arange(1, f.size + 1)
     rho = int(np.nonzero(s + (1 - cum) / j > 0)[0][-1])
-    delta = (1 - cum[rho]) / (rho + 1)
-    return np.maximum(f + delta, 0.0)
+    shift = (1 - cum[rho]) / (rho + 1)
+    return np.maximum(f + shift, 0.0)
 
 
 def estimate_frame(support: np.ndarray, n: int, p: float, q: float, *, alpha: float = 0.05,

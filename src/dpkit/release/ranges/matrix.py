@@ -559,20 +559,20 @@ def expected_rmse(workload: RangeWorkload, strategy: PIdentity, epsilon: float,
     """Per-query RMSE √(2(Δ_A/ε)²‖W A⁺‖_F²/|W|) of a 1-D p-Identity strategy (Li et al.
     2010, Prop. 3), without forming W or WᵀW densely for large n."""
     gram = _gram_operator(workload.lo[:, 0], workload.hi[:, 0], workload.shape[0])
-    delta = float(l1_sensitivity(strategy.sparse())) if sensitivity is None else sensitivity
-    return math.sqrt(2 * (delta / epsilon) ** 2 * strategy.error(gram) / len(workload))
+    sens = float(l1_sensitivity(strategy.sparse())) if sensitivity is None else sensitivity
+    return math.sqrt(2 * (sens / epsilon) ** 2 * strategy.error(gram) / len(workload))
 
 
 def kron_expected_rmse(grams: Sequence[np.ndarray], queries: Sequence[int],
                        factors: Sequence[PIdentity], epsilon: float) -> float:
     """Per-query RMSE of W = ⊗ Wᵢ under A = ⊗ Aᵢ from the factorised formula:
     √(2(ΠΔᵢ/ε)² Π‖WᵢAᵢ⁺‖_F² / Π|Wᵢ|) — never a dense product."""
-    total, delta, count = 1.0, 1.0, 1
+    total, sens, count = 1.0, 1.0, 1
     for g, q, a in zip(grams, queries, factors, strict=True):
         total *= a.error(g)
-        delta *= float(l1_sensitivity(a.sparse()))
+        sens *= float(l1_sensitivity(a.sparse()))
         count *= int(q)
-    return math.sqrt(2 * (delta / epsilon) ** 2 * total / count)
+    return math.sqrt(2 * (sens / epsilon) ** 2 * total / count)
 
 
 # --------------------------------------------------------------------------- strategy cache
@@ -750,8 +750,8 @@ def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload |
         y = laplace_integer(np.asarray(b @ x), l1_sensitivity(b), epsilon)
         return snapped.pinv(y / 2.0**_BITS_1D)
     (b1, s1), (b2, s2) = (f.integer(_BITS_2D) for f in factors)
-    delta = l1_sensitivity(b1) * l1_sensitivity(b2)
-    y = laplace_integer(_kron_apply([b1, b2], x), delta, epsilon)
+    sens = l1_sensitivity(b1) * l1_sensitivity(b2)
+    y = laplace_integer(_kron_apply([b1, b2], x), sens, epsilon)
     return kron_pinv([s1, s2], y / 2.0 ** (2 * _BITS_2D))
 
 
