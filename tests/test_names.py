@@ -239,3 +239,92 @@ def test_the_old_names_still_work_with_a_warning():
     grid = Grid.plan(4, 3, 0, 3)
     with pytest.warns(DeprecationWarning, match="sensitivity"):
         assert grid.delta == grid.sensitivity
+
+
+# --- alpha is an accuracy target (issue 31, item 6): an interval's level is `confidence`, a
+# test's level `significance` (the old keyword still works, with a DeprecationWarning).
+LEVEL_WORDS = re.compile(r"1 − alpha|1 - alpha|significance|level|family-wise")
+
+
+def _uses_as_level(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    why = []
+    for node in ast.walk(fn):
+        if (isinstance(node, ast.Call) and "stats." in ast.unparse(node.func)
+                and any(isinstance(n, ast.Name) and n.id == "alpha"
+                        for a in node.args for n in ast.walk(a))):
+            why.append("a quantile's level")
+        if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)
+                and isinstance(node.right, ast.Name) and node.right.id == "alpha"):
+            why.append("1 − alpha")
+    lines = (ast.get_docstring(fn) or "").splitlines()
+    entry = next((i for i, line in enumerate(lines) if line.strip().startswith("alpha :")), -1)
+    said = [line for line in lines if "alpha" in line]
+    if entry >= 0:  # the entry's description, on the lines below it
+        said += lines[entry + 1:entry + 3]
+    if any(LEVEL_WORDS.search(line) for line in said):
+        why.append("documented as a level")
+    return why
+
+
+def alpha_violations(root: Path = SRC) -> list[str]:
+    """Public functions with a parameter ``alpha`` used or documented as a level."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        where = str(path.relative_to(root))
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(fn, Functions) and not fn.name.startswith("_")
+                    and "alpha" in [a.arg for a in fn.args.args + fn.args.kwonlyargs]):
+                out += [f"{where}:{fn.name}: alpha is {w}" for w in _uses_as_level(fn)]
+    return sorted(set(out))
+
+
+def test_alpha_is_only_an_accuracy_target():
+    found = alpha_violations()
+    assert not found, "alpha is an accuracy target; a level is confidence/significance:\n" + \
+        "\n".join(found)
+
+
+def test_the_alpha_check_catches_the_old_names(tmp_path):
+    """The broken variant: the local oracles' estimate and Base-Cut as they were."""
+    (tmp_path / "old.py").write_text('''
+def estimate(self, reports, *, alpha=0.05):
+    """Server side: estimates with a normal (1 − alpha) CI."""
+    return stats.norm.isf(alpha / 2)
+
+
+def consistent(estimates, *, alpha=0.05):
+    """Post-processing.
+
+    Parameters
+    ----------
+    alpha : float
+        Base-Cut's family-wise level, in (0, 1).
+    """
+    return estimates
+
+
+def release(self, epsilon=None, *, alpha=None, confidence=0.95):
+    """alpha : the half-width of every statistic's interval (an accuracy target)."""
+    return self.calibrate(alpha, confidence=confidence)
+''')
+    assert [v.split(": alpha is")[0] for v in alpha_violations(tmp_path)] == [
+        "old.py:consistent", "old.py:estimate", "old.py:estimate"]
+
+
+def test_the_old_level_keywords_still_work_with_a_warning():
+    import numpy as np
+
+    import dpkit.local as ldp
+
+    grr = ldp.GRR(3, 1)
+    support = np.array([30, 40, 30])
+    new = grr.estimate_from_support(support, 100, confidence=0.9)
+    with pytest.warns(DeprecationWarning, match="confidence"):
+        old = grr.estimate_from_support(support, 100, alpha=0.1)
+    assert np.allclose(old["ci_low"].to_numpy(), new["ci_low"].to_numpy(), rtol=1e-12)
+    with pytest.warns(DeprecationWarning, match="significance"):
+        cut = ldp.consistent([0.5, 0.01], "base-cut", std_error=0.01, alpha=0.05)
+    assert np.array_equal(cut, ldp.consistent([0.5, 0.01], "base-cut", std_error=0.01,
+                                              significance=0.05))
+    with pytest.raises(TypeError, match="confidence"):
+        grr.estimate_from_support(support, 100, alpha=0.1, confidence=0.9)

@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from dpkit.core.numbers import Number, exp_down, integer, positive
+from dpkit.core.renamed import complement, renamed
 from dpkit.errors import DomainError
-from dpkit.local.values import local_measurement
+from dpkit.local.values import local_measurement, normal_z
 
 __all__ = ["BITS", "check_k_epsilon", "to_index", "dyadic_down",
            "exp_lower", "estimate_frame", "norm_sub", "pure_variance"]
@@ -111,28 +111,29 @@ def norm_sub(estimates: np.ndarray) -> np.ndarray:
     return np.maximum(f + shift, 0.0)
 
 
-def estimate_frame(support: np.ndarray, n: int, p: float, q: float, *, alpha: float = 0.05,
+@renamed(alpha=("confidence", complement))
+def estimate_frame(support: np.ndarray, n: int, p: float, q: float, *, confidence: float = 0.95,
                    postprocess: str | None = None) -> pl.DataFrame:
     """The server's answer from support counts: a Polars frame, one row per value.
 
     Columns: ``value`` (0 … k−1), ``estimate`` (frequency, unbiased unless post-processed),
     ``std_error`` (square root of Wang et al.'s variance with f(v) replaced by the estimate
-    clipped to [0, 1]), ``ci_low``/``ci_high`` (normal (1 − alpha) interval around the
+    clipped to [0, 1]), ``ci_low``/``ci_high`` (normal (level ``confidence``) interval around the
     unbiased estimate). With ``postprocess="norm-sub"`` the ``estimate`` column holds the
     Norm-Sub frequencies and ``unbiased`` the raw ones (the SE and CI refer to these).
 
     Raises
     ------
     DomainError
-        If n < 1, alpha ∉ (0, 1) or ``postprocess`` is not None or "norm-sub".
+        If n < 1, confidence ∉ (0, 1) or ``postprocess`` is not None or "norm-sub".
     """
-    if n < 1 or not 0 < alpha < 1:
-        raise DomainError("need n ≥ 1 reports and alpha in (0, 1)")
+    if n < 1 or not 0 < confidence < 1:
+        raise DomainError("need n ≥ 1 reports and confidence in (0, 1)")
     if postprocess not in (None, "norm-sub"):
         raise DomainError("postprocess must be None or 'norm-sub'")
     raw = (np.asarray(support, dtype=np.float64) / n - q) / (p - q)
     se = np.sqrt(np.maximum(pure_variance(p, q, n, np.clip(raw, 0, 1)), 0))
-    z = float(stats.norm.isf(alpha / 2))
+    z = normal_z(confidence)
     cols: dict[str, Any] = {"value": np.arange(raw.size), "estimate": raw, "std_error": se,
                             "ci_low": raw - z * se, "ci_high": raw + z * se}
     if postprocess == "norm-sub":
@@ -193,18 +194,20 @@ class FrequencyOracle:
         the reports; for small k, tests and the audit)."""
         raise NotImplementedError
 
-    def estimate(self, reports: np.ndarray, *, alpha: float = 0.05,
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: np.ndarray, *, confidence: float = 0.95,
                  postprocess: str | None = None) -> pl.DataFrame:
         """Server side: frequency estimates with standard errors and CIs (see
         :func:`estimate_frame`)."""
         reports = np.asarray(reports)
-        return self.estimate_from_support(self.support(reports), len(reports), alpha=alpha,
-                                          postprocess=postprocess)
+        return self.estimate_from_support(self.support(reports), len(reports),
+                                          confidence=confidence, postprocess=postprocess)
 
-    def estimate_from_support(self, support: np.ndarray, n: int, *, alpha: float = 0.05,
+    @renamed(alpha=("confidence", complement))
+    def estimate_from_support(self, support: np.ndarray, n: int, *, confidence: float = 0.95,
                               postprocess: str | None = None) -> pl.DataFrame:
         """The estimate from support counts summed over batches of reports (streaming)."""
-        return estimate_frame(support, n, float(self.p), float(self.q), alpha=alpha,
+        return estimate_frame(support, n, float(self.p), float(self.q), confidence=confidence,
                               postprocess=postprocess)
 
     def variance(self, n: int, f: Any = 0.0) -> Any:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
+from dpkit.core.renamed import renamed
 from dpkit.errors import DomainError
 from dpkit.local.base import norm_sub
 
@@ -43,8 +44,9 @@ METHODS = ("base", "base-pos", "post-pos", "base-cut", "norm", "norm-mul", "norm
            "norm-sub", "power", "power-ns")
 
 
+@renamed(alpha="significance")
 def consistent(estimates: Any, method: str = "norm-sub", *, std_error: Any = None,
-               alpha: float = 0.05, n: int | None = None) -> np.ndarray:
+               significance: float = 0.05, n: int | None = None) -> np.ndarray:
     """Post-process frequency estimates f̂ (length k) by one of Wang et al.'s methods (module
     table).
 
@@ -57,8 +59,9 @@ def consistent(estimates: Any, method: str = "norm-sub", *, std_error: Any = Non
         One of :data:`METHODS`.
     std_error : float or array (k,), optional
         The estimates' standard errors; required by "base-cut", "power" and "power-ns".
-    alpha : float
-        Base-Cut's family-wise level, in (0, 1).
+    significance : float
+        Base-Cut's family-wise test level, in (0, 1) (``alpha=``, deprecated, is the same
+        number).
     n : int, optional
         Number of reports, for Power's smallest frequency 1/n (default 1/(10k)).
 
@@ -70,7 +73,7 @@ def consistent(estimates: Any, method: str = "norm-sub", *, std_error: Any = Non
     ------
     DomainError
         For an unknown method, non-finite estimates, a missing or non-positive std_error
-        where it is needed, or alpha ∉ (0, 1).
+        where it is needed, or significance ∉ (0, 1).
     """
     f = np.asarray(estimates, dtype=np.float64).reshape(-1)
     if method not in METHODS:
@@ -94,9 +97,9 @@ def consistent(estimates: Any, method: str = "norm-sub", *, std_error: Any = Non
         return norm_sub(f)
     sigma = _std_error(std_error, k)
     if method == "base-cut":
-        if not 0 < alpha < 1:
-            raise DomainError("alpha must be in (0, 1)")
-        theta = sigma * stats.norm.isf(alpha / k)
+        if not 0 < significance < 1:
+            raise DomainError("significance must be in (0, 1)")
+        theta = sigma * stats.norm.isf(significance / k)
         return np.where(f > theta, f, 0.0)
     post = power_posterior(f, sigma, n)
     return post if method == "power" else norm_sub(post)

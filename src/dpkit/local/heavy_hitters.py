@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, integer, positive
+from dpkit.core.renamed import complement, renamed
 from dpkit.errors import DomainError
 from dpkit.local.base import dyadic_down, exp_lower, pure_variance
-from dpkit.local.values import local_measurement
+from dpkit.local.values import local_measurement, normal_z
 from dpkit.mechanisms.randomized_response import response_coins
 from dpkit.mechanisms.registry import AuditCase, register
 
@@ -274,7 +274,8 @@ class PEM:
         syms = [self.alphabet[i] for i in prefix.tolist() if i < len(self.alphabet)]
         return "".join(syms) if self.text else tuple(syms)
 
-    def estimate(self, reports: PEMReports, *, alpha: float = 0.05) -> pl.DataFrame:
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: PEMReports, *, confidence: float = 0.95) -> pl.DataFrame:
         """Server side: the top-k strings, by decreasing estimate.
 
         Returns
@@ -283,15 +284,15 @@ class PEM:
             ``value`` (the string or tuple, ⊥ padding removed; a value shorter than L is a
             complete string, one of length L may continue beyond L), ``estimate`` (frequency
             in the population), ``count`` (estimate × n), ``std_error``, ``ci_low``,
-            ``ci_high`` (normal, level 1 − alpha).
+            ``ci_high`` (normal, level ``confidence``).
 
         Raises
         ------
         DomainError
-            If alpha ∉ (0, 1) or a group has no report.
+            If confidence ∉ (0, 1) or a group has no report.
         """
-        if not 0 < alpha < 1:
-            raise DomainError("alpha must lie in (0, 1)")
+        if not 0 < confidence < 1:
+            raise DomainError("confidence must lie in (0, 1)")
         group = np.asarray(reports.group, dtype=np.int64)
         sizes = np.bincount(group, minlength=self.length)
         if sizes.size != self.length or (sizes == 0).any():
@@ -307,7 +308,7 @@ class PEM:
             cands, est = cands[top], est[top]
         n_last = int(sizes[-1])
         se = np.sqrt(np.maximum(self.oracle.variance(n_last, np.clip(est, 0, 1)), 0))
-        z = float(stats.norm.isf(alpha / 2))
+        z = normal_z(confidence)
         return pl.DataFrame({
             "value": [self.decode(c) for c in cands], "estimate": est,
             "count": est * len(group), "std_error": se, "ci_low": est - z * se,

@@ -31,6 +31,7 @@ import polars as pl
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, exp_up, integer, positive
+from dpkit.core.renamed import complement, renamed
 from dpkit.errors import DomainError
 from dpkit.local.base import dyadic_down, exp_lower
 from dpkit.local.telemetry import sample_buckets
@@ -121,9 +122,10 @@ class NumericMechanism:
         """Var[report | u] per user and attribute on the unit scale (n, d)."""
         raise NotImplementedError
 
-    def estimate(self, reports: Any, *, alpha: float = 0.05) -> pl.DataFrame:
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: Any, *, confidence: float = 0.95) -> pl.DataFrame:
         """Server side: the mean of each attribute in data units, with its standard error and
-        a normal (1 − alpha) CI; a Polars frame, one row per attribute.
+        a normal (level ``confidence``) CI; a Polars frame, one row per attribute.
 
         The standard error is √(s²/n) with s² the sample variance of the reports: its
         expectation is the mean of Var[report_i | u_i] plus the spread of the u_i, so it
@@ -133,7 +135,7 @@ class NumericMechanism:
         Raises
         ------
         DomainError
-            If there are no reports, their shape is wrong, or alpha ∉ (0, 1).
+            If there are no reports, their shape is wrong, or confidence ∉ (0, 1).
         """
         y = np.asarray(reports, dtype=np.float64)
         y = y.reshape(-1, 1) if y.ndim == 1 else y
@@ -144,7 +146,7 @@ class NumericMechanism:
         ubar = y.mean(axis=0)
         var = (y.var(axis=0, ddof=1) if n > 1 else self.worst_variance()) / n * half**2
         names = [f"x{j}" for j in range(self.d)] if self.d > 1 else None
-        return mean_frame(self.low + half * (ubar + 1), var, n, alpha, names)
+        return mean_frame(self.low + half * (ubar + 1), var, n, confidence, names)
 
     def worst_variance(self) -> np.ndarray:
         """max over u ∈ [−1, 1] of Var[report | u], per attribute (every variance here is

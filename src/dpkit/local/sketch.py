@@ -52,14 +52,14 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, dyadic_up, integer, positive
+from dpkit.core.renamed import complement, renamed
 from dpkit.errors import DomainError
 from dpkit.local.base import exp_lower
 from dpkit.local.bits import group_bit_counts, value_ids, value_keys
-from dpkit.local.values import local_measurement
+from dpkit.local.values import local_measurement, normal_z
 from dpkit.mechanisms.randomized_response import response_bits
 from dpkit.mechanisms.registry import AuditCase, register
 
@@ -143,20 +143,21 @@ class _Sketch:
         collide = np.asarray(others_sq) * (self.m - 1) / (self.k * self.m ** 2)
         return scale * (self.noise_variance(n, np.asarray(counts, dtype=float)) + collide)
 
-    def _frame(self, cell_mean: np.ndarray, n: int, keys: list[str], alpha: float
+    def _frame(self, cell_mean: np.ndarray, n: int, keys: list[str], confidence: float
                ) -> pl.DataFrame:
         counts = self.m / (self.m - 1) * (cell_mean - n / self.m)
         plug = np.clip(counts, 0, n)
         others = (plug ** 2).sum() - plug ** 2
         se = np.sqrt(np.maximum(self.variance(n, plug, others), 0)) / n
         est = counts / n
-        z = float(stats.norm.isf(alpha / 2))
+        z = normal_z(confidence)
         return pl.DataFrame({"value": keys, "estimate": est, "std_error": se,
                              "ci_low": est - z * se, "ci_high": est + z * se})
 
-    def _candidates(self, candidates: Any, n: int, alpha: float) -> tuple[list[str], np.ndarray]:
-        if not 0 < alpha < 1:
-            raise DomainError("alpha must lie in (0, 1)")
+    def _candidates(self, candidates: Any, n: int, confidence: float
+                    ) -> tuple[list[str], np.ndarray]:
+        if not 0 < confidence < 1:
+            raise DomainError("confidence must lie in (0, 1)")
         if n < 1:
             raise DomainError("need at least one report")
         keys = [str(c) for c in (candidates.tolist() if isinstance(candidates, np.ndarray)
@@ -240,28 +241,30 @@ class CountMeanSketch(_Sketch):
         sizes = np.bincount(row, minlength=self.k)
         return 2 * ones - sizes[:, None], int(row.size)
 
-    def estimate(self, reports: CMSReports, candidates: Any, *, alpha: float = 0.05
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: CMSReports, candidates: Any, *, confidence: float = 0.95
                  ) -> pl.DataFrame:
         """Server side: a frame of value, estimate (frequency), std_error, ci_low, ci_high
         per candidate (see :meth:`estimate_from_sketch`)."""
-        return self.estimate_from_sketch(*self.sketch(reports), candidates, alpha=alpha)
+        return self.estimate_from_sketch(*self.sketch(reports), candidates, confidence=confidence)
 
+    @renamed(alpha=("confidence", complement))
     def estimate_from_sketch(self, sums: np.ndarray, n: int, candidates: Any, *,
-                             alpha: float = 0.05) -> pl.DataFrame:
+                             confidence: float = 0.95) -> pl.DataFrame:
         """Frequencies f̂(d)/n of the candidates with the SE of the class docstring (n_d and
         Σ n_x² replaced by the clipped estimates of the candidates) and a normal CI.
 
         Raises
         ------
         DomainError
-            No reports, alpha ∉ (0, 1), an empty or repeated candidate list.
+            No reports, confidence ∉ (0, 1), an empty or repeated candidate list.
         """
-        keys, cols = self._candidates(candidates, n, alpha)
+        keys, cols = self._candidates(candidates, n, confidence)
         sums = np.asarray(sums, dtype=np.float64)
         # (1/k) Σ_j M[j, h_j(d)] with M[j, i] = k (c/2 · sums[j, i] + N_j/2)
         rows = np.arange(self.k)[None, :]
         cell = (self.c / 2 * sums[rows, cols]).sum(axis=1) + n / 2
-        return self._frame(cell, n, keys, alpha)
+        return self._frame(cell, n, keys, confidence)
 
     def noise_variance(self, n: float, n_d: Any) -> Any:
         return (n * self.c ** 2 - n_d - (n - n_d) * (1 - 2 / self.m) ** 2) / 4
@@ -312,19 +315,21 @@ class HadamardCountMeanSketch(_Sketch):
                             minlength=self.k * self.m)
         return _rows_wht(np.rint(cells).astype(np.int64).reshape(self.k, self.m)), len(rep)
 
-    def estimate(self, reports: np.ndarray, candidates: Any, *, alpha: float = 0.05
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: np.ndarray, candidates: Any, *, confidence: float = 0.95
                  ) -> pl.DataFrame:
         """Server side: as :meth:`CountMeanSketch.estimate`."""
-        return self.estimate_from_sketch(*self.sketch(reports), candidates, alpha=alpha)
+        return self.estimate_from_sketch(*self.sketch(reports), candidates, confidence=confidence)
 
+    @renamed(alpha=("confidence", complement))
     def estimate_from_sketch(self, sums: np.ndarray, n: int, candidates: Any, *,
-                             alpha: float = 0.05) -> pl.DataFrame:
+                             confidence: float = 0.95) -> pl.DataFrame:
         """As :meth:`CountMeanSketch.estimate_from_sketch`; (1/k) Σ_j M[j, h_j(d)] =
         c Σ_j S[j, h_j(d)]."""
-        keys, cols = self._candidates(candidates, n, alpha)
+        keys, cols = self._candidates(candidates, n, confidence)
         rows = np.arange(self.k)[None, :]
         cell = self.c * np.asarray(sums, dtype=np.float64)[rows, cols].sum(axis=1)
-        return self._frame(cell, n, keys, alpha)
+        return self._frame(cell, n, keys, confidence)
 
     def noise_variance(self, n: float, n_d: Any) -> Any:
         return n * self.c ** 2 - n_d - (n - n_d) / self.m ** 2

@@ -42,17 +42,18 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, integer, positive
+from dpkit.core.renamed import complement, renamed
 from dpkit.errors import DomainError
 from dpkit.local.base import check_k_epsilon, dyadic_down, exp_lower, to_index
 from dpkit.local.values import (
     bernoulli_float,
-    check_alpha,
+    check_level,
     local_measurement,
     mean_frame,
+    normal_z,
     to_interval,
 )
 from dpkit.mechanisms.randomized_response import response_coins
@@ -170,24 +171,25 @@ class OneBitMean:
         memoisation (§3 of the paper; what it protects: the module docstring)."""
         return MemoizedOneBitMean(self, n_users, s)
 
-    def estimate(self, reports: Any, *, alpha: float = 0.05) -> pl.DataFrame:
-        """Server side: the mean with its standard error and normal (1 − alpha) CI (a Polars
-        frame of one row: estimate, std_error, ci_low, ci_high, n).
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: Any, *, confidence: float = 0.95) -> pl.DataFrame:
+        """Server side: the mean with its standard error and a normal CI at level
+        ``confidence`` (a Polars frame of one row: estimate, std_error, ci_low, ci_high, n).
 
         Raises
         ------
         DomainError
-            If there are no reports or alpha ∉ (0, 1).
+            If there are no reports or confidence ∉ (0, 1).
         """
         b = np.asarray(reports, dtype=bool).reshape(-1)
-        check_alpha(alpha)
+        check_level(confidence)
         if b.size == 0:
             raise DomainError("no reports to estimate from")
         p, q, n = float(self.p), float(self.q), b.size
         mean_b = b.mean()
         est = self.m_float * (mean_b - q) / (p - q)
         var = self.m_float**2 * mean_b * (1 - mean_b) / (n * (p - q) ** 2)
-        return mean_frame(est, var, n, alpha)
+        return mean_frame(est, var, n, confidence)
 
     def variance(self, values: Any) -> float:
         """Closed-form Var[σ̂] for the population ``values`` (class docstring)."""
@@ -200,7 +202,7 @@ class OneBitMean:
         """Theorem 1's half-width: |σ̂ − σ| ≤ (m/(p − q))·√(ln(2/β)/(2n)) with probability
         ≥ 1 − β."""
         return self.m_float / float(self.p - self.q) * float(
-            np.sqrt(np.log(2 / check_alpha(beta)) / (2 * n)))
+            np.sqrt(np.log(2 / check_level(beta, "beta")) / (2 * n)))
 
     @property
     def measurement(self) -> Any:
@@ -382,28 +384,30 @@ class DBitFlip:
         seen = np.bincount(buckets.reshape(-1), minlength=self.k)
         return ones[: self.k] - float(self.q) * seen[: self.k]
 
-    def estimate(self, reports: tuple[np.ndarray, np.ndarray], *, alpha: float = 0.05
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: tuple[np.ndarray, np.ndarray], *, confidence: float = 0.95
                  ) -> pl.DataFrame:
         """Server side: a Polars frame, one row per bucket: value, estimate, std_error,
-        ci_low, ci_high (normal (1 − alpha) interval).
+        ci_low, ci_high (normal (level ``confidence``) interval).
 
         Raises
         ------
         DomainError
-            If there are no reports or alpha ∉ (0, 1).
+            If there are no reports or confidence ∉ (0, 1).
         """
-        return self.estimate_from_sums(self.sums(reports), len(reports[0]), alpha=alpha)
+        return self.estimate_from_sums(self.sums(reports), len(reports[0]), confidence=confidence)
 
-    def estimate_from_sums(self, sums: np.ndarray, n: int, *, alpha: float = 0.05
+    @renamed(alpha=("confidence", complement))
+    def estimate_from_sums(self, sums: np.ndarray, n: int, *, confidence: float = 0.95
                            ) -> pl.DataFrame:
         """The estimate from :meth:`sums` added over batches of n reports in all."""
-        check_alpha(alpha)
+        check_level(confidence)
         if n < 1:
             raise DomainError("no reports to estimate from")
         est = self.k / (n * self.d) * np.asarray(sums, dtype=np.float64) / float(
             self.p - self.q)
         se = np.sqrt(self.variance(n, np.clip(est, 0, 1)))
-        z = float(stats.norm.isf(alpha / 2))
+        z = normal_z(confidence)
         return pl.DataFrame({"value": np.arange(self.k), "estimate": est, "std_error": se,
                              "ci_low": est - z * se, "ci_high": est + z * se})
 
