@@ -328,3 +328,37 @@ def test_the_old_level_keywords_still_work_with_a_warning():
                                               significance=0.05))
     with pytest.raises(TypeError, match="confidence"):
         grr.estimate_from_support(support, 100, alpha=0.1, confidence=0.9)
+
+
+# --- σ has one name at the public boundary: `scale`, the noise distribution's scale parameter
+# (σ for a Gaussian, b for a Laplace: docstrings say which), as in every make_* constructor,
+# NoiseRow.scale and the samplers. MST/AIM's measurement records (publish's branch) still say
+# sigma; the lead empties this list when merging it.
+SIGMA_ELSEWHERE = {"dpkit.release.synthetic.aim.score_vector",
+                   "dpkit.release.synthetic.mst.Measured.__init__"}
+
+
+def test_sigma_is_called_scale():
+    import public_api
+
+    found = {where for where, p in public_api.parameters() if p.name == "sigma"}
+    assert found <= SIGMA_ELSEWHERE, f"call σ `scale`: {sorted(found - SIGMA_ELSEWHERE)}"
+    assert found == SIGMA_ELSEWHERE, f"renamed since: {sorted(SIGMA_ELSEWHERE - found)}"
+
+
+def test_the_old_sigma_keyword_still_works_with_a_warning():
+    from fractions import Fraction
+
+    from dpkit.core import samplers
+    from dpkit.core.accuracy import gaussian_tail
+    from dpkit.local import DistributedDiscreteGaussian
+
+    with pytest.warns(DeprecationWarning, match="scale"):
+        assert gaussian_tail(sigma=2.0, beta=0.05) == gaussian_tail(scale=2.0, beta=0.05)
+    with pytest.warns(DeprecationWarning, match="scale"):
+        assert samplers.discrete_gaussian(sigma=3, size=5).shape == (5,)
+    with pytest.warns(DeprecationWarning, match="scale"):
+        mech = DistributedDiscreteGaussian(2, clip=1, sigma=Fraction(1, 2), gamma=Fraction(1, 8),
+                                           modulus=1 << 20)
+    with pytest.warns(DeprecationWarning, match="scale"):
+        assert mech.sigma == mech.scale == Fraction(1, 2)

@@ -148,16 +148,18 @@ def _norm_cut(f: np.ndarray) -> np.ndarray:
 _GRID = 400  # points of the frequency grid for Power's posterior
 
 
-def power_posterior(f: np.ndarray, sigma: np.ndarray, n: int | None = None) -> np.ndarray:
+@renamed(sigma="std_error")
+def power_posterior(f: np.ndarray, std_error: np.ndarray, n: int | None = None) -> np.ndarray:
     """Power (Wang et al. 2020, §V): a power-law prior P(x) ∝ x^(−a) on [x₀, 1] with the
-    exponent a ≥ 0 fitted by maximum likelihood to the estimates under f̂ = x + N(0, σ²),
-    then each f̂ replaced by its posterior mean E[x | f̂] (numerical integration on a
-    log-spaced grid of 400 frequencies; x₀ = 1/n, default 1/(10k))."""
+    exponent a ≥ 0 fitted by maximum likelihood to the estimates under f̂ = x + N(0, σ²)
+    (σ = ``std_error``, ``sigma=`` deprecated), then each f̂ replaced by its posterior mean
+    E[x | f̂] (numerical integration on a log-spaced grid of 400 frequencies; x₀ = 1/n,
+    default 1/(10k))."""
     k = f.size
     lo = 1.0 / (n if n is not None and n > 0 else 10 * k)
     grid = np.geomspace(lo, 1.0, _GRID)
     widths = np.gradient(grid)
-    like = stats.norm.pdf((f[:, None] - grid[None, :]) / sigma[:, None]) / sigma[:, None]
+    like = stats.norm.pdf((f[:, None] - grid[None, :]) / std_error[:, None]) / std_error[:, None]
 
     def prior(a: float) -> np.ndarray:
         w = grid ** (-a) * widths
