@@ -77,7 +77,7 @@ def _as_samples(out: Any) -> np.ndarray:
     return arr.astype(np.float64).reshape(-1)
 
 
-def histogram_test(sample: Sampler, x: Any, x_prime: Any, epsilon: float, delta: float = 0.0,
+def histogram_test(sample: Sampler, x: object, x_prime: object, epsilon: float, delta: float = 0.0,
                    *, samples: int = 100_000, votes: int = 9, beta: float = 1e-3,
                    max_bins: int = 32) -> HistogramVerdict:
     """Test (ε, δ)-DP of a mechanism on neighbours x, x′ by the histogram test.
@@ -125,7 +125,7 @@ def _clopper_pearson(k: int, n: int, tail: float) -> tuple[float, float]:
     return low, high
 
 
-def epsilon_lower_bound(sample: Sampler, x: Any, x_prime: Any, *, delta: float = 0.0,
+def epsilon_lower_bound(sample: Sampler, x: object, x_prime: object, *, delta: float = 0.0,
                         samples: int = 200_000, confidence: float = 0.95,
                         max_bins: int = 64) -> LowerBound:
     """A lower bound on the ε of a mechanism, valid with probability ≥ ``confidence``.

@@ -27,6 +27,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from dpkit.core.numbers import Number, exp_down, integer, positive
@@ -40,7 +41,7 @@ __all__ = ["BITS", "check_k_epsilon", "to_index", "dyadic_down",
 BITS = 32  # probabilities are multiples of 2^-BITS
 
 
-def check_k_epsilon(k: Any, epsilon: Number) -> tuple[int, Fraction]:
+def check_k_epsilon(k: int, epsilon: Number) -> tuple[int, Fraction]:
     """Validate a domain size k ≥ 2 and ε > 0 (rounded down: a float ε is never exceeded).
 
     Raises
@@ -63,7 +64,7 @@ def dyadic_down(x: Fraction, bits: int = BITS) -> Fraction:
     return Fraction((x.numerator * scale) // x.denominator, scale)
 
 
-def to_index(values: Any, k: int, fallback: int = 0) -> np.ndarray:
+def to_index(values: npt.ArrayLike, k: int, fallback: int = 0) -> np.ndarray:
     """Map values to indices in [0, k): the out-of-domain rule of every oracle.
 
     A value that is an integer in [0, k) (a Python or NumPy integer, or an integral float)
@@ -93,7 +94,7 @@ def to_index(values: Any, k: int, fallback: int = 0) -> np.ndarray:
     return out
 
 
-def pure_variance(p: float, q: float, n: int, f: Any = 0.0) -> Any:
+def pure_variance(p: float, q: float, n: int, f: npt.ArrayLike = 0.0) -> Any:
     """Var[f̂(v)] of a pure protocol (Wang et al. 2017, §3, over n²)."""
     return (q * (1 - q) + np.asarray(f) * (p - q) * (1 - p - q)) / (n * (p - q) ** 2)
 
@@ -170,14 +171,14 @@ class FrequencyOracle:
     p: Fraction
     q: Fraction
 
-    def __init__(self, k: Any, epsilon: Number, fallback: int = 0) -> None:
+    def __init__(self, k: int, epsilon: Number, fallback: int = 0) -> None:
         self.k, self.epsilon = check_k_epsilon(k, epsilon)
         self.fallback = integer(fallback, "fallback", minimum=0, maximum=self.k - 1)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(k={self.k}, epsilon={float(self.epsilon):.6g})"
 
-    def randomize(self, values: Any) -> np.ndarray:
+    def randomize(self, values: npt.ArrayLike) -> np.ndarray:
         """Client side: one report per value (vectorised; exact randomness from
         :mod:`dpkit.core.rng`). Out-of-domain values follow :func:`to_index`."""
         return self._randomize(to_index(values, self.k, self.fallback))
@@ -210,7 +211,7 @@ class FrequencyOracle:
         return estimate_frame(support, n, float(self.p), float(self.q), confidence=confidence,
                               postprocess=postprocess)
 
-    def variance(self, n: int, f: Any = 0.0) -> Any:
+    def variance(self, n: int, f: npt.ArrayLike = 0.0) -> Any:
         """Closed-form Var[f̂(v)] with n reports and true frequency f (Wang et al. 2017,
         §3, over n²; the protocol's own formula is in its class docstring)."""
         return pure_variance(float(self.p), float(self.q), n, f)

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy import optimize, stats
 
 from dpkit.core.renamed import renamed
@@ -45,7 +46,8 @@ METHODS = ("base", "base-pos", "post-pos", "base-cut", "norm", "norm-mul", "norm
 
 
 @renamed(alpha="significance")
-def consistent(estimates: Any, method: str = "norm-sub", *, std_error: Any = None,
+def consistent(estimates: npt.ArrayLike, method: str = "norm-sub", *,
+               std_error: npt.ArrayLike | None = None,
                significance: float = 0.05, n: int | None = None) -> np.ndarray:
     """Post-process frequency estimates f̂ (length k) by one of Wang et al.'s methods (module
     table).
@@ -105,7 +107,7 @@ def consistent(estimates: Any, method: str = "norm-sub", *, std_error: Any = Non
     return post if method == "power" else norm_sub(post)
 
 
-def subset_sum(estimates: Any, members: Any, method: str = "post-pos") -> float:
+def subset_sum(estimates: npt.ArrayLike, members: Any, method: str = "post-pos") -> float:
     """The frequency of a set of values: Σ_{v ∈ members} f̂(v) post-processed. "post-pos"
     clips the raw sum at 0 (Wang et al. 2020's Post-Pos); any other method sums its
     per-value output.

@@ -32,6 +32,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.core import rng
 from dpkit.core.measures import ZCDP
@@ -254,7 +255,7 @@ class DistributedDiscreteGaussian:
         """D·Hᵀ·z (H is symmetric and its own inverse once normalised), first d coordinates."""
         return (_fwht_rows(np.atleast_2d(z)) / math.sqrt(self.d_pad) * self.signs)[:, : self.d]
 
-    def integers(self, data: Any) -> np.ndarray:
+    def integers(self, data: npt.ArrayLike) -> np.ndarray:
         """Steps 1–4 for each client (rows of ``data``): the noisy integer vectors (n, d′),
         before the modular reduction. Non-finite coordinates are read as 0."""
         x = self._rows(data)
@@ -284,7 +285,7 @@ class DistributedDiscreteGaussian:
             todo = todo[~ok]
         return out
 
-    def encode(self, data: Any) -> np.ndarray:
+    def encode(self, data: npt.ArrayLike) -> np.ndarray:
         """What each client sends: its noisy integer vector mod m (int64 (n, d′) in [0, m))."""
         return np.mod(self.integers(data), self.m)
 
@@ -306,7 +307,7 @@ class DistributedDiscreteGaussian:
         out = self.unrotate(centred * float(self.gamma))
         return out[0] if t.ndim == 1 else out
 
-    def run(self, data: Any) -> np.ndarray:
+    def run(self, data: npt.ArrayLike) -> np.ndarray:
         """The whole protocol on an (n, d) matrix of client vectors: the estimated sum."""
         return self.decode(self.aggregate(self.encode(data)))
 

@@ -26,11 +26,13 @@ q* = 1/g exactly, and the estimator is exactly unbiased.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from dpkit.core import rng
@@ -132,7 +134,7 @@ class HashedOLH:
         p, q = float(self.p), float(self.q)
         return (np.asarray(support, dtype=np.float64) / n - q) / (p - q)
 
-    def variance(self, n: int, f: Any = 0.0) -> Any:
+    def variance(self, n: int, f: npt.ArrayLike = 0.0) -> Any:
         return pure_variance(float(self.p), float(self.q), n, f)
 
     def shifts(self, reports: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -198,8 +200,8 @@ class PEM:
 
     name = "pem"
 
-    def __init__(self, epsilon: Number, alphabet: Any, length: Any, top_k: Any = 10,
-                 keep: Any = None) -> None:
+    def __init__(self, epsilon: Number, alphabet: Any, length: int, top_k: int = 10,
+                 keep: int | None = None) -> None:
         self.oracle = HashedOLH(epsilon)
         self.epsilon = self.oracle.epsilon
         symbols = list(alphabet)
@@ -218,7 +220,7 @@ class PEM:
         return (f"PEM(epsilon={float(self.epsilon):.6g}, |alphabet|={len(self.alphabet)}, "
                 f"length={self.length}, top_k={self.top_k})")
 
-    def encode(self, values: Any) -> np.ndarray:
+    def encode(self, values: Sequence[object] | np.ndarray) -> np.ndarray:
         """Symbol indices (int64 (n, L)); ⊥ = |alphabet| after the end or the first unknown
         symbol (the out-of-alphabet rule)."""
         end = len(self.alphabet)
@@ -248,7 +250,7 @@ class PEM:
         weights = self.base ** np.arange(s - 1, -1, -1, dtype=np.int64)
         return (idx[:, :s] @ weights).astype(np.uint64)
 
-    def randomize(self, values: Any) -> PEMReports:
+    def randomize(self, values: Sequence[object] | np.ndarray) -> PEMReports:
         """Client side: one report per value (see the class docstring)."""
         idx = self.encode(values)
         n = idx.shape[0]

@@ -22,11 +22,13 @@ truncated to multiples of 2^-64, a bias below 2^-52 relative that the docstrings
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from math import comb
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from dpkit.core import rng
@@ -47,6 +49,7 @@ from dpkit.mechanisms.registry import register
 
 __all__ = ["NumericMechanism", "Duchi", "Piecewise", "Hybrid", "SampledMean", "MAX_DUCHI_D"]
 
+Bounds = tuple[Number, Number] | Sequence[tuple[Number, Number]]  # one pair, or one per attribute
 MAX_DUCHI_D = 60  # Duchi et al.'s d-dimensional sampler draws the agreement count exactly
 GRID_BITS = 32  # the piecewise mechanism's window has 2^32 cells
 EPS_STAR = Fraction(61, 100)  # Wang et al. 2019 §III-C: below ε* ≈ 0.61 the hybrid is Duchi
@@ -76,9 +79,10 @@ class NumericMechanism:
     name = "numeric"
     multi = False  # whether several attributes may be declared
 
-    def __init__(self, epsilon: Number, bounds: Any = (-1, 1), fallback: Any = None) -> None:
+    def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
+                 fallback: Any = None) -> None:
         self.epsilon = positive(epsilon, "epsilon", up=False)
-        pairs = [bounds] if _is_pair(bounds) else list(bounds)
+        pairs = cast(list[tuple[Number, Number]], [bounds] if _is_pair(bounds) else list(bounds))
         if not pairs or not all(_is_pair(b) for b in pairs):
             raise DomainError("bounds must be a (low, high) pair or a sequence of pairs")
         if len(pairs) > 1 and not self.multi:
@@ -97,7 +101,7 @@ class NumericMechanism:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={float(self.epsilon):.6g}, d={self.d})"
 
-    def unit(self, values: Any) -> np.ndarray:
+    def unit(self, values: npt.ArrayLike) -> np.ndarray:
         """Values (n,) or (n, d) → unit-scale floats (n, d) in [−1, 1] (the bounds rule)."""
         arr = np.asarray(values)
         if self.d == 1 and (arr.ndim <= 1):
@@ -109,7 +113,7 @@ class NumericMechanism:
         x = np.stack(cols, axis=1) if cols else np.zeros((arr.shape[0], 0))
         return np.clip(2 * (x - self.low) / (self.high - self.low) - 1, -1.0, 1.0)
 
-    def randomize(self, values: Any) -> np.ndarray:
+    def randomize(self, values: npt.ArrayLike) -> np.ndarray:
         """Client side: one report per user, unit-scale floats: (n,) for one attribute given
         as a vector, else (n, d) (exact randomness from :mod:`dpkit.core.rng`)."""
         out = self._randomize(self.unit(values))
@@ -123,7 +127,7 @@ class NumericMechanism:
         raise NotImplementedError
 
     @renamed(alpha=("confidence", complement))
-    def estimate(self, reports: Any, *, confidence: float = 0.95) -> pl.DataFrame:
+    def estimate(self, reports: npt.ArrayLike, *, confidence: float = 0.95) -> pl.DataFrame:
         """Server side: the mean of each attribute in data units, with its standard error and
         a normal (level ``confidence``) CI; a Polars frame, one row per attribute.
 
@@ -155,7 +159,7 @@ class NumericMechanism:
         edges = np.array([[-1.0], [0.0], [1.0]]) * np.ones((1, self.d))
         return self.unit_variance(edges).max(axis=0)
 
-    def variance(self, values: Any) -> np.ndarray:
+    def variance(self, values: npt.ArrayLike) -> np.ndarray:
         """Closed-form Var of the estimated mean (data units) for the population ``values``:
         ((high − low)/2)² Σ_i Var[report_i | u_i] / n², per attribute."""
         u = self.unit(values)
@@ -239,7 +243,8 @@ class Duchi(NumericMechanism):
     name = "duchi"
     multi = True
 
-    def __init__(self, epsilon: Number, bounds: Any = (-1, 1), fallback: Any = None) -> None:
+    def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
+                 fallback: Any = None) -> None:
         super().__init__(epsilon, bounds, fallback)
         if self.d > MAX_DUCHI_D:
             raise DomainError(f"Duchi et al.'s d-dimensional mechanism takes d ≤ {MAX_DUCHI_D}")
@@ -323,7 +328,8 @@ class Piecewise(NumericMechanism):
 
     name = "piecewise"
 
-    def __init__(self, epsilon: Number, bounds: Any = (-1, 1), fallback: Any = None) -> None:
+    def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
+                 fallback: Any = None) -> None:
         super().__init__(epsilon, bounds, fallback)
         a = dyadic_down(exp_lower(self.epsilon / 2), GRID_BITS)
         if a <= 1:
@@ -394,7 +400,8 @@ class Hybrid(NumericMechanism):
 
     name = "hybrid"
 
-    def __init__(self, epsilon: Number, bounds: Any = (-1, 1), fallback: Any = None) -> None:
+    def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
+                 fallback: Any = None) -> None:
         super().__init__(epsilon, bounds, fallback)
         self.duchi = Duchi(self.epsilon)
         beta = 1 - exp_up(-self.epsilon / 2) if self.epsilon > EPS_STAR else Fraction(0)
@@ -460,7 +467,8 @@ class SampledMean(NumericMechanism):
     name = "sampled_mean"
     multi = True
 
-    def __init__(self, epsilon: Number, bounds: Any, fallback: Any = None, k: int | None = None,
+    def __init__(self, epsilon: Number, bounds: Bounds, fallback: Any = None,
+                 k: int | None = None,
                  base: str = "hm") -> None:
         super().__init__(epsilon, bounds, fallback)
         default = max(1, min(self.d, int(self.epsilon / Fraction(5, 2))))

@@ -16,6 +16,7 @@ significance at level 0.05/M for M candidates).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -128,7 +129,7 @@ class RAPPOR:
 
     name = "rappor"
 
-    def __init__(self, m: Any = 128, h: Any = 2, cohorts: Any = 64, f: Number = Fraction(1, 2),
+    def __init__(self, m: int = 128, h: int = 2, cohorts: int = 64, f: Number = Fraction(1, 2),
                  p: Number = Fraction(1, 2), q: Number = Fraction(3, 4)) -> None:
         self.m = integer(m, "m", minimum=8, maximum=4096)
         if self.m % 8:
@@ -150,7 +151,7 @@ class RAPPOR:
         self._cohort_of: dict[str, int] = {}
 
     @classmethod
-    def one_time(cls, epsilon: Number, m: Any = 128, h: Any = 2, cohorts: Any = 64
+    def one_time(cls, epsilon: Number, m: int = 128, h: int = 2, cohorts: int = 64
                  ) -> RAPPOR:
         """One-time RAPPOR (Erlingsson et al. 2014, §6): no instantaneous response (p = 0,
         q = 1), f = 2/(1 + e^{ε/(2h)}) rounded up, so that ε1 = ε∞ ≤ ε.
@@ -229,7 +230,8 @@ class RAPPOR:
         ones, zeros = response_bits(self.q, shape), response_bits(self.p, shape)
         return (prr & ones) | (~prr & zeros)
 
-    def permanent(self, values: Any, users: Any) -> tuple[np.ndarray, np.ndarray]:
+    def permanent(self, values: Iterable[object], users: Iterable[object]) -> tuple[np.ndarray,
+                  np.ndarray]:
         """The memoised permanent responses (packed uint8 (n, m/8)) and cohorts of
         (user, value) pairs: drawn on first use, then returned unchanged for the same pair;
         a user's cohort is drawn once. Users and values are identified by their text."""
@@ -254,7 +256,8 @@ class RAPPOR:
         table = np.stack([self._memo[key] for key in keys])
         return table[pairs[1].reshape(-1)], cohort_u[uinv]
 
-    def randomize(self, values: Any, users: Any = None) -> RAPPORReports:
+    def randomize(self, values: Iterable[object], users: Iterable[object] | None = None
+                  ) -> RAPPORReports:
         """Client side: one report per value.
 
         Without ``users`` every value is a fresh user (one-time collection: a uniform cohort
@@ -298,7 +301,8 @@ class RAPPOR:
         return sparse.diags(share) @ x
 
     @renamed(alpha=("confidence", complement))
-    def estimate(self, reports: RAPPORReports, candidates: Any, *, confidence: float = 0.95,
+    def estimate(self, reports: RAPPORReports, candidates: Iterable[object], *,
+                 confidence: float = 0.95,
                  method: str = "ols", significance: float = 0.05) -> pl.DataFrame:
         """Server side: the frequency of each candidate value (see
         :meth:`estimate_from_counts`)."""
@@ -307,7 +311,8 @@ class RAPPOR:
                                          method=method, significance=significance)
 
     @renamed(alpha=("confidence", complement))
-    def estimate_from_counts(self, counts: np.ndarray, sizes: np.ndarray, candidates: Any, *,
+    def estimate_from_counts(self, counts: np.ndarray, sizes: np.ndarray,
+                             candidates: Iterable[object], *,
                              confidence: float = 0.95, method: str = "ols",
                              significance: float = 0.05) -> pl.DataFrame:
         """Decode bit counts against a candidate list (Erlingsson et al. 2014, §4).

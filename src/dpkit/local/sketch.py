@@ -46,11 +46,13 @@ k = 65,536 (emoji, words): with k·m ≫ n the collision term is negligible.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from dpkit.core import rng
@@ -97,7 +99,7 @@ class _Sketch:
     name = "sketch"
     flip: Fraction
 
-    def __init__(self, epsilon: Number, k: Any, m: Any, seeds: Any = None) -> None:
+    def __init__(self, epsilon: Number, k: int, m: int, seeds: Any = None) -> None:
         self.epsilon = positive(epsilon, "epsilon", up=False)
         self.k = integer(k, "k", minimum=1, maximum=1 << 20)
         self.m = integer(m, "m", minimum=2, maximum=1 << 24)
@@ -133,7 +135,7 @@ class _Sketch:
         keys, inverse = value_keys(values)
         return value_ids(keys)[inverse] if keys else np.zeros(0, dtype=np.uint64)
 
-    def noise_variance(self, n: float, n_d: Any) -> Any:
+    def noise_variance(self, n: float, n_d: np.ndarray | float) -> Any:
         raise NotImplementedError
 
     def variance(self, n: float, counts: Any, others_sq: Any = 0.0) -> Any:
@@ -172,7 +174,7 @@ class _Sketch:
         :class:`HammingDistance`: d_in ↦ PureDP(d_in · ε)."""
         return local_measurement(self.randomize, self.epsilon, self.name, k=self.k, m=self.m)
 
-    def randomize(self, values: Any) -> Any:
+    def randomize(self, values: npt.ArrayLike) -> Any:
         raise NotImplementedError
 
 
@@ -213,7 +215,7 @@ class CountMeanSketch(_Sketch):
 
     name = "cms"
 
-    def __init__(self, epsilon: Number, k: Any = 256, m: Any = 1024, seeds: Any = None
+    def __init__(self, epsilon: Number, k: int = 256, m: int = 1024, seeds: Any = None
                  ) -> None:
         super().__init__(epsilon, k, m, seeds)
         if self.m < 8:
@@ -221,7 +223,7 @@ class CountMeanSketch(_Sketch):
         e = exp_lower(self.epsilon / 2)
         self.flip = dyadic_up(1 / (e + 1), 32)
 
-    def randomize(self, values: Any) -> CMSReports:
+    def randomize(self, values: npt.ArrayLike) -> CMSReports:
         """Client side: one report per value (exact randomness from :mod:`dpkit.core.rng`)."""
         ids = self._ids(values)
         n = ids.size
@@ -242,14 +244,15 @@ class CountMeanSketch(_Sketch):
         return 2 * ones - sizes[:, None], int(row.size)
 
     @renamed(alpha=("confidence", complement))
-    def estimate(self, reports: CMSReports, candidates: Any, *, confidence: float = 0.95
+    def estimate(self, reports: CMSReports, candidates: Iterable[object], *,
+                 confidence: float = 0.95
                  ) -> pl.DataFrame:
         """Server side: a frame of value, estimate (frequency), std_error, ci_low, ci_high
         per candidate (see :meth:`estimate_from_sketch`)."""
         return self.estimate_from_sketch(*self.sketch(reports), candidates, confidence=confidence)
 
     @renamed(alpha=("confidence", complement))
-    def estimate_from_sketch(self, sums: np.ndarray, n: int, candidates: Any, *,
+    def estimate_from_sketch(self, sums: np.ndarray, n: int, candidates: Iterable[object], *,
                              confidence: float = 0.95) -> pl.DataFrame:
         """Frequencies f̂(d)/n of the candidates with the SE of the class docstring (n_d and
         Σ n_x² replaced by the clipped estimates of the candidates) and a normal CI.
@@ -266,7 +269,7 @@ class CountMeanSketch(_Sketch):
         cell = (self.c / 2 * sums[rows, cols]).sum(axis=1) + n / 2
         return self._frame(cell, n, keys, confidence)
 
-    def noise_variance(self, n: float, n_d: Any) -> Any:
+    def noise_variance(self, n: float, n_d: np.ndarray | float) -> Any:
         return (n * self.c ** 2 - n_d - (n - n_d) * (1 - 2 / self.m) ** 2) / 4
 
 
@@ -288,13 +291,13 @@ class HadamardCountMeanSketch(_Sketch):
 
     name = "hcms"
 
-    def __init__(self, epsilon: Number, k: Any = 256, m: Any = 1024, seeds: Any = None
+    def __init__(self, epsilon: Number, k: int = 256, m: int = 1024, seeds: Any = None
                  ) -> None:
         super().__init__(epsilon, k, m, seeds)
         e = exp_lower(self.epsilon)
         self.flip = dyadic_up(1 / (e + 1), 32)
 
-    def randomize(self, values: Any) -> np.ndarray:
+    def randomize(self, values: npt.ArrayLike) -> np.ndarray:
         """Client side: one (j, l, bit) row per value."""
         ids = self._ids(values)
         n = ids.size
@@ -316,13 +319,14 @@ class HadamardCountMeanSketch(_Sketch):
         return _rows_wht(np.rint(cells).astype(np.int64).reshape(self.k, self.m)), len(rep)
 
     @renamed(alpha=("confidence", complement))
-    def estimate(self, reports: np.ndarray, candidates: Any, *, confidence: float = 0.95
+    def estimate(self, reports: np.ndarray, candidates: Iterable[object], *,
+                 confidence: float = 0.95
                  ) -> pl.DataFrame:
         """Server side: as :meth:`CountMeanSketch.estimate`."""
         return self.estimate_from_sketch(*self.sketch(reports), candidates, confidence=confidence)
 
     @renamed(alpha=("confidence", complement))
-    def estimate_from_sketch(self, sums: np.ndarray, n: int, candidates: Any, *,
+    def estimate_from_sketch(self, sums: np.ndarray, n: int, candidates: Iterable[object], *,
                              confidence: float = 0.95) -> pl.DataFrame:
         """As :meth:`CountMeanSketch.estimate_from_sketch`; (1/k) Σ_j M[j, h_j(d)] =
         c Σ_j S[j, h_j(d)]."""
@@ -331,7 +335,7 @@ class HadamardCountMeanSketch(_Sketch):
         cell = self.c * np.asarray(sums, dtype=np.float64)[rows, cols].sum(axis=1)
         return self._frame(cell, n, keys, confidence)
 
-    def noise_variance(self, n: float, n_d: Any) -> Any:
+    def noise_variance(self, n: float, n_d: np.ndarray | float) -> Any:
         return n * self.c ** 2 - n_d - (n - n_d) / self.m ** 2
 
 

@@ -41,6 +41,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from dpkit.core import rng
@@ -155,11 +156,11 @@ class OneBitMean:
     def __repr__(self) -> str:
         return f"OneBitMean(m={self.m_float:.6g}, epsilon={float(self.epsilon):.6g})"
 
-    def values(self, values: Any) -> np.ndarray:
+    def values(self, values: npt.ArrayLike) -> np.ndarray:
         """The out-of-bounds rule applied: floats in [0, m]."""
         return to_interval(values, 0.0, self.m_float, self.fallback)
 
-    def randomize(self, values: Any) -> np.ndarray:
+    def randomize(self, values: npt.ArrayLike) -> np.ndarray:
         """Client side: one bit per value (a boolean array; exact randomness from
         :mod:`dpkit.core.rng`)."""
         x = self.values(values)
@@ -172,7 +173,7 @@ class OneBitMean:
         return MemoizedOneBitMean(self, n_users, s)
 
     @renamed(alpha=("confidence", complement))
-    def estimate(self, reports: Any, *, confidence: float = 0.95) -> pl.DataFrame:
+    def estimate(self, reports: npt.ArrayLike, *, confidence: float = 0.95) -> pl.DataFrame:
         """Server side: the mean with its standard error and a normal CI at level
         ``confidence`` (a Polars frame of one row: estimate, std_error, ci_low, ci_high, n).
 
@@ -191,7 +192,7 @@ class OneBitMean:
         var = self.m_float**2 * mean_b * (1 - mean_b) / (n * (p - q) ** 2)
         return mean_frame(est, var, n, confidence)
 
-    def variance(self, values: Any) -> float:
+    def variance(self, values: npt.ArrayLike) -> float:
         """Closed-form Var[σ̂] for the population ``values`` (class docstring)."""
         x = self.values(values)
         p, q = float(self.p), float(self.q)
@@ -238,7 +239,7 @@ class MemoizedOneBitMean:
         up = up < np.arange(self.s + 1, dtype=np.uint64)[None, :]  # Bernoulli(j/s)
         self.memo = ~(up ^ response_coins(mechanism.p, (self.n, self.s + 1)))
 
-    def points(self, values: Any) -> np.ndarray:
+    def points(self, values: npt.ArrayLike) -> np.ndarray:
         """Each user's rounding point index j ∈ [0, s] for the current values (length n)."""
         x = self.mechanism.values(values)
         if x.size != self.n:
@@ -250,7 +251,7 @@ class MemoizedOneBitMean:
         up = self.alpha > (np.uint64(0xFFFF_FFFF_FFFF_FFFF) - f)  # α + frac ≥ 1
         return np.minimum(low.astype(np.int64) + up, self.s)
 
-    def collect(self, values: Any) -> np.ndarray:
+    def collect(self, values: npt.ArrayLike) -> np.ndarray:
         """One collection: each user's memoised bit for their current rounding point."""
         return self.memo[np.arange(self.n), self.points(values)]
 
@@ -350,7 +351,7 @@ class DBitFlip:
 
     name = "dbitflip"
 
-    def __init__(self, k: Any, epsilon: Number, d: int = 1, fallback: int = 0) -> None:
+    def __init__(self, k: int, epsilon: Number, d: int = 1, fallback: int = 0) -> None:
         self.k, self.epsilon = check_k_epsilon(k, epsilon)
         self.d = integer(d, "d", minimum=1, maximum=self.k)
         self.fallback = integer(fallback, "fallback", minimum=0, maximum=self.k - 1)
@@ -360,7 +361,7 @@ class DBitFlip:
     def __repr__(self) -> str:
         return f"DBitFlip(k={self.k}, epsilon={float(self.epsilon):.6g}, d={self.d})"
 
-    def randomize(self, values: Any) -> tuple[np.ndarray, np.ndarray]:
+    def randomize(self, values: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Client side: per value, the sampled buckets (int64 (n, d)) and their bits (bool
         (n, d))."""
         idx = to_index(values, self.k, self.fallback)
@@ -411,7 +412,7 @@ class DBitFlip:
         return pl.DataFrame({"value": np.arange(self.k), "estimate": est, "std_error": se,
                              "ci_low": est - z * se, "ci_high": est + z * se})
 
-    def variance(self, n: int, f: Any = 0.0) -> Any:
+    def variance(self, n: int, f: npt.ArrayLike = 0.0) -> Any:
         """Closed-form Var[ĥ(v)] with n reports and true frequency f (class docstring)."""
         p, q, r = float(self.p), float(self.q), self.k / self.d
         return (r * p * q / (p - q) ** 2 + np.asarray(f) * (r - 1)) / n
@@ -448,7 +449,7 @@ class MemoizedDBitFlip:
         keys = np.arange(d + 1)[:, None] == np.arange(d)[None, :]  # (d + 1, d): own bucket
         self.memo = mechanism._bits(np.broadcast_to(keys, (self.n, d + 1, d)))
 
-    def keys(self, values: Any) -> np.ndarray:
+    def keys(self, values: npt.ArrayLike) -> np.ndarray:
         """Each user's memo key for the current values (length n)."""
         m = self.mechanism
         idx = to_index(values, m.k, m.fallback)
@@ -457,6 +458,6 @@ class MemoizedDBitFlip:
         match = self.buckets == idx[:, None]
         return np.where(match.any(axis=1), match.argmax(axis=1), m.d)
 
-    def collect(self, values: Any) -> tuple[np.ndarray, np.ndarray]:
+    def collect(self, values: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """One collection: (buckets, bits) as :meth:`DBitFlip.randomize` returns them."""
         return self.buckets, self.memo[np.arange(self.n), self.keys(values)]

@@ -17,17 +17,19 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 from scipy import stats
 
 from dpkit.core import rng
+from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 
 __all__ = ["to_interval", "bernoulli_float", "mean_frame", "local_measurement", "check_level",
            "normal_z"]
 
 
-def to_interval(values: Any, low: float, high: float, fallback: float) -> np.ndarray:
+def to_interval(values: npt.ArrayLike, low: float, high: float, fallback: float) -> np.ndarray:
     """The out-of-bounds rule (module docstring): a float64 array of values in [low, high]."""
     arr = np.asarray(values)
     flat = arr.reshape(-1)
@@ -107,7 +109,7 @@ def local_measurement(function: Any, epsilon: Fraction, name: str, **params: Any
         input_domain=VectorDomain(AnyDomain()))
 
 
-def finite_bound(x: Any, name: str) -> float:
+def finite_bound(x: Number, name: str) -> float:
     """A declared bound as a float (finite).
 
     Raises

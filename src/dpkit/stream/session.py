@@ -12,10 +12,11 @@ over the whole stream from the unit column (:mod:`dpkit.stream.frames`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import narwhals as nw
 
+from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine, register_query_namespace
 from dpkit.stream.frames import ContinualRelease, ContinualStep
@@ -87,7 +88,8 @@ class ContinualNamespace:
         elif isinstance(aggregation, aggregates.Sum):
             if aggregation.bounds is None:
                 raise DomainError("a continual sum needs bounds=(lower, upper)")
-            value, bounds = aggregation.column, tuple(aggregation.bounds)
+            value = aggregation.column
+            bounds = cast(tuple[Number, Number], tuple(aggregation.bounds))
         else:
             raise DomainError("continual supports dp.count() and dp.sum(column, bounds)")
         session = q.session
