@@ -77,6 +77,7 @@ solver is a dense SQP over ≤ T·m variables), n ≤ 10^7.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -201,7 +202,8 @@ def _latencies(x: Any, name: str) -> np.ndarray:
     return arr
 
 
-def congestion_game(latency_a: Any, latency_b: Any, allowed: Any) -> CongestionGame:
+def congestion_game(latency_a: Sequence[Number], latency_b: Sequence[Number],
+                    allowed: npt.ArrayLike) -> CongestionGame:
     """A validated parallel-links congestion game.
 
     Parameters

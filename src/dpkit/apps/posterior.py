@@ -130,7 +130,7 @@ def _prior(prior: Any, k: int) -> tuple[Fraction, ...]:
     return alpha
 
 
-def beta_bernoulli_grid(prior: tuple[Any, Any] = (1, 1), truncation: Any = Fraction(1, 100),
+def beta_bernoulli_grid(prior: tuple[Any, Any] = (1, 1), truncation: Number = Fraction(1, 100),
                         size: int = 1024) -> PosteriorGrid:
     """The grid θ_j = a + (1 − 2a)(j + 1/2)/m, j < m, with its exact terms (rows (θ, 1 − θ);
     ℓ₁ = log θ, ℓ₀ = log1p(−θ) in float64).
@@ -177,7 +177,7 @@ def _largest_resolution(k: int, points: int) -> int:
     return lo
 
 
-def dirichlet_categorical_grid(categories: int, prior: Any = 1,
+def dirichlet_categorical_grid(categories: int, prior: Number | Sequence[Number] = 1,
                                resolution: int | None = None) -> PosteriorGrid:
     """The grid θ = c/m on the simplex: c ∈ ℤ^K, every c_k ≥ 1, Σ c_k = m (C(m − 1, K − 1)
     points, lexicographic), with its exact terms ℓ_k = float64 log(c_k/m).
@@ -291,7 +291,7 @@ def _category_counts(x: Any, k: int) -> list[int]:
 
 @register(audit=lambda: audit_cases())  # the audit battery's case(s)
 def one_posterior_sample(x: npt.ArrayLike, *, epsilon: Number, prior: tuple[Any, Any] = (1, 1),
-                         truncation: Any = Fraction(1, 100), size: int = 1024,
+                         truncation: Number = Fraction(1, 100), size: int = 1024,
                          accountant: AccountantLike = None) -> float:
     """One sample of θ from the tempered Beta–Bernoulli posterior on a grid, ε-DP.
 
@@ -340,7 +340,8 @@ def one_posterior_sample(x: npt.ArrayLike, *, epsilon: Number, prior: tuple[Any,
 
 
 def one_posterior_sample_categorical(x: npt.ArrayLike, *, epsilon: Number, categories: int,
-                                     prior: Any = 1, resolution: int | None = None,
+                                     prior: Number | Sequence[Number] = 1,
+                                     resolution: int | None = None,
                                      accountant: AccountantLike = None) -> np.ndarray:
     """One sample of θ from the tempered Dirichlet–categorical posterior on the simplex
     grid θ = c/m, ε-DP.

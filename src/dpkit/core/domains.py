@@ -31,7 +31,7 @@ import abc
 import enum
 import math
 import numbers
-from collections.abc import Sized
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -307,7 +307,7 @@ class CategoricalDomain(Domain):
 
     categories: tuple[Any, ...]
 
-    def __init__(self, categories: Any) -> None:
+    def __init__(self, categories: Iterable[object]) -> None:
         cats = tuple(categories)
         try:
             distinct = len(set(cats))

@@ -107,7 +107,7 @@ def consistent(estimates: npt.ArrayLike, method: str = "norm-sub", *,
     return post if method == "power" else norm_sub(post)
 
 
-def subset_sum(estimates: npt.ArrayLike, members: Any, method: str = "post-pos") -> float:
+def subset_sum(estimates: npt.ArrayLike, members: npt.ArrayLike, method: str = "post-pos") -> float:
     """The frequency of a set of values: Σ_{v ∈ members} f̂(v) post-processed. "post-pos"
     clips the raw sum at 0 (Wang et al. 2020's Post-Pos); any other method sums its
     per-value output.

@@ -200,7 +200,7 @@ class PEM:
 
     name = "pem"
 
-    def __init__(self, epsilon: Number, alphabet: Any, length: int, top_k: int = 10,
+    def __init__(self, epsilon: Number, alphabet: str | Sequence[str], length: int, top_k: int = 10,
                  keep: int | None = None) -> None:
         self.oracle = HashedOLH(epsilon)
         self.epsilon = self.oracle.epsilon

@@ -80,7 +80,7 @@ class NumericMechanism:
     multi = False  # whether several attributes may be declared
 
     def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
-                 fallback: Any = None) -> None:
+                 fallback: npt.ArrayLike | None = None) -> None:
         self.epsilon = positive(epsilon, "epsilon", up=False)
         pairs = cast(list[tuple[Number, Number]], [bounds] if _is_pair(bounds) else list(bounds))
         if not pairs or not all(_is_pair(b) for b in pairs):
@@ -244,7 +244,7 @@ class Duchi(NumericMechanism):
     multi = True
 
     def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
-                 fallback: Any = None) -> None:
+                 fallback: npt.ArrayLike | None = None) -> None:
         super().__init__(epsilon, bounds, fallback)
         if self.d > MAX_DUCHI_D:
             raise DomainError(f"Duchi et al.'s d-dimensional mechanism takes d ≤ {MAX_DUCHI_D}")
@@ -329,7 +329,7 @@ class Piecewise(NumericMechanism):
     name = "piecewise"
 
     def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
-                 fallback: Any = None) -> None:
+                 fallback: npt.ArrayLike | None = None) -> None:
         super().__init__(epsilon, bounds, fallback)
         a = dyadic_down(exp_lower(self.epsilon / 2), GRID_BITS)
         if a <= 1:
@@ -401,7 +401,7 @@ class Hybrid(NumericMechanism):
     name = "hybrid"
 
     def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
-                 fallback: Any = None) -> None:
+                 fallback: npt.ArrayLike | None = None) -> None:
         super().__init__(epsilon, bounds, fallback)
         self.duchi = Duchi(self.epsilon)
         beta = 1 - exp_up(-self.epsilon / 2) if self.epsilon > EPS_STAR else Fraction(0)
@@ -467,7 +467,7 @@ class SampledMean(NumericMechanism):
     name = "sampled_mean"
     multi = True
 
-    def __init__(self, epsilon: Number, bounds: Bounds, fallback: Any = None,
+    def __init__(self, epsilon: Number, bounds: Bounds, fallback: npt.ArrayLike | None = None,
                  k: int | None = None,
                  base: str = "hm") -> None:
         super().__init__(epsilon, bounds, fallback)

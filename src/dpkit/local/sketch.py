@@ -99,7 +99,7 @@ class _Sketch:
     name = "sketch"
     flip: Fraction
 
-    def __init__(self, epsilon: Number, k: int, m: int, seeds: Any = None) -> None:
+    def __init__(self, epsilon: Number, k: int, m: int, seeds: npt.ArrayLike | None = None) -> None:
         self.epsilon = positive(epsilon, "epsilon", up=False)
         self.k = integer(k, "k", minimum=1, maximum=1 << 20)
         self.m = integer(m, "m", minimum=2, maximum=1 << 24)
@@ -215,7 +215,8 @@ class CountMeanSketch(_Sketch):
 
     name = "cms"
 
-    def __init__(self, epsilon: Number, k: int = 256, m: int = 1024, seeds: Any = None
+    def __init__(self, epsilon: Number, k: int = 256, m: int = 1024,
+                 seeds: npt.ArrayLike | None = None
                  ) -> None:
         super().__init__(epsilon, k, m, seeds)
         if self.m < 8:
@@ -291,7 +292,8 @@ class HadamardCountMeanSketch(_Sketch):
 
     name = "hcms"
 
-    def __init__(self, epsilon: Number, k: int = 256, m: int = 1024, seeds: Any = None
+    def __init__(self, epsilon: Number, k: int = 256, m: int = 1024,
+                 seeds: npt.ArrayLike | None = None
                  ) -> None:
         super().__init__(epsilon, k, m, seeds)
         e = exp_lower(self.epsilon)

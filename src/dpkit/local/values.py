@@ -13,6 +13,7 @@ a bad value reveals no more than an in-bounds one.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -89,7 +90,8 @@ def mean_frame(estimate: np.ndarray, variance: np.ndarray, n: int, confidence: f
     return pl.DataFrame(cols)
 
 
-def local_measurement(function: Any, epsilon: Fraction, name: str, **params: Any) -> Any:
+def local_measurement(function: Callable[..., object], epsilon: Fraction, name: str,
+                      **params: Any) -> Any:
     """A local randomizer as a :class:`~dpkit.core.component.Measurement`: input a vector of
     values (one per user, anything the randomizer accepts), output the reports; under
     :class:`HammingDistance` the map is d_in ↦ PureDP(d_in · ε) (each user's report depends

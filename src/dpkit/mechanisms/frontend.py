@@ -35,7 +35,7 @@ from dpkit.core import rng
 from dpkit.core.accountant import Accountant, as_accountant
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
-from dpkit.core.numbers import Number, integer, positive, to_fraction
+from dpkit.core.numbers import Number, Numbers, integer, positive, to_fraction
 from dpkit.core.record import NoiseRow, Release, digest_of, read_only
 from dpkit.errors import DomainError, MeasureError
 from dpkit.mechanisms.calibrated import CalibratedNoise, make_noise, make_selection
@@ -243,7 +243,7 @@ def exact_scale(row: NoiseRow) -> Fraction:
     return row.scale
 
 
-def draw(selection: CalibratedNoise, scores: Any, *, unit: Number = 1,
+def draw(selection: CalibratedNoise, scores: Numbers, *, unit: Number = 1,
          size: int | None = None) -> Any:
     """Index i with probability ∝ exp(scoresᵢ·unit / s), s the exponential selection's
     calibrated temperature: ``scores`` in units of ``unit`` (integers, for an exact draw
@@ -282,7 +282,7 @@ def _grid_size(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()  # a power of two: few distinct calibrations
 
 
-def noisy(values: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
+def noisy(values: Numbers, sensitivity: Number, budget: PrivacyLoss | Number, *,
           norm: str | None = None, output: str = "integer", size: int | None = None,
           statistic: str | None = None, cache: bool = True) -> Drawn:
     """``values`` released through the calibrated measurement, with its noise row.
@@ -361,7 +361,7 @@ def _selection(sensitivity: Number, budget: PrivacyLoss | Number, k: int, monoto
     return make_selection(sensitivity, per_pick, mechanism=mechanism, monotonic=monotonic)
 
 
-def select(scores: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
+def select(scores: Numbers, sensitivity: Number, budget: PrivacyLoss | Number, *,
            k: int | None = None,
            monotonic: bool = False, size: int | None = None, statistic: str | None = None,
            mechanism: str = "exponential") -> Drawn:

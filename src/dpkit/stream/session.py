@@ -12,6 +12,7 @@ over the whole stream from the unit column (:mod:`dpkit.stream.frames`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, cast
 
 import narwhals as nw
@@ -106,7 +107,7 @@ class ContinualNamespace:
         stream.query = q
         return stream
 
-    def restore(self, path: Any, key: bytes) -> ContinualQuery:
+    def restore(self, path: str | Path, key: bytes) -> ContinualQuery:
         """Reopen a stream saved with :meth:`~dpkit.stream.frames.ContinualRelease.save`
         on this query, against the session's ledger (no new debit; errors as
         :meth:`~dpkit.stream.frames.ContinualRelease.restore`)."""
