@@ -136,7 +136,7 @@ def distributed(data: dict[str, np.ndarray], runs: int) -> dict:
     σ = 0.5 per user (a sum noise SD of 0.5·√n ≈ 110 against sums ≈ 14,000 and 20,000)."""
     x = np.stack([(data[c] - lo) / (hi - lo) for c, (lo, hi) in BOUNDS.items()], axis=1)
     n = x.shape[0]
-    mech = ldp.DistributedDiscreteGaussian(2, clip=Fraction(3, 2), sigma=Fraction(1, 2),
+    mech = ldp.DistributedDiscreteGaussian(2, clip=Fraction(3, 2), scale=Fraction(1, 2),
                                            gamma=Fraction(1, 256), modulus=1 << 32)
     t0 = time.perf_counter()
     errs = [float(np.sum((mech.run(x) - x.sum(axis=0)) ** 2)) for _ in range(runs)]

@@ -361,9 +361,10 @@ def test_a_long_or_chain_is_refused_with_a_typed_error():
     kB of text, well under MAX_SQL_BYTES) raised RecursionError from the translation (a
     server answered 500); now refused with SQLError like 300 terms (the sql branch bounds
     the tree's depth before it recurses). Nothing is spent."""
-    from dpkit.frame.sql import SQLError
     from fuzz_sql import DECLARED
     from fuzz_strategies import VALUES, frame
+
+    from dpkit.frame.sql import SQLError
 
     s = dp.Session({"t": frame([{c: v[0] for c, v in VALUES.items()}])},
                    dp.PrivacyUnit.rows(), dp.PureDP(10), schema=DECLARED)

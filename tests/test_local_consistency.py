@@ -33,7 +33,7 @@ def test_each_method_has_its_defining_property():
     assert np.array_equal(c(RAW, "norm-sub"), norm_sub(RAW))
     sub = c(RAW, "norm-sub")
     assert sub.sum() == pytest.approx(1) and sub.min() >= 0
-    base_cut = c(RAW, "base-cut", std_error=0.05, alpha=0.05)  # θ = 0.05·Φ⁻¹(1 − 0.05/6)
+    base_cut = c(RAW, "base-cut", std_error=0.05, significance=0.05)  # θ = 0.05·Φ⁻¹(1 − 0.05/6)
     assert base_cut.tolist() == [0.5, 0.4, 0.0, 0.0, 0.3, 0.0]
     power = c(RAW, "power", std_error=0.05)
     assert power.min() > 0 and power.max() <= 1
@@ -80,6 +80,6 @@ def test_bad_input_raises_typed_errors():
         with pytest.raises(DomainError):
             ldp.consistent(RAW, method, std_error=-1)
     with pytest.raises(DomainError):
-        ldp.consistent(RAW, "base-cut", std_error=0.1, alpha=1.5)
+        ldp.consistent(RAW, "base-cut", std_error=0.1, significance=1.5)
     with pytest.raises(DomainError):
         ldp.subset_sum(RAW, [6])

@@ -70,10 +70,10 @@ def test_tau_and_rho_are_computed_conservatively_and_exactly():
         tau = tau_bound(sigma, n)
         slack = 1e-9 if n <= 2001 else 1e-2  # beyond 2000 terms: each bounded by the 2000th
         assert direct <= float(tau) <= direct * (1 + slack)
-    mech = ldp.DistributedDiscreteGaussian(16, clip=1, sigma=Fraction(1, 10),
+    mech = ldp.DistributedDiscreteGaussian(16, clip=1, scale=Fraction(1, 10),
                                            gamma=Fraction(1, 100), modulus=1 << 20)
-    s2 = (mech.sigma / mech.gamma) ** 2
-    tau = tau_bound(mech.sigma / mech.gamma, 100)
+    s2 = (mech.scale / mech.gamma) ** 2
+    tau = tau_bound(mech.scale / mech.gamma, 100)
     assert mech.rho(100).rho == 4 * mech.delta2_sq / (200 * s2) + 16 * tau
     assert mech.rho(100, "zero-out").rho == mech.delta2_sq / (200 * s2) + 16 * tau
     cg = 100
@@ -86,7 +86,7 @@ def test_tau_and_rho_are_computed_conservatively_and_exactly():
 
 def test_client_noise_is_discrete_gaussian_and_a_smaller_sigma_is_rejected():
     """A zero vector rounds to 0 exactly, so a client's integers are its N_ℤ(0, σ²/γ²) noise."""
-    mech = ldp.DistributedDiscreteGaussian(4, clip=1, sigma=Fraction(3, 10),
+    mech = ldp.DistributedDiscreteGaussian(4, clip=1, scale=Fraction(3, 10),
                                            gamma=Fraction(1, 10), modulus=1 << 16)
     noise = mech.integers(np.zeros((25_000, 4))).reshape(-1)
     support = np.arange(-20, 21)
@@ -95,7 +95,7 @@ def test_client_noise_is_discrete_gaussian_and_a_smaller_sigma_is_rejected():
 
 
 def test_conditional_rounding_respects_the_norm_bound_and_is_unbiased():
-    mech = ldp.DistributedDiscreteGaussian(8, clip=1, sigma=1, gamma=Fraction(1, 8),
+    mech = ldp.DistributedDiscreteGaussian(8, clip=1, scale=1, gamma=Fraction(1, 8),
                                            modulus=1 << 20, beta=Fraction(1, 2))
     z = np.tile(np.linspace(-2.3, 2.7, 8), (50_000, 1)) + 0.4
     rounded = mech._round(z)
@@ -105,13 +105,13 @@ def test_conditional_rounding_respects_the_norm_bound_and_is_unbiased():
     ups = (rounded - np.floor(z)).mean(axis=0)
     se = np.sqrt(frac * (1 - frac) / z.shape[0]) + 1e-12
     assert np.all(np.abs(ups - frac) < 5.5 * se)  # two-sided normal tail < 1e-7 per coordinate
-    tight = ldp.DistributedDiscreteGaussian(1, clip=Fraction(1, 2), sigma=1, gamma=1,
+    tight = ldp.DistributedDiscreteGaussian(1, clip=Fraction(1, 2), scale=1, gamma=1,
                                             modulus=1 << 10)
     assert tight._round(np.full((100, 1), 0.5)).max() <= 1
 
 
 def test_secure_aggregation_reveals_the_modular_sum_and_the_server_decodes_it():
-    mech = ldp.DistributedDiscreteGaussian(10, clip=2, sigma=Fraction(1, 5),
+    mech = ldp.DistributedDiscreteGaussian(10, clip=2, scale=Fraction(1, 5),
                                            gamma=Fraction(1, 64), modulus=1 << 24)
     data = np.cos(np.arange(300).reshape(30, 10))
     ints = mech.integers(data)
@@ -122,7 +122,7 @@ def test_secure_aggregation_reveals_the_modular_sum_and_the_server_decodes_it():
     x = np.cos(np.arange(10.0))
     assert np.allclose(mech.unrotate(mech.rotate(x[None, :]))[0], x)
     assert np.linalg.norm(mech.rotate(x[None, :])) == pytest.approx(np.linalg.norm(x))
-    small = ldp.DistributedDiscreteGaussian(10, clip=2, sigma=Fraction(1, 5),
+    small = ldp.DistributedDiscreteGaussian(10, clip=2, scale=Fraction(1, 5),
                                             gamma=Fraction(1, 64), modulus=64)
     y = small.encode(data)
     assert y.min() >= 0 and y.max() < 64  # messages are residues; sums wrap around mod m
@@ -131,13 +131,13 @@ def test_secure_aggregation_reveals_the_modular_sum_and_the_server_decodes_it():
 def test_decoded_sum_is_accurate_within_the_mse_bound():
     """50 runs of 40 clients in d = 60 (padded to 64): the mean squared error is within
     1.2× n·d′·(γ²/4 + σ²) (the average of 3200 coordinates; its relative SD is ~3%)."""
-    mech = ldp.DistributedDiscreteGaussian(60, clip=1, sigma=Fraction(1, 20),
+    mech = ldp.DistributedDiscreteGaussian(60, clip=1, scale=Fraction(1, 20),
                                            gamma=Fraction(1, 200), modulus=1 << 24)
     data = np.sin(np.arange(2400.0).reshape(40, 60)) / 5
     clipped = data * np.minimum(1, 1 / np.linalg.norm(data, axis=1))[:, None]
     errs = [np.sum((mech.run(data) - clipped.sum(axis=0)) ** 2) for _ in range(50)]
     assert np.mean(errs) <= 1.2 * mech.mse_bound(40)
-    assert np.mean(errs) >= 0.5 * 40 * 64 * float(mech.sigma) ** 2  # the noise is there
+    assert np.mean(errs) >= 0.5 * 40 * 64 * float(mech.scale) ** 2  # the noise is there
 
 
 def test_audit_case_passes_and_its_broken_variant_is_flagged():
@@ -149,9 +149,9 @@ def test_audit_case_passes_and_its_broken_variant_is_flagged():
 
 
 def test_bad_input_raises_typed_errors():
-    good = {"dim": 4, "clip": 1, "sigma": 1, "gamma": Fraction(1, 10), "modulus": 1 << 10}
-    for key, bad in (("dim", 0), ("clip", 0), ("sigma", -1), ("gamma", 0), ("modulus", 1),
-                     ("beta", 1), ("beta", 0), ("dim", 2.5), ("sigma", 2**50)):
+    good = {"dim": 4, "clip": 1, "scale": 1, "gamma": Fraction(1, 10), "modulus": 1 << 10}
+    for key, bad in (("dim", 0), ("clip", 0), ("scale", -1), ("gamma", 0), ("modulus", 1),
+                     ("beta", 1), ("beta", 0), ("dim", 2.5), ("scale", 2**50)):
         with pytest.raises(DomainError):
             ldp.DistributedDiscreteGaussian(**{**good, key: bad})
     mech = ldp.DistributedDiscreteGaussian(**good)

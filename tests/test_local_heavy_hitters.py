@@ -151,7 +151,7 @@ def test_bad_parameters_raise_typed_errors():
     with pytest.raises(DomainError):
         pem.estimate(rep)
     with pytest.raises(DomainError):
-        pem.estimate(pem.randomize(["a"] * 300), alpha=0)
+        pem.estimate(pem.randomize(["a"] * 300), confidence=1)
     assert HashedOLH(Fraction(1, 10)).g == 2
     for ids in (np.array([2**32]), np.array([-1]), np.array([0.5])):
         with pytest.raises(DomainError):

@@ -285,4 +285,4 @@ def test_bad_input_follows_the_documented_rules():
     with pytest.raises(DomainError):
         mech.estimate(np.zeros(0))
     with pytest.raises(DomainError):
-        mech.estimate(np.zeros(5), alpha=0)
+        mech.estimate(np.zeros(5), confidence=1)

@@ -163,7 +163,7 @@ def test_bad_parameters_and_input(name):
         with pytest.raises(DomainError):
             sketch.estimate(rep, cands)
     with pytest.raises(DomainError):
-        sketch.estimate(rep, ["a"], alpha=1)
+        sketch.estimate(rep, ["a"], confidence=0)
     if name == "cms":
         with pytest.raises(DomainError):
             CountMeanSketch(1, 4, 4)  # the m-bit report needs m ≥ 8

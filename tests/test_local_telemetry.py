@@ -222,4 +222,4 @@ def test_bad_input_follows_the_documented_rules():
     with pytest.raises(DomainError):
         mech.estimate(np.zeros(0, dtype=bool))
     with pytest.raises(DomainError):
-        mech.estimate(np.zeros(3, dtype=bool), alpha=1.5)
+        mech.estimate(np.zeros(3, dtype=bool), confidence=1.5)

@@ -45,6 +45,7 @@ from typing import Any, cast
 import polars as pl
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from dpkit.core.numbers import Number
 from dpkit.core.record import NoiseRow, Release
 from dpkit.errors import DomainError, DPError
 from dpkit.frame import language
@@ -113,9 +114,10 @@ class ClientQuery(Query):
         return frame  # the server converts the keys to the columns' types
 
     # -- sending -----------------------------------------------------------------------------
-    def payload(self, epsilon: Any = None, *, rho: Any = None, delta: Any = None,
+    def payload(self, epsilon: Number | None = None, *, rho: Number | None = None,
+                delta: Number | None = None,
                 split: Sequence[Any] | None = None, confidence: float = 0.95,
-                alpha: Any = None, idempotency_key: str | None = None) -> dict[str, Any]:
+                alpha: Number | None = None, idempotency_key: str | None = None) -> dict[str, Any]:
         """The JSON request for this query with a budget (what :meth:`release` sends)."""
         from dpkit.server.protocol import request_json
 
@@ -123,25 +125,28 @@ class ClientQuery(Query):
                   "split": split, "confidence": confidence}
         return request_json(self.to_json(), budget, idempotency_key)
 
-    def plan(self, epsilon: Any = None, *, rho: Any = None,  # type: ignore[override]
-             delta: Any = None, split: Sequence[Any] | None = None, confidence: float = 0.95,
-             alpha: Any = None) -> dict[str, Any]:
+    def plan(self, epsilon: Number | None = None, *,  # type: ignore[override]
+             rho: Number | None = None, delta: Number | None = None,
+             split: Sequence[Any] | None = None, confidence: float = 0.95,
+             alpha: Number | None = None) -> dict[str, Any]:
         """The server's explanation as data: per statistic sensitivity, mechanism, scale and
         expected error; the total loss; what remains; whether it is affordable. Free."""
         body = self.payload(epsilon, rho=rho, delta=delta, split=split, confidence=confidence,
                             alpha=alpha)
         return dict(self.client._post(f"/v1/datasets/{self.dataset}/explain", body))
 
-    def explain(self, epsilon: Any = None, *, rho: Any = None, delta: Any = None,
+    def explain(self, epsilon: Number | None = None, *, rho: Number | None = None,
+                delta: Number | None = None,
                 split: Sequence[Any] | None = None, confidence: float = 0.95,
-                alpha: Any = None) -> str:
+                alpha: Number | None = None) -> str:
         """The plan as text (as :meth:`Query.explain`). Free: debits nothing."""
         return str(self.plan(epsilon, rho=rho, delta=delta, split=split,
                              confidence=confidence, alpha=alpha)["text"])
 
-    def release(self, epsilon: Any = None, *, rho: Any = None, delta: Any = None,
+    def release(self, epsilon: Number | None = None, *, rho: Number | None = None,
+                delta: Number | None = None,
                 split: Sequence[Any] | None = None, confidence: float = 0.95,
-                alpha: Any = None, idempotency_key: str | None = None) -> pl.DataFrame:
+                alpha: Number | None = None, idempotency_key: str | None = None) -> pl.DataFrame:
         """Release the aggregations (as :meth:`Query.release`): the frame of
         :meth:`release_record`.
 
@@ -158,9 +163,10 @@ class ClientQuery(Query):
                                    confidence=confidence, alpha=alpha,
                                    idempotency_key=idempotency_key).values
 
-    def release_record(self, epsilon: Any = None, *, rho: Any = None, delta: Any = None,
+    def release_record(self, epsilon: Number | None = None, *, rho: Number | None = None,
+                       delta: Number | None = None,
                        split: Sequence[Any] | None = None, confidence: float = 0.95,
-                       alpha: Any = None, idempotency_key: str | None = None
+                       alpha: Number | None = None, idempotency_key: str | None = None
                        ) -> Release[pl.DataFrame]:
         """Release the aggregations; the server's record of it, as
         :meth:`Session.release <dpkit.frame.Session.release>` returns it: ``values`` (the

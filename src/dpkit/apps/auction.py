@@ -33,12 +33,14 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
+from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 from dpkit.mechanisms import CalibratedNoise, frontend, make_selection
 from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
@@ -72,7 +74,7 @@ class AuctionResult:
     epsilon: Fraction
 
 
-def price_grid(max_price: Any, steps: int = 100) -> list[Fraction]:
+def price_grid(max_price: Number, steps: int = 100) -> list[Fraction]:
     """``steps`` evenly spaced prices max_price/steps, 2·max_price/steps, …, max_price
     (exact Fractions; public, chosen before the bids are seen)."""
     top = numbers.positive(max_price, "max_price")
@@ -115,8 +117,10 @@ def revenue_scores(bids: np.ndarray, prices: list[Fraction]) -> list[Fraction]:
 
 
 @register(audit=lambda: audit_cases())  # the audit battery's case(s)
-def digital_goods_auction(bids: Any, *, epsilon: Any, prices: Any = None,
-                          max_price: Any = 1, accountant: AccountantLike = None) -> AuctionResult:
+def digital_goods_auction(bids: npt.ArrayLike, *, epsilon: Number,
+                          prices: npt.ArrayLike | None = None,
+                          max_price: Number = 1, accountant: AccountantLike = None
+                          ) -> AuctionResult:
     """Post one price for unlimited goods by the exponential mechanism on revenue.
 
     Parameters
@@ -170,8 +174,8 @@ def digital_goods_auction(bids: Any, *, epsilon: Any, prices: Any = None,
                   f"max {float(grid[-1])}", compute, rows)
 
 
-def price_distribution(bids: Any, *, epsilon: Any, prices: Any = None,
-                       max_price: Any = 1) -> tuple[np.ndarray, np.ndarray]:
+def price_distribution(bids: npt.ArrayLike, *, epsilon: Number, prices: npt.ArrayLike | None = None,
+                       max_price: Number = 1) -> tuple[np.ndarray, np.ndarray]:
     """The exact law of the posted price (floats): (prices, probabilities). Reads the bids
     without noise: for analysis of public or synthetic bids (benchmarks, tests), never for
     a release."""

@@ -77,11 +77,13 @@ solver is a dense SQP over ≤ T·m variables), n ≤ 10^7.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import minimize
 
 from dpkit.core import numbers, rng
@@ -89,6 +91,7 @@ from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
+from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend, make_noise
 from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
@@ -199,7 +202,8 @@ def _latencies(x: Any, name: str) -> np.ndarray:
     return arr
 
 
-def congestion_game(latency_a: Any, latency_b: Any, allowed: Any) -> CongestionGame:
+def congestion_game(latency_a: Sequence[Number], latency_b: Sequence[Number],
+                    allowed: npt.ArrayLike) -> CongestionGame:
     """A validated parallel-links congestion game.
 
     Parameters
@@ -266,7 +270,7 @@ def _players(n: Any) -> int:
     return numbers.integer(n, "n", minimum=1, maximum=MAX_PLAYERS)
 
 
-def wardrop_split(game: CongestionGame, masses: Any, n: int) -> np.ndarray:
+def wardrop_split(game: CongestionGame, masses: npt.ArrayLike, n: int) -> np.ndarray:
     """A Wardrop (nonatomic Nash) equilibrium: each type's mass split over its allowed links.
 
     Minimises the Beckmann potential Φ(f) = Σ_ℓ (a_ℓ x_ℓ + b_ℓ x_ℓ² / (2n)), x_ℓ = Σ_t f_tℓ,
@@ -335,7 +339,7 @@ def _cheapest(game: CongestionGame, costs: np.ndarray) -> np.ndarray:
     return np.argmin(np.where(game.allowed, costs[None, :], np.inf), axis=1)
 
 
-def published_distribution(game: CongestionGame, noisy_counts: Any, n: int
+def published_distribution(game: CongestionGame, noisy_counts: npt.ArrayLike, n: int
                            ) -> tuple[np.ndarray, np.ndarray]:
     """The billboard: each type's exact suggestion law, from the noisy counts alone.
 
@@ -417,8 +421,8 @@ def _pair_gaps(game: CongestionGame, numerators: np.ndarray, loads: np.ndarray, 
     return worst
 
 
-def regret_bound(game: CongestionGame, numerators: np.ndarray, noisy_counts: Any, n: int,
-                 scale: Any, beta: float) -> tuple[float, float]:
+def regret_bound(game: CongestionGame, numerators: np.ndarray, noisy_counts: npt.ArrayLike, n: int,
+                 scale: Number, beta: float) -> tuple[float, float]:
     """(γ, R): the table's equilibrium gap and the regret bound at failure probability β.
 
     R = max(0, max_{t, ℓ∈supp p_t, ℓ′∈A_t∖{ℓ}} c_ℓ(y_ℓ) − c_ℓ′(y_ℓ′) + (b_ℓE_ℓ + b_ℓ′E_ℓ′)/n),
@@ -441,7 +445,7 @@ def regret_bound(game: CongestionGame, numerators: np.ndarray, noisy_counts: Any
             min(_pair_gaps(g, numer, loads, n, drift), g.max_cost))
 
 
-def regret(game: CongestionGame, types: Any, suggestions: Any) -> np.ndarray:
+def regret(game: CongestionGame, types: npt.ArrayLike, suggestions: npt.ArrayLike) -> np.ndarray:
     """Each player's gain from switching alone, at the realised loads: c_ℓ(L_ℓ) −
     min(c_ℓ(L_ℓ), min_{ℓ′∈A_t, ℓ′≠ℓ} c_ℓ′(L_ℓ′ + 1)), ℓ its link, t its type. Reads the
     true types and every suggestion without noise: for analysis (tests, benchmarks), never
@@ -469,7 +473,8 @@ def _beta(beta: Any) -> float:
 
 
 @register(audit=lambda: audit_cases())  # the audit battery's case
-def private_equilibrium(types: Any, game: CongestionGame, *, epsilon: Any, beta: Any = 1e-6,
+def private_equilibrium(types: npt.ArrayLike, game: CongestionGame, *, epsilon: Number,
+                        beta: Number = 1e-6,
                         accountant: AccountantLike = None) -> EquilibriumResult:
     """Mediate a parallel-links congestion game under ε-joint differential privacy.
 

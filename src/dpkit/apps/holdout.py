@@ -72,6 +72,7 @@ from typing import Any, TypeAlias
 
 import narwhals as nw
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from dpkit.core import numbers, rng
@@ -315,7 +316,7 @@ class ReusableHoldout:
     module docstring).
     """
 
-    def __init__(self, train: Any, holdout: Any, *, epsilon: numbers.Number,
+    def __init__(self, train: npt.ArrayLike, holdout: npt.ArrayLike, *, epsilon: numbers.Number,
                  threshold: numbers.Number, max_over: int = 100,
                  bounds: tuple[numbers.Number, numbers.Number] = (0, 1),
                  accountant: AccountantLike = None) -> None:

@@ -47,6 +47,7 @@ from typing import Any
 import polars as pl
 
 from dpkit.core import numbers
+from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 from dpkit.frame import Session, count, count_distinct, histogram
 from dpkit.mechanisms.partition_selection import PartitionSelection
@@ -65,7 +66,7 @@ def _session(session: Any) -> Session:
     return session
 
 
-def packet_size_distribution(session: Session, bins: Sequence[Any], *, epsilon: Any
+def packet_size_distribution(session: Session, bins: Sequence[Any], *, epsilon: Number
                              ) -> pl.DataFrame:
     """Histogram of flows by mean packet size (bytes / packets) over the public bin edges.
 
@@ -78,7 +79,7 @@ def packet_size_distribution(session: Session, bins: Sequence[Any], *, epsilon: 
     return query.agg(histogram("size", list(bins))).release(epsilon=epsilon)
 
 
-def port_distribution(session: Session, ports: Sequence[int], *, epsilon: Any
+def port_distribution(session: Session, ports: Sequence[int], *, epsilon: Number
                       ) -> pl.DataFrame:
     """Flows per destination port, for the public list ``ports`` (every listed port appears,
     with noise; flows to other ports are dropped). Charged ``epsilon``."""
@@ -89,7 +90,7 @@ def port_distribution(session: Session, ports: Sequence[int], *, epsilon: Any
     return query.release(epsilon=epsilon).sort("count", descending=True)
 
 
-def connections_per_host(session: Session, *, selection: PartitionSelection, epsilon: Any
+def connections_per_host(session: Session, *, selection: PartitionSelection, epsilon: Number
                          ) -> pl.DataFrame:
     """Distinct source hosts per destination, over the destinations that pass partition
     selection (``selection``'s (ε, δ)) — plus ``epsilon`` for the counts. Needs an (ε, δ)
@@ -99,7 +100,7 @@ def connections_per_host(session: Session, *, selection: PartitionSelection, eps
     return query.release(epsilon=epsilon).sort("sources", descending=True)
 
 
-def frequent_payloads(session: Session, *, selection: PartitionSelection, epsilon: Any
+def frequent_payloads(session: Session, *, selection: PartitionSelection, epsilon: Number
                       ) -> pl.DataFrame:
     """Worm fingerprinting (McSherry & Mahajan §5.3, after Singh et al. 2004): payload
     signatures found by partition selection over the unknown set of signatures, each with

@@ -47,12 +47,14 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
+from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 from dpkit.mechanisms import CalibratedNoise, frontend, make_selection
 from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
@@ -128,7 +130,7 @@ def _prior(prior: Any, k: int) -> tuple[Fraction, ...]:
     return alpha
 
 
-def beta_bernoulli_grid(prior: tuple[Any, Any] = (1, 1), truncation: Any = Fraction(1, 100),
+def beta_bernoulli_grid(prior: tuple[Any, Any] = (1, 1), truncation: Number = Fraction(1, 100),
                         size: int = 1024) -> PosteriorGrid:
     """The grid θ_j = a + (1 − 2a)(j + 1/2)/m, j < m, with its exact terms (rows (θ, 1 − θ);
     ℓ₁ = log θ, ℓ₀ = log1p(−θ) in float64).
@@ -175,7 +177,7 @@ def _largest_resolution(k: int, points: int) -> int:
     return lo
 
 
-def dirichlet_categorical_grid(categories: int, prior: Any = 1,
+def dirichlet_categorical_grid(categories: int, prior: Number | Sequence[Number] = 1,
                                resolution: int | None = None) -> PosteriorGrid:
     """The grid θ = c/m on the simplex: c ∈ ℤ^K, every c_k ≥ 1, Σ c_k = m (C(m − 1, K − 1)
     points, lexicographic), with its exact terms ℓ_k = float64 log(c_k/m).
@@ -237,7 +239,7 @@ def _draw(grid: PosteriorGrid, counts: Sequence[int], selection: CalibratedNoise
     return frontend.draw(selection, scores, unit=unit, size=size)
 
 
-def posterior_law(grid: PosteriorGrid, counts: Sequence[int], epsilon: Any) -> np.ndarray:
+def posterior_law(grid: PosteriorGrid, counts: Sequence[int], epsilon: Number) -> np.ndarray:
     """The exact law (shape (G,), floats) of the released grid row given the counts
     (Beta–Bernoulli: (s, n − s)), for tests and benchmarks on public or synthetic data
     (reads the counts without noise)."""
@@ -288,8 +290,8 @@ def _category_counts(x: Any, k: int) -> list[int]:
 
 
 @register(audit=lambda: audit_cases())  # the audit battery's case(s)
-def one_posterior_sample(x: Any, *, epsilon: Any, prior: tuple[Any, Any] = (1, 1),
-                         truncation: Any = Fraction(1, 100), size: int = 1024,
+def one_posterior_sample(x: npt.ArrayLike, *, epsilon: Number, prior: tuple[Any, Any] = (1, 1),
+                         truncation: Number = Fraction(1, 100), size: int = 1024,
                          accountant: AccountantLike = None) -> float:
     """One sample of θ from the tempered Beta–Bernoulli posterior on a grid, ε-DP.
 
@@ -337,8 +339,9 @@ def one_posterior_sample(x: Any, *, epsilon: Any, prior: tuple[Any, Any] = (1, 1
     return float(grid.theta[row, 0])
 
 
-def one_posterior_sample_categorical(x: Any, *, epsilon: Any, categories: int,
-                                     prior: Any = 1, resolution: int | None = None,
+def one_posterior_sample_categorical(x: npt.ArrayLike, *, epsilon: Number, categories: int,
+                                     prior: Number | Sequence[Number] = 1,
+                                     resolution: int | None = None,
                                      accountant: AccountantLike = None) -> np.ndarray:
     """One sample of θ from the tempered Dirichlet–categorical posterior on the simplex
     grid θ = c/m, ε-DP.

@@ -32,6 +32,7 @@ were all pruned sends its count to its end node. The consistent tree gives prefi
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +81,7 @@ class PrefixTree:
     def base(self) -> int:
         return self.alphabet + 2
 
-    def encode(self, prefix: Any) -> int:
+    def encode(self, prefix: Sequence[int]) -> int:
         """The code of a prefix (a sequence of symbols in [0, k), length 1..h)."""
         symbols = [integer(s, "symbol", minimum=0, maximum=self.alphabet - 1) for s in prefix]
         if not 1 <= len(symbols) <= self.height:
@@ -90,7 +91,7 @@ class PrefixTree:
             code = code * self.base + s + 1
         return code
 
-    def count(self, prefixes: Any) -> np.ndarray:
+    def count(self, prefixes: Iterable[Sequence[int]]) -> np.ndarray:
         """Estimated numbers of sequences starting with each prefix (0 for a pruned one).
 
         ``prefixes``: an iterable of symbol sequences (length 1..h). Post-processing."""

@@ -34,6 +34,7 @@ import polars as pl
 
 from dpkit.core import numbers
 from dpkit.core.measures import ApproxDP
+from dpkit.core.numbers import Number
 from dpkit.errors import ColumnError, DomainError
 from dpkit.frame import PrivacyUnit, Session, count
 from dpkit.frame import sum as dp_sum
@@ -58,8 +59,8 @@ def _top(released: pl.DataFrame, item: str, k: int, ranked: bool) -> pl.DataFram
 
 
 def top_k_query(session: Session, item: str, k: int, *,
-                selection: PartitionSelection | TopKSelection, epsilon: Any,
-                clicks: str | None = None, click_bound: Any = None) -> pl.DataFrame:
+                selection: PartitionSelection | TopKSelection, epsilon: Number,
+                clicks: str | None = None, click_bound: Number | None = None) -> pl.DataFrame:
     """Top-k items over an unknown domain, released from an existing :class:`Session`.
 
     The session's privacy unit must be ``PrivacyUnit.by(user, d, max_groups=d,
@@ -157,9 +158,9 @@ def _selection(method: str, k: int, eps_s: Fraction, delta: Any, k_bar: Any
 
 
 def top_k_unknown_domain(frame: Any, *, user: str, item: str, k: int, d: int | None,
-                         epsilon: Any, delta: Any, selection_share: Any = Fraction(1, 2),
+                         epsilon: Number, delta: Number, selection_share: Number = Fraction(1, 2),
                          method: str = "truncated_geometric", k_bar: int | None = None,
-                         clicks: str | None = None, click_bound: Any = None,
+                         clicks: str | None = None, click_bound: Number | None = None,
                          accountant: AccountantLike = None) -> pl.DataFrame:
     """The k most common items among users, over a domain not known in advance.
 

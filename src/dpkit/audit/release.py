@@ -71,7 +71,7 @@ class _Pool:
         return self._outputs[key][start:start + n]
 
 
-def audit_release(release: Callable[[Any], Any], x: Any, x_prime: Any, epsilon: float,
+def audit_release(release: Callable[[Any], Any], x: object, x_prime: object, epsilon: float,
                   delta: float = 0.0, *, samples: int = 2000, histogram_share: float = 0.25,
                   false_positive_rate: float = 1e-6, max_bins: int = 16) -> ReleaseAudit:
     """Audit ``release`` on neighbouring tables ``x`` and ``x_prime`` against an (ε, δ)

@@ -77,7 +77,7 @@ def _as_samples(out: Any) -> np.ndarray:
     return arr.astype(np.float64).reshape(-1)
 
 
-def histogram_test(sample: Sampler, x: Any, x_prime: Any, epsilon: float, delta: float = 0.0,
+def histogram_test(sample: Sampler, x: object, x_prime: object, epsilon: float, delta: float = 0.0,
                    *, samples: int = 100_000, votes: int = 9, beta: float = 1e-3,
                    max_bins: int = 32) -> HistogramVerdict:
     """Test (ε, δ)-DP of a mechanism on neighbours x, x′ by the histogram test.
@@ -119,13 +119,13 @@ def histogram_test(sample: Sampler, x: Any, x_prime: Any, epsilon: float, delta:
                             2 * (samples * votes + pilot))  # all draws, both inputs
 
 
-def _clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
-    low = 0.0 if k == 0 else float(stats.beta.ppf(alpha, k, n - k + 1))
-    high = 1.0 if k == n else float(stats.beta.isf(alpha, k + 1, n - k))
+def _clopper_pearson(k: int, n: int, tail: float) -> tuple[float, float]:
+    low = 0.0 if k == 0 else float(stats.beta.ppf(tail, k, n - k + 1))
+    high = 1.0 if k == n else float(stats.beta.isf(tail, k + 1, n - k))
     return low, high
 
 
-def epsilon_lower_bound(sample: Sampler, x: Any, x_prime: Any, *, delta: float = 0.0,
+def epsilon_lower_bound(sample: Sampler, x: object, x_prime: object, *, delta: float = 0.0,
                         samples: int = 200_000, confidence: float = 0.95,
                         max_bins: int = 64) -> LowerBound:
     """A lower bound on the ε of a mechanism, valid with probability ≥ ``confidence``.
@@ -141,7 +141,7 @@ def epsilon_lower_bound(sample: Sampler, x: Any, x_prime: Any, *, delta: float =
     partition = _partition(a[:half], b[:half], max_bins)  # from the first half only
     ia, ib = _cells(partition, a), _cells(partition, b)
     m = partition[0].size + 1
-    alpha = (1 - confidence) / 2
+    tail = (1 - confidence) / 2  # each one-sided bound at (1 + confidence)/2
     # choose one event on the first half: direction and number of top-ratio bins that
     # maximise the first half's own Clopper–Pearson bound
     choice, choice_score = None, -math.inf
@@ -151,8 +151,8 @@ def epsilon_lower_bound(sample: Sampler, x: Any, x_prime: Any, *, delta: float =
         order = np.argsort(-((pa + 0.5) / (pb + 0.5)))
         ca, cb = pa[order].cumsum(), pb[order].cumsum()
         for size in range(1, m):
-            low_a, _ = _clopper_pearson(int(ca[size - 1]), half, alpha)
-            _, high_b = _clopper_pearson(int(cb[size - 1]), half, alpha)
+            low_a, _ = _clopper_pearson(int(ca[size - 1]), half, tail)
+            _, high_b = _clopper_pearson(int(cb[size - 1]), half, tail)
             if low_a - delta > 0 and high_b > 0:
                 score = math.log((low_a - delta) / high_b)
                 if score > choice_score:
@@ -164,7 +164,7 @@ def epsilon_lower_bound(sample: Sampler, x: Any, x_prime: Any, *, delta: float =
     n2 = first.size - half
     k_a = int(np.isin(first[half:], event).sum())
     k_b = int(np.isin(second[half:], event).sum())
-    low_a, _ = _clopper_pearson(k_a, n2, alpha)
-    _, high_b = _clopper_pearson(k_b, n2, alpha)
+    low_a, _ = _clopper_pearson(k_a, n2, tail)
+    _, high_b = _clopper_pearson(k_b, n2, tail)
     eps = math.log((low_a - delta) / high_b) if low_a - delta > 0 and high_b > 0 else 0.0
     return LowerBound(max(0.0, eps), confidence, 2 * samples, f"{event.size} bins, {name}")

@@ -18,6 +18,7 @@ stability  sensitivities of the aggregations interface mode compiles to
 accuracy   tail bounds that size confidence intervals
 accountant the one accountant: check and debit, run, record, never refund
 record     the one release record (Release, NoiseRow, Accuracy, digest_of)
+renamed    deprecated keyword names: @renamed(old="new") warns and forwards
 """
 
 from dpkit.core import accuracy, numbers, rng, samplers, stability

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -251,7 +251,7 @@ class ParallelAccountant:
         self.parent = parent
         self.parts: dict[str, PrivacyLoss] = {}
 
-    def for_part(self, key: Any) -> _Part:
+    def for_part(self, key: Hashable) -> _Part:
         """The accountant of one part."""
         return _Part(self, repr(key))
 
@@ -298,7 +298,7 @@ class _Part(Accountant):
         self.last = self.partition.parent.last = release  # the session sees a part's too
 
 
-def as_accountant(value: Any) -> Accountant:
+def as_accountant(value: object) -> Accountant:
     """An :class:`Accountant` from what front ends accept: an accountant, a
     :class:`~dpkit.core.compose.PrivacyFilter`, or anything with an ``accountant``
     attribute (a :class:`~dpkit.frame.Session`)."""

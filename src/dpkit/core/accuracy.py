@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from dpkit.core.renamed import renamed
 from dpkit.errors import DomainError
 
 __all__ = ["laplace_tail", "gaussian_tail", "staircase_tail", "l2_laplace_norm_tail",
@@ -25,15 +26,17 @@ def laplace_tail(scale: float, beta: float, discrete: bool) -> float:
     return float(max(0, math.ceil(k) - 1))
 
 
-def gaussian_tail(sigma: float, beta: float) -> float:
-    """Half-width a with P(|Z| > a) ≤ β, for Gaussian or discrete Gaussian noise.
+@renamed(sigma="scale")
+def gaussian_tail(scale: float, beta: float) -> float:
+    """Half-width a with P(|Z| > a) ≤ β, for Gaussian or discrete Gaussian noise of scale
+    (standard deviation) σ (``sigma=``, deprecated, is ``scale``).
 
     Uses the sub-Gaussian bound P(|Z| ≥ a) ≤ 2 exp(−a²/(2σ²)), which holds for both
     (CKS20, Prop. 25), so the interval is valid, slightly conservative.
     """
     if not 0 < beta < 1:
         raise DomainError("beta must be in (0, 1)")
-    return sigma * math.sqrt(2 * math.log(2 / beta))
+    return scale * math.sqrt(2 * math.log(2 / beta))
 
 
 def staircase_tail(step: float, epsilon: float, beta: float) -> float:

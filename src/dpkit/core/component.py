@@ -29,6 +29,7 @@ from dpkit.core import rng
 from dpkit.core.domains import AnyDomain, Domain, check_space
 from dpkit.core.measures import PrivacyLoss
 from dpkit.core.metrics import Metric
+from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 
 __all__ = ["Transformation", "Measurement", "make_postprocess"]
@@ -98,11 +99,11 @@ class Transformation:
         self.input_domain.check(data)
         return self.function(data)
 
-    def map(self, d_in: Any) -> Any:
+    def map(self, d_in: Number) -> Any:
         """The stability map: ``d_out`` for inputs ``d_in`` apart."""
         return self.stability_map(d_in)
 
-    def check(self, d_in: Any, d_out: Any) -> bool:
+    def check(self, d_in: Number, d_out: Number) -> bool:
         """True iff inputs ``d_in`` apart always map to outputs at most ``d_out`` apart."""
         return bool(self.map(d_in) <= d_out)
 
@@ -183,11 +184,11 @@ class Measurement:
         self.input_domain.check(data)
         return self.function(data)
 
-    def map(self, d_in: Any) -> PrivacyLoss:
+    def map(self, d_in: Number) -> PrivacyLoss:
         """Alias of :meth:`privacy_map`."""
         return self.privacy_map(d_in)
 
-    def check(self, d_in: Any, d_out: PrivacyLoss) -> bool:
+    def check(self, d_in: Number, d_out: PrivacyLoss) -> bool:
         """True iff neighbours ``d_in`` apart incur a privacy loss of at most ``d_out``."""
         return bool(self.privacy_map(d_in) <= d_out)
 

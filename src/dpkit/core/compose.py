@@ -21,7 +21,7 @@ from typing import Any
 from dpkit.core import rng
 from dpkit.core.component import Measurement
 from dpkit.core.measures import PrivacyLoss, convert
-from dpkit.core.numbers import to_fraction
+from dpkit.core.numbers import Number, to_fraction
 from dpkit.errors import BudgetExceededError, DomainError, MeasureError
 
 __all__ = [
@@ -94,7 +94,7 @@ class PrivacyFilter:
             )
         self.spent = self.spent + loss
 
-    def invoke(self, measurement: Measurement, data: Any, d_in: Any = 1) -> Any:
+    def invoke(self, measurement: Measurement, data: object, d_in: Number = 1) -> Any:
         """Check and debit ``measurement``'s loss at ``d_in``, then run it on ``data``.
         Refuses the test stream before debiting (:func:`dpkit.core.rng.require_secure`)."""
         rng.require_secure()
@@ -121,7 +121,7 @@ class PrivacyOdometer:
         self.spent: PrivacyLoss = measure.zero()
         self.history: list[PrivacyLoss] = []
 
-    def invoke(self, measurement: Measurement, data: Any, d_in: Any = 1) -> Any:
+    def invoke(self, measurement: Measurement, data: object, d_in: Number = 1) -> Any:
         """Record ``measurement``'s loss at ``d_in`` (before any noise), then run it.
         Refuses the test stream before recording (:func:`dpkit.core.rng.require_secure`)."""
         rng.require_secure()
@@ -133,7 +133,7 @@ class PrivacyOdometer:
 
 def calibrate_scale(
     make: Callable[[Fraction], Measurement],
-    d_in: Any,
+    d_in: Number,
     d_out: PrivacyLoss,
     *,
     start: Fraction = Fraction(1),

@@ -31,6 +31,7 @@ import abc
 import enum
 import math
 import numbers
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -71,7 +72,7 @@ class Domain(abc.ABC):
     """A set of values. Subclasses are frozen dataclasses (hashable, compared by value)."""
 
     @abc.abstractmethod
-    def violation(self, x: Any) -> str | None:
+    def violation(self, x: object) -> str | None:
         """``None`` if ``x`` is in the domain, else the rule it breaks (no data value)."""
 
     @property
@@ -79,11 +80,11 @@ class Domain(abc.ABC):
     def numeric(self) -> bool:
         """Whether numeric distances (L1, L2, L∞) are defined on the domain's values."""
 
-    def member(self, x: Any) -> Any:
+    def member(self, x: object) -> Any:
         """Whether ``x`` is in the domain (atoms: elementwise over an array)."""
         return self.violation(x) is None
 
-    def check(self, x: Any) -> None:
+    def check(self, x: object) -> None:
         """Raise :class:`~dpkit.errors.DomainError` unless ``x`` is in the domain.
 
         Raises
@@ -100,10 +101,10 @@ class Domain(abc.ABC):
 class AnyDomain(Domain):
     """Every value (no claim; the default of a component that declares no domain)."""
 
-    def violation(self, x: Any) -> str | None:
+    def violation(self, x: object) -> str | None:
         return None
 
-    def check(self, x: Any) -> None:
+    def check(self, x: object) -> None:
         return None
 
     @property
@@ -206,11 +207,11 @@ class AtomDomain(Domain):
         return self.kind.value + (f" ({', '.join(extra)})" if extra else "")
 
     # -- elementwise membership ---------------------------------------------------------
-    def as_array(self, x: Any) -> np.ndarray:
+    def as_array(self, x: object) -> np.ndarray:
         """``x`` as a NumPy array (values unchanged)."""
         return np.asarray(x)
 
-    def member(self, x: Any) -> Any:
+    def member(self, x: object) -> Any:
         arr = self.as_array(x)
         if arr.dtype.kind == "O":
             flat = np.fromiter((self._member_one(v) for v in arr.reshape(-1)), dtype=bool,
@@ -274,7 +275,7 @@ class AtomDomain(Domain):
         return ((self.lower is None or value >= self.lower)
                 and (self.upper is None or value <= self.upper))
 
-    def violation(self, x: Any) -> str | None:
+    def violation(self, x: object) -> str | None:
         arr = self.as_array(x)
         bounded = self.lower is not None or self.upper is not None
         if arr.dtype.kind == "O":
@@ -306,7 +307,7 @@ class CategoricalDomain(Domain):
 
     categories: tuple[Any, ...]
 
-    def __init__(self, categories: Any) -> None:
+    def __init__(self, categories: Iterable[object]) -> None:
         cats = tuple(categories)
         try:
             distinct = len(set(cats))
@@ -323,11 +324,11 @@ class CategoricalDomain(Domain):
     def __str__(self) -> str:
         return f"categorical ({len(self.categories)} categories)"
 
-    def as_array(self, x: Any) -> np.ndarray:
+    def as_array(self, x: object) -> np.ndarray:
         """``x`` as an object array (no conversion of mixed values to strings)."""
         return np.asarray(x, dtype=object)
 
-    def member(self, x: Any) -> Any:
+    def member(self, x: object) -> Any:
         arr = self.as_array(x)
         allowed = frozenset(self.categories)
 
@@ -340,7 +341,7 @@ class CategoricalDomain(Domain):
         flat = np.fromiter((one(v) for v in arr.reshape(-1)), dtype=bool, count=arr.size)
         return flat.reshape(arr.shape)
 
-    def violation(self, x: Any) -> str | None:
+    def violation(self, x: object) -> str | None:
         if bool(np.all(self.member(x))):
             return None
         return "a value is not one of the declared categories"
@@ -399,16 +400,14 @@ class VectorDomain(Domain):
             return f"it has {n} elements; the domain takes at most {self.max_size}"
         return None
 
-    def violation(self, x: Any) -> str | None:
+    def violation(self, x: object) -> str | None:
         inner = self.element
         if isinstance(inner, VectorDomain):
             return self._rows(x, inner)
         if isinstance(inner, AnyDomain):
-            try:
-                n = len(x)
-            except TypeError:
+            if not isinstance(x, Sized):  # what len() takes
                 return "it is not a sequence of records"
-            return self._length(n)
+            return self._length(len(x))
         assert isinstance(inner, AtomDomain | CategoricalDomain)
         arr = inner.as_array(x)
         return self._length(arr.size) or inner.violation(arr)

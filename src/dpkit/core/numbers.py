@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import decimal
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from numbers import Rational
 
@@ -34,6 +35,7 @@ from dpkit.errors import DomainError
 
 __all__ = [
     "Number",
+    "Numbers",
     "fraction_up",
     "fraction_down",
     "exact",
@@ -54,6 +56,7 @@ __all__ = [
 ]
 
 Number = int | float | Fraction | decimal.Decimal | np.integer | np.floating
+Numbers = Sequence[Number] | np.ndarray  # a vector of numbers: scores, counts, values
 
 _DIGITS = 50
 _SLACK = Fraction(1, 10**45)  # relative margin far above decimal's rounding error at 50 digits

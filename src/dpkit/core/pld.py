@@ -13,6 +13,7 @@ from typing import Any
 
 from dpkit.core.measures import ApproxDP
 from dpkit.core.numbers import Number, fraction_down, fraction_up, integer
+from dpkit.core.renamed import renamed
 from dpkit.errors import DomainError
 
 __all__ = ["pld_gaussian", "pld_laplace"]
@@ -41,10 +42,12 @@ def _compose(factory: str, parameter: float, k: int, delta: Number, sensitivity:
     return ApproxDP(fraction_up(epsilon), dlt)
 
 
-def pld_gaussian(sigma: float, k: int, delta: Number, sensitivity: float = 1.0,
+@renamed(sigma="scale")
+def pld_gaussian(scale: float, k: int, delta: Number, sensitivity: float = 1.0,
                  discretization: float = 1e-3) -> ApproxDP:
-    """(ε, δ) of k Gaussian mechanisms (standard deviation σ, L2 sensitivity Δ) by PLD."""
-    return _compose("from_gaussian_mechanism", sigma, k, delta, sensitivity, discretization)
+    """(ε, δ) of k Gaussian mechanisms (scale = standard deviation σ, L2 sensitivity Δ) by
+    PLD (``sigma=``, deprecated, is ``scale``)."""
+    return _compose("from_gaussian_mechanism", scale, k, delta, sensitivity, discretization)
 
 
 def pld_laplace(scale: float, k: int, delta: Number, sensitivity: float = 1.0,

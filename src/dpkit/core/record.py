@@ -293,7 +293,7 @@ def provide_html(module: str) -> None:
     _HTML["module"] = module
 
 
-def read_only(values: Any) -> Any:
+def read_only(values: object) -> Any:
     """``values`` as a :class:`Release` holds them: a NumPy array as a read-only view,
     anything else as returned to the caller (a frame, a model); :attr:`Release.digest` was
     taken at the release, so ``digest_of(values) != digest`` reveals a later edit."""
@@ -305,7 +305,7 @@ def read_only(values: Any) -> Any:
 
 
 # -- the digest -------------------------------------------------------------------------------
-def digest_of(values: Any) -> str:
+def digest_of(values: object) -> str:
     """SHA-256 (hex) of a canonical serialization of released values.
 
     One rule for every front end, so that equal values give equal digests whatever produced

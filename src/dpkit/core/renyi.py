@@ -15,6 +15,7 @@ Conversions
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -54,7 +55,7 @@ class RenyiDP(PrivacyLoss):
     orders: tuple[Fraction, ...]
     epsilons: tuple[Fraction, ...]
 
-    def __init__(self, epsilons: Any, orders: Any = None) -> None:
+    def __init__(self, epsilons: Iterable[Number], orders: Iterable[Number] | None = None) -> None:
         ords = tuple(DEFAULT_ORDERS if orders is None else (
             o if isinstance(o, Fraction) else fraction_down(o) for o in orders))
         eps = tuple(e if isinstance(e, Fraction) else fraction_down(e) for e in epsilons)
@@ -66,25 +67,25 @@ class RenyiDP(PrivacyLoss):
         object.__setattr__(self, "epsilons", eps)
 
     @classmethod
-    def zero(cls, orders: Any = None) -> RenyiDP:
+    def zero(cls, orders: Iterable[Number] | None = None) -> RenyiDP:
         ords = DEFAULT_ORDERS if orders is None else tuple(orders)
         return cls([0] * len(ords), ords)
 
     @classmethod
-    def from_zcdp(cls, loss: ZCDP, orders: Any = None) -> RenyiDP:
+    def from_zcdp(cls, loss: ZCDP, orders: Iterable[Number] | None = None) -> RenyiDP:
         """ρ-zCDP ⇒ ε(α) = ρα on every order."""
         ords = DEFAULT_ORDERS if orders is None else tuple(fraction_down(o) for o in orders)
         return cls([loss.rho * a for a in ords], ords)
 
     @classmethod
-    def from_pure(cls, loss: PureDP, orders: Any = None) -> RenyiDP:
+    def from_pure(cls, loss: PureDP, orders: Iterable[Number] | None = None) -> RenyiDP:
         """ε-DP ⇒ ε(α) = min(ε, αε²/2)."""
         ords = DEFAULT_ORDERS if orders is None else tuple(fraction_down(o) for o in orders)
         e = loss.epsilon
         return cls([min(e, a * e * e / 2) for a in ords], ords)
 
     @classmethod
-    def of(cls, loss: PrivacyLoss, orders: Any = None) -> RenyiDP:
+    def of(cls, loss: PrivacyLoss, orders: Iterable[Number] | None = None) -> RenyiDP:
         """Any loss that has an RDP curve (RDP, zCDP, pure DP)."""
         if isinstance(loss, RenyiDP):
             return loss

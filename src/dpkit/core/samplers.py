@@ -28,6 +28,7 @@ import numpy as np
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, as_typed, positive, to_fraction
+from dpkit.core.renamed import renamed
 from dpkit.errors import DomainError
 
 __all__ = [
@@ -330,23 +331,25 @@ def discrete_laplace(scale: Number, size: int) -> np.ndarray:
     return _fill(size, batch, 0.66, np.int64)
 
 
-def discrete_gaussian(sigma: Number, size: int) -> np.ndarray:
+@renamed(sigma="scale")
+def discrete_gaussian(scale: Number, size: int) -> np.ndarray:
     """Draw ``size`` values of the discrete Gaussian N_ℤ(0, σ²), exactly, as ``int64``.
 
     P(Z = z) ∝ exp(−z²/(2σ²)) for z ∈ ℤ. CKS20 Algorithm 3 (a discrete Laplace candidate Y
     accepted with probability exp(−(|Y| − σ²/t)²/(2σ²))), with the Laplace draw's own
     rejection step folded into that test: one Bernoulli(exp(−γ)) per candidate, see
-    :class:`_GaussianSampler`. ``sigma`` is the standard deviation parameter σ (σ² is used
-    exactly).
+    :class:`_GaussianSampler`. ``scale`` is σ, the standard deviation parameter (σ² is
+    used exactly), named as every sampler's and constructor's scale (``sigma=``, deprecated).
 
     Raises
     ------
     DomainError
         If σ ≤ 0 or σ ≥ 2^44.
     """
-    sig = positive(sigma, "sigma")
+    sig = positive(scale, "scale")
     if sig >= MAX_NUMERATOR:
-        raise DomainError(f"sigma {float(sig):.6g} is beyond the exact sampler's range (< 2^44)")
+        raise DomainError(f"scale σ = {float(sig):.6g} is beyond the exact sampler's range "
+                          "(< 2^44)")
     return _gaussian_sampler(sig * sig).draw(size)
 
 

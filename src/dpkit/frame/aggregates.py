@@ -16,6 +16,7 @@ import abc
 import builtins
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal, cast
@@ -51,7 +52,7 @@ class Statistic:
 
     key: str
     kind: StatKind
-    expr: Any = None
+    expr: Any = None  # a narwhals expression (None for a count)
     bin_expr: Any = None
     n_bins: int = 0
     lower: int = 0
@@ -157,8 +158,10 @@ def _grid_ints(expr: Any, k: int, lo: float, hi: float) -> tuple[Any, int, int]:
     return scaled.cast(nw.Int64), math.floor(lo * step), math.floor(hi * step)
 
 
-def check_edges(bins: Any) -> list[float]:
+def check_edges(bins: Sequence[Number] | None) -> list[float]:
     """Bin edges as floats: at least two, finite, strictly increasing (else BoundsError)."""
+    if bins is None:
+        raise BoundsError("bin edges must be numbers")
     try:
         edges = [float(e) for e in bins]
     except (TypeError, ValueError):
@@ -170,7 +173,7 @@ def check_edges(bins: Any) -> list[float]:
     return edges
 
 
-def positive_number(x: Any, name: str) -> Fraction:
+def positive_number(x: Number, name: str) -> Fraction:
     value = fraction_up(x)
     if value <= 0:
         raise DomainError(f"{name} must be > 0, got {x!r}")
@@ -198,7 +201,7 @@ class Aggregation(abc.ABC):
         return []
 
     @abc.abstractmethod
-    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+    def statistics(self, schema: nw.Schema, prefix: str) -> list[Statistic]:
         """The exact statistics the engine computes (keys start with ``prefix``); checks the
         aggregation against ``schema`` at plan time (ColumnError, BoundsError, DomainError)."""
 
@@ -226,7 +229,7 @@ class Count(Aggregation):
     def output_name(self) -> str:
         return self.name or "count"
 
-    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+    def statistics(self, schema: nw.Schema, prefix: str) -> list[Statistic]:
         return [Statistic(f"{prefix}n", StatKind.COUNT, expr=nw.len())]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
@@ -249,7 +252,7 @@ class CountDistinct(Aggregation):
     def columns(self) -> list[str]:
         return [self.column] if self.column else []
 
-    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+    def statistics(self, schema: nw.Schema, prefix: str) -> list[Statistic]:
         if self.column is None:
             return [Statistic(f"{prefix}u", StatKind.DISTINCT)]
         # distinct values of the bounded rows: a row count's sensitivities (count_distinct)
@@ -286,8 +289,8 @@ class ColumnAggregation(Aggregation):
     """An aggregation of one column, with declared bounds and an optional fill value."""
 
     column: str = ""
-    bounds: Any = None
-    fill: Any = None
+    bounds: Sequence[Number] | None = None  # (lower, upper)
+    fill: Number | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.bounds, list):  # as JSON gives it back
@@ -305,7 +308,7 @@ class Sum(ColumnAggregation):
     def output_name(self) -> str:
         return self.name or f"{self.column}_sum"
 
-    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+    def statistics(self, schema: nw.Schema, prefix: str) -> list[Statistic]:
         kind = _require_numeric(schema, self.column, "sum")
         lower, upper = _bounds(self.bounds, "sum", self.column)
         k = _grid(kind, lower, upper)
@@ -337,7 +340,7 @@ class Mean(ColumnAggregation):
     def output_name(self) -> str:
         return self.name or f"{self.column}_mean"
 
-    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+    def statistics(self, schema: nw.Schema, prefix: str) -> list[Statistic]:
         kind = _require_numeric(schema, self.column, "mean")
         lower, upper = _bounds(self.bounds, "mean", self.column)
         mid = (lower + upper) / 2
@@ -396,7 +399,7 @@ class Variance(ColumnAggregation):
     def output_name(self) -> str:
         return self.name or f"{self.column}_{'std' if self.std else 'var'}"
 
-    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+    def statistics(self, schema: nw.Schema, prefix: str) -> list[Statistic]:
         kind = _require_numeric(schema, self.column, "variance")
         lower, upper = _bounds(self.bounds, "variance", self.column)
         mid, half = (lower + upper) / 2, (upper - lower) / 2
@@ -457,7 +460,7 @@ class Histogram(ColumnAggregation):
     Values outside [e₀, e_m], nulls and NaN fall in no bin (they are dropped).
     """
 
-    bins: Any = None
+    bins: Sequence[Number] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -472,7 +475,7 @@ class Histogram(ColumnAggregation):
             raise BoundsError(f"histogram({self.column!r}) needs bins=[edges…]")
         return check_edges(self.bins)
 
-    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+    def statistics(self, schema: nw.Schema, prefix: str) -> list[Statistic]:
         kind = _require_numeric(schema, self.column, "histogram")
         edges = self.edges()
         x = nw.col(self.column)
@@ -544,7 +547,7 @@ class Quantile(ColumnAggregation):
             raise DomainError("a quantile needs at least 2 candidates")
         return float(lower), float(span) / (m - 1) if span else 1.0, m
 
-    def statistics(self, schema: Any, prefix: str) -> list[Statistic]:
+    def statistics(self, schema: nw.Schema, prefix: str) -> list[Statistic]:
         kind = _require_numeric(schema, self.column, "quantile")
         if schema[self.column] == nw.Boolean:  # the compiler's candidates are for numbers
             raise ColumnError(f"quantile({self.column!r}) of a boolean column: release a "
@@ -596,14 +599,14 @@ def count(*, name: str | None = None) -> Count:
     return Count(name=name)
 
 
-def sum(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any = None,
+def sum(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Number | None = None,
         name: str | None = None) -> Sum:  # noqa: A001 - the field's name for it
     """DP sum of ``column`` clamped to ``bounds`` (required). Sensitivity:
     ``max_rows · max(|lower|, |upper|)``."""
     return Sum(name=name, column=column, bounds=bounds, fill=fill)
 
 
-def mean(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any = None,
+def mean(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Number | None = None,
          name: str | None = None) -> Mean:
     """DP mean of ``column`` clamped to ``bounds`` (required); see :class:`Mean`."""
     return Mean(name=name, column=column, bounds=bounds, fill=fill)
@@ -668,13 +671,14 @@ def count_distinct(column: str | None = None, *, name: str | None = None) -> Cou
 
 
 @aggregation("std", *_BOUNDED)
-def std(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any = None,
+def std(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Number | None = None,
         name: str | None = None) -> Variance:
     """DP standard deviation of ``column`` clamped to ``bounds``; see :class:`Variance`."""
     return Variance(name=name, column=column, bounds=bounds, fill=fill, std=True)
 
 
-def variance(column: str, bounds: tuple[Number, Number] | None = None, *, fill: Any = None,
+def variance(column: str, bounds: tuple[Number, Number] | None = None, *,
+             fill: Number | None = None,
              name: str | None = None) -> Variance:
     """DP variance of ``column`` clamped to ``bounds``; see :class:`Variance`."""
     return Variance(name=name, column=column, bounds=bounds, fill=fill)
@@ -704,13 +708,14 @@ def max(column: str, bounds: tuple[Number, Number] | None = None, *,  # noqa: A0
     return quantile(column, 1, bounds, name=name or f"{column}_max", **kw)
 
 
-def histogram(column: str, bins: Any = None, *, name: str | None = None) -> Histogram:
+def histogram(column: str, bins: Sequence[Number] | None = None, *,
+              name: str | None = None) -> Histogram:
     """DP histogram of ``column`` over the bin ``edges`` in ``bins``; see :class:`Histogram`."""
     return Histogram(name=name, column=column, bins=bins)
 
 
 def quantile(column: str, q: Number, bounds: tuple[Number, Number] | None = None, *,
-             candidates: int | None = None, fill: Any = None, name: str | None = None,
+             candidates: int | None = None, fill: Number | None = None, name: str | None = None,
              method: str = "exponential") -> Quantile:
     """DP q-quantile of ``column`` over a bounded candidate set: ``method="exponential"``
     (the exponential mechanism, default) or ``"tree"`` (a noisy 16-ary hierarchical

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
-from typing import Any
 
+import narwhals as nw
 import numpy as np
 
 from dpkit.core import stability
@@ -214,7 +214,7 @@ def _quantile_statistic(stat: Statistic, agg: Quantile, agg_index: int,
                             target.delta)
 
 
-def plan_statistics(aggs: Sequence[Aggregation], schema: Any, bounds: Contribution,
+def plan_statistics(aggs: Sequence[Aggregation], schema: nw.Schema, bounds: Contribution,
                     target: Target, split: Sequence[Number] | None) -> list[PlannedStatistic]:
     """Build the calibrated noise measurement of every statistic of ``aggs``."""
     weights = _weights(len(aggs), split)

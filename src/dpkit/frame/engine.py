@@ -300,7 +300,7 @@ def partition_counts(lf: nw.LazyFrame, key_columns: Sequence[str], unit_column: 
     return to_polars(res).sort(list(key_columns), nulls_last=True)
 
 
-def check_columns(schema: Any, columns: Sequence[str]) -> None:
+def check_columns(schema: nw.Schema, columns: Sequence[str]) -> None:
     """Raise :class:`ColumnError` naming any column missing from ``schema``."""
     for c in columns:
         if c not in schema:

@@ -94,7 +94,7 @@ def canonical_values(values: pl.Series) -> pl.Series:
     return out.get_column("v").rename(values.name)
 
 
-def canonical_keys(keys: pl.DataFrame, schema: Any, what: str = "keys") -> pl.DataFrame:
+def canonical_keys(keys: pl.DataFrame, schema: nw.Schema, what: str = "keys") -> pl.DataFrame:
     """Public keys converted to the columns' types, checked lossless and distinct.
 
     Parameters

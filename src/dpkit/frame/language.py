@@ -92,7 +92,7 @@ class Param:
 
     name: str
     type: ParamType
-    default: Any = REQUIRED
+    default: object = REQUIRED
     size: tuple[int, int] | None = None
     choices: tuple[str, ...] = ()
 
@@ -255,7 +255,7 @@ def _decode_params(form: Form, doc: Mapping[str, Any], key: str) -> dict[str, An
     return out
 
 
-def decode(p: Param, value: Any, where: str = "") -> Any:
+def decode(p: Param, value: object, where: str = "") -> Any:
     """One parameter from JSON: checked against its type and limits, converted (numbers from
     strings to Fractions, bounds to a tuple, pairs to a dict, expressions to :class:`Expr`).
 
@@ -353,7 +353,7 @@ def json_number(value: Any) -> int | float | str:
         raise ProtocolError(f"{value!r} is not a number") from None
 
 
-def json_scalar(value: Any) -> bool | int | float | str:
+def json_scalar(value: object) -> bool | int | float | str:
     """A bool, number or string for JSON (NumPy scalars unwrapped); else ProtocolError."""
     value = value.item() if hasattr(value, "item") else value
     if isinstance(value, float) and not math.isfinite(value):
@@ -437,7 +437,7 @@ def col(name: str) -> Expr:
     return Expr({"col": name})
 
 
-def lit(value: Any) -> Expr:
+def lit(value: object) -> Expr:
     """A literal (bool, int, float or str)."""
     return Expr({"lit": value})
 
@@ -544,7 +544,7 @@ def compile_expr(node: Expr | Mapping[str, Any], schema: Mapping[str, Any] | Non
     return _compile(tree)
 
 
-def column_kind(dtype: Any) -> str:
+def column_kind(dtype: nw.dtypes.DType) -> str:
     """The kind of value a column holds: "boolean", "number", "string", "temporal", "other"."""
     if dtype == nw.Boolean:
         return "boolean"
@@ -557,7 +557,7 @@ def column_kind(dtype: Any) -> str:
     return "other"
 
 
-def value_kind(value: Any) -> str:
+def value_kind(value: object) -> str:
     """The kind of a literal: "boolean", "number" or "string"."""
     return "boolean" if isinstance(value, bool) else (
         "number" if isinstance(value, int | float) else "string")

@@ -527,7 +527,7 @@ class Query:
         """Shorthand for ``agg(dp.mean(column, bounds))``."""
         return self.agg(aggregates.mean(column, bounds, **kw))
 
-    def histogram(self, column: str, bins: Any = None, **kw: Any) -> Query:
+    def histogram(self, column: str, bins: Sequence[Number] | None = None, **kw: Any) -> Query:
         """Shorthand for ``agg(dp.histogram(column, bins))``."""
         return self.agg(aggregates.histogram(column, bins, **kw))
 
@@ -862,7 +862,8 @@ class Query:
         publish = getattr(self, _PUBLISH)
         return publish.histogram(column, bins, method, epsilon=epsilon, **options)
 
-    def pmw(self, spec: Any, *, epsilon: Number, alpha: Number, **options: Any) -> Any:
+    def pmw(self, spec: Mapping[str, Any], *, epsilon: Number, alpha: Number,
+            **options: Any) -> Any:
         """Deprecated: use ``query.publish.pmw(spec, epsilon=…, alpha=…)``
         (:mod:`dpkit.release`'s namespace), which this calls."""
         warnings.warn("Query.pmw is deprecated; use query.publish.pmw(...)",

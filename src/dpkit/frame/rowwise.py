@@ -142,12 +142,13 @@ def _check(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], schema: Any,
     _null_row(op, chain, null_row)
 
 
-def check_rowwise(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], schema: Any) -> None:
+def check_rowwise(op: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  schema: nw.Schema) -> None:
     """:func:`check_step` without a privacy unit column."""
     check_step(op, args, kwargs, schema)
 
 
-def check_expression(expr: Any, schema: Any) -> None:
+def check_expression(expr: Any, schema: nw.Schema) -> None:
     """Raise :class:`DomainError` unless a Polars or narwhals expression is row-wise and
     total on ``schema`` (the server can vet its compiled expressions with this).
     """

@@ -65,7 +65,7 @@ V3_DATASET_FIELDS = ROW_FIELDS["datasets"][:-2]
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def canonical(body: Any) -> str:
+def canonical(body: object) -> str:
     """Canonical JSON: sorted keys, no spaces, UTF-8 characters kept."""
     return _CANONICAL.encode(body)
 

@@ -27,12 +27,13 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
-from scipy import stats
 
 from dpkit.core.numbers import Number, exp_down, integer, positive
+from dpkit.core.renamed import complement, renamed
 from dpkit.errors import DomainError
-from dpkit.local.values import local_measurement
+from dpkit.local.values import local_measurement, normal_z
 
 __all__ = ["BITS", "check_k_epsilon", "to_index", "dyadic_down",
            "exp_lower", "estimate_frame", "norm_sub", "pure_variance"]
@@ -40,7 +41,7 @@ __all__ = ["BITS", "check_k_epsilon", "to_index", "dyadic_down",
 BITS = 32  # probabilities are multiples of 2^-BITS
 
 
-def check_k_epsilon(k: Any, epsilon: Number) -> tuple[int, Fraction]:
+def check_k_epsilon(k: int, epsilon: Number) -> tuple[int, Fraction]:
     """Validate a domain size k ≥ 2 and ε > 0 (rounded down: a float ε is never exceeded).
 
     Raises
@@ -63,7 +64,7 @@ def dyadic_down(x: Fraction, bits: int = BITS) -> Fraction:
     return Fraction((x.numerator * scale) // x.denominator, scale)
 
 
-def to_index(values: Any, k: int, fallback: int = 0) -> np.ndarray:
+def to_index(values: npt.ArrayLike, k: int, fallback: int = 0) -> np.ndarray:
     """Map values to indices in [0, k): the out-of-domain rule of every oracle.
 
     A value that is an integer in [0, k) (a Python or NumPy integer, or an integral float)
@@ -93,46 +94,47 @@ def to_index(values: Any, k: int, fallback: int = 0) -> np.ndarray:
     return out
 
 
-def pure_variance(p: float, q: float, n: int, f: Any = 0.0) -> Any:
+def pure_variance(p: float, q: float, n: int, f: npt.ArrayLike = 0.0) -> Any:
     """Var[f̂(v)] of a pure protocol (Wang et al. 2017, §3, over n²)."""
     return (q * (1 - q) + np.asarray(f) * (p - q) * (1 - p - q)) / (n * (p - q) ** 2)
 
 
 def norm_sub(estimates: np.ndarray) -> np.ndarray:
     """Norm-Sub (Wang, Lopuhaä-Zwakenberg, Li, Škorić & Li, NDSS 2020, §IV-B): the
-    frequencies max(f̂ + δ, 0) with the one δ that makes them sum to 1 (non-negative and
+    frequencies max(f̂ + c, 0) with the one shift c that makes them sum to 1 (non-negative and
     consistent; the Euclidean projection onto the probability simplex)."""
     f = np.asarray(estimates, dtype=np.float64)
     s = np.sort(f)[::-1]
     cum = np.cumsum(s)
     j = np.arange(1, f.size + 1)
     rho = int(np.nonzero(s + (1 - cum) / j > 0)[0][-1])
-    delta = (1 - cum[rho]) / (rho + 1)
-    return np.maximum(f + delta, 0.0)
+    shift = (1 - cum[rho]) / (rho + 1)
+    return np.maximum(f + shift, 0.0)
 
 
-def estimate_frame(support: np.ndarray, n: int, p: float, q: float, *, alpha: float = 0.05,
+@renamed(alpha=("confidence", complement))
+def estimate_frame(support: np.ndarray, n: int, p: float, q: float, *, confidence: float = 0.95,
                    postprocess: str | None = None) -> pl.DataFrame:
     """The server's answer from support counts: a Polars frame, one row per value.
 
     Columns: ``value`` (0 … k−1), ``estimate`` (frequency, unbiased unless post-processed),
     ``std_error`` (square root of Wang et al.'s variance with f(v) replaced by the estimate
-    clipped to [0, 1]), ``ci_low``/``ci_high`` (normal (1 − alpha) interval around the
+    clipped to [0, 1]), ``ci_low``/``ci_high`` (normal (level ``confidence``) interval around the
     unbiased estimate). With ``postprocess="norm-sub"`` the ``estimate`` column holds the
     Norm-Sub frequencies and ``unbiased`` the raw ones (the SE and CI refer to these).
 
     Raises
     ------
     DomainError
-        If n < 1, alpha ∉ (0, 1) or ``postprocess`` is not None or "norm-sub".
+        If n < 1, confidence ∉ (0, 1) or ``postprocess`` is not None or "norm-sub".
     """
-    if n < 1 or not 0 < alpha < 1:
-        raise DomainError("need n ≥ 1 reports and alpha in (0, 1)")
+    if n < 1 or not 0 < confidence < 1:
+        raise DomainError("need n ≥ 1 reports and confidence in (0, 1)")
     if postprocess not in (None, "norm-sub"):
         raise DomainError("postprocess must be None or 'norm-sub'")
     raw = (np.asarray(support, dtype=np.float64) / n - q) / (p - q)
     se = np.sqrt(np.maximum(pure_variance(p, q, n, np.clip(raw, 0, 1)), 0))
-    z = float(stats.norm.isf(alpha / 2))
+    z = normal_z(confidence)
     cols: dict[str, Any] = {"value": np.arange(raw.size), "estimate": raw, "std_error": se,
                             "ci_low": raw - z * se, "ci_high": raw + z * se}
     if postprocess == "norm-sub":
@@ -169,14 +171,14 @@ class FrequencyOracle:
     p: Fraction
     q: Fraction
 
-    def __init__(self, k: Any, epsilon: Number, fallback: int = 0) -> None:
+    def __init__(self, k: int, epsilon: Number, fallback: int = 0) -> None:
         self.k, self.epsilon = check_k_epsilon(k, epsilon)
         self.fallback = integer(fallback, "fallback", minimum=0, maximum=self.k - 1)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(k={self.k}, epsilon={float(self.epsilon):.6g})"
 
-    def randomize(self, values: Any) -> np.ndarray:
+    def randomize(self, values: npt.ArrayLike) -> np.ndarray:
         """Client side: one report per value (vectorised; exact randomness from
         :mod:`dpkit.core.rng`). Out-of-domain values follow :func:`to_index`."""
         return self._randomize(to_index(values, self.k, self.fallback))
@@ -193,21 +195,23 @@ class FrequencyOracle:
         the reports; for small k, tests and the audit)."""
         raise NotImplementedError
 
-    def estimate(self, reports: np.ndarray, *, alpha: float = 0.05,
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: np.ndarray, *, confidence: float = 0.95,
                  postprocess: str | None = None) -> pl.DataFrame:
         """Server side: frequency estimates with standard errors and CIs (see
         :func:`estimate_frame`)."""
         reports = np.asarray(reports)
-        return self.estimate_from_support(self.support(reports), len(reports), alpha=alpha,
-                                          postprocess=postprocess)
+        return self.estimate_from_support(self.support(reports), len(reports),
+                                          confidence=confidence, postprocess=postprocess)
 
-    def estimate_from_support(self, support: np.ndarray, n: int, *, alpha: float = 0.05,
+    @renamed(alpha=("confidence", complement))
+    def estimate_from_support(self, support: np.ndarray, n: int, *, confidence: float = 0.95,
                               postprocess: str | None = None) -> pl.DataFrame:
         """The estimate from support counts summed over batches of reports (streaming)."""
-        return estimate_frame(support, n, float(self.p), float(self.q), alpha=alpha,
+        return estimate_frame(support, n, float(self.p), float(self.q), confidence=confidence,
                               postprocess=postprocess)
 
-    def variance(self, n: int, f: Any = 0.0) -> Any:
+    def variance(self, n: int, f: npt.ArrayLike = 0.0) -> Any:
         """Closed-form Var[f̂(v)] with n reports and true frequency f (Wang et al. 2017,
         §3, over n²; the protocol's own formula is in its class docstring)."""
         return pure_variance(float(self.p), float(self.q), n, f)

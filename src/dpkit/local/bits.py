@@ -7,7 +7,7 @@ identifiers. No noise is drawn here: the protocols' packed coins come from
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -49,7 +49,7 @@ def _sorted_bit_counts(groups: np.ndarray, bits: np.ndarray, n_groups: int) -> n
     return out
 
 
-def value_keys(values: Any) -> tuple[list[str], np.ndarray]:
+def value_keys(values: Iterable[object]) -> tuple[list[str], np.ndarray]:
     """The distinct values' keys (``str(value)``) and each value's index among them: values
     are identified by their text, so 1 and "1" are the same value."""
     arr = values.reshape(-1) if isinstance(values, np.ndarray) else np.asarray(

@@ -4,8 +4,6 @@ k < 3e^ε + 2."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from dpkit.core.numbers import Number, exp_down, exp_up
 from dpkit.local.base import FrequencyOracle, check_k_epsilon
 from dpkit.local.grr import GRR
@@ -15,7 +13,7 @@ from dpkit.local.unary import OUE
 __all__ = ["auto"]
 
 
-def auto(k: Any, epsilon: Number, fallback: int = 0) -> FrequencyOracle:
+def auto(k: int, epsilon: Number, fallback: int = 0) -> FrequencyOracle:
     """The lower-variance oracle for k values at ε: :class:`GRR` if k < 3e^ε + 2, else
     :class:`OLH` (or :class:`OUE` when k > 65521, beyond OLH's hash family; OUE has the
     same Var*).

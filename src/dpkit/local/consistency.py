@@ -32,8 +32,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy import optimize, stats
 
+from dpkit.core.renamed import renamed
 from dpkit.errors import DomainError
 from dpkit.local.base import norm_sub
 
@@ -43,8 +45,10 @@ METHODS = ("base", "base-pos", "post-pos", "base-cut", "norm", "norm-mul", "norm
            "norm-sub", "power", "power-ns")
 
 
-def consistent(estimates: Any, method: str = "norm-sub", *, std_error: Any = None,
-               alpha: float = 0.05, n: int | None = None) -> np.ndarray:
+@renamed(alpha="significance")
+def consistent(estimates: npt.ArrayLike, method: str = "norm-sub", *,
+               std_error: npt.ArrayLike | None = None,
+               significance: float = 0.05, n: int | None = None) -> np.ndarray:
     """Post-process frequency estimates f̂ (length k) by one of Wang et al.'s methods (module
     table).
 
@@ -57,8 +61,9 @@ def consistent(estimates: Any, method: str = "norm-sub", *, std_error: Any = Non
         One of :data:`METHODS`.
     std_error : float or array (k,), optional
         The estimates' standard errors; required by "base-cut", "power" and "power-ns".
-    alpha : float
-        Base-Cut's family-wise level, in (0, 1).
+    significance : float
+        Base-Cut's family-wise test level, in (0, 1) (``alpha=``, deprecated, is the same
+        number).
     n : int, optional
         Number of reports, for Power's smallest frequency 1/n (default 1/(10k)).
 
@@ -70,7 +75,7 @@ def consistent(estimates: Any, method: str = "norm-sub", *, std_error: Any = Non
     ------
     DomainError
         For an unknown method, non-finite estimates, a missing or non-positive std_error
-        where it is needed, or alpha ∉ (0, 1).
+        where it is needed, or significance ∉ (0, 1).
     """
     f = np.asarray(estimates, dtype=np.float64).reshape(-1)
     if method not in METHODS:
@@ -94,15 +99,15 @@ def consistent(estimates: Any, method: str = "norm-sub", *, std_error: Any = Non
         return norm_sub(f)
     sigma = _std_error(std_error, k)
     if method == "base-cut":
-        if not 0 < alpha < 1:
-            raise DomainError("alpha must be in (0, 1)")
-        theta = sigma * stats.norm.isf(alpha / k)
+        if not 0 < significance < 1:
+            raise DomainError("significance must be in (0, 1)")
+        theta = sigma * stats.norm.isf(significance / k)
         return np.where(f > theta, f, 0.0)
     post = power_posterior(f, sigma, n)
     return post if method == "power" else norm_sub(post)
 
 
-def subset_sum(estimates: Any, members: Any, method: str = "post-pos") -> float:
+def subset_sum(estimates: npt.ArrayLike, members: npt.ArrayLike, method: str = "post-pos") -> float:
     """The frequency of a set of values: Σ_{v ∈ members} f̂(v) post-processed. "post-pos"
     clips the raw sum at 0 (Wang et al. 2020's Post-Pos); any other method sums its
     per-value output.
@@ -145,16 +150,18 @@ def _norm_cut(f: np.ndarray) -> np.ndarray:
 _GRID = 400  # points of the frequency grid for Power's posterior
 
 
-def power_posterior(f: np.ndarray, sigma: np.ndarray, n: int | None = None) -> np.ndarray:
+@renamed(sigma="std_error")
+def power_posterior(f: np.ndarray, std_error: np.ndarray, n: int | None = None) -> np.ndarray:
     """Power (Wang et al. 2020, §V): a power-law prior P(x) ∝ x^(−a) on [x₀, 1] with the
-    exponent a ≥ 0 fitted by maximum likelihood to the estimates under f̂ = x + N(0, σ²),
-    then each f̂ replaced by its posterior mean E[x | f̂] (numerical integration on a
-    log-spaced grid of 400 frequencies; x₀ = 1/n, default 1/(10k))."""
+    exponent a ≥ 0 fitted by maximum likelihood to the estimates under f̂ = x + N(0, σ²)
+    (σ = ``std_error``, ``sigma=`` deprecated), then each f̂ replaced by its posterior mean
+    E[x | f̂] (numerical integration on a log-spaced grid of 400 frequencies; x₀ = 1/n,
+    default 1/(10k))."""
     k = f.size
     lo = 1.0 / (n if n is not None and n > 0 else 10 * k)
     grid = np.geomspace(lo, 1.0, _GRID)
     widths = np.gradient(grid)
-    like = stats.norm.pdf((f[:, None] - grid[None, :]) / sigma[:, None]) / sigma[:, None]
+    like = stats.norm.pdf((f[:, None] - grid[None, :]) / std_error[:, None]) / std_error[:, None]
 
     def prior(a: float) -> np.ndarray:
         w = grid ** (-a) * widths

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.core import rng
 from dpkit.core.measures import ZCDP
@@ -43,6 +45,7 @@ from dpkit.core.numbers import (
     sqrt_up,
     to_fraction,
 )
+from dpkit.core.renamed import renamed
 from dpkit.errors import DomainError
 from dpkit.local.values import bernoulli_float
 from dpkit.mechanisms.gaussian import make_discrete_gaussian
@@ -90,7 +93,7 @@ def _audit() -> list[Any]:
     from dpkit.mechanisms.registry import AuditCase
 
     def sampler(sigma: Fraction) -> Any:
-        mech = DistributedDiscreteGaussian(1, clip=1, sigma=sigma, gamma=Fraction(1, 4),
+        mech = DistributedDiscreteGaussian(1, clip=1, scale=sigma, gamma=Fraction(1, 4),
                                            modulus=1 << 16)
 
         def sample(value: float, n: int) -> np.ndarray:
@@ -103,7 +106,7 @@ def _audit() -> list[Any]:
 
         return sample
 
-    mech = DistributedDiscreteGaussian(1, clip=1, sigma=1, gamma=Fraction(1, 4),
+    mech = DistributedDiscreteGaussian(1, clip=1, scale=1, gamma=Fraction(1, 4),
                                        modulus=1 << 16)
     # the pair 0, 1 replaces client 0's vector by zero: the "zero-out" neighbours
     return [AuditCase("local_distributed_dg", mech.measurement(3, "zero-out"),
@@ -142,8 +145,10 @@ class DistributedDiscreteGaussian:
         Dimension d of a client's vector (≥ 1).
     clip : number
         ℓ2 clipping norm c > 0 (data units).
-    sigma : number
-        Noise standard deviation parameter per client per coordinate, σ > 0 (data units).
+    scale : number
+        The noise's scale σ > 0, its standard deviation parameter per client per coordinate
+        (data units; ``sigma=``, deprecated, is the same number, and so is the deprecated
+        attribute ``.sigma``).
     gamma : number
         Rounding granularity γ > 0 (data units per integer step); σ/γ < 2^44.
     modulus : int
@@ -157,21 +162,22 @@ class DistributedDiscreteGaussian:
         For a parameter outside its range.
     """
 
-    def __init__(self, dim: int, clip: Number, sigma: Number, gamma: Number,
+    @renamed(sigma="scale")
+    def __init__(self, dim: int, clip: Number, scale: Number, gamma: Number,
                  modulus: int, beta: Number | None = None) -> None:
         self.d = integer(dim, "dim", minimum=1, maximum=1 << 24)
         self.d_pad = 1 << (self.d - 1).bit_length()
         self.clip = positive(clip, "clip")
-        self.sigma = positive(sigma, "sigma", up=False)
+        self.scale = positive(scale, "scale", up=False)
         self.gamma = positive(gamma, "gamma")
         self.m = integer(modulus, "modulus", minimum=2, maximum=1 << 62)
         b = Fraction(3, 5) if beta is None else to_fraction(beta)  # 3/5 ≥ e^{−1/2}: safer
         if not 0 < b < 1:
             raise DomainError(f"beta must be in (0, 1), got {beta!r}")
         self.beta = b
-        self.sigma_int = self.sigma / self.gamma
+        self.sigma_int = self.scale / self.gamma
         if self.sigma_int >= 1 << 44:
-            raise DomainError("sigma/gamma must be below 2^44 (the exact sampler's range)")
+            raise DomainError("scale/gamma must be below 2^44 (the exact sampler's range)")
         cg, d = self.clip / self.gamma, self.d_pad
         root_d = sqrt_up(Fraction(d))
         first = (cg + root_d) ** 2
@@ -181,7 +187,14 @@ class DistributedDiscreteGaussian:
 
     def __repr__(self) -> str:
         return (f"DistributedDiscreteGaussian(dim={self.d}, clip={float(self.clip):.6g}, "
-                f"sigma={float(self.sigma):.6g}, gamma={float(self.gamma):.6g}, m={self.m})")
+                f"scale={float(self.scale):.6g}, gamma={float(self.gamma):.6g}, m={self.m})")
+
+    @property
+    def sigma(self) -> Fraction:
+        """Deprecated name of :attr:`scale` (σ, the standard deviation parameter)."""
+        warnings.warn("DistributedDiscreteGaussian.sigma is deprecated: use .scale",
+                      DeprecationWarning, stacklevel=2)
+        return self.scale
 
     # -- privacy ---------------------------------------------------------------------------
 
@@ -221,7 +234,7 @@ class DistributedDiscreteGaussian:
 
     def mse_bound(self, n: int) -> float:
         """n·d′·(γ²/4 + σ²): the decoded sum's expected squared ℓ2 error without wrap-around."""
-        return float(n * self.d_pad * (self.gamma**2 / 4 + self.sigma**2))
+        return float(n * self.d_pad * (self.gamma**2 / 4 + self.scale**2))
 
     # -- clients ---------------------------------------------------------------------------
 
@@ -242,7 +255,7 @@ class DistributedDiscreteGaussian:
         """D·Hᵀ·z (H is symmetric and its own inverse once normalised), first d coordinates."""
         return (_fwht_rows(np.atleast_2d(z)) / math.sqrt(self.d_pad) * self.signs)[:, : self.d]
 
-    def integers(self, data: Any) -> np.ndarray:
+    def integers(self, data: npt.ArrayLike) -> np.ndarray:
         """Steps 1–4 for each client (rows of ``data``): the noisy integer vectors (n, d′),
         before the modular reduction. Non-finite coordinates are read as 0."""
         x = self._rows(data)
@@ -272,7 +285,7 @@ class DistributedDiscreteGaussian:
             todo = todo[~ok]
         return out
 
-    def encode(self, data: Any) -> np.ndarray:
+    def encode(self, data: npt.ArrayLike) -> np.ndarray:
         """What each client sends: its noisy integer vector mod m (int64 (n, d′) in [0, m))."""
         return np.mod(self.integers(data), self.m)
 
@@ -294,7 +307,7 @@ class DistributedDiscreteGaussian:
         out = self.unrotate(centred * float(self.gamma))
         return out[0] if t.ndim == 1 else out
 
-    def run(self, data: Any) -> np.ndarray:
+    def run(self, data: npt.ArrayLike) -> np.ndarray:
         """The whole protocol on an (n, d) matrix of client vectors: the estimated sum."""
         return self.decode(self.aggregate(self.encode(data)))
 

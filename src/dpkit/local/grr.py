@@ -7,8 +7,6 @@ Jha, USENIX Security 2017, §4.1 (direct encoding, its estimator and variance).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from dpkit.core import rng
@@ -52,7 +50,7 @@ class GRR(FrequencyOracle):
 
     name = "grr"
 
-    def __init__(self, k: Any, epsilon: Number, fallback: int = 0) -> None:
+    def __init__(self, k: int, epsilon: Number, fallback: int = 0) -> None:
         super().__init__(k, epsilon, fallback)
         e = exp_lower(self.epsilon)
         self.p = dyadic_down(e / (e + self.k - 1))

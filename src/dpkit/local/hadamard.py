@@ -10,7 +10,6 @@ K/2 elements and any two such sets meet in K/4.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
@@ -65,7 +64,7 @@ class HadamardResponse(FrequencyOracle):
 
     name = "hadamard"
 
-    def __init__(self, k: Any, epsilon: Number, fallback: int = 0) -> None:
+    def __init__(self, k: int, epsilon: Number, fallback: int = 0) -> None:
         super().__init__(k, epsilon, fallback)
         self.K = 1 << self.k.bit_length()  # the smallest power of two > k
         e = exp_lower(self.epsilon)

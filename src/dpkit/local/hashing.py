@@ -9,7 +9,6 @@ prime P = 65521, a uniform in [1, P), b uniform in [0, P), bucket(u) = ⌊u g / 
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
@@ -82,7 +81,7 @@ class OLH(FrequencyOracle):
 
     name = "olh"
 
-    def __init__(self, k: Any, epsilon: Number, fallback: int = 0, g: int | None = None
+    def __init__(self, k: int, epsilon: Number, fallback: int = 0, g: int | None = None
                  ) -> None:
         super().__init__(k, epsilon, fallback)
         if self.k > PRIME:
@@ -166,5 +165,5 @@ class BLH(OLH):
 
     name = "blh"
 
-    def __init__(self, k: Any, epsilon: Number, fallback: int = 0) -> None:
+    def __init__(self, k: int, epsilon: Number, fallback: int = 0) -> None:
         super().__init__(k, epsilon, fallback, g=2)

@@ -26,19 +26,21 @@ q* = 1/g exactly, and the estimator is exactly unbiased.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
-from scipy import stats
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, integer, positive
+from dpkit.core.renamed import complement, renamed
 from dpkit.errors import DomainError
 from dpkit.local.base import dyadic_down, exp_lower, pure_variance
-from dpkit.local.values import local_measurement
+from dpkit.local.values import local_measurement, normal_z
 from dpkit.mechanisms.randomized_response import response_coins
 from dpkit.mechanisms.registry import AuditCase, register
 
@@ -132,7 +134,7 @@ class HashedOLH:
         p, q = float(self.p), float(self.q)
         return (np.asarray(support, dtype=np.float64) / n - q) / (p - q)
 
-    def variance(self, n: int, f: Any = 0.0) -> Any:
+    def variance(self, n: int, f: npt.ArrayLike = 0.0) -> Any:
         return pure_variance(float(self.p), float(self.q), n, f)
 
     def shifts(self, reports: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -198,8 +200,8 @@ class PEM:
 
     name = "pem"
 
-    def __init__(self, epsilon: Number, alphabet: Any, length: Any, top_k: Any = 10,
-                 keep: Any = None) -> None:
+    def __init__(self, epsilon: Number, alphabet: str | Sequence[str], length: int, top_k: int = 10,
+                 keep: int | None = None) -> None:
         self.oracle = HashedOLH(epsilon)
         self.epsilon = self.oracle.epsilon
         symbols = list(alphabet)
@@ -218,7 +220,7 @@ class PEM:
         return (f"PEM(epsilon={float(self.epsilon):.6g}, |alphabet|={len(self.alphabet)}, "
                 f"length={self.length}, top_k={self.top_k})")
 
-    def encode(self, values: Any) -> np.ndarray:
+    def encode(self, values: Sequence[object] | np.ndarray) -> np.ndarray:
         """Symbol indices (int64 (n, L)); ⊥ = |alphabet| after the end or the first unknown
         symbol (the out-of-alphabet rule)."""
         end = len(self.alphabet)
@@ -248,7 +250,7 @@ class PEM:
         weights = self.base ** np.arange(s - 1, -1, -1, dtype=np.int64)
         return (idx[:, :s] @ weights).astype(np.uint64)
 
-    def randomize(self, values: Any) -> PEMReports:
+    def randomize(self, values: Sequence[object] | np.ndarray) -> PEMReports:
         """Client side: one report per value (see the class docstring)."""
         idx = self.encode(values)
         n = idx.shape[0]
@@ -274,7 +276,8 @@ class PEM:
         syms = [self.alphabet[i] for i in prefix.tolist() if i < len(self.alphabet)]
         return "".join(syms) if self.text else tuple(syms)
 
-    def estimate(self, reports: PEMReports, *, alpha: float = 0.05) -> pl.DataFrame:
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: PEMReports, *, confidence: float = 0.95) -> pl.DataFrame:
         """Server side: the top-k strings, by decreasing estimate.
 
         Returns
@@ -283,15 +286,15 @@ class PEM:
             ``value`` (the string or tuple, ⊥ padding removed; a value shorter than L is a
             complete string, one of length L may continue beyond L), ``estimate`` (frequency
             in the population), ``count`` (estimate × n), ``std_error``, ``ci_low``,
-            ``ci_high`` (normal, level 1 − alpha).
+            ``ci_high`` (normal, level ``confidence``).
 
         Raises
         ------
         DomainError
-            If alpha ∉ (0, 1) or a group has no report.
+            If confidence ∉ (0, 1) or a group has no report.
         """
-        if not 0 < alpha < 1:
-            raise DomainError("alpha must lie in (0, 1)")
+        if not 0 < confidence < 1:
+            raise DomainError("confidence must lie in (0, 1)")
         group = np.asarray(reports.group, dtype=np.int64)
         sizes = np.bincount(group, minlength=self.length)
         if sizes.size != self.length or (sizes == 0).any():
@@ -307,7 +310,7 @@ class PEM:
             cands, est = cands[top], est[top]
         n_last = int(sizes[-1])
         se = np.sqrt(np.maximum(self.oracle.variance(n_last, np.clip(est, 0, 1)), 0))
-        z = float(stats.norm.isf(alpha / 2))
+        z = normal_z(confidence)
         return pl.DataFrame({
             "value": [self.decode(c) for c in cands], "estimate": est,
             "count": est * len(group), "std_error": se, "ci_low": est - z * se,

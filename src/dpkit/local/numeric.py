@@ -22,15 +22,18 @@ truncated to multiples of 2^-64, a bias below 2^-52 relative that the docstrings
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from math import comb
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, exp_up, integer, positive
+from dpkit.core.renamed import complement, renamed
 from dpkit.errors import DomainError
 from dpkit.local.base import dyadic_down, exp_lower
 from dpkit.local.telemetry import sample_buckets
@@ -46,6 +49,7 @@ from dpkit.mechanisms.registry import register
 
 __all__ = ["NumericMechanism", "Duchi", "Piecewise", "Hybrid", "SampledMean", "MAX_DUCHI_D"]
 
+Bounds = tuple[Number, Number] | Sequence[tuple[Number, Number]]  # one pair, or one per attribute
 MAX_DUCHI_D = 60  # Duchi et al.'s d-dimensional sampler draws the agreement count exactly
 GRID_BITS = 32  # the piecewise mechanism's window has 2^32 cells
 EPS_STAR = Fraction(61, 100)  # Wang et al. 2019 §III-C: below ε* ≈ 0.61 the hybrid is Duchi
@@ -75,9 +79,10 @@ class NumericMechanism:
     name = "numeric"
     multi = False  # whether several attributes may be declared
 
-    def __init__(self, epsilon: Number, bounds: Any = (-1, 1), fallback: Any = None) -> None:
+    def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
+                 fallback: npt.ArrayLike | None = None) -> None:
         self.epsilon = positive(epsilon, "epsilon", up=False)
-        pairs = [bounds] if _is_pair(bounds) else list(bounds)
+        pairs = cast(list[tuple[Number, Number]], [bounds] if _is_pair(bounds) else list(bounds))
         if not pairs or not all(_is_pair(b) for b in pairs):
             raise DomainError("bounds must be a (low, high) pair or a sequence of pairs")
         if len(pairs) > 1 and not self.multi:
@@ -96,7 +101,7 @@ class NumericMechanism:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(epsilon={float(self.epsilon):.6g}, d={self.d})"
 
-    def unit(self, values: Any) -> np.ndarray:
+    def unit(self, values: npt.ArrayLike) -> np.ndarray:
         """Values (n,) or (n, d) → unit-scale floats (n, d) in [−1, 1] (the bounds rule)."""
         arr = np.asarray(values)
         if self.d == 1 and (arr.ndim <= 1):
@@ -108,7 +113,7 @@ class NumericMechanism:
         x = np.stack(cols, axis=1) if cols else np.zeros((arr.shape[0], 0))
         return np.clip(2 * (x - self.low) / (self.high - self.low) - 1, -1.0, 1.0)
 
-    def randomize(self, values: Any) -> np.ndarray:
+    def randomize(self, values: npt.ArrayLike) -> np.ndarray:
         """Client side: one report per user, unit-scale floats: (n,) for one attribute given
         as a vector, else (n, d) (exact randomness from :mod:`dpkit.core.rng`)."""
         out = self._randomize(self.unit(values))
@@ -121,9 +126,10 @@ class NumericMechanism:
         """Var[report | u] per user and attribute on the unit scale (n, d)."""
         raise NotImplementedError
 
-    def estimate(self, reports: Any, *, alpha: float = 0.05) -> pl.DataFrame:
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: npt.ArrayLike, *, confidence: float = 0.95) -> pl.DataFrame:
         """Server side: the mean of each attribute in data units, with its standard error and
-        a normal (1 − alpha) CI; a Polars frame, one row per attribute.
+        a normal (level ``confidence``) CI; a Polars frame, one row per attribute.
 
         The standard error is √(s²/n) with s² the sample variance of the reports: its
         expectation is the mean of Var[report_i | u_i] plus the spread of the u_i, so it
@@ -133,7 +139,7 @@ class NumericMechanism:
         Raises
         ------
         DomainError
-            If there are no reports, their shape is wrong, or alpha ∉ (0, 1).
+            If there are no reports, their shape is wrong, or confidence ∉ (0, 1).
         """
         y = np.asarray(reports, dtype=np.float64)
         y = y.reshape(-1, 1) if y.ndim == 1 else y
@@ -144,7 +150,7 @@ class NumericMechanism:
         ubar = y.mean(axis=0)
         var = (y.var(axis=0, ddof=1) if n > 1 else self.worst_variance()) / n * half**2
         names = [f"x{j}" for j in range(self.d)] if self.d > 1 else None
-        return mean_frame(self.low + half * (ubar + 1), var, n, alpha, names)
+        return mean_frame(self.low + half * (ubar + 1), var, n, confidence, names)
 
     def worst_variance(self) -> np.ndarray:
         """max over u ∈ [−1, 1] of Var[report | u], per attribute (every variance here is
@@ -153,7 +159,7 @@ class NumericMechanism:
         edges = np.array([[-1.0], [0.0], [1.0]]) * np.ones((1, self.d))
         return self.unit_variance(edges).max(axis=0)
 
-    def variance(self, values: Any) -> np.ndarray:
+    def variance(self, values: npt.ArrayLike) -> np.ndarray:
         """Closed-form Var of the estimated mean (data units) for the population ``values``:
         ((high − low)/2)² Σ_i Var[report_i | u_i] / n², per attribute."""
         u = self.unit(values)
@@ -237,7 +243,8 @@ class Duchi(NumericMechanism):
     name = "duchi"
     multi = True
 
-    def __init__(self, epsilon: Number, bounds: Any = (-1, 1), fallback: Any = None) -> None:
+    def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
+                 fallback: npt.ArrayLike | None = None) -> None:
         super().__init__(epsilon, bounds, fallback)
         if self.d > MAX_DUCHI_D:
             raise DomainError(f"Duchi et al.'s d-dimensional mechanism takes d ≤ {MAX_DUCHI_D}")
@@ -321,7 +328,8 @@ class Piecewise(NumericMechanism):
 
     name = "piecewise"
 
-    def __init__(self, epsilon: Number, bounds: Any = (-1, 1), fallback: Any = None) -> None:
+    def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
+                 fallback: npt.ArrayLike | None = None) -> None:
         super().__init__(epsilon, bounds, fallback)
         a = dyadic_down(exp_lower(self.epsilon / 2), GRID_BITS)
         if a <= 1:
@@ -392,7 +400,8 @@ class Hybrid(NumericMechanism):
 
     name = "hybrid"
 
-    def __init__(self, epsilon: Number, bounds: Any = (-1, 1), fallback: Any = None) -> None:
+    def __init__(self, epsilon: Number, bounds: Bounds = (-1, 1),
+                 fallback: npt.ArrayLike | None = None) -> None:
         super().__init__(epsilon, bounds, fallback)
         self.duchi = Duchi(self.epsilon)
         beta = 1 - exp_up(-self.epsilon / 2) if self.epsilon > EPS_STAR else Fraction(0)
@@ -458,7 +467,8 @@ class SampledMean(NumericMechanism):
     name = "sampled_mean"
     multi = True
 
-    def __init__(self, epsilon: Number, bounds: Any, fallback: Any = None, k: int | None = None,
+    def __init__(self, epsilon: Number, bounds: Bounds, fallback: npt.ArrayLike | None = None,
+                 k: int | None = None,
                  base: str = "hm") -> None:
         super().__init__(epsilon, bounds, fallback)
         default = max(1, min(self.d, int(self.epsilon / Fraction(5, 2))))

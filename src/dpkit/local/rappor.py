@@ -16,6 +16,7 @@ significance at level 0.05/M for M candidates).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -34,10 +35,11 @@ from dpkit.core.numbers import (
     log_up,
     positive,
 )
+from dpkit.core.renamed import complement, renamed
 from dpkit.errors import DomainError
 from dpkit.local.base import dyadic_down, exp_lower
 from dpkit.local.bits import digest, group_bit_counts, value_keys
-from dpkit.local.values import local_measurement
+from dpkit.local.values import local_measurement, normal_z
 from dpkit.mechanisms.randomized_response import response_bits
 from dpkit.mechanisms.registry import AuditCase, register
 
@@ -127,7 +129,7 @@ class RAPPOR:
 
     name = "rappor"
 
-    def __init__(self, m: Any = 128, h: Any = 2, cohorts: Any = 64, f: Number = Fraction(1, 2),
+    def __init__(self, m: int = 128, h: int = 2, cohorts: int = 64, f: Number = Fraction(1, 2),
                  p: Number = Fraction(1, 2), q: Number = Fraction(3, 4)) -> None:
         self.m = integer(m, "m", minimum=8, maximum=4096)
         if self.m % 8:
@@ -149,7 +151,7 @@ class RAPPOR:
         self._cohort_of: dict[str, int] = {}
 
     @classmethod
-    def one_time(cls, epsilon: Number, m: Any = 128, h: Any = 2, cohorts: Any = 64
+    def one_time(cls, epsilon: Number, m: int = 128, h: int = 2, cohorts: int = 64
                  ) -> RAPPOR:
         """One-time RAPPOR (Erlingsson et al. 2014, §6): no instantaneous response (p = 0,
         q = 1), f = 2/(1 + e^{ε/(2h)}) rounded up, so that ε1 = ε∞ ≤ ε.
@@ -228,7 +230,8 @@ class RAPPOR:
         ones, zeros = response_bits(self.q, shape), response_bits(self.p, shape)
         return (prr & ones) | (~prr & zeros)
 
-    def permanent(self, values: Any, users: Any) -> tuple[np.ndarray, np.ndarray]:
+    def permanent(self, values: Iterable[object], users: Iterable[object]) -> tuple[np.ndarray,
+                  np.ndarray]:
         """The memoised permanent responses (packed uint8 (n, m/8)) and cohorts of
         (user, value) pairs: drawn on first use, then returned unchanged for the same pair;
         a user's cohort is drawn once. Users and values are identified by their text."""
@@ -253,7 +256,8 @@ class RAPPOR:
         table = np.stack([self._memo[key] for key in keys])
         return table[pairs[1].reshape(-1)], cohort_u[uinv]
 
-    def randomize(self, values: Any, users: Any = None) -> RAPPORReports:
+    def randomize(self, values: Iterable[object], users: Iterable[object] | None = None
+                  ) -> RAPPORReports:
         """Client side: one report per value.
 
         Without ``users`` every value is a fresh user (one-time collection: a uniform cohort
@@ -296,16 +300,20 @@ class RAPPOR:
         share = np.repeat(np.asarray(sizes, dtype=np.float64) / float(np.sum(sizes)), self.m)
         return sparse.diags(share) @ x
 
-    def estimate(self, reports: RAPPORReports, candidates: Any, *, alpha: float = 0.05,
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: RAPPORReports, candidates: Iterable[object], *,
+                 confidence: float = 0.95,
                  method: str = "ols", significance: float = 0.05) -> pl.DataFrame:
         """Server side: the frequency of each candidate value (see
         :meth:`estimate_from_counts`)."""
         counts, sizes = self.bit_counts(reports)
-        return self.estimate_from_counts(counts, sizes, candidates, alpha=alpha, method=method,
-                                         significance=significance)
+        return self.estimate_from_counts(counts, sizes, candidates, confidence=confidence,
+                                         method=method, significance=significance)
 
-    def estimate_from_counts(self, counts: np.ndarray, sizes: np.ndarray, candidates: Any, *,
-                             alpha: float = 0.05, method: str = "ols",
+    @renamed(alpha=("confidence", complement))
+    def estimate_from_counts(self, counts: np.ndarray, sizes: np.ndarray,
+                             candidates: Iterable[object], *,
+                             confidence: float = 0.95, method: str = "ols",
                              significance: float = 0.05) -> pl.DataFrame:
         """Decode bit counts against a candidate list (Erlingsson et al. 2014, §4).
 
@@ -327,20 +335,20 @@ class RAPPOR:
         -------
         polars.DataFrame
             One row per candidate: ``value`` (its text), ``estimate`` (frequency among all
-            reports), ``std_error``, ``ci_low``/``ci_high`` (normal, level 1 − alpha),
+            reports), ``std_error``, ``ci_low``/``ci_high`` (normal, level ``confidence``),
             ``p_value``, ``detected``, ``selected`` (always true for OLS). Unselected
             candidates have estimate 0 and null SE, CI and p-value 1.
 
         Raises
         ------
         DomainError
-            No reports, an empty or repeated candidate list, a bad alpha/significance, an
+            No reports, an empty or repeated candidate list, a bad confidence/significance, an
             unknown method, or more candidates than C·m rows with ``method="ols"``.
         ImportError
             ``method="lasso"`` without scikit-learn.
         """
-        if not 0 < alpha < 1 or not 0 < significance < 1:
-            raise DomainError("alpha and significance must lie in (0, 1)")
+        if not 0 < confidence < 1 or not 0 < significance < 1:
+            raise DomainError("confidence and significance must lie in (0, 1)")
         if method not in ("ols", "lasso"):
             raise DomainError("method must be 'ols' or 'lasso'")
         keys = [str(c) for c in (candidates.tolist() if isinstance(candidates, np.ndarray)
@@ -374,7 +382,7 @@ class RAPPOR:
             est[selected] = g_inv @ (xs.T @ t) / n
             meat = (xs.T @ sparse.diags(var_t) @ xs).toarray()
             se[selected] = np.sqrt(np.maximum(((g_inv @ meat) * g_inv).sum(axis=1), 0)) / n
-        z = float(stats.norm.isf(alpha / 2))
+        z = normal_z(confidence)
         with np.errstate(invalid="ignore", divide="ignore"):
             pval = np.where(selected, stats.norm.sf(est / se), 1.0)
         return pl.DataFrame({

@@ -46,20 +46,22 @@ k = 65,536 (emoji, words): with k·m ≫ n the collision term is negligible.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
-from scipy import stats
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, dyadic_up, integer, positive
+from dpkit.core.renamed import complement, renamed
 from dpkit.errors import DomainError
 from dpkit.local.base import exp_lower
 from dpkit.local.bits import group_bit_counts, value_ids, value_keys
-from dpkit.local.values import local_measurement
+from dpkit.local.values import local_measurement, normal_z
 from dpkit.mechanisms.randomized_response import response_bits
 from dpkit.mechanisms.registry import AuditCase, register
 
@@ -97,7 +99,7 @@ class _Sketch:
     name = "sketch"
     flip: Fraction
 
-    def __init__(self, epsilon: Number, k: Any, m: Any, seeds: Any = None) -> None:
+    def __init__(self, epsilon: Number, k: int, m: int, seeds: npt.ArrayLike | None = None) -> None:
         self.epsilon = positive(epsilon, "epsilon", up=False)
         self.k = integer(k, "k", minimum=1, maximum=1 << 20)
         self.m = integer(m, "m", minimum=2, maximum=1 << 24)
@@ -133,7 +135,7 @@ class _Sketch:
         keys, inverse = value_keys(values)
         return value_ids(keys)[inverse] if keys else np.zeros(0, dtype=np.uint64)
 
-    def noise_variance(self, n: float, n_d: Any) -> Any:
+    def noise_variance(self, n: float, n_d: np.ndarray | float) -> Any:
         raise NotImplementedError
 
     def variance(self, n: float, counts: Any, others_sq: Any = 0.0) -> Any:
@@ -143,20 +145,21 @@ class _Sketch:
         collide = np.asarray(others_sq) * (self.m - 1) / (self.k * self.m ** 2)
         return scale * (self.noise_variance(n, np.asarray(counts, dtype=float)) + collide)
 
-    def _frame(self, cell_mean: np.ndarray, n: int, keys: list[str], alpha: float
+    def _frame(self, cell_mean: np.ndarray, n: int, keys: list[str], confidence: float
                ) -> pl.DataFrame:
         counts = self.m / (self.m - 1) * (cell_mean - n / self.m)
         plug = np.clip(counts, 0, n)
         others = (plug ** 2).sum() - plug ** 2
         se = np.sqrt(np.maximum(self.variance(n, plug, others), 0)) / n
         est = counts / n
-        z = float(stats.norm.isf(alpha / 2))
+        z = normal_z(confidence)
         return pl.DataFrame({"value": keys, "estimate": est, "std_error": se,
                              "ci_low": est - z * se, "ci_high": est + z * se})
 
-    def _candidates(self, candidates: Any, n: int, alpha: float) -> tuple[list[str], np.ndarray]:
-        if not 0 < alpha < 1:
-            raise DomainError("alpha must lie in (0, 1)")
+    def _candidates(self, candidates: Any, n: int, confidence: float
+                    ) -> tuple[list[str], np.ndarray]:
+        if not 0 < confidence < 1:
+            raise DomainError("confidence must lie in (0, 1)")
         if n < 1:
             raise DomainError("need at least one report")
         keys = [str(c) for c in (candidates.tolist() if isinstance(candidates, np.ndarray)
@@ -171,7 +174,7 @@ class _Sketch:
         :class:`HammingDistance`: d_in ↦ PureDP(d_in · ε)."""
         return local_measurement(self.randomize, self.epsilon, self.name, k=self.k, m=self.m)
 
-    def randomize(self, values: Any) -> Any:
+    def randomize(self, values: npt.ArrayLike) -> Any:
         raise NotImplementedError
 
 
@@ -212,7 +215,8 @@ class CountMeanSketch(_Sketch):
 
     name = "cms"
 
-    def __init__(self, epsilon: Number, k: Any = 256, m: Any = 1024, seeds: Any = None
+    def __init__(self, epsilon: Number, k: int = 256, m: int = 1024,
+                 seeds: npt.ArrayLike | None = None
                  ) -> None:
         super().__init__(epsilon, k, m, seeds)
         if self.m < 8:
@@ -220,7 +224,7 @@ class CountMeanSketch(_Sketch):
         e = exp_lower(self.epsilon / 2)
         self.flip = dyadic_up(1 / (e + 1), 32)
 
-    def randomize(self, values: Any) -> CMSReports:
+    def randomize(self, values: npt.ArrayLike) -> CMSReports:
         """Client side: one report per value (exact randomness from :mod:`dpkit.core.rng`)."""
         ids = self._ids(values)
         n = ids.size
@@ -240,30 +244,33 @@ class CountMeanSketch(_Sketch):
         sizes = np.bincount(row, minlength=self.k)
         return 2 * ones - sizes[:, None], int(row.size)
 
-    def estimate(self, reports: CMSReports, candidates: Any, *, alpha: float = 0.05
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: CMSReports, candidates: Iterable[object], *,
+                 confidence: float = 0.95
                  ) -> pl.DataFrame:
         """Server side: a frame of value, estimate (frequency), std_error, ci_low, ci_high
         per candidate (see :meth:`estimate_from_sketch`)."""
-        return self.estimate_from_sketch(*self.sketch(reports), candidates, alpha=alpha)
+        return self.estimate_from_sketch(*self.sketch(reports), candidates, confidence=confidence)
 
-    def estimate_from_sketch(self, sums: np.ndarray, n: int, candidates: Any, *,
-                             alpha: float = 0.05) -> pl.DataFrame:
+    @renamed(alpha=("confidence", complement))
+    def estimate_from_sketch(self, sums: np.ndarray, n: int, candidates: Iterable[object], *,
+                             confidence: float = 0.95) -> pl.DataFrame:
         """Frequencies f̂(d)/n of the candidates with the SE of the class docstring (n_d and
         Σ n_x² replaced by the clipped estimates of the candidates) and a normal CI.
 
         Raises
         ------
         DomainError
-            No reports, alpha ∉ (0, 1), an empty or repeated candidate list.
+            No reports, confidence ∉ (0, 1), an empty or repeated candidate list.
         """
-        keys, cols = self._candidates(candidates, n, alpha)
+        keys, cols = self._candidates(candidates, n, confidence)
         sums = np.asarray(sums, dtype=np.float64)
         # (1/k) Σ_j M[j, h_j(d)] with M[j, i] = k (c/2 · sums[j, i] + N_j/2)
         rows = np.arange(self.k)[None, :]
         cell = (self.c / 2 * sums[rows, cols]).sum(axis=1) + n / 2
-        return self._frame(cell, n, keys, alpha)
+        return self._frame(cell, n, keys, confidence)
 
-    def noise_variance(self, n: float, n_d: Any) -> Any:
+    def noise_variance(self, n: float, n_d: np.ndarray | float) -> Any:
         return (n * self.c ** 2 - n_d - (n - n_d) * (1 - 2 / self.m) ** 2) / 4
 
 
@@ -285,13 +292,14 @@ class HadamardCountMeanSketch(_Sketch):
 
     name = "hcms"
 
-    def __init__(self, epsilon: Number, k: Any = 256, m: Any = 1024, seeds: Any = None
+    def __init__(self, epsilon: Number, k: int = 256, m: int = 1024,
+                 seeds: npt.ArrayLike | None = None
                  ) -> None:
         super().__init__(epsilon, k, m, seeds)
         e = exp_lower(self.epsilon)
         self.flip = dyadic_up(1 / (e + 1), 32)
 
-    def randomize(self, values: Any) -> np.ndarray:
+    def randomize(self, values: npt.ArrayLike) -> np.ndarray:
         """Client side: one (j, l, bit) row per value."""
         ids = self._ids(values)
         n = ids.size
@@ -312,21 +320,24 @@ class HadamardCountMeanSketch(_Sketch):
                             minlength=self.k * self.m)
         return _rows_wht(np.rint(cells).astype(np.int64).reshape(self.k, self.m)), len(rep)
 
-    def estimate(self, reports: np.ndarray, candidates: Any, *, alpha: float = 0.05
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: np.ndarray, candidates: Iterable[object], *,
+                 confidence: float = 0.95
                  ) -> pl.DataFrame:
         """Server side: as :meth:`CountMeanSketch.estimate`."""
-        return self.estimate_from_sketch(*self.sketch(reports), candidates, alpha=alpha)
+        return self.estimate_from_sketch(*self.sketch(reports), candidates, confidence=confidence)
 
-    def estimate_from_sketch(self, sums: np.ndarray, n: int, candidates: Any, *,
-                             alpha: float = 0.05) -> pl.DataFrame:
+    @renamed(alpha=("confidence", complement))
+    def estimate_from_sketch(self, sums: np.ndarray, n: int, candidates: Iterable[object], *,
+                             confidence: float = 0.95) -> pl.DataFrame:
         """As :meth:`CountMeanSketch.estimate_from_sketch`; (1/k) Σ_j M[j, h_j(d)] =
         c Σ_j S[j, h_j(d)]."""
-        keys, cols = self._candidates(candidates, n, alpha)
+        keys, cols = self._candidates(candidates, n, confidence)
         rows = np.arange(self.k)[None, :]
         cell = self.c * np.asarray(sums, dtype=np.float64)[rows, cols].sum(axis=1)
-        return self._frame(cell, n, keys, alpha)
+        return self._frame(cell, n, keys, confidence)
 
-    def noise_variance(self, n: float, n_d: Any) -> Any:
+    def noise_variance(self, n: float, n_d: np.ndarray | float) -> Any:
         return n * self.c ** 2 - n_d - (n - n_d) / self.m ** 2
 
 

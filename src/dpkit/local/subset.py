@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 from math import comb
-from typing import Any
 
 import numpy as np
 
@@ -89,7 +88,7 @@ class SubsetSelection(BitReports):
 
     name = "subset"
 
-    def __init__(self, k: Any, epsilon: Number, fallback: int = 0, d: int | None = None
+    def __init__(self, k: int, epsilon: Number, fallback: int = 0, d: int | None = None
                  ) -> None:
         super().__init__(k, epsilon, fallback)
         e = exp_lower(self.epsilon)

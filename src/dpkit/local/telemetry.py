@@ -41,18 +41,20 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
-from scipy import stats
 
 from dpkit.core import rng
 from dpkit.core.numbers import Number, integer, positive
+from dpkit.core.renamed import complement, renamed
 from dpkit.errors import DomainError
 from dpkit.local.base import check_k_epsilon, dyadic_down, exp_lower, to_index
 from dpkit.local.values import (
     bernoulli_float,
-    check_alpha,
+    check_level,
     local_measurement,
     mean_frame,
+    normal_z,
     to_interval,
 )
 from dpkit.mechanisms.randomized_response import response_coins
@@ -154,11 +156,11 @@ class OneBitMean:
     def __repr__(self) -> str:
         return f"OneBitMean(m={self.m_float:.6g}, epsilon={float(self.epsilon):.6g})"
 
-    def values(self, values: Any) -> np.ndarray:
+    def values(self, values: npt.ArrayLike) -> np.ndarray:
         """The out-of-bounds rule applied: floats in [0, m]."""
         return to_interval(values, 0.0, self.m_float, self.fallback)
 
-    def randomize(self, values: Any) -> np.ndarray:
+    def randomize(self, values: npt.ArrayLike) -> np.ndarray:
         """Client side: one bit per value (a boolean array; exact randomness from
         :mod:`dpkit.core.rng`)."""
         x = self.values(values)
@@ -170,26 +172,27 @@ class OneBitMean:
         memoisation (§3 of the paper; what it protects: the module docstring)."""
         return MemoizedOneBitMean(self, n_users, s)
 
-    def estimate(self, reports: Any, *, alpha: float = 0.05) -> pl.DataFrame:
-        """Server side: the mean with its standard error and normal (1 − alpha) CI (a Polars
-        frame of one row: estimate, std_error, ci_low, ci_high, n).
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: npt.ArrayLike, *, confidence: float = 0.95) -> pl.DataFrame:
+        """Server side: the mean with its standard error and a normal CI at level
+        ``confidence`` (a Polars frame of one row: estimate, std_error, ci_low, ci_high, n).
 
         Raises
         ------
         DomainError
-            If there are no reports or alpha ∉ (0, 1).
+            If there are no reports or confidence ∉ (0, 1).
         """
         b = np.asarray(reports, dtype=bool).reshape(-1)
-        check_alpha(alpha)
+        check_level(confidence)
         if b.size == 0:
             raise DomainError("no reports to estimate from")
         p, q, n = float(self.p), float(self.q), b.size
         mean_b = b.mean()
         est = self.m_float * (mean_b - q) / (p - q)
         var = self.m_float**2 * mean_b * (1 - mean_b) / (n * (p - q) ** 2)
-        return mean_frame(est, var, n, alpha)
+        return mean_frame(est, var, n, confidence)
 
-    def variance(self, values: Any) -> float:
+    def variance(self, values: npt.ArrayLike) -> float:
         """Closed-form Var[σ̂] for the population ``values`` (class docstring)."""
         x = self.values(values)
         p, q = float(self.p), float(self.q)
@@ -200,7 +203,7 @@ class OneBitMean:
         """Theorem 1's half-width: |σ̂ − σ| ≤ (m/(p − q))·√(ln(2/β)/(2n)) with probability
         ≥ 1 − β."""
         return self.m_float / float(self.p - self.q) * float(
-            np.sqrt(np.log(2 / check_alpha(beta)) / (2 * n)))
+            np.sqrt(np.log(2 / check_level(beta, "beta")) / (2 * n)))
 
     @property
     def measurement(self) -> Any:
@@ -236,7 +239,7 @@ class MemoizedOneBitMean:
         up = up < np.arange(self.s + 1, dtype=np.uint64)[None, :]  # Bernoulli(j/s)
         self.memo = ~(up ^ response_coins(mechanism.p, (self.n, self.s + 1)))
 
-    def points(self, values: Any) -> np.ndarray:
+    def points(self, values: npt.ArrayLike) -> np.ndarray:
         """Each user's rounding point index j ∈ [0, s] for the current values (length n)."""
         x = self.mechanism.values(values)
         if x.size != self.n:
@@ -248,7 +251,7 @@ class MemoizedOneBitMean:
         up = self.alpha > (np.uint64(0xFFFF_FFFF_FFFF_FFFF) - f)  # α + frac ≥ 1
         return np.minimum(low.astype(np.int64) + up, self.s)
 
-    def collect(self, values: Any) -> np.ndarray:
+    def collect(self, values: npt.ArrayLike) -> np.ndarray:
         """One collection: each user's memoised bit for their current rounding point."""
         return self.memo[np.arange(self.n), self.points(values)]
 
@@ -348,7 +351,7 @@ class DBitFlip:
 
     name = "dbitflip"
 
-    def __init__(self, k: Any, epsilon: Number, d: int = 1, fallback: int = 0) -> None:
+    def __init__(self, k: int, epsilon: Number, d: int = 1, fallback: int = 0) -> None:
         self.k, self.epsilon = check_k_epsilon(k, epsilon)
         self.d = integer(d, "d", minimum=1, maximum=self.k)
         self.fallback = integer(fallback, "fallback", minimum=0, maximum=self.k - 1)
@@ -358,7 +361,7 @@ class DBitFlip:
     def __repr__(self) -> str:
         return f"DBitFlip(k={self.k}, epsilon={float(self.epsilon):.6g}, d={self.d})"
 
-    def randomize(self, values: Any) -> tuple[np.ndarray, np.ndarray]:
+    def randomize(self, values: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Client side: per value, the sampled buckets (int64 (n, d)) and their bits (bool
         (n, d))."""
         idx = to_index(values, self.k, self.fallback)
@@ -382,32 +385,34 @@ class DBitFlip:
         seen = np.bincount(buckets.reshape(-1), minlength=self.k)
         return ones[: self.k] - float(self.q) * seen[: self.k]
 
-    def estimate(self, reports: tuple[np.ndarray, np.ndarray], *, alpha: float = 0.05
+    @renamed(alpha=("confidence", complement))
+    def estimate(self, reports: tuple[np.ndarray, np.ndarray], *, confidence: float = 0.95
                  ) -> pl.DataFrame:
         """Server side: a Polars frame, one row per bucket: value, estimate, std_error,
-        ci_low, ci_high (normal (1 − alpha) interval).
+        ci_low, ci_high (normal (level ``confidence``) interval).
 
         Raises
         ------
         DomainError
-            If there are no reports or alpha ∉ (0, 1).
+            If there are no reports or confidence ∉ (0, 1).
         """
-        return self.estimate_from_sums(self.sums(reports), len(reports[0]), alpha=alpha)
+        return self.estimate_from_sums(self.sums(reports), len(reports[0]), confidence=confidence)
 
-    def estimate_from_sums(self, sums: np.ndarray, n: int, *, alpha: float = 0.05
+    @renamed(alpha=("confidence", complement))
+    def estimate_from_sums(self, sums: np.ndarray, n: int, *, confidence: float = 0.95
                            ) -> pl.DataFrame:
         """The estimate from :meth:`sums` added over batches of n reports in all."""
-        check_alpha(alpha)
+        check_level(confidence)
         if n < 1:
             raise DomainError("no reports to estimate from")
         est = self.k / (n * self.d) * np.asarray(sums, dtype=np.float64) / float(
             self.p - self.q)
         se = np.sqrt(self.variance(n, np.clip(est, 0, 1)))
-        z = float(stats.norm.isf(alpha / 2))
+        z = normal_z(confidence)
         return pl.DataFrame({"value": np.arange(self.k), "estimate": est, "std_error": se,
                              "ci_low": est - z * se, "ci_high": est + z * se})
 
-    def variance(self, n: int, f: Any = 0.0) -> Any:
+    def variance(self, n: int, f: npt.ArrayLike = 0.0) -> Any:
         """Closed-form Var[ĥ(v)] with n reports and true frequency f (class docstring)."""
         p, q, r = float(self.p), float(self.q), self.k / self.d
         return (r * p * q / (p - q) ** 2 + np.asarray(f) * (r - 1)) / n
@@ -444,7 +449,7 @@ class MemoizedDBitFlip:
         keys = np.arange(d + 1)[:, None] == np.arange(d)[None, :]  # (d + 1, d): own bucket
         self.memo = mechanism._bits(np.broadcast_to(keys, (self.n, d + 1, d)))
 
-    def keys(self, values: Any) -> np.ndarray:
+    def keys(self, values: npt.ArrayLike) -> np.ndarray:
         """Each user's memo key for the current values (length n)."""
         m = self.mechanism
         idx = to_index(values, m.k, m.fallback)
@@ -453,6 +458,6 @@ class MemoizedDBitFlip:
         match = self.buckets == idx[:, None]
         return np.where(match.any(axis=1), match.argmax(axis=1), m.d)
 
-    def collect(self, values: Any) -> tuple[np.ndarray, np.ndarray]:
+    def collect(self, values: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """One collection: (buckets, bits) as :meth:`DBitFlip.randomize` returns them."""
         return self.buckets, self.memo[np.arange(self.n), self.keys(values)]

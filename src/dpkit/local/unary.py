@@ -8,7 +8,6 @@ Security 2017, §4.3 (SUE and OUE, their estimator and variances).
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
@@ -72,7 +71,7 @@ class SUE(_Unary):
 
     name = "sue"
 
-    def __init__(self, k: Any, epsilon: Number, fallback: int = 0) -> None:
+    def __init__(self, k: int, epsilon: Number, fallback: int = 0) -> None:
         super().__init__(k, epsilon, fallback)
         e = exp_lower(self.epsilon / 2)
         self.p = dyadic_down(e / (e + 1))
@@ -99,7 +98,7 @@ class OUE(_Unary):
 
     name = "oue"
 
-    def __init__(self, k: Any, epsilon: Number, fallback: int = 0) -> None:
+    def __init__(self, k: int, epsilon: Number, fallback: int = 0) -> None:
         super().__init__(k, epsilon, fallback)
         self.p = Fraction(1, 2)
         self.q = dyadic_up(1 / (exp_lower(self.epsilon) + 1), BITS)

@@ -13,20 +13,24 @@ a bad value reveals no more than an in-bounds one.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 from scipy import stats
 
 from dpkit.core import rng
+from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 
-__all__ = ["to_interval", "bernoulli_float", "mean_frame", "local_measurement", "check_alpha"]
+__all__ = ["to_interval", "bernoulli_float", "mean_frame", "local_measurement", "check_level",
+           "normal_z"]
 
 
-def to_interval(values: Any, low: float, high: float, fallback: float) -> np.ndarray:
+def to_interval(values: npt.ArrayLike, low: float, high: float, fallback: float) -> np.ndarray:
     """The out-of-bounds rule (module docstring): a float64 array of values in [low, high]."""
     arr = np.asarray(values)
     flat = arr.reshape(-1)
@@ -52,35 +56,42 @@ def bernoulli_float(t: np.ndarray) -> np.ndarray:
     return (rng.words(t.size, 64) < thresh) | full
 
 
-def check_alpha(alpha: float) -> float:
-    """A CI level parameter alpha ∈ (0, 1) as a float.
+def check_level(level: float, name: str = "confidence") -> float:
+    """A level (an interval's confidence, a failure probability β) in (0, 1) as a float.
 
     Raises
     ------
     DomainError
         Otherwise.
     """
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
-        raise DomainError(f"alpha must be a number in (0, 1), got {alpha!r}")
-    return float(alpha)
+    if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
+        raise DomainError(f"{name} must be a number in (0, 1), got {level!r}")
+    return float(level)
 
 
-def mean_frame(estimate: np.ndarray, variance: np.ndarray, n: int, alpha: float,
+def normal_z(confidence: float) -> float:
+    """z with P(|Z| ≤ z) = ``confidence`` for a standard normal Z (a two-sided interval)."""
+    return float(stats.norm.isf((1 - check_level(confidence)) / 2))
+
+
+def mean_frame(estimate: np.ndarray, variance: np.ndarray, n: int, confidence: float,
                names: list[str] | None = None) -> pl.DataFrame:
-    """Estimates with standard errors and normal (1 − alpha) CIs, one row per coordinate.
+    """Estimates with standard errors and normal CIs at level ``confidence``, one row per
+    coordinate.
 
     Columns: ``attribute`` (when ``names`` is given), ``estimate``, ``std_error``,
     ``ci_low``, ``ci_high``, ``n`` (reports used)."""
     est = np.atleast_1d(np.asarray(estimate, dtype=np.float64))
     se = np.sqrt(np.maximum(np.atleast_1d(np.asarray(variance, dtype=np.float64)), 0.0))
-    z = float(stats.norm.isf(check_alpha(alpha) / 2))
+    z = normal_z(confidence)
     cols: dict[str, Any] = {} if names is None else {"attribute": names}
     cols.update({"estimate": est, "std_error": se, "ci_low": est - z * se,
                  "ci_high": est + z * se, "n": np.full(est.size, n, dtype=np.int64)})
     return pl.DataFrame(cols)
 
 
-def local_measurement(function: Any, epsilon: Fraction, name: str, **params: Any) -> Any:
+def local_measurement(function: Callable[..., object], epsilon: Fraction, name: str,
+                      **params: Any) -> Any:
     """A local randomizer as a :class:`~dpkit.core.component.Measurement`: input a vector of
     values (one per user, anything the randomizer accepts), output the reports; under
     :class:`HammingDistance` the map is d_in ↦ PureDP(d_in · ε) (each user's report depends
@@ -100,7 +111,7 @@ def local_measurement(function: Any, epsilon: Fraction, name: str, **params: Any
         input_domain=VectorDomain(AnyDomain()))
 
 
-def finite_bound(x: Any, name: str) -> float:
+def finite_bound(x: Number, name: str) -> float:
     """A declared bound as a float (finite).
 
     Raises

@@ -73,8 +73,8 @@ def _row_sensitivity(b2: Fraction, d: int, f: int) -> Fraction:
     """
     m = d * (d + 1) // 2
     norm_sq = b2 * (1 + Fraction(d, 2**51)) + Fraction(d, 2**1074)
-    delta = norm_sq * (1 + Fraction(1, 2**53)) + Fraction(2) ** f * sqrt_up(Fraction(m))
-    return dyadic_up(delta, max(0, 60 - _floor_log2(delta)))
+    sens = norm_sq * (1 + Fraction(1, 2**53)) + Fraction(2) ** f * sqrt_up(Fraction(m))
+    return dyadic_up(sens, max(0, 60 - _floor_log2(sens)))
 
 
 def _square_norms(arr: np.ndarray) -> np.ndarray:
@@ -224,12 +224,12 @@ def _analyze_gauss(dim: int, data_norm: Number, *, scale: Number | None = None,
         raise DomainError("data_norm must be between 2^-500 and 2^500")
     d, m = dim, dim * (dim + 1) // 2
     f = _floor_log2(b2) - _FINE_BITS
-    delta = _row_sensitivity(b2, d, f)
+    sensitivity = _row_sensitivity(b2, d, f)
     if rho is not None:
         target = ZCDP(positive(rho, "rho", up=False))
         scale = calibrate_scale(
             lambda s: _analyze_gauss(d, data_norm, scale=s, clip=clip, k=k)[0], 1, target,
-            start=delta / sqrt_up(2 * target.rho))
+            start=sensitivity / sqrt_up(2 * target.rho))
     assert scale is not None
     gauss = make_gaussian(scale, max_size=m, k=k)
     _, kk, sigma, grid = make_grid_release(scale, k, m, samplers.discrete_gaussian)
@@ -254,7 +254,7 @@ def _analyze_gauss(dim: int, data_norm: Number, *, scale: Number | None = None,
         function=lambda x: release(x, 1)[0],
         input_metric=AddRemoveDistance(),
         output_measure=ZCDP,
-        privacy_map=lambda d_in: gauss.privacy_map(non_negative(d_in, "d_in") * delta),
+        privacy_map=lambda d_in: gauss.privacy_map(non_negative(d_in, "d_in") * sensitivity),
         name=f"analyze_gauss(d={d}, data_norm={float(bound):g}, scale={float(sigma):.6g}, "
              f"grid=2^{kk})",
         accuracy=lambda beta: _spectral_bound(float(sigma), d, float(beta))

@@ -21,7 +21,7 @@ from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import LInfDistance
-from dpkit.core.numbers import Number, non_negative, positive
+from dpkit.core.numbers import Number, Numbers, non_negative, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
@@ -62,7 +62,7 @@ def _audit_many() -> list[AuditCase]:
     """One draw per vector, as many vectors as outputs: scale 1 (ε = 2 at Δ = 1); broken:
     scale 1/2."""
     def sampler(scale: Fraction) -> Sampler:
-        def sample(scores: Any, n: int) -> np.ndarray:
+        def sample(scores: np.ndarray, n: int) -> np.ndarray:
             return np.array(sample_exponential_many(np.tile(scores, (n, 1)), scale))
         return sample
 
@@ -87,7 +87,7 @@ def _exact_scores(scores: Any) -> list[Fraction]:
     return [Fraction(v) if not isinstance(v, float) else Fraction(v) for v in arr.tolist()]
 
 
-def exact_gaps(scores: Any, scale: Fraction) -> tuple[np.ndarray, int]:
+def exact_gaps(scores: Numbers, scale: Fraction) -> tuple[np.ndarray, int]:
     """γᵢ = (max u − uᵢ)/scale ≥ 0 for every score, as integer numerators over one
     denominator (object array, int)."""
     arr = np.asarray(scores)
@@ -111,7 +111,7 @@ def exact_gaps(scores: Any, scale: Fraction) -> tuple[np.ndarray, int]:
     return np.array([g.numerator * (denom // g.denominator) for g in gaps], dtype=object), denom
 
 
-def sample_exponential(scores: Any, scale: Fraction, size: int | None = None) -> Any:
+def sample_exponential(scores: Numbers, scale: Fraction, size: int | None = None) -> Any:
     """Index i drawn with probability ∝ exp(scoresᵢ / scale), exactly.
 
     Returns one int, or ``size`` independent draws as an int64 array.

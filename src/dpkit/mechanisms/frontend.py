@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from fractions import Fraction
-from typing import Any, NamedTuple, Protocol, TypeAlias, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeAlias, TypeVar, cast
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from dpkit.core import rng
 from dpkit.core.accountant import Accountant, as_accountant
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert
-from dpkit.core.numbers import Number, integer, positive, to_fraction
+from dpkit.core.numbers import Number, Numbers, integer, positive, to_fraction
 from dpkit.core.record import NoiseRow, Release, digest_of, read_only
 from dpkit.errors import DomainError, MeasureError
 from dpkit.mechanisms.calibrated import CalibratedNoise, make_noise, make_selection
@@ -243,7 +243,7 @@ def exact_scale(row: NoiseRow) -> Fraction:
     return row.scale
 
 
-def draw(selection: CalibratedNoise, scores: Any, *, unit: Number = 1,
+def draw(selection: CalibratedNoise, scores: Numbers, *, unit: Number = 1,
          size: int | None = None) -> Any:
     """Index i with probability ∝ exp(scoresᵢ·unit / s), s the exponential selection's
     calibrated temperature: ``scores`` in units of ``unit`` (integers, for an exact draw
@@ -282,7 +282,7 @@ def _grid_size(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()  # a power of two: few distinct calibrations
 
 
-def noisy(values: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
+def noisy(values: Number | Numbers, sensitivity: Number, budget: PrivacyLoss | Number, *,
           norm: str | None = None, output: str = "integer", size: int | None = None,
           statistic: str | None = None, cache: bool = True,
           weights: np.ndarray | None = None) -> Drawn:
@@ -386,9 +386,9 @@ def _selection(sensitivity: Number, budget: PrivacyLoss | Number, k: int, monoto
     return make_selection(sensitivity, per_pick, mechanism=mechanism, monotonic=monotonic)
 
 
-def select(scores: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
-           k: int | None = None,
-           monotonic: bool = False, size: int | None = None, statistic: str | None = None,
+def select(scores: Numbers | Sequence[Numbers], sensitivity: Number,
+           budget: PrivacyLoss | Number, *, k: int | None = None, monotonic: bool = False,
+           size: int | None = None, statistic: str | None = None,
            mechanism: str = "exponential") -> Drawn:
     """An index picked by the exponential mechanism, or k distinct indices by peeling it.
 
@@ -445,6 +445,7 @@ def select(scores: Any, sensitivity: Number, budget: PrivacyLoss | Number, *,
         return _drawn([int(i) for i in m(scores)], row)
     if k is None and size is None:  # the measurement's own draw; scores are checked by the
         return _drawn(int(m.function(scores)), row)  # caller at plan time: nothing raises here
+    vector = cast(Numbers, scores)  # one score vector from here on
     if k is None:
-        return _drawn(sample_exponential(scores, m.scale, size=size), row)
-    return _drawn(sample_top_k(scores, k, m.scale, size=size), row)
+        return _drawn(sample_exponential(vector, m.scale, size=size), row)
+    return _drawn(sample_top_k(vector, k, m.scale, size=size), row)

@@ -25,6 +25,7 @@ from dpkit.core.numbers import (
     positive,
     sqrt_up,
 )
+from dpkit.core.renamed import renamed
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import (
     AUDIT_MAX_SIZE,
@@ -169,9 +170,11 @@ def make_gaussian(scale: Number, *, max_size: int = DEFAULT_MAX_SIZE, k: int | N
     )
 
 
-def classic_gaussian_epsilon(sensitivity: Fraction, sigma: Fraction, delta: Fraction
+@renamed(sigma="scale")
+def classic_gaussian_epsilon(sensitivity: Fraction, scale: Fraction, delta: Fraction
                              ) -> Fraction:
-    """ε of the classic Gaussian mechanism (Dwork & Roth Thm A.1), rounded up:
+    """ε of the classic Gaussian mechanism of scale (standard deviation) σ (Dwork & Roth
+    Thm A.1), rounded up (``sigma=``, deprecated, is ``scale``):
     σ ≥ Δ√(2 ln(1.25/δ))/ε ⇔ ε = Δ√(2 ln(1.25/δ))/σ, valid only when ε < 1.
 
     Raises
@@ -179,16 +182,18 @@ def classic_gaussian_epsilon(sensitivity: Fraction, sigma: Fraction, delta: Frac
     DomainError
         If the resulting ε is not below 1 (the theorem does not apply).
     """
-    eps = sensitivity * sqrt_up(2 * log_up(Fraction(5, 4) / delta)) / sigma
+    eps = sensitivity * sqrt_up(2 * log_up(Fraction(5, 4) / delta)) / scale
     if eps >= 1:
         raise DomainError(f"the classic Gaussian bound needs ε < 1, got {float(eps):.4g}; "
                           "use the analytic Gaussian or zCDP")
     return eps
 
 
-def analytic_gaussian_epsilon(sensitivity: Fraction, sigma: Fraction, delta: Fraction
+@renamed(sigma="scale")
+def analytic_gaussian_epsilon(sensitivity: Fraction, scale: Fraction, delta: Fraction
                               ) -> Fraction:
-    """The smallest ε (to 1e-12, rounded up) with (ε, δ)-DP for the Gaussian mechanism, by the
+    """The smallest ε (to 1e-12, rounded up) with (ε, δ)-DP for the Gaussian mechanism of
+    scale (standard deviation) σ (``sigma=``, deprecated, is ``scale``), by the
     exact characterisation of Balle & Wang 2018, Thm 8:
     δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ), decreasing in ε.
 
@@ -201,7 +206,7 @@ def analytic_gaussian_epsilon(sensitivity: Fraction, sigma: Fraction, delta: Fra
         return Fraction(0)
     mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
     mp.dps = 60
-    d, s, target = (mp.mpf(x.numerator) / x.denominator for x in (sensitivity, sigma, delta))
+    d, s, target = (mp.mpf(x.numerator) / x.denominator for x in (sensitivity, scale, delta))
 
     def delta_of(eps: Any) -> Any:
         a, b = d / (2 * s), eps * s / d

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
@@ -207,7 +206,7 @@ def make_limited_domain_top_k(selection: TopKSelection, max_groups: int | None =
     k, k_bar, _, _, groups = parameters
     loss = selection.loss()
 
-    def select(counts: Any) -> list[int]:
+    def select(counts: np.ndarray) -> list[int]:
         return _picks(counts, *parameters, None)[0]
 
     return unit_selection(select, loss, "top-k selection",
@@ -215,7 +214,7 @@ def make_limited_domain_top_k(selection: TopKSelection, max_groups: int | None =
                           f"δ={float(loss.delta):g}, Δ={groups})")
 
 
-def sample_limited_domain(counts: Any, selection: TopKSelection, max_groups: int | None,
+def sample_limited_domain(counts: np.ndarray, selection: TopKSelection, max_groups: int | None,
                           size: int) -> list[list[int]]:
     """``size`` independent outputs of :func:`make_limited_domain_top_k` on ``counts``
     (drawn together; for audits and tests)."""
@@ -230,7 +229,7 @@ def _audit() -> list[AuditCase]:
     selection = TopKSelection(1, 1, Fraction(1, 100), k_bar=2)
 
     def sampler(broken: bool) -> Sampler:
-        def sample(counts: Any, n: int) -> np.ndarray:
+        def sample(counts: np.ndarray, n: int) -> np.ndarray:
             if broken:  # δ = 99/100, Δ = 1: the ln term ≈ 0.01, the sentinel ≈ base + 1
                 bad = TopKSelection(1, 1, Fraction(99, 100), k_bar=2)
                 outs = sample_limited_domain(counts, bad, 1, n)

@@ -31,6 +31,7 @@ reversed pairs hold too). Bernoulli(π(n)) is drawn exactly.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -225,7 +226,8 @@ def make_partition_selection(selection: PartitionSelection, max_groups: int) -> 
                           f"G={g})")
 
 
-def unit_selection(select: Any, loss: ApproxDP, what: str, name: str) -> Measurement:
+def unit_selection(select: Callable[..., object], loss: ApproxDP, what: str,
+                   name: str) -> Measurement:
     """A selection over distinct-unit counts per candidate partition (:data:`UNIT_COUNTS`
     under :class:`AddRemoveDistance`): d_in ≤ 1 ↦ ``loss``; larger d_in is refused."""
     def privacy_map(d_in: Any) -> ApproxDP:

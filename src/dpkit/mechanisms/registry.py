@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from dpkit.core.component import Measurement
+from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 
 __all__ = ["AuditCase", "Entry", "register", "registered", "audit_cases", "Sampler",
@@ -59,9 +60,9 @@ class AuditCase:
     measurement: Measurement
     sample: Sampler
     broken: Sampler
-    x: Any
-    x_prime: Any
-    d_in: Any = 1
+    x: object
+    x_prime: object
+    d_in: Number = 1
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dpkit.core import rng, samplers
 from dpkit.core.component import Measurement
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import LInfDistance
-from dpkit.core.numbers import Number, integer, non_negative, positive
+from dpkit.core.numbers import Number, Numbers, integer, non_negative, positive
 from dpkit.errors import DomainError
 from dpkit.mechanisms._common import representable_scale
 from dpkit.mechanisms.exponential import (
@@ -59,7 +59,7 @@ def _audit_top_k() -> list[AuditCase]:
     x_prime = np.array([1, -1, -1, -1], dtype=np.int64)
 
     def sampler(scale: Fraction) -> Sampler:
-        def sample(scores: Any, n: int) -> np.ndarray:
+        def sample(scores: Numbers, n: int) -> np.ndarray:
             picks = sample_top_k(scores, 2, scale, size=n)
             return picks[:, 0] * 4 + picks[:, 1]
         return sample
@@ -68,7 +68,7 @@ def _audit_top_k() -> list[AuditCase]:
                       x, x_prime)]
 
 
-def sample_permute_and_flip(scores: Any, scale: Fraction, size: int | None = None) -> Any:
+def sample_permute_and_flip(scores: Numbers, scale: Fraction, size: int | None = None) -> Any:
     """Permute-and-flip, exactly: visit candidates in a uniformly random order and stop at
     the first r accepted with probability exp(−(u* − u_r)/scale). The best candidate is
     always accepted, so one pass suffices. One int, or ``size`` independent draws."""
@@ -104,7 +104,7 @@ def make_permute_and_flip(scale: Number, *, monotonic: bool = False) -> Measurem
     return selection_measurement(sample_permute_and_flip, scale, monotonic, "permute_and_flip")
 
 
-def sample_top_k(scores: Any, k: int, scale: Fraction, size: int | None = None, *,
+def sample_top_k(scores: Numbers, k: int, scale: Fraction, size: int | None = None, *,
                  until: int | None = None) -> Any:
     """k distinct indices, best first, with the law of peeling the exponential mechanism k
     times: each pick is index i among those not yet picked with probability ∝
@@ -273,7 +273,7 @@ def make_top_k(k: int, scale: Number, *, monotonic: bool = False) -> Measurement
     )
 
 
-def sample_report_noisy_max(scores: Any, scale: Fraction, size: int | None = None) -> Any:
+def sample_report_noisy_max(scores: Numbers, scale: Fraction, size: int | None = None) -> Any:
     """argmaxᵢ (uᵢ + Zᵢ) with Zᵢ discrete Laplace, exactly: scores are put over one common
     denominator D, so uᵢ·D are integers and the noise has scale s·D in those units; ties are
     broken by a uniformly random priority (independent of the data)."""

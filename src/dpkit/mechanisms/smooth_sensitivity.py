@@ -28,6 +28,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.core import samplers
 from dpkit.core.accuracy import laplace_tail
@@ -140,7 +141,7 @@ def _make(statistic: str, bounds: Any, epsilon: Number, delta: Number, trim: Num
         kept = values[t:n - t]
         return Fraction(math.fsum(kept.tolist()) / kept.size)
 
-    def release(x: Any, size: int) -> np.ndarray:
+    def release(x: npt.ArrayLike, size: int) -> np.ndarray:
         values = _sorted_values(x, lo_f, hi_f)
         a, b, w = window(values.size)
         smooth = smooth_upper_bound(values, a, b, w, (lo, hi), beta)
@@ -239,7 +240,7 @@ def make_smooth_trimmed_mean(bounds: tuple[Number, Number], trim: Number, epsilo
     return _make("mean", bounds, epsilon, delta, trim, k)[0]
 
 
-def sample_smooth_median(x: Any, bounds: tuple[Number, Number], epsilon: Number,
+def sample_smooth_median(x: npt.ArrayLike, bounds: tuple[Number, Number], epsilon: Number,
                          delta: Number, size: int) -> np.ndarray:
     """``size`` independent releases of :func:`make_smooth_median` on the same data (one
     smooth-sensitivity computation), for audits and accuracy studies."""

@@ -84,18 +84,18 @@ class SparseVector:
         rng.require_secure()
         max_positives = numbers.integer(max_positives, "max_positives", minimum=1)
         eps = positive(epsilon, "epsilon", up=False)
-        delta = positive(sensitivity, "sensitivity")
+        sens = positive(sensitivity, "sensitivity")
         self.c = max_positives
         self.integer = integer
         exact_threshold = numbers.to_fraction(threshold)
         if integer:  # integer answers and Δ: the grid is ℤ and nothing is rounded
-            if delta.denominator != 1 or exact_threshold.denominator != 1:
+            if sens.denominator != 1 or exact_threshold.denominator != 1:
                 raise DomainError("integer=True needs an integer sensitivity and threshold")
-            self.k, steps = 0, int(delta)
+            self.k, steps = 0, int(sens)
         else:
-            self.k = samplers.grid_exponent(delta)
+            self.k = samplers.grid_exponent(sens)
             grid = Fraction(2) ** self.k
-            steps = math.ceil(delta / grid) + 1  # Δ in grid steps, plus the rounding
+            steps = math.ceil(sens / grid) + 1  # Δ in grid steps, plus the rounding
         self._threshold = round(exact_threshold / Fraction(2) ** self.k)  # exact, unclamped
         eps1 = eps2 = eps / 2
         self._query_scale = representable_scale(2 * self.c * steps / eps2)

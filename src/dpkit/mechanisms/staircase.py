@@ -82,10 +82,10 @@ def make_staircase(epsilon: Number, sensitivity: Number, gamma: Number | None = 
     :func:`dpkit.core.samplers.add_on_grid`); ±inf is read as ±the largest float.
     """
     eps = positive(epsilon, "epsilon", up=False)
-    delta = positive(sensitivity, "sensitivity")
-    k = samplers.grid_exponent(delta) + samplers.GRID_BITS - _STEPS_BITS
+    sens = positive(sensitivity, "sensitivity")
+    k = samplers.grid_exponent(sens) + samplers.GRID_BITS - _STEPS_BITS
     grid = Fraction(2) ** k
-    steps = math.ceil(delta / grid) + 1  # N: Δ_s = N·g ≥ Δ + g
+    steps = math.ceil(sens / grid) + 1  # N: Δ_s = N·g ≥ Δ + g
     if gamma is None:
         gam = 1 / (1 + float(exp_down(eps / 2)))
     else:
@@ -116,7 +116,7 @@ def make_staircase(epsilon: Number, sensitivity: Number, gamma: Number | None = 
         output_measure=PureDP,
         privacy_map=lambda d_in: PureDP(
             eps * math.ceil((non_negative(d_in, "d_in") + grid) / delta_s)),
-        name=f"staircase(ε={float(eps):g}, Δ={float(delta):g}, γ={j / steps:.4g})",
+        name=f"staircase(ε={float(eps):g}, Δ={float(sens):g}, γ={j / steps:.4g})",
         accuracy=lambda beta: staircase_tail(float(delta_s), float(eps), beta),
         input_domain=floats(),
     )

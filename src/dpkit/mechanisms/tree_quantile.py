@@ -56,11 +56,11 @@ def tree_plan(cells: int, epsilon: Number, sensitivity: Number, branching: int =
     """(depth L, noise scale s = (L + 1)·Δ/ε rounded up) of the tree over ``cells`` leaves:
     the root and L levels below it are each noisy."""
     eps = positive(epsilon, "epsilon", up=False)
-    delta = positive(sensitivity, "sensitivity")
+    sens = positive(sensitivity, "sensitivity")
     depth = 1
     while branching**depth < cells:
         depth += 1
-    return depth, make_noise((depth + 1) * delta, epsilon=eps).scale  # L + 1 noisy levels
+    return depth, make_noise((depth + 1) * sens, epsilon=eps).scale  # L + 1 noisy levels
 
 
 @register(audit=_audit)

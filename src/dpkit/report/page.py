@@ -49,12 +49,12 @@ section.release { border-top: 1px solid #d5d9e2; margin-top: 2em; }
 """
 
 
-def esc(value: Any) -> str:
+def esc(value: object) -> str:
     """``value`` as text safe inside HTML elements and quoted attributes."""
     return html.escape(str(value), quote=True)
 
 
-def number(value: Any, digits: int = 6) -> str:
+def number(value: object, digits: int = 6) -> str:
     """A number for a table cell: integers with thousands separators, floats to ``digits``
     significant digits, fractions exact and (when not whole) with their decimal value."""
     if isinstance(value, bool) or value is None:
@@ -77,7 +77,7 @@ def number(value: Any, digits: int = 6) -> str:
         return str(value)
 
 
-def loss_text(loss: Any) -> str:
+def loss_text(loss: object) -> str:
     """A privacy loss as read (``ε = 0.5``) and exact (``PureDP(ε=1/2)``)."""
     shown, exact = str(loss), repr(loss)
     return shown if shown == exact else f"{shown} (exact: {exact})"

@@ -303,7 +303,7 @@ class ContinualRelease:
                  value: str | None = None, bounds: tuple[Number, Number] | None = None,
                  keys: Sequence[Any] | None = None, by: str | None = None,
                  unit: str | None = None, contributions: int = 1, time: str | None = None,
-                 origin: Any = None, every: Any = None, window: int | None = None,
+                 origin: object = None, every: object = None, window: int | None = None,
                  beta: float = 0.05, nonnegative: bool = False, monotone: bool = False,
                  integer: bool = False, label: str | None = None,
                  grid_bits: int | None = None,
@@ -515,7 +515,7 @@ class ContinualRelease:
         except OverflowError:
             raise HorizonExceededError(f"step {t} ends past the year 9999") from None
 
-    def check_schema(self, frame: Any) -> pl.DataFrame:
+    def check_schema(self, frame: object) -> pl.DataFrame:
         """The frame's public schema checked (plan-like: raises before the step advances)."""
         if isinstance(frame, pl.LazyFrame):
             frame = frame.collect()
@@ -604,7 +604,7 @@ class ContinualRelease:
             out[int(idx[r])] += vals[r]
         return [min(max(v, -MAX_VALUE), MAX_VALUE) for v in out]
 
-    def feed(self, step: Any, *, save: tuple[str | Path, bytes] | None = None
+    def feed(self, step: object, *, save: tuple[str | Path, bytes] | None = None
              ) -> ContinualStep:
         """Feed the next step; its releases.
 

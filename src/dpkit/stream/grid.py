@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from dpkit.core.numbers import integer, positive, to_fraction
+from dpkit.core.numbers import Number, integer, positive, to_fraction
 from dpkit.errors import DomainError
 from dpkit.stream.factorization import MAX_VALUE
 
@@ -68,7 +69,7 @@ class Grid:
         return self.sensitivity
 
     @classmethod
-    def plan(cls, grid_bits: Any, sensitivity: Any, lower: Any, upper: Any) -> Grid:
+    def plan(cls, grid_bits: int, sensitivity: Number, lower: Number, upper: Number) -> Grid:
         """The grid for ``grid_bits`` (0 … 24), a real sensitivity Δ and clamp bounds.
 
         Raises
@@ -94,7 +95,7 @@ class Grid:
         """2^k as a float (exact)."""
         return 2.0**self.k
 
-    def ints(self, values: Any) -> np.ndarray:
+    def ints(self, values: Sequence[object] | np.ndarray) -> np.ndarray:
         """Totals in grid steps (int64), vectorised; a non-finite or non-numeric value is
         ``lower`` (the clamp rule of :mod:`dpkit.stream.stream`); never raises."""
         try:
@@ -105,7 +106,7 @@ class Grid:
         scaled = np.floor(np.clip(arr, self.lower, self.upper) * 2.0**-self.k)
         return np.clip(scaled, self.low, self.high).astype(np.int64)
 
-    def one(self, value: Any) -> int:
+    def one(self, value: Number) -> int:
         """One total in grid steps (as :meth:`ints`)."""
         return int(self.ints(np.array([_number(value)]))[0])
 

@@ -12,10 +12,12 @@ over the whole stream from the unit column (:mod:`dpkit.stream.frames`).
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import narwhals as nw
 
+from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine, register_query_namespace
 from dpkit.stream.frames import ContinualRelease, ContinualStep
@@ -87,7 +89,8 @@ class ContinualNamespace:
         elif isinstance(aggregation, aggregates.Sum):
             if aggregation.bounds is None:
                 raise DomainError("a continual sum needs bounds=(lower, upper)")
-            value, bounds = aggregation.column, tuple(aggregation.bounds)
+            value = aggregation.column
+            bounds = cast(tuple[Number, Number], tuple(aggregation.bounds))
         else:
             raise DomainError("continual supports dp.count() and dp.sum(column, bounds)")
         session = q.session
@@ -104,7 +107,7 @@ class ContinualNamespace:
         stream.query = q
         return stream
 
-    def restore(self, path: Any, key: bytes) -> ContinualQuery:
+    def restore(self, path: str | Path, key: bytes) -> ContinualQuery:
         """Reopen a stream saved with :meth:`~dpkit.stream.frames.ContinualRelease.save`
         on this query, against the session's ledger (no new debit; errors as
         :meth:`~dpkit.stream.frames.ContinualRelease.restore`)."""

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.core.measures import PrivacyLoss
 from dpkit.core.numbers import Number, integer
@@ -111,7 +112,7 @@ def _bounds(lower: Any, upper: Any) -> tuple[int, int]:
     return lo, hi
 
 
-def clamp(value: Any, lower: int, upper: int) -> int:
+def clamp(value: object, lower: int, upper: int) -> int:
     """One increment under the clamp rule (module docstring); never raises."""
     try:
         if isinstance(value, bool | np.bool_ | int | np.integer):
@@ -278,7 +279,7 @@ class Stream:
     def t(self) -> int:
         return int(self.state["counter"]["t"])
 
-    def feed(self, x: Any) -> StepRelease:
+    def feed(self, x: Number) -> StepRelease:
         """Feed the next step's increment; its release.
 
         Raises
@@ -339,7 +340,8 @@ class PrefixSums:
     beta: float
 
 
-def release_prefix_sums(values: Any, *, accountant: AccountantLike, mechanism: str = "smooth",
+def release_prefix_sums(values: npt.ArrayLike, *, accountant: AccountantLike,
+                        mechanism: str = "smooth",
                         epsilon: Number | None = None, rho: Number | None = None,
                         sensitivity: Number = 1, contributions: int = 1,
                         horizon: int | None = None, lower: Number = 0,
@@ -410,7 +412,7 @@ def release_prefix_sums(values: Any, *, accountant: AccountantLike, mechanism: s
                   compute, counter.noise_rows())
 
 
-def integer_arg(value: Any) -> int:
+def integer_arg(value: object) -> int:
     return integer(value, "horizon", minimum=1)
 
 

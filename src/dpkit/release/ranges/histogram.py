@@ -23,6 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.core.component import Measurement
 from dpkit.core.measures import PureDP
@@ -89,7 +90,7 @@ def _postprocess(est: np.ndarray, non_negative_counts: bool, integer: bool) -> n
     return out
 
 
-def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
+def release_histogram(counts: npt.ArrayLike, epsilon: Number, method: str = "auto", *,
                       workload: RangeWorkload | None = None, non_negative: bool = False,
                       integer: bool = False,
                       accountant: AccountantLike = None,

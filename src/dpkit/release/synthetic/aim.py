@@ -78,7 +78,7 @@ def candidates(workload: Sequence[Sequence[str]]) -> dict[tuple[str, ...], int]:
 
 
 def score_vector(truth: Sequence[np.ndarray], estimates: Sequence[np.ndarray],
-                 weights: Sequence[int], sigma: float) -> np.ndarray:
+                 weights: Sequence[int], scale: float) -> np.ndarray:
     """AIM's scores w_r(‖M_r(x) − M_r(model)‖₁ − √(2/π)·σ·n_r) for all candidates at once:
     one subtraction over the concatenated cells, then each candidate's L1 norm as a
     correctly rounded sum (``math.fsum``, which the float allowance of the sensitivity
@@ -94,7 +94,7 @@ def score_vector(truth: Sequence[np.ndarray], estimates: Sequence[np.ndarray],
     l1 = np.array([math.fsum(diff[e - n: e]) for e, n in zip(ends.tolist(), sizes.tolist(),
                                                               strict=True)])
     l1 = np.minimum(l1, float(mst.MAX_RECORDS))
-    return np.asarray(weights, dtype=np.float64) * (l1 - _BIAS * sigma * sizes)
+    return np.asarray(weights, dtype=np.float64) * (l1 - _BIAS * scale * sizes)
 
 
 class SizeFilter:
@@ -223,13 +223,13 @@ def aim(codes: np.ndarray, domain: Domain, rho: Number,
             cands = sizes([m.clique for m in measurements], list(weights), limit)
             if not cands:  # post-processing choice; the round's budget is still counted
                 cands = [c for c in weights if len(c) == 1]
-            delta = max(weights[c] for c in cands) * (1 + _ROUND_ALLOWANCE)
+            sensitivity = max(weights[c] for c in cands) * (1 + _ROUND_ALLOWANCE)
             eps = _epsilon_for_rho(rho_sel)
             estimates = model.marginals(cands)
             scores = score_vector([true_marginal(c) for c in cands], estimates,
                                   [weights[c] for c in cands], sigma)
             u = grid_scores(scores)
-            index = frontend.select(u, delta, eps).value
+            index = frontend.select(u, sensitivity, eps).value
             pick = cands[index]
             before = estimates[index].ravel()
             measurements.append(measure(pick, rho_meas))

@@ -141,7 +141,7 @@ class Measurements:
         for m in measured:
             if getattr(m, "weights", None) is not None:  # MST's compressed cells: not here
                 raise ValueError("internal: weighted measurements are not pooled")
-            w = 1.0 / max(float(m.sigma), 1e-12) ** 2
+            w = 1.0 / max(float(m.scale), 1e-12) ** 2
             entry = acc.setdefault(tuple(m.clique), [0.0, 0.0])
             entry[0] = entry[0] + w * np.asarray(m.values, dtype=np.float64)
             entry[1] += w

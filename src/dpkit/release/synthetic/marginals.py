@@ -121,17 +121,17 @@ def make_consistent(marginals: Sequence[NoisyMarginal], domain: Domain, passes: 
             projections = {i: project(ms[i], attrs) for i in holders}
             mean = sum(weights[i] * projections[i] for i in holders) / sum(weights.values())
             for i in holders:
-                delta = (mean - projections[i]) / spread[i]
+                shift = (mean - projections[i]) / spread[i]
                 ms[i] = replace(ms[i], values=ms[i].values + _broadcast(
-                    delta, attrs, ms[i].clique, domain))
+                    shift, attrs, ms[i].clique, domain))
     return ms
 
 
-def _broadcast(delta: np.ndarray, attrs: Sequence[str], clique: tuple[str, ...],
+def _broadcast(shift: np.ndarray, attrs: Sequence[str], clique: tuple[str, ...],
                domain: Domain) -> np.ndarray:
-    """``delta`` over ``attrs`` broadcast to the shape of ``clique``."""
+    """``shift`` over ``attrs`` broadcast to the shape of ``clique``."""
     order = [a for a in clique if a in attrs]
-    arr = np.transpose(delta, [list(attrs).index(a) for a in order]) if attrs else delta
+    arr = np.transpose(shift, [list(attrs).index(a) for a in order]) if attrs else shift
     shape = [domain.shape([a])[0] if a in attrs else 1 for a in clique]
     return np.broadcast_to(np.reshape(arr, shape), domain.shape(clique))
 

@@ -82,12 +82,18 @@ def require_mbi() -> Any:
 @dataclass
 class Measured:
     """A noisy marginal on the compressed domain: ``values`` (flattened, float) measure
-    ``weights``·(true marginal) with i.i.d. noise of standard deviation ``sigma``."""
+    ``weights``·(true marginal) with i.i.d. Gaussian noise of scale (standard deviation σ)
+    ``scale``."""
 
     clique: tuple[str, ...]
     values: np.ndarray
-    sigma: float
+    scale: float
     weights: np.ndarray | None = None
+
+    @property
+    def sigma(self) -> float:
+        """The noise's standard deviation σ (the same as ``scale``)."""
+        return self.scale
 
 
 @dataclass
@@ -148,10 +154,10 @@ def pgm_estimate(domain: Domain, measurements: list[Measured], total: float, ite
     ms = []
     for m in measurements:
         if m.weights is None:
-            ms.append(mbi.LinearMeasurement(jnp.asarray(m.values), m.clique, m.sigma))
+            ms.append(mbi.LinearMeasurement(jnp.asarray(m.values), m.clique, m.scale))
             continue
         w = jnp.asarray(m.weights)
-        ms.append(mbi.LinearMeasurement(jnp.asarray(m.values), m.clique, m.sigma,
+        ms.append(mbi.LinearMeasurement(jnp.asarray(m.values), m.clique, m.scale,
                                         lambda f, w=w: f.datavector() * w))
     loss = mbi.marginal_loss.from_linear_measurements(ms)  # no domain: no power iteration
     loss = mbi.marginal_loss.MarginalLossFn(loss.cliques, loss.loss_fn,
@@ -222,7 +228,7 @@ def loss_lipschitz(domain: Domain, measurements: list[Measured],
             c for c in cliques if set(m.clique) <= set(c))
         dropped = math.prod(sizes[a] for a in parent if a not in m.clique)
         w2 = 1.0 if m.weights is None else float(np.max(np.square(m.weights)))
-        per_clique[parent] += w2 * dropped / max(m.sigma, 1e-12) ** 2
+        per_clique[parent] += w2 * dropped / max(m.scale, 1e-12) ** 2
     return max(per_clique.values(), default=1.0)
 
 
