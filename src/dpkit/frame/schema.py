@@ -19,6 +19,7 @@ from fractions import Fraction
 import polars as pl
 
 from dpkit.errors import DomainError
+from dpkit.frame.language import ProtocolError
 from dpkit.frame.privacy_unit import PrivacyUnit
 
 __all__ = ["Numeric", "Categorical", "Text", "Schema", "SchemaError", "ColumnSpec"]
@@ -27,8 +28,10 @@ Number = int | float | Fraction
 Scalar = bool | int | float | str
 
 
-class SchemaError(DomainError):
-    """A declaration is missing or malformed; the message names the declaration to add."""
+class SchemaError(ProtocolError):
+    """A declaration is missing or malformed; the message names the declaration to add (a
+    :class:`~dpkit.frame.language.ProtocolError`: over the wire, a 422 like any query the
+    language refuses)."""
 
 
 @dataclass(frozen=True)
