@@ -26,11 +26,14 @@ from typing import Any
 
 from dpkit.core.numbers import (
     Number,
+    as_typed,
     float_up,
-    fraction_down,
+    is_shown_exactly,
     log_down,
     log_up,
     non_negative,
+    readable,
+    shown,
     sqrt_up,
 )
 from dpkit.errors import DomainError, MeasureError
@@ -40,7 +43,9 @@ __all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "convert", "zcdp_to_epsi
 
 
 def _frac(x: Number | Fraction, name: str) -> Fraction:
-    value = x if isinstance(x, Fraction) else fraction_down(x)
+    # a float is the decimal the user typed (0.1 → 1/10, 1e-06 → 1/10⁶): a budget is then
+    # charged exactly as asked, never at the float's binary neighbour
+    value = x if isinstance(x, Fraction) else as_typed(x)
     return non_negative(value, name)
 
 
@@ -79,8 +84,45 @@ class PrivacyLoss(abc.ABC):
         """Exact fields as strings (for storage)."""
         return {k: str(v) for k, v in vars(self).items()}
 
+    def as_json(self) -> dict[str, object]:
+        """The loss for people and auditors, the one JSON shape of every response::
 
-@dataclass(frozen=True)
+            {"measure": "ZCDP", "rho": 0.1, "exact": {"rho": "1/10"}, "text": "ρ = 0.1"}
+
+        Each field is a float of :data:`~dpkit.core.numbers.SHOWN_DIGITS` significant digits
+        (:func:`~dpkit.core.numbers.shown`); ``exact`` holds the exact rationals as
+        :meth:`as_dict` stores them; ``text`` is ``str(self)``.
+        """
+        fields: dict[str, Fraction] = dict(vars(self))
+        return {"measure": type(self).__name__, **{k: shown(v) for k, v in fields.items()},
+                "exact": self.as_dict(), "text": str(self)}
+
+    def _parts(self) -> list[tuple[str, Fraction]]:
+        return [(_SYMBOLS[k], v) for k, v in vars(self).items()]
+
+    def __str__(self) -> str:
+        """Decimal text, ``=`` when it is the exact value and ``≈`` when it is rounded to
+        :data:`~dpkit.core.numbers.SHOWN_DIGITS` digits: ``ρ = 0.1``, ``ε ≈ 0.333333``."""
+        return ", ".join(f"{name} {_relation(v)} {readable(v)}" for name, v in self._parts())
+
+    def __repr__(self) -> str:
+        """Readable and exact: ``ZCDP(ρ=0.1)``; a value the decimal does not show exactly
+        adds its exact rational, ``PureDP(ε≈0.333333, exact=1/3)``."""
+        inner = []
+        for name, v in self._parts():
+            inner.append(f"{name}={readable(v)}" if is_shown_exactly(v)
+                         else f"{name}≈{readable(v)}, exact={v}")
+        return f"{type(self).__name__}({', '.join(inner)})"
+
+
+_SYMBOLS = {"epsilon": "ε", "delta": "δ", "rho": "ρ"}
+
+
+def _relation(v: Fraction) -> str:
+    return "=" if is_shown_exactly(v) else "≈"
+
+
+@dataclass(frozen=True, repr=False)
 class PureDP(PrivacyLoss):
     """Pure ε-differential privacy: Pr[M(x) ∈ S] ≤ e^ε Pr[M(x′) ∈ S] for neighbours x, x′.
 
@@ -127,14 +169,9 @@ class PureDP(PrivacyLoss):
         """ε-DP ⇒ (ε, 0)-DP."""
         return ApproxDP(self.epsilon, 0)
 
-    def __str__(self) -> str:
-        return f"ε = {float(self):.6g}"
-
-    def __repr__(self) -> str:  # exact and readable: PureDP(ε=1/2)
-        return f"PureDP(ε={self.epsilon})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ApproxDP(PrivacyLoss):
     """Approximate (ε, δ)-DP: Pr[M(x) ∈ S] ≤ e^ε Pr[M(x′) ∈ S] + δ.
 
@@ -187,14 +224,9 @@ class ApproxDP(PrivacyLoss):
     def to_approx(self) -> ApproxDP:
         return self
 
-    def __str__(self) -> str:
-        return f"ε = {float_up(self.epsilon):.6g}, δ = {float_up(self.delta):.3g}"
-
-    def __repr__(self) -> str:  # exact and readable: ApproxDP(ε=1, δ=1/1000000)
-        return f"ApproxDP(ε={self.epsilon}, δ={self.delta})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ZCDP(PrivacyLoss):
     """ρ-zero-concentrated DP: D_α(M(x) ‖ M(x′)) ≤ ρα for all α > 1 (Bun & Steinke 2016).
 
@@ -240,11 +272,6 @@ class ZCDP(PrivacyLoss):
         dlt = _frac(delta, "delta")
         return ApproxDP(zcdp_to_epsilon(self.rho, dlt), dlt)
 
-    def __str__(self) -> str:
-        return f"ρ = {float(self):.6g}"
-
-    def __repr__(self) -> str:  # exact and readable: ZCDP(ρ=1/8)
-        return f"ZCDP(ρ={self.rho})"
 
 
 def convert(loss: PrivacyLoss, target: type) -> Any:

@@ -19,6 +19,11 @@ as that float does; a ``longdouble`` with more precision than a float is taken a
 binary value. Booleans (``bool``, ``np.bool_``), strings, NaN and infinities are refused with
 :class:`~dpkit.errors.DomainError`. :func:`to_fraction` is the exact value, for parameters
 whose rounding direction does not matter (shares of a budget, orders, weights).
+
+Numbers for people. :func:`readable` is the one decimal text of an exact value (a loss, a
+budget, a parameter) that dpkit prints, :func:`shown` the float of that text (a JSON value),
+and :func:`exact_text` the short exact form (a terminating decimal, else ``p/q``): every
+front end shows ``readable`` and keeps the exact rational in a separate field for auditors.
 """
 
 from __future__ import annotations
@@ -51,6 +56,11 @@ __all__ = [
     "sqrt_up",
     "sqrt_down",
     "dyadic_up",
+    "SHOWN_DIGITS",
+    "readable",
+    "shown",
+    "is_shown_exactly",
+    "exact_text",
 ]
 
 Number = int | float | Fraction | decimal.Decimal | np.integer | np.floating
@@ -247,3 +257,73 @@ def dyadic_up(x: Fraction, bits: int) -> Fraction:
     """Smallest multiple of 2^-bits that is ≥ x (a short representation, rounded up)."""
     scale = 1 << bits
     return Fraction(-((-x.numerator * scale) // x.denominator), scale)
+
+
+SHOWN_DIGITS = 6  # significant digits a person reads; the exact value is printed beside
+
+
+def readable(x: Number, digits: int = SHOWN_DIGITS) -> str:
+    """The decimal text of ``x`` for people: ``digits`` significant digits, rounded to
+    nearest (``1/10`` → ``"0.1"``, ``0.09999999999845…`` → ``"0.1"``, ``1/3`` →
+    ``"0.333333"``, ``1/10**6`` → ``"1e-06"``).
+
+    Parameters
+    ----------
+    x : number
+        Any number :func:`to_fraction` takes (a float at its binary value).
+    digits : int
+        Significant digits, ≥ 1.
+
+    Returns
+    -------
+    str
+        Python's ``g`` format of the nearest float; :func:`is_shown_exactly` says whether it
+        equals ``x``.
+
+    Raises
+    ------
+    DomainError
+        For what :func:`to_fraction` refuses.
+    """
+    return f"{float(to_fraction(x)):.{digits}g}"
+
+
+def shown(x: Number, digits: int = SHOWN_DIGITS) -> float:
+    """The float of :func:`readable` (``0.09999999999845…`` → ``0.1``): a JSON value for
+    people; never an input to privacy arithmetic (that is the exact value)."""
+    return float(readable(x, digits))
+
+
+def is_shown_exactly(x: Number, digits: int = SHOWN_DIGITS) -> bool:
+    """Whether :func:`readable` is the exact value of ``x`` (``1/10`` yes, ``1/3`` no)."""
+    return Fraction(readable(x, digits)) == to_fraction(x)
+
+
+def exact_text(x: Number) -> str:
+    """The exact value as short text: a terminating decimal when it has one of at most 20
+    significant digits (``1/2`` → ``"0.5"``, ``1985`` → ``"1985"``), else ``"p/q"``.
+    A float is its ``repr`` (the shortest text that reads back as it). Deterministic (a
+    plan's description compares it)."""
+    if isinstance(x, float | np.floating) and not isinstance(x, np.longdouble):
+        return repr(float(x))
+    value = to_fraction(x)
+    d = value.denominator
+    twos, fives = _multiplicity(d, 2), _multiplicity(d, 5)
+    if d != 2**twos * 5**fives:
+        return str(value)
+    places = max(twos, fives)
+    digits = str(abs(value.numerator) * 10**places // d)
+    if len(digits.lstrip("0")) > 20:
+        return str(value)
+    whole, frac = (digits[:-places] or "0", digits[-places:].rjust(places, "0")) if places \
+        else (digits, "")
+    sign = "-" if value < 0 else ""
+    return f"{sign}{whole}.{frac}" if frac else f"{sign}{whole}"
+
+
+def _multiplicity(n: int, p: int) -> int:
+    k = 0
+    while n % p == 0:
+        n //= p
+        k += 1
+    return k
