@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from dpkit.core.measures import PrivacyLoss
+from dpkit.core.numbers import shown
 from dpkit.errors import DomainError
 
 __all__ = ["NoiseRow", "Accuracy", "Release", "digest_of", "noise_json", "noise_rows",
@@ -107,6 +108,17 @@ class NoiseRow:
                 "sensitivity": None if self.sensitivity is None else str(self.sensitivity),
                 "statistic": self.statistic}
 
+    def as_json(self) -> dict[str, object]:
+        """The row for people and auditors: scale and sensitivity as decimals of
+        :data:`~dpkit.core.numbers.SHOWN_DIGITS` digits (None where not stated), the exact
+        fraction strings of :meth:`as_dict` under ``exact`` (what :meth:`from_dict` reads)."""
+        exact = self.as_dict()
+        return {"name": self.name,
+                "scale": None if self.scale is None else shown(self.scale),
+                "sensitivity": None if self.sensitivity is None else shown(self.sensitivity),
+                "statistic": self.statistic,
+                "exact": {"scale": exact["scale"], "sensitivity": exact["sensitivity"]}}
+
     def __str__(self) -> str:
         """One line for reports, e.g. ``count: discrete Laplace, scale 2, sensitivity 1``
         (numbers to 6 significant digits; the exact values are in :meth:`as_dict`)."""
@@ -119,10 +131,14 @@ class NoiseRow:
 
     @classmethod
     def from_dict(cls, row: Mapping[str, Any]) -> NoiseRow:
-        """The row written by :meth:`as_dict`."""
+        """The row written by :meth:`as_dict` or :meth:`as_json` (its ``exact`` numbers)."""
+        exact = row.get("exact")
+        source = exact if isinstance(exact, Mapping) else row
+
         def number(v: Any) -> Fraction | None:
             return None if v is None else Fraction(str(v))
-        return cls(str(row["name"]), number(row.get("scale")), number(row.get("sensitivity")),
+        return cls(str(row["name"]), number(source.get("scale")),
+                   number(source.get("sensitivity")),
                    None if row.get("statistic") is None else str(row["statistic"]))
 
 
