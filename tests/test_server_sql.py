@@ -159,7 +159,8 @@ def test_sql_route_needs_a_token_and_a_grant(served):
 def test_client_round_trip(served):
     client = Client(app=served["app"], token=served["token"])
     plan = client.sql_plan("adult", GOOD, epsilon=Fraction(1, 4))
-    assert plan["total"]["exact"]["epsilon"] == "1/4" and served["ledger"].spent("adult") == dp.PureDP(0)
+    assert plan["total"]["exact"]["epsilon"] == "1/4"
+    assert served["ledger"].spent("adult") == dp.PureDP(0)
     assert "total" in client.sql_explain("adult", GOOD, epsilon=Fraction(1, 4))
     record = client.sql_record("adult", GOOD, epsilon=Fraction(1, 4), idempotency_key="k1")
     assert record.loss == dp.PureDP(Fraction(1, 4)) and set(record.values["sex"]) == {
