@@ -25,6 +25,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpkit.core.numbers import (
+    SHOWN_DIGITS,
     Number,
     as_typed,
     float_up,
@@ -39,7 +40,7 @@ from dpkit.core.numbers import (
 from dpkit.errors import DomainError, MeasureError
 
 __all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "convert", "zcdp_to_epsilon",
-           "largest_rho"]
+           "largest_rho", "rounding_note"]
 
 
 def _frac(x: Number | Fraction, name: str) -> Fraction:
@@ -272,6 +273,53 @@ class ZCDP(PrivacyLoss):
         dlt = _frac(delta, "delta")
         return ApproxDP(zcdp_to_epsilon(self.rho, dlt), dlt)
 
+
+
+def rounding_note(requested: PrivacyLoss, charged: PrivacyLoss, why: str) -> str | None:
+    """What a person reads when a release is charged other than the budget it asked for:
+    ``"requested ρ = 0.1; charged ρ = 0.09999999999845 (1.5e-12 less): <why>"``, or None
+    when the charge is exactly the request (in the charged loss's measure).
+
+    Parameters
+    ----------
+    requested : PrivacyLoss
+        The budget the user asked for (converted to ``charged``'s measure to compare).
+    charged : PrivacyLoss
+        What is debited, exact.
+    why : str
+        The reason, in words (e.g. noise scales rounded up to an exact sampler's grid).
+
+    Returns
+    -------
+    str or None
+        Each differing field at enough significant digits to tell the two apart (at most
+        17), with the difference; the exact values stay in the losses themselves.
+
+    Raises
+    ------
+    MeasureError
+        When ``requested`` does not convert to ``charged``'s measure.
+    """
+    if convert(requested, type(charged)) == charged:
+        return None
+    wanted, spent = requested._parts(), charged._parts()
+    if [n for n, _ in wanted] != [n for n, _ in spent]:  # another measure: say both
+        return f"requested {requested}; charged {charged}: {why}"
+    shown_asked, shown_got = [], []
+    for (name, a), (_, b) in zip(wanted, spent, strict=True):
+        digits = next((d for d in range(SHOWN_DIGITS, 18) if readable(a, d) != readable(b, d)),
+                      17)
+        shown_asked.append(f"{name} = {readable(a)}")
+        if a == b:
+            shown_got.append(f"{name} = {readable(b)}")
+            continue
+        gap = f"{readable(abs(a - b), 2)} {'less' if b < a else 'more'}"
+        shown_got.append(f"{name} {_relation_at(b, digits)} {readable(b, digits)} ({gap})")
+    return f"requested {', '.join(shown_asked)}; charged {', '.join(shown_got)}: {why}"
+
+
+def _relation_at(v: Fraction, digits: int) -> str:
+    return "=" if is_shown_exactly(v, digits) else "≈"
 
 
 def convert(loss: PrivacyLoss, target: type) -> Any:

@@ -34,7 +34,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from dpkit.core.measures import PrivacyLoss
-from dpkit.core.numbers import shown
+from dpkit.core.numbers import is_shown_exactly, readable, shown
 from dpkit.errors import DomainError
 
 __all__ = ["NoiseRow", "Accuracy", "Release", "digest_of", "noise_json", "noise_rows",
@@ -107,6 +107,16 @@ class NoiseRow:
                 "scale": None if self.scale is None else str(self.scale),
                 "sensitivity": None if self.sensitivity is None else str(self.sensitivity),
                 "statistic": self.statistic}
+
+    def __repr__(self) -> str:
+        """Decimals, with the exact rational beside a rounded one:
+        ``NoiseRow('discrete Gaussian', scale≈3.16228 (exact 3395469783/1073741824), …)``."""
+        def number(v: Fraction | None) -> str:
+            if v is None or is_shown_exactly(v):
+                return "None" if v is None else readable(v)
+            return f"≈{readable(v)} (exact {v})"
+        return (f"NoiseRow({self.name!r}, scale={number(self.scale)}, "
+                f"sensitivity={number(self.sensitivity)}, statistic={self.statistic!r})")
 
     def as_json(self) -> dict[str, object]:
         """The row for people and auditors: scale and sensitivity as decimals of
@@ -245,6 +255,10 @@ class Release(Generic[T]):
     status : str
         "released"; "debited" while ``compute`` runs; "failed" if it failed after the debit
         (the loss stands).
+    loss_note : str or None
+        Why ``loss`` is not exactly the budget asked for, in words (e.g. "requested ρ = 0.1;
+        charged ρ ≈ 0.09999999999 (1e-11 less): each noise scale was rounded up to …"), or
+        None when it is (or the front end states no request).
     """
 
     values: T
@@ -256,6 +270,7 @@ class Release(Generic[T]):
     digest: str | None
     description: str
     status: str = "released"
+    loss_note: str | None = None
 
     def noise_json(self) -> str:
         """The noise rows as the ledger stores them (:func:`noise_json`)."""

@@ -15,8 +15,8 @@ from typing import Any, Protocol, TypeGuard
 import narwhals as nw
 import polars as pl
 
-from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss
-from dpkit.core.numbers import Number, fraction_down
+from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert, rounding_note
+from dpkit.core.numbers import Number, fraction_down, readable
 from dpkit.core.record import NoiseRow, Release
 from dpkit.errors import BoundsError, ColumnError, DomainError, MeasureError
 from dpkit.frame import aggregates, engine, language
@@ -109,6 +109,9 @@ class Plan:
         The canonical text of the release (the ledger's ``query``).
     arguments : tuple
         The budget arguments (ε, ρ, δ, split) that fixed the statistics.
+    requested : PrivacyLoss or None
+        The budget asked for (ε, ρ or (ε, δ), plus a partition selection's), exact: a
+        decimal the user typed is that decimal (ρ = 0.1 is 1/10).
     """
 
     query: Query
@@ -118,6 +121,30 @@ class Plan:
     noise: tuple[NoiseRow, ...]
     description: str
     arguments: tuple[Any, ...]
+    requested: PrivacyLoss | None = None
+
+    @property
+    def loss_note(self) -> str | None:
+        """Why :attr:`loss` differs from :attr:`requested`, in words, or None when the
+        release is charged exactly what was asked (:func:`~dpkit.core.measures.rounding_note`).
+
+        A calibrated scale is rounded *up* to a value its exact sampler draws (a discrete
+        Gaussian's σ to a short dyadic, a grid mechanism's scale to its 2^k grid; DESIGN.md
+        §3.2), and a larger scale spends a little less than asked; an (ε, δ) request is met
+        through zCDP (the largest ρ whose conversion meets it), which can land below ε.
+        """
+        if self.requested is None:
+            return None
+        scales = "; ".join(f"{r.statistic or r.name}: {r.name} scale {readable(r.scale)}"
+                           for r in self.noise if r.scale is not None)
+        why = ("each noise scale was rounded up to a value its exact sampler draws"
+               f"{f' ({scales})' if scales else ''}, which spends a little less than asked")
+        if isinstance(self.requested, ApproxDP) and self.requested.delta > 0:
+            why += ("; (ε, δ) is met through zCDP: the largest ρ whose conversion meets it, "
+                    "composed, then converted back at δ")
+        if isinstance(self.loss, ZCDP) and isinstance(self.requested, PureDP):
+            why = "each statistic's ε is charged as ρ = ε²/2 (Bun & Steinke 2016, Prop. 1.4)"
+        return rounding_note(self.requested, self.loss, why)
 
     def _pair(self) -> tuple[Any, list[PlannedStatistic]]:
         return self.lazy, list(self.statistics)
@@ -660,7 +687,22 @@ class Query:
         query = replace(self, aggs=self._with_declared_bounds())
         return Plan(query, lf, planned, self.session.total_loss(planned, self.selection),
                     noise_rows(planned, self.selection), query.describe(),
-                    (epsilon, rho, delta, None if split is None else tuple(split)))
+                    (epsilon, rho, delta, None if split is None else tuple(split)),
+                    self._requested(epsilon, rho, delta))
+
+    def _requested(self, epsilon: Number | None, rho: Number | None, delta: Number | None
+                   ) -> PrivacyLoss:
+        """The budget the user asked for, exact (the plan's checks have passed)."""
+        asked: PrivacyLoss
+        if rho is not None:
+            asked = ZCDP(rho)
+        elif delta is not None:
+            asked = ApproxDP(epsilon or 0, delta)
+        else:
+            asked = PureDP(epsilon or 0)
+        if self.selection is None:
+            return asked
+        return convert(asked, ApproxDP) + self.selection.loss()
 
     def _planner(self, split: Sequence[Number] | None
                  ) -> tuple[Any, Callable[[Target], list[PlannedStatistic]]]:

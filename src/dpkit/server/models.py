@@ -120,6 +120,7 @@ class ReleaseResponse(BaseModel):
     noise: list[NoiseRowInfo]
     digest: str | None
     description: str
+    loss_note: str | None = None  # why the loss is not exactly the budget asked for
 
 
 

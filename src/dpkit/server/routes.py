@@ -448,6 +448,7 @@ def release_body(session: Session, record: Release[pl.DataFrame]) -> dict[str, A
     return {"release_id": record.release_id, "replayed": record.replayed,
             "loss": _loss_json(spent), "noise": [r.as_json() for r in record.noise],
             "digest": record.digest, "description": record.description,
+            "loss_note": record.loss_note,
             "columns": [{"name": c, "dtype": str(t)} for c, t in frame.schema.items()],
             "records": _finite(frame).to_dicts()}
 
