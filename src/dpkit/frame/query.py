@@ -16,7 +16,7 @@ import narwhals as nw
 import polars as pl
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert, rounding_note
-from dpkit.core.numbers import Number, fraction_down, readable
+from dpkit.core.numbers import Number, exact_text, fraction_down, readable
 from dpkit.core.record import NoiseRow, Release
 from dpkit.errors import BoundsError, ColumnError, DomainError, MeasureError
 from dpkit.frame import aggregates, engine, language
@@ -972,6 +972,18 @@ def _describe_arg(value: Any) -> str:
         return f"query({value.table or 'default'}: {value.describe()})"
     if isinstance(value, pl.DataFrame):
         return f"public_table({', '.join(value.columns)}; {value.height} rows {_digest(value)})"
+    text = language.compiled_text(value)  # a grammar expression: year >= 1985
+    return text if text is not None else _describe_value(value)
+
+
+def _describe_value(value: Any) -> str:
+    """A step's or aggregation's parameter for people: numbers as short decimals (q=0.5,
+    not Fraction(1, 2); ``exact_text`` keeps them exact), sequences element-wise."""
+    if isinstance(value, Fraction):
+        return exact_text(value)
+    if isinstance(value, tuple | list):
+        inner = ", ".join(_describe_value(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
     return str(value)
 
 
@@ -1022,9 +1034,14 @@ def _keys_digest(frame: pl.DataFrame) -> str:
     return hit[1] if hit is not None and hit[0] is frame else _digest(frame)
 
 
+def _agg_value(value: Any) -> str:
+    numeric = isinstance(value, Fraction | tuple | list)
+    return _describe_value(value) if numeric else repr(value)
+
+
 def _describe_agg(agg: aggregates.Aggregation) -> str:
     fields = {k: v for k, v in vars(agg).items() if v is not None and k != "name"}
-    inner = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+    inner = ", ".join(f"{k}={_agg_value(v)}" for k, v in fields.items())
     return f"{type(agg).__name__.lower()}({inner})"
 
 
