@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import decimal
 import math
+from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from numbers import Rational
 
@@ -61,6 +62,7 @@ __all__ = [
     "shown",
     "is_shown_exactly",
     "exact_text",
+    "ExactNumbers",
 ]
 
 Number = int | float | Fraction | decimal.Decimal | np.integer | np.floating
@@ -327,3 +329,52 @@ def _multiplicity(n: int, p: int) -> int:
         n //= p
         k += 1
     return k
+
+
+class ExactNumbers(Mapping[str, Fraction]):
+    """Named exact numbers that print as decimals: what :meth:`Query.calibrate
+    <dpkit.frame.Query.calibrate>` returns.
+
+    Indexing gives the exact :class:`~fractions.Fraction` (``result["epsilon"]``, as before
+    issue 33, so ``release(**result)`` spends exactly the calibrated budget); the repr shows
+    decimals with the exact value beside (``ExactNumbers(epsilon≈0.146003,
+    exact=2449531/16777216)``); :attr:`floats` are the decimals as floats and
+    :meth:`as_json` the one JSON shape of a loss (``{"epsilon": 0.146003, "exact":
+    {"epsilon": "2449531/16777216"}}``).
+
+    Parameters
+    ----------
+    values : mapping of str to number
+        Converted exactly (:func:`to_fraction`).
+
+    Raises
+    ------
+    DomainError
+        For a value :func:`to_fraction` refuses.
+    """
+
+    def __init__(self, values: Mapping[str, object]) -> None:
+        self._values = {str(k): to_fraction(v) for k, v in values.items()}
+
+    def __getitem__(self, key: str) -> Fraction:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def floats(self) -> dict[str, float]:
+        """Each value as the float of its :func:`readable` text."""
+        return {k: shown(v) for k, v in self._values.items()}
+
+    def as_json(self) -> dict[str, object]:
+        """Decimals for people, the exact values as ``"p/q"`` strings under ``exact``."""
+        return {**self.floats, "exact": {k: str(v) for k, v in self._values.items()}}
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={readable(v)}" if is_shown_exactly(v)
+                          else f"{k}≈{readable(v)}, exact={v}" for k, v in self._values.items())
+        return f"{type(self).__name__}({inner})"

@@ -16,7 +16,7 @@ import narwhals as nw
 import polars as pl
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert, rounding_note
-from dpkit.core.numbers import Number, exact_text, fraction_down, readable
+from dpkit.core.numbers import ExactNumbers, Number, as_typed, exact_text, readable
 from dpkit.core.record import NoiseRow, Release
 from dpkit.errors import BoundsError, ColumnError, DomainError, MeasureError
 from dpkit.frame import aggregates, engine, language
@@ -732,7 +732,7 @@ class Query:
 
     def calibrate(self, alpha: Number, *, confidence: float = 0.95,
                   delta: Number | None = None, split: Sequence[Number] | None = None
-                  ) -> dict[str, Fraction]:
+                  ) -> ExactNumbers:
         """The smallest budget whose noise meets an accuracy target (reads no data).
 
         Every noisy statistic's half-width at ``confidence`` must be at most ``alpha``, each
@@ -743,9 +743,12 @@ class Query:
 
         Returns
         -------
-        dict
+        ExactNumbers
             ``{"epsilon": ε}`` (plus ``"delta"`` if given) or ``{"rho": ρ}``, ready for
-            :meth:`release`.
+            :meth:`release`: a mapping whose items are the exact Fractions (as before issue
+            33, so ``release(**budget)`` spends exactly this budget) and whose repr shows
+            decimals with the exact value beside, ``ExactNumbers(epsilon≈0.146003,
+            exact=2449531/16777216)``; ``.floats`` gives the decimals as floats.
 
         Raises
         ------
@@ -766,7 +769,7 @@ class Query:
             return all(p.accuracy(beta) * float(p.unit) <= target_alpha
                        for p in planner(target))
 
-        extra = {"delta": fraction_down(delta)} if delta is not None else {}
+        extra = {"delta": as_typed(delta)} if delta is not None else {}
         hi = Fraction(1)
         while not meets(hi):
             hi *= 4
@@ -775,12 +778,12 @@ class Query:
         lo = hi / 4
         while meets(lo):  # meets(hi) holds and meets(lo) fails after this loop
             if lo < Fraction(1, 1 << 40):
-                return {name: lo, **extra}
+                return ExactNumbers({name: lo, **extra})
             hi, lo = lo, lo / 4
         while hi - lo > hi / (1 << 20):
             mid = (lo + hi) / 2
             hi, lo = (mid, lo) if meets(mid) else (hi, mid)
-        return {name: hi, **extra}
+        return ExactNumbers({name: hi, **extra})
 
     def _schema_bounds(self, agg: aggregates.Aggregation) -> aggregates.Aggregation:
         """``agg`` with its column's declared bounds if it takes bounds and has none (a
