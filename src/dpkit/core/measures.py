@@ -98,6 +98,15 @@ class PrivacyLoss(abc.ABC):
         return {"measure": type(self).__name__, **{k: shown(v) for k, v in fields.items()},
                 "exact": self.as_dict(), "text": str(self)}
 
+    def exact_text(self) -> str:
+        """The exact rationals, for auditors: ``ρ = 864691128464227369/1152921504625031250``
+        (``, ``-separated for (ε, δ))."""
+        return ", ".join(f"{name} = {v}" for name, v in self._parts())
+
+    def is_shown_exactly(self) -> bool:
+        """Whether ``str(self)`` is exact (every field a short decimal)."""
+        return all(is_shown_exactly(v) for _, v in self._parts())
+
     def _parts(self) -> list[tuple[str, Fraction]]:
         return [(_SYMBOLS[k], v) for k, v in vars(self).items()]
 
