@@ -218,6 +218,9 @@ class Accuracy:
         if not isinstance(self.half_widths, _Widths):
             object.__setattr__(self, "half_widths", _Widths(self.half_widths))
 
+    def __repr__(self) -> str:
+        return f"Accuracy(β={self.beta:.6g}, half_widths={self.half_widths!r})"
+
     @classmethod
     def deferred(cls, beta: float, widths: Mapping[str, Callable[[], float]]) -> Accuracy:
         """The accuracy whose half-widths are computed by data-free callables (from the

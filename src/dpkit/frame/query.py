@@ -123,6 +123,13 @@ class Plan:
     arguments: tuple[Any, ...]
     requested: PrivacyLoss | None = None
 
+    def __repr__(self) -> str:
+        """What a person checks before releasing: the description, the loss (decimals; the
+        exact rational beside a rounded one), the noise rows and the loss note."""
+        rows = "; ".join(str(r) for r in self.noise)
+        note = f", loss_note={self.loss_note!r}" if self.loss_note else ""
+        return f"Plan({self.description!r}, loss={self.loss!r}, noise=[{rows}]{note})"
+
     @property
     def loss_note(self) -> str | None:
         """Why :attr:`loss` differs from :attr:`requested`, in words, or None when the
