@@ -94,6 +94,7 @@ class ExplainResponse(BaseModel):
     total: LossJson
     remaining: LossJson
     affordable: bool
+    loss_note: str | None = None  # why the total is not exactly the budget asked for
 
 
 class NoiseRowInfo(BaseModel):

@@ -416,7 +416,7 @@ def _explain(state: ServerState, session: Session, query: Query,
             "selection": None if query.selection is None else _loss_json(
                 query.selection.loss()),
             "total": _loss_json(total), "remaining": _loss_json(remaining),
-            "affordable": bool(total <= remaining)}
+            "affordable": bool(total <= remaining), "loss_note": planned.loss_note}
 
 
 def _release(session: Session, query: Query, kwargs: dict[str, Any]) -> Release[pl.DataFrame]:
