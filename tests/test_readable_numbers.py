@@ -17,7 +17,7 @@ import pytest
 
 import dpkit as dp
 from dpkit.core.numbers import ExactNumbers, exact_text, is_shown_exactly, readable, shown
-from dpkit.frame.language import col, expression_text
+from dpkit.frame.language import col, expression_text, lit
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
@@ -151,6 +151,11 @@ def test_descriptions_are_infix_with_short_numbers():
     assert "q=0.5" in text and "Fraction" not in text and "__ge__" not in text
     assert q.describe() == text  # deterministic
     assert expression_text(col("s") == "it's") == "s = 'it''s'"
+    # names that could read as a literal or an operator are quoted, so two different
+    # expressions never print alike (the description binds an idempotency key)
+    assert expression_text(col("TRUE")) == '"TRUE"' != expression_text(lit(True))
+    assert expression_text(col('a" = 1 OR "b')) == '"a"" = 1 OR ""b"'
+    assert expression_text(col("a") + 1.0) == "a + 1.0" != expression_text(col("a") + 1)
     assert repr(col("year") >= 1985) == "Expr(year >= 1985)"
 
 

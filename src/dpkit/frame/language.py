@@ -553,6 +553,8 @@ def compile_expr(node: Expr | Mapping[str, Any], schema: Mapping[str, Any] | Non
 _TEXTS: dict[int, str] = {}
 _INFIX = {"==": "=", "&": "AND", "|": "OR"}
 _FUNCTIONS = {"least": "LEAST", "greatest": "GREATEST"}
+_KEYWORDS = frozenset({"TRUE", "FALSE", "NULL", "NOT", "AND", "OR", "IN", "IS", "LIKE", "ILIKE",
+                       "CASE", "WHEN", "THEN", "ELSE", "END", "LEAST", "GREATEST"})
 
 
 def compiled_text(compiled: object) -> str | None:
@@ -580,7 +582,8 @@ def expression_text(node: Expr | Mapping[str, Any]) -> str:
     tree = node.node if isinstance(node, Expr) else node
     if "col" in tree:
         name = str(tree["col"])
-        return name if name.isidentifier() else '"' + name.replace('"', '""') + '"'
+        bare = name.isidentifier() and name.upper() not in _KEYWORDS  # else it could read
+        return name if bare else '"' + name.replace('"', '""') + '"'  # as a literal or op
     if "lit" in tree:
         return _literal_text(tree["lit"])
     op, args = tree["op"], [_operand(a) for a in tree["args"]]
