@@ -268,9 +268,14 @@ def test_the_server_renders_the_record(tmp_path):
         again = http.post("/v1/datasets/t/release", json=body, headers=headers).json()
         info = http.get(f"/v1/releases/{first['release_id']}", headers=headers).json()
     row = ledger.releases("t")[0]
-    assert first["noise"] == json.loads(row["noise"]) == info["noise_rows"]
-    assert [set(r) for r in first["noise"]] == [ROW_KEYS]
-    assert first["noise"][0]["scale"] == "2"  # a count at ε = 1/2
+    # the response shows decimals with the ledger's exact rows under "exact" (issue 33)
+    assert first["noise"] == info["noise_rows"]
+    assert [{**r.as_dict()} for r in map(NoiseRow.from_dict, first["noise"])] == json.loads(
+        row["noise"])
+    assert [set(r) for r in json.loads(row["noise"])] == [ROW_KEYS]
+    assert [set(r) for r in first["noise"]] == [ROW_KEYS | {"exact"}]
+    assert first["noise"][0]["scale"] == 2.0  # a count at ε = 1/2
+    assert first["noise"][0]["exact"] == {"scale": "2", "sensitivity": "1"}
     assert HEX64.match(first["digest"]) and first["digest"] == row["result_sha256"]
     assert again["replayed"] and again["digest"] == first["digest"]
     assert again["noise"] == first["noise"] and again["release_id"] == first["release_id"]

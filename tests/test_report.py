@@ -32,7 +32,7 @@ EVIL = "<script>alert(1)</script>"
 EVIL_ATTR = '" onerror="alert(2)'
 ALLOWED = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "section", "p",
            "dl", "dt", "dd", "table", "caption", "thead", "tbody", "tr", "th", "td", "img",
-           "pre"}
+           "pre", "details", "summary", "code", "br"}  # issue 33: a loss's exact part
 
 
 class Markup(HTMLParser):
@@ -102,7 +102,7 @@ def test_release_to_html_is_registered_lazily_and_draws_each_statistic(tmp_path)
         dp.count(), dp.mean("x", bounds=(0, 10))).release(epsilon=0.5)
     page = session.last_release.to_html(truth={"count": {"a": 50, "b": 50}})
     assert problems(page) == [] and page.count("<img ") == 2
-    assert "x_mean" in page and "discrete Laplace" in page and "PureDP(ε=1/2)" in page
+    assert "x_mean" in page and "discrete Laplace" in page and "ε = 0.5" in page
     session.query().histogram("x", bins=[0, 5, 10]).release(epsilon=0.25)
     assert session.last_release.to_html().count("<img ") == 1
 
@@ -143,7 +143,7 @@ def test_ledger_report_has_budget_burn_down_queries_and_releases(tmp_path):
     truth = {records[0].release_id: {"count": {"a": 20, EVIL: 20}}}
     page = ledger_report(ledger, name, records, truth)
     assert problems(page) == [] and EVIL not in page and EVIL_ATTR not in page
-    assert "spent</dt><dd>ε = 0.5 (exact: PureDP(ε=1/2))" in page
+    assert "spent</dt><dd>ε = 0.5</dd>" in page  # exact as a decimal: nothing collapsed
     assert page.count("<img ") == 1 + 2  # the burn-down and one chart per release
     assert len(re.findall(r"<tr><td class=\"num\">\d+</td>", page)) == 2  # queries as run
     assert page.count("(true, not private)") == 1
@@ -249,7 +249,9 @@ def test_session_report_with_and_without_a_ledger(tmp_path):
         records.append(session.last_release)
     page = session_report(session, records, {1: {"count": [20, 20]}}, title=EVIL)
     assert problems(page) == [] and EVIL not in page
-    assert "ρ = 0.75 (exact: ZCDP(ρ=" in page and page.count("<img ") == 1 + 2
+    # rounded (σ up to the sampler's grid): the decimal, the exact rational collapsed
+    assert 'ρ ≈ 0.75<details class="exact"><summary>exact</summary><code>ρ = ' in page
+    assert page.count("<img ") == 1 + 2
     assert page.count("(true, not private)") == 1
     path, name, records = hostile_ledger(tmp_path)
     ledger = Ledger(path)

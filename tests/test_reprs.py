@@ -7,9 +7,13 @@ from dpkit.release.synthetic.domain import Bins
 
 
 def test_losses_print_exactly():
-    assert repr(dp.PureDP(Fraction(1, 2))) == "PureDP(ε=1/2)"
-    assert repr(dp.ApproxDP(1, Fraction(1, 10**6))) == "ApproxDP(ε=1, δ=1/1000000)"
-    assert repr(dp.ZCDP(Fraction(1, 8))) == "ZCDP(ρ=1/8)"
+    """Issue 33: a decimal, exact when the decimal is; a rounded one keeps its rational."""
+    assert repr(dp.PureDP(Fraction(1, 2))) == "PureDP(ε=0.5)"
+    assert repr(dp.ApproxDP(1, Fraction(1, 10**6))) == "ApproxDP(ε=1, δ=1e-06)"
+    assert repr(dp.ZCDP(Fraction(1, 8))) == "ZCDP(ρ=0.125)"
+    assert repr(dp.PureDP(Fraction(1, 3))) == "PureDP(ε≈0.333333, exact=1/3)"
+    assert str(dp.PureDP(Fraction(1, 3))) == "ε ≈ 0.333333"
+    assert str(dp.ApproxDP(0.5, 1e-6)) == "ε = 0.5, δ = 1e-06"
 
 
 def test_components_and_pmw_have_readable_reprs():

@@ -93,7 +93,8 @@ def test_release_debits_exactly_its_loss(server):
     r = post(server, "alice", "/v1/datasets/adult/release", query())
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["loss"] == {"measure": "PureDP", "epsilon": "1/4", "text": "ε = 0.25"}
+    assert body["loss"] == {"measure": "PureDP", "epsilon": 0.25, "exact": {"epsilon": "1/4"},
+                            "text": "ε = 0.25"}
     assert server["ledger"].spent("adult") == dp.PureDP(Fraction(1, 4))
     assert server["ledger"].spent("adult", "alice") == dp.PureDP(Fraction(1, 4))
     assert [row["sex"] for row in body["records"]] == ["Female", "Male"]
@@ -112,8 +113,8 @@ def test_explain_is_free(server):
     assert [s["statistic"] for s in body["statistics"]] == ["a0_n", "a1_s", "a1_n"]
     assert all(s["sensitivity"] > 0 and s["scale"] > 0 and s["expected_error"] > 0
                for s in body["statistics"])
-    assert body["total"]["epsilon"] == "1/4" and body["affordable"] is True
-    assert body["remaining"]["epsilon"] == "2"  # alice's cap is tighter than the dataset's
+    assert body["total"]["exact"]["epsilon"] == "1/4" and body["affordable"] is True
+    assert body["remaining"]["exact"]["epsilon"] == "2"  # alice's cap is tighter than the dataset's
     assert snapshot(server) == before
 
 
@@ -123,7 +124,7 @@ def test_idempotent_retry_replays_and_debits_once(server):
     again = post(server, "alice", "/v1/datasets/adult/release", body).json()
     assert again["records"] == first["records"]
     assert again["release_id"] == first["release_id"] and again["replayed"] is True
-    assert again["loss"]["epsilon"] == "0"
+    assert again["loss"]["exact"]["epsilon"] == "0"
     assert server["ledger"].spent("adult") == dp.PureDP(Fraction(1, 4))
     other = post(server, "bob", "/v1/datasets/adult/release", body).json()  # bob's own key
     assert other["replayed"] is False
@@ -137,8 +138,9 @@ def test_datasets_lists_granted_ones_with_budgets(server):
     (info,) = r.json()
     assert info["name"] == "adult" and info["measure"] == "PureDP"
     assert {"name": "age", "dtype": "Int64"} in info["columns"]
-    assert info["cap"]["epsilon"] == "3" and info["spent"]["epsilon"] == "1/4"
-    assert info["analyst_cap"]["epsilon"] == "2" and info["remaining"]["epsilon"] == "7/4"
+    exact = {k: info[k]["exact"]["epsilon"] for k in ("cap", "spent", "analyst_cap", "remaining")}
+    assert exact == {"cap": "3", "spent": "1/4", "analyst_cap": "2", "remaining": "7/4"}
+    assert info["remaining"]["epsilon"] == 1.75  # the decimal beside it, for people
     names = [d["name"] for d in server["http"].get("/v1/datasets",
                                                    headers=auth(server, "bob")).json()]
     assert names == ["adult", "units", "approx"]
@@ -152,13 +154,13 @@ def test_partition_selection_alpha_and_health(server):
     r = post(server, "bob", "/v1/datasets/approx/release", body)
     assert r.status_code == 200, r.text
     loss = r.json()["loss"]
-    spent = dp.ApproxDP(Fraction(loss["epsilon"]), Fraction(loss["delta"]))
+    spent = dp.ApproxDP(Fraction(loss["exact"]["epsilon"]), Fraction(loss["exact"]["delta"]))
     assert server["ledger"].spent("approx") == spent  # selection + Gaussian count, exactly
     assert spent <= dp.ApproxDP(2, Fraction(2, 10_000_000))
     r = post(server, "bob", "/v1/datasets/adult/release",
              query(budget={"alpha": 200, "confidence": 0.9}))
     assert r.status_code == 200, r.text
-    loss = dp.PureDP(Fraction(r.json()["loss"]["epsilon"]))
+    loss = dp.PureDP(Fraction(r.json()["loss"]["exact"]["epsilon"]))
     assert server["ledger"].spent("adult") == loss
     assert server["http"].get("/healthz").json()["status"] == "ok"
     assert server["http"].get("/docs").status_code == 200
@@ -376,7 +378,7 @@ def test_client_mirrors_session(server, adult, tmp_path):
     got, want = remote.release(epsilon=1), local.release(epsilon=1)
     assert got.schema == want.schema and got["sex"].to_list() == ["F", "M"]
     assert got["age_median_ci_low"].is_nan().all()  # NaN survives the trip
-    assert client.last_release["loss"]["epsilon"] == "1"
+    assert client.last_release["loss"]["exact"]["epsilon"] == "1"
     assert [r["id"] for r in client.releases()] == [client.last_release["release_id"]]
     hist = client.query("adult").agg(dp.histogram("age", [17, 30, 50, 90])).release(epsilon=1)
     assert hist.columns == ["bin", "count", "count_ci_low", "count_ci_high"]
@@ -474,7 +476,7 @@ datasets:
     out = (client.query("census").group_by("sex", keys=["Female", "Male"])
            .agg(dp.count(), dp.mean("age", (17, 90))).release(rho=Fraction(1, 8)))
     assert out["sex"].to_list() == ["Female", "Male"] and out["count"].dtype == pl.Int64
-    rho = Fraction(client.last_release["loss"]["rho"])
+    rho = Fraction(client.last_release["loss"]["exact"]["rho"])
     assert ledger.spent("census") == dp.ZCDP(rho) and rho <= Fraction(1, 8)
     client.close()
 

@@ -81,7 +81,8 @@ def test_sql_release_debits_exactly_the_plans_loss(served):
     r = served["http"].post("/v1/datasets/adult/sql", json=body(GOOD))
     assert r.status_code == 200, r.text
     got = r.json()
-    assert got["loss"] == planned == {"measure": "PureDP", "epsilon": "1/4", "text": "ε = 0.25"}
+    assert got["loss"] == planned == {"measure": "PureDP", "epsilon": 0.25,
+                                      "exact": {"epsilon": "1/4"}, "text": "ε = 0.25"}
     assert served["ledger"].spent("adult") == dp.PureDP(Fraction(1, 4))
     assert {row["sex"] for row in got["records"]} == {"Female", "Male"}
     row = served["ledger"].releases("adult")[-1]
@@ -158,7 +159,8 @@ def test_sql_route_needs_a_token_and_a_grant(served):
 def test_client_round_trip(served):
     client = Client(app=served["app"], token=served["token"])
     plan = client.sql_plan("adult", GOOD, epsilon=Fraction(1, 4))
-    assert plan["total"]["epsilon"] == "1/4" and served["ledger"].spent("adult") == dp.PureDP(0)
+    assert plan["total"]["exact"]["epsilon"] == "1/4"
+    assert served["ledger"].spent("adult") == dp.PureDP(0)
     assert "total" in client.sql_explain("adult", GOOD, epsilon=Fraction(1, 4))
     record = client.sql_record("adult", GOOD, epsilon=Fraction(1, 4), idempotency_key="k1")
     assert record.loss == dp.PureDP(Fraction(1, 4)) and set(record.values["sex"]) == {
@@ -192,12 +194,12 @@ def test_cli_json_release_and_explain(cli_config, tmp_path):
     plan = runner.invoke(cli, ["sql", "adult", GOOD, "--config", str(cli_config), "--ledger",
                                ledger, "--epsilon", "1/4", "--explain", "--json"])
     assert plan.exit_code == 0, plan.output
-    assert json.loads(plan.output)["total"]["epsilon"] == "1/4"
+    assert json.loads(plan.output)["total"]["exact"]["epsilon"] == "1/4"
     done = runner.invoke(cli, ["sql", "adult", GOOD, "--config", str(cli_config), "--ledger",
                                ledger, "--epsilon", "1/4", "--json"])
     assert done.exit_code == 0, done.output
     got = json.loads(done.output)
-    assert got["loss"]["epsilon"] == "1/4" and {r["sex"] for r in got["records"]} == {
+    assert got["loss"]["exact"]["epsilon"] == "1/4" and {r["sex"] for r in got["records"]} == {
         "Female", "Male"}
     reg = Ledger(ledger)
     assert reg.spent("adult") == dp.PureDP(Fraction(1, 4))  # one debit: explain was free

@@ -310,12 +310,21 @@ def _record(answer: dict[str, Any]) -> Release[pl.DataFrame]:
     measure = _MEASURES.get(doc.get("measure")) if isinstance(doc, dict) else None
     if measure is None:
         raise ServerError(502, "the server's answer names no known privacy measure")
-    loss = measure(**{k: Fraction(v) for k, v in doc.items() if k not in ("measure", "text")})
+    loss = measure(**_exact_fields(doc))
     return Release(_frame(answer["columns"], answer["records"]),
                    None if answer["replayed"] else loss,
                    tuple(NoiseRow.from_dict(r) for r in answer.get("noise", [])), None,
                    answer["release_id"], bool(answer["replayed"]), answer.get("digest"),
                    str(answer.get("description", "")))
+
+
+def _exact_fields(doc: dict[str, Any]) -> dict[str, Fraction]:
+    """A loss document's exact fields: its ``exact`` map (issue 33's shape, the decimals
+    beside it are for people) or, from an older server, the fraction strings themselves."""
+    exact = doc.get("exact")
+    if isinstance(exact, dict):
+        return {k: Fraction(str(v)) for k, v in exact.items()}
+    return {k: Fraction(str(v)) for k, v in doc.items() if k not in ("measure", "text")}
 
 
 def _frame(columns: list[dict[str, str]], records: list[dict[str, Any]]) -> pl.DataFrame:

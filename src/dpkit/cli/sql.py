@@ -105,8 +105,8 @@ def _print_plan(planned: Any, confidence: float, as_json: bool) -> None:
         Console().print(text, markup=False, highlight=False)
 
 
-def _loss_json(loss: Any) -> dict[str, str]:
-    return {"measure": type(loss).__name__, **loss.as_dict(), "text": str(loss)}
+def _loss_json(loss: Any) -> dict[str, object]:
+    return dict(loss.as_json())
 
 
 def _print_release(session: Any, record: Any, as_json: bool) -> None:

@@ -150,21 +150,24 @@ class Accountant(ABC):
                    store: Callable[[T], str] | None = None,
                    replay: Callable[[str], T] | None = None,
                    idempotency_key: str | None = None,
-                   drawn: Sequence[NoiseRow] = ()) -> Release[T]:
+                   drawn: Sequence[NoiseRow] = (), loss_note: str | None = None
+                   ) -> Release[T]:
         """:meth:`run`, returning the release's :class:`~dpkit.core.record.Release` (its
         values, loss — None for a replay —, noise rows, accuracy, release id, digest), so
         that a caller gets what it released without reading :attr:`last` back. Same
         parameters and errors as :meth:`run`, and ``drawn``: a sequence that ``compute``
         fills with the noise rows it draws (a fit calibrating its noise to values it
-        released); without a ``noise`` plan, the record (and :attr:`last`) keeps those."""
+        released); without a ``noise`` plan, the record (and :attr:`last`) keeps those; and
+        ``loss_note``, the record's words on how ``loss`` differs from the budget asked for
+        (:attr:`Release.loss_note <dpkit.core.record.Release.loss_note>`)."""
         return self._run(loss, description, compute, noise, accuracy, store, replay,
-                         idempotency_key, drawn)[1]
+                         idempotency_key, drawn, loss_note)[1]
 
     def _run(self, loss: PrivacyLoss, description: str, compute: Callable[[], T],
              noise: Sequence[NoiseRow], accuracy: Accuracy | None,
              store: Callable[[T], str] | None, replay: Callable[[str], T] | None,
-             idempotency_key: str | None, drawn: Sequence[NoiseRow] = ()
-             ) -> tuple[T, Release[T]]:
+             idempotency_key: str | None, drawn: Sequence[NoiseRow] = (),
+             loss_note: str | None = None) -> tuple[T, Release[T]]:
         """The one road: (what ``compute`` returned, its record)."""
         self._note(None)
         rng.require_secure()  # a seeded test stream never reaches a debit or a release
@@ -184,7 +187,7 @@ class Accountant(ABC):
             self._note(replayed)
             return values, replayed
         pending: Release[Any] = Release(None, charged, rows, accuracy, release_id, False, None,
-                                        description, "debited")
+                                        description, "debited", loss_note)
         self._note(pending)
         try:
             result = compute()

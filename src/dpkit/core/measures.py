@@ -25,22 +25,28 @@ from fractions import Fraction
 from typing import Any
 
 from dpkit.core.numbers import (
+    SHOWN_DIGITS,
     Number,
+    as_typed,
     float_up,
-    fraction_down,
+    is_shown_exactly,
     log_down,
     log_up,
     non_negative,
+    readable,
+    shown,
     sqrt_up,
 )
 from dpkit.errors import DomainError, MeasureError
 
 __all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "convert", "zcdp_to_epsilon",
-           "largest_rho"]
+           "largest_rho", "rounding_note"]
 
 
 def _frac(x: Number | Fraction, name: str) -> Fraction:
-    value = x if isinstance(x, Fraction) else fraction_down(x)
+    # a float is the decimal the user typed (0.1 → 1/10, 1e-06 → 1/10⁶): a budget is then
+    # charged exactly as asked, never at the float's binary neighbour
+    value = x if isinstance(x, Fraction) else as_typed(x)
     return non_negative(value, name)
 
 
@@ -79,8 +85,54 @@ class PrivacyLoss(abc.ABC):
         """Exact fields as strings (for storage)."""
         return {k: str(v) for k, v in vars(self).items()}
 
+    def as_json(self) -> dict[str, object]:
+        """The loss for people and auditors, the one JSON shape of every response::
 
-@dataclass(frozen=True)
+            {"measure": "ZCDP", "rho": 0.1, "exact": {"rho": "1/10"}, "text": "ρ = 0.1"}
+
+        Each field is a float of :data:`~dpkit.core.numbers.SHOWN_DIGITS` significant digits
+        (:func:`~dpkit.core.numbers.shown`); ``exact`` holds the exact rationals as
+        :meth:`as_dict` stores them; ``text`` is ``str(self)``.
+        """
+        fields: dict[str, Fraction] = dict(vars(self))
+        return {"measure": type(self).__name__, **{k: shown(v) for k, v in fields.items()},
+                "exact": self.as_dict(), "text": str(self)}
+
+    def exact_text(self) -> str:
+        """The exact rationals, for auditors: ``ρ = 864691128464227369/1152921504625031250``
+        (``, ``-separated for (ε, δ))."""
+        return ", ".join(f"{name} = {v}" for name, v in self._parts())
+
+    def is_shown_exactly(self) -> bool:
+        """Whether ``str(self)`` is exact (every field a short decimal)."""
+        return all(is_shown_exactly(v) for _, v in self._parts())
+
+    def _parts(self) -> list[tuple[str, Fraction]]:
+        return [(_SYMBOLS[k], v) for k, v in vars(self).items()]
+
+    def __str__(self) -> str:
+        """Decimal text, ``=`` when it is the exact value and ``≈`` when it is rounded to
+        :data:`~dpkit.core.numbers.SHOWN_DIGITS` digits: ``ρ = 0.1``, ``ε ≈ 0.333333``."""
+        return ", ".join(f"{name} {_relation(v)} {readable(v)}" for name, v in self._parts())
+
+    def __repr__(self) -> str:
+        """Readable and exact: ``ZCDP(ρ=0.1)``; a value the decimal does not show exactly
+        adds its exact rational, ``PureDP(ε≈0.333333, exact=1/3)``."""
+        inner = []
+        for name, v in self._parts():
+            inner.append(f"{name}={readable(v)}" if is_shown_exactly(v)
+                         else f"{name}≈{readable(v)}, exact={v}")
+        return f"{type(self).__name__}({', '.join(inner)})"
+
+
+_SYMBOLS = {"epsilon": "ε", "delta": "δ", "rho": "ρ"}
+
+
+def _relation(v: Fraction) -> str:
+    return "=" if is_shown_exactly(v) else "≈"
+
+
+@dataclass(frozen=True, repr=False)
 class PureDP(PrivacyLoss):
     """Pure ε-differential privacy: Pr[M(x) ∈ S] ≤ e^ε Pr[M(x′) ∈ S] for neighbours x, x′.
 
@@ -127,14 +179,9 @@ class PureDP(PrivacyLoss):
         """ε-DP ⇒ (ε, 0)-DP."""
         return ApproxDP(self.epsilon, 0)
 
-    def __str__(self) -> str:
-        return f"ε = {float(self):.6g}"
-
-    def __repr__(self) -> str:  # exact and readable: PureDP(ε=1/2)
-        return f"PureDP(ε={self.epsilon})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ApproxDP(PrivacyLoss):
     """Approximate (ε, δ)-DP: Pr[M(x) ∈ S] ≤ e^ε Pr[M(x′) ∈ S] + δ.
 
@@ -187,14 +234,9 @@ class ApproxDP(PrivacyLoss):
     def to_approx(self) -> ApproxDP:
         return self
 
-    def __str__(self) -> str:
-        return f"ε = {float_up(self.epsilon):.6g}, δ = {float_up(self.delta):.3g}"
-
-    def __repr__(self) -> str:  # exact and readable: ApproxDP(ε=1, δ=1/1000000)
-        return f"ApproxDP(ε={self.epsilon}, δ={self.delta})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ZCDP(PrivacyLoss):
     """ρ-zero-concentrated DP: D_α(M(x) ‖ M(x′)) ≤ ρα for all α > 1 (Bun & Steinke 2016).
 
@@ -240,11 +282,53 @@ class ZCDP(PrivacyLoss):
         dlt = _frac(delta, "delta")
         return ApproxDP(zcdp_to_epsilon(self.rho, dlt), dlt)
 
-    def __str__(self) -> str:
-        return f"ρ = {float(self):.6g}"
 
-    def __repr__(self) -> str:  # exact and readable: ZCDP(ρ=1/8)
-        return f"ZCDP(ρ={self.rho})"
+
+def rounding_note(requested: PrivacyLoss, charged: PrivacyLoss, why: str) -> str | None:
+    """What a person reads when a release is charged other than the budget it asked for:
+    ``"requested ρ = 0.1; charged ρ = 0.09999999999845 (1.5e-12 less): <why>"``, or None
+    when the charge is exactly the request (in the charged loss's measure).
+
+    Parameters
+    ----------
+    requested : PrivacyLoss
+        The budget the user asked for (converted to ``charged``'s measure to compare).
+    charged : PrivacyLoss
+        What is debited, exact.
+    why : str
+        The reason, in words (e.g. noise scales rounded up to an exact sampler's grid).
+
+    Returns
+    -------
+    str or None
+        Each differing field at enough significant digits to tell the two apart (at most
+        17), with the difference; the exact values stay in the losses themselves.
+
+    Raises
+    ------
+    MeasureError
+        When ``requested`` does not convert to ``charged``'s measure.
+    """
+    if convert(requested, type(charged)) == charged:
+        return None
+    wanted, spent = requested._parts(), charged._parts()
+    if [n for n, _ in wanted] != [n for n, _ in spent]:  # another measure: say both
+        return f"requested {requested}; charged {charged}: {why}"
+    shown_asked, shown_got = [], []
+    for (name, a), (_, b) in zip(wanted, spent, strict=True):
+        digits = next((d for d in range(SHOWN_DIGITS, 18) if readable(a, d) != readable(b, d)),
+                      17)
+        shown_asked.append(f"{name} = {readable(a)}")
+        if a == b:
+            shown_got.append(f"{name} = {readable(b)}")
+            continue
+        gap = f"{readable(abs(a - b), 2)} {'less' if b < a else 'more'}"
+        shown_got.append(f"{name} {_relation_at(b, digits)} {readable(b, digits)} ({gap})")
+    return f"requested {', '.join(shown_asked)}; charged {', '.join(shown_got)}: {why}"
+
+
+def _relation_at(v: Fraction, digits: int) -> str:
+    return "=" if is_shown_exactly(v, digits) else "≈"
 
 
 def convert(loss: PrivacyLoss, target: type) -> Any:

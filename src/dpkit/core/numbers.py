@@ -19,13 +19,18 @@ as that float does; a ``longdouble`` with more precision than a float is taken a
 binary value. Booleans (``bool``, ``np.bool_``), strings, NaN and infinities are refused with
 :class:`~dpkit.errors.DomainError`. :func:`to_fraction` is the exact value, for parameters
 whose rounding direction does not matter (shares of a budget, orders, weights).
+
+Numbers for people. :func:`readable` is the one decimal text of an exact value (a loss, a
+budget, a parameter) that dpkit prints, :func:`shown` the float of that text (a JSON value),
+and :func:`exact_text` the short exact form (a terminating decimal, else ``p/q``): every
+front end shows ``readable`` and keeps the exact rational in a separate field for auditors.
 """
 
 from __future__ import annotations
 
 import decimal
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
 from numbers import Rational
 
@@ -53,6 +58,12 @@ __all__ = [
     "sqrt_up",
     "sqrt_down",
     "dyadic_up",
+    "SHOWN_DIGITS",
+    "readable",
+    "shown",
+    "is_shown_exactly",
+    "exact_text",
+    "ExactNumbers",
 ]
 
 Number = int | float | Fraction | decimal.Decimal | np.integer | np.floating
@@ -250,3 +261,122 @@ def dyadic_up(x: Fraction, bits: int) -> Fraction:
     """Smallest multiple of 2^-bits that is ≥ x (a short representation, rounded up)."""
     scale = 1 << bits
     return Fraction(-((-x.numerator * scale) // x.denominator), scale)
+
+
+SHOWN_DIGITS = 6  # significant digits a person reads; the exact value is printed beside
+
+
+def readable(x: Number, digits: int = SHOWN_DIGITS) -> str:
+    """The decimal text of ``x`` for people: ``digits`` significant digits, rounded to
+    nearest (``1/10`` → ``"0.1"``, ``0.09999999999845…`` → ``"0.1"``, ``1/3`` →
+    ``"0.333333"``, ``1/10**6`` → ``"1e-06"``).
+
+    Parameters
+    ----------
+    x : number
+        Any number :func:`to_fraction` takes (a float at its binary value).
+    digits : int
+        Significant digits, ≥ 1.
+
+    Returns
+    -------
+    str
+        Python's ``g`` format of the nearest float; :func:`is_shown_exactly` says whether it
+        equals ``x``.
+
+    Raises
+    ------
+    DomainError
+        For what :func:`to_fraction` refuses.
+    """
+    return f"{float(to_fraction(x)):.{digits}g}"
+
+
+def shown(x: Number, digits: int = SHOWN_DIGITS) -> float:
+    """The float of :func:`readable` (``0.09999999999845…`` → ``0.1``): a JSON value for
+    people; never an input to privacy arithmetic (that is the exact value)."""
+    return float(readable(x, digits))
+
+
+def is_shown_exactly(x: Number, digits: int = SHOWN_DIGITS) -> bool:
+    """Whether :func:`readable` is the exact value of ``x`` (``1/10`` yes, ``1/3`` no)."""
+    return Fraction(readable(x, digits)) == to_fraction(x)
+
+
+def exact_text(x: Number) -> str:
+    """The exact value as short text: a terminating decimal when it has one of at most 20
+    significant digits (``1/2`` → ``"0.5"``, ``1985`` → ``"1985"``), else ``"p/q"``.
+    A float is its ``repr`` (the shortest text that reads back as it). Deterministic (a
+    plan's description compares it)."""
+    if isinstance(x, float | np.floating) and not isinstance(x, np.longdouble):
+        return repr(float(x))
+    value = to_fraction(x)
+    d = value.denominator
+    twos, fives = _multiplicity(d, 2), _multiplicity(d, 5)
+    if d != 2**twos * 5**fives:
+        return str(value)
+    places = max(twos, fives)
+    digits = str(abs(value.numerator) * 10**places // d)
+    if len(digits.lstrip("0")) > 20:
+        return str(value)
+    whole, frac = (digits[:-places] or "0", digits[-places:].rjust(places, "0")) if places \
+        else (digits, "")
+    sign = "-" if value < 0 else ""
+    return f"{sign}{whole}.{frac}" if frac else f"{sign}{whole}"
+
+
+def _multiplicity(n: int, p: int) -> int:
+    k = 0
+    while n % p == 0:
+        n //= p
+        k += 1
+    return k
+
+
+class ExactNumbers(Mapping[str, Fraction]):
+    """Named exact numbers that print as decimals: what :meth:`Query.calibrate
+    <dpkit.frame.Query.calibrate>` returns.
+
+    Indexing gives the exact :class:`~fractions.Fraction` (``result["epsilon"]``, as before
+    issue 33, so ``release(**result)`` spends exactly the calibrated budget); the repr shows
+    decimals with the exact value beside (``ExactNumbers(epsilon≈0.146003,
+    exact=2449531/16777216)``); :attr:`floats` are the decimals as floats and
+    :meth:`as_json` the one JSON shape of a loss (``{"epsilon": 0.146003, "exact":
+    {"epsilon": "2449531/16777216"}}``).
+
+    Parameters
+    ----------
+    values : mapping of str to number
+        Converted exactly (:func:`to_fraction`).
+
+    Raises
+    ------
+    DomainError
+        For a value :func:`to_fraction` refuses.
+    """
+
+    def __init__(self, values: Mapping[str, object]) -> None:
+        self._values = {str(k): to_fraction(v) for k, v in values.items()}
+
+    def __getitem__(self, key: str) -> Fraction:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def floats(self) -> dict[str, float]:
+        """Each value as the float of its :func:`readable` text."""
+        return {k: shown(v) for k, v in self._values.items()}
+
+    def as_json(self) -> dict[str, object]:
+        """Decimals for people, the exact values as ``"p/q"`` strings under ``exact``."""
+        return {**self.floats, "exact": {k: str(v) for k, v in self._values.items()}}
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={readable(v)}" if is_shown_exactly(v)
+                          else f"{k}≈{readable(v)}, exact={v}" for k, v in self._values.items())
+        return f"{type(self).__name__}({inner})"

@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from dpkit.core.measures import PrivacyLoss
+from dpkit.core.numbers import is_shown_exactly, readable, shown
 from dpkit.errors import DomainError
 
 __all__ = ["NoiseRow", "Accuracy", "Release", "digest_of", "noise_json", "noise_rows",
@@ -107,6 +108,27 @@ class NoiseRow:
                 "sensitivity": None if self.sensitivity is None else str(self.sensitivity),
                 "statistic": self.statistic}
 
+    def __repr__(self) -> str:
+        """Decimals, with the exact rational beside a rounded one:
+        ``NoiseRow('discrete Gaussian', scale≈3.16228 (exact 3395469783/1073741824), …)``."""
+        def number(v: Fraction | None) -> str:
+            if v is None or is_shown_exactly(v):
+                return "None" if v is None else readable(v)
+            return f"≈{readable(v)} (exact {v})"
+        return (f"NoiseRow({self.name!r}, scale={number(self.scale)}, "
+                f"sensitivity={number(self.sensitivity)}, statistic={self.statistic!r})")
+
+    def as_json(self) -> dict[str, object]:
+        """The row for people and auditors: scale and sensitivity as decimals of
+        :data:`~dpkit.core.numbers.SHOWN_DIGITS` digits (None where not stated), the exact
+        fraction strings of :meth:`as_dict` under ``exact`` (what :meth:`from_dict` reads)."""
+        exact = self.as_dict()
+        return {"name": self.name,
+                "scale": None if self.scale is None else shown(self.scale),
+                "sensitivity": None if self.sensitivity is None else shown(self.sensitivity),
+                "statistic": self.statistic,
+                "exact": {"scale": exact["scale"], "sensitivity": exact["sensitivity"]}}
+
     def __str__(self) -> str:
         """One line for reports, e.g. ``count: discrete Laplace, scale 2, sensitivity 1``
         (numbers to 6 significant digits; the exact values are in :meth:`as_dict`)."""
@@ -119,10 +141,14 @@ class NoiseRow:
 
     @classmethod
     def from_dict(cls, row: Mapping[str, Any]) -> NoiseRow:
-        """The row written by :meth:`as_dict`."""
+        """The row written by :meth:`as_dict` or :meth:`as_json` (its ``exact`` numbers)."""
+        exact = row.get("exact")
+        source = exact if isinstance(exact, Mapping) else row
+
         def number(v: Any) -> Fraction | None:
             return None if v is None else Fraction(str(v))
-        return cls(str(row["name"]), number(row.get("scale")), number(row.get("sensitivity")),
+        return cls(str(row["name"]), number(source.get("scale")),
+                   number(source.get("sensitivity")),
                    None if row.get("statistic") is None else str(row["statistic"]))
 
 
@@ -192,6 +218,9 @@ class Accuracy:
         if not isinstance(self.half_widths, _Widths):
             object.__setattr__(self, "half_widths", _Widths(self.half_widths))
 
+    def __repr__(self) -> str:
+        return f"Accuracy(β={self.beta:.6g}, half_widths={self.half_widths!r})"
+
     @classmethod
     def deferred(cls, beta: float, widths: Mapping[str, Callable[[], float]]) -> Accuracy:
         """The accuracy whose half-widths are computed by data-free callables (from the
@@ -229,6 +258,10 @@ class Release(Generic[T]):
     status : str
         "released"; "debited" while ``compute`` runs; "failed" if it failed after the debit
         (the loss stands).
+    loss_note : str or None
+        Why ``loss`` is not exactly the budget asked for, in words (e.g. "requested ρ = 0.1;
+        charged ρ ≈ 0.09999999999 (1e-11 less): each noise scale was rounded up to …"), or
+        None when it is (or the front end states no request).
     """
 
     values: T
@@ -240,6 +273,7 @@ class Release(Generic[T]):
     digest: str | None
     description: str
     status: str = "released"
+    loss_note: str | None = None
 
     def noise_json(self) -> str:
         """The noise rows as the ledger stores them (:func:`noise_json`)."""

@@ -33,7 +33,7 @@ from dpkit.core import stability
 from dpkit.core.component import Measurement
 from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP, largest_rho
 from dpkit.core.metrics import L1Distance, L2Distance
-from dpkit.core.numbers import Number, fraction_down, log_up, non_negative, sqrt_down
+from dpkit.core.numbers import Number, as_typed, fraction_down, log_up, non_negative, sqrt_down
 from dpkit.core.stability import Contribution
 from dpkit.errors import DomainError, MeasureError
 from dpkit.frame.aggregates import Aggregation, NumericKind, Quantile, Statistic, StatKind
@@ -83,7 +83,7 @@ class Target:
 def _positive(x: Number | None, name: str) -> Fraction | None:
     if x is None:
         return None
-    value = fraction_down(x)
+    value = as_typed(x)  # the decimal the user typed: ρ = 0.1 is charged as 1/10
     if value <= 0:
         raise DomainError(f"{name} must be > 0, got {x!r}")
     return value

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import operator
 import re
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from fractions import Fraction
@@ -46,7 +47,8 @@ from dpkit.errors import DomainError
 __all__ = ["Param", "Form", "STEPS", "AGGREGATIONS", "TYPES", "step", "aggregation", "unregister",
            "on_change", "encode_step", "decode_step", "encode_agg", "decode_agg", "decode",
            "number", "json_number", "json_scalar", "ProtocolError", "Expr", "col", "lit",
-           "check_tree", "compile_expr", "expr_kind", "value_kind", "column_kind", "OPERATORS",
+           "check_tree", "compile_expr", "expression_text", "compiled_text", "expr_kind",
+           "value_kind", "column_kind", "OPERATORS",
            "case", "in_node", "like_pattern", "MAX_EXPR_DEPTH", "MAX_EXPR_NODES", "MAX_BINS",
            "MAX_CANDIDATES"]
 
@@ -429,7 +431,7 @@ class Expr:
         raise TypeError("an expression has no truth value; combine with & and |, not and/or")
 
     def __repr__(self) -> str:
-        return f"Expr({self.node!r})"
+        return f"Expr({expression_text(self.node)})"
 
 
 def col(name: str) -> Expr:
@@ -541,7 +543,80 @@ def compile_expr(node: Expr | Mapping[str, Any], schema: Mapping[str, Any] | Non
     tree = check_tree(node.node if isinstance(node, Expr) else node)
     if schema is not None:
         expr_kind(tree, schema)
-    return _compile(tree)
+    compiled = _compile(tree)
+    _TEXTS[id(compiled)] = expression_text(tree)  # a plan's description reads it back
+    weakref.finalize(compiled, _TEXTS.pop, id(compiled), None)
+    return compiled
+
+
+# the text of each live compiled expression, by id (dropped when the expression is)
+_TEXTS: dict[int, str] = {}
+_INFIX = {"==": "=", "&": "AND", "|": "OR"}
+_FUNCTIONS = {"least": "LEAST", "greatest": "GREATEST"}
+_KEYWORDS = frozenset({"TRUE", "FALSE", "NULL", "NOT", "AND", "OR", "IN", "IS", "LIKE", "ILIKE",
+                       "CASE", "WHEN", "THEN", "ELSE", "END", "LEAST", "GREATEST"})
+
+
+def compiled_text(compiled: object) -> str | None:
+    """The :func:`expression_text` of an expression :func:`compile_expr` returned (a query's
+    steps hold compiled expressions), or None for any other object."""
+    return _TEXTS.get(id(compiled))
+
+
+def expression_text(node: Expr | Mapping[str, Any]) -> str:
+    """An expression of the grammar as SQL-like infix text, for people (a plan's
+    description, the release listing): ``year >= 1985``, ``(x * 2) + 1``,
+    ``(sex = 'F') AND (age IS NULL)``, ``CASE WHEN … THEN … ELSE … END``. Compound operands
+    are parenthesised, so the text is deterministic and unambiguous; the exact form is the
+    JSON node (:meth:`Query.to_json <dpkit.frame.Query.to_json>`).
+
+    Parameters
+    ----------
+    node : Expr or mapping
+        A checked expression (:func:`check_tree`).
+
+    Returns
+    -------
+    str
+    """
+    tree = node.node if isinstance(node, Expr) else node
+    if "col" in tree:
+        name = str(tree["col"])
+        bare = name.isidentifier() and name.upper() not in _KEYWORDS  # else it could read
+        return name if bare else '"' + name.replace('"', '""') + '"'  # as a literal or op
+    if "lit" in tree:
+        return _literal_text(tree["lit"])
+    op, args = tree["op"], [_operand(a) for a in tree["args"]]
+    if op == "~":
+        return f"NOT {args[0]}"
+    if op == "is_null":
+        return f"{args[0]} IS NULL"
+    if op == "in":
+        return f"{args[0]} IN ({', '.join(args[1:])})"
+    if op in ("like", "ilike"):
+        return f"{args[0]} {op.upper()} {args[1]}"
+    if op == "case":
+        pairs = [f"WHEN {args[i]} THEN {args[i + 1]}" for i in range(0, len(args) - 1, 2)]
+        other = f" ELSE {args[-1]}" if len(args) % 2 else ""
+        return f"CASE {' '.join(pairs)}{other} END"
+    if op in _FUNCTIONS:
+        return f"{_FUNCTIONS[op]}({', '.join(args)})"
+    return f" {_INFIX.get(op, op)} ".join(args)
+
+
+def _operand(node: Mapping[str, Any]) -> str:
+    text = expression_text(node)
+    return f"({text})" if "op" in node and node["op"] not in ("least", "greatest") else text
+
+
+def _literal_text(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def column_kind(dtype: nw.dtypes.DType) -> str:

@@ -15,8 +15,8 @@ from typing import Any, Protocol, TypeGuard
 import narwhals as nw
 import polars as pl
 
-from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss
-from dpkit.core.numbers import Number, fraction_down
+from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert, rounding_note
+from dpkit.core.numbers import ExactNumbers, Number, as_typed, exact_text, readable
 from dpkit.core.record import NoiseRow, Release
 from dpkit.errors import BoundsError, ColumnError, DomainError, MeasureError
 from dpkit.frame import aggregates, engine, language
@@ -109,6 +109,9 @@ class Plan:
         The canonical text of the release (the ledger's ``query``).
     arguments : tuple
         The budget arguments (ε, ρ, δ, split) that fixed the statistics.
+    requested : PrivacyLoss or None
+        The budget asked for (ε, ρ or (ε, δ), plus a partition selection's), exact: a
+        decimal the user typed is that decimal (ρ = 0.1 is 1/10).
     """
 
     query: Query
@@ -118,6 +121,37 @@ class Plan:
     noise: tuple[NoiseRow, ...]
     description: str
     arguments: tuple[Any, ...]
+    requested: PrivacyLoss | None = None
+
+    def __repr__(self) -> str:
+        """What a person checks before releasing: the description, the loss (decimals; the
+        exact rational beside a rounded one), the noise rows and the loss note."""
+        rows = "; ".join(str(r) for r in self.noise)
+        note = f", loss_note={self.loss_note!r}" if self.loss_note else ""
+        return f"Plan({self.description!r}, loss={self.loss!r}, noise=[{rows}]{note})"
+
+    @property
+    def loss_note(self) -> str | None:
+        """Why :attr:`loss` differs from :attr:`requested`, in words, or None when the
+        release is charged exactly what was asked (:func:`~dpkit.core.measures.rounding_note`).
+
+        A calibrated scale is rounded *up* to a value its exact sampler draws (a discrete
+        Gaussian's σ to a short dyadic, a grid mechanism's scale to its 2^k grid; DESIGN.md
+        §3.2), and a larger scale spends a little less than asked; an (ε, δ) request is met
+        through zCDP (the largest ρ whose conversion meets it), which can land below ε.
+        """
+        if self.requested is None:
+            return None
+        scales = "; ".join(f"{r.statistic or r.name}: {r.name} scale {readable(r.scale)}"
+                           for r in self.noise if r.scale is not None)
+        why = ("each noise scale was rounded up to a value its exact sampler draws"
+               f"{f' ({scales})' if scales else ''}, which spends a little less than asked")
+        if isinstance(self.requested, ApproxDP) and self.requested.delta > 0:
+            why += ("; (ε, δ) is met through zCDP: the largest ρ whose conversion meets it, "
+                    "composed, then converted back at δ")
+        if isinstance(self.loss, ZCDP) and isinstance(self.requested, PureDP):
+            why = "each statistic's ε is charged as ρ = ε²/2 (Bun & Steinke 2016, Prop. 1.4)"
+        return rounding_note(self.requested, self.loss, why)
 
     def _pair(self) -> tuple[Any, list[PlannedStatistic]]:
         return self.lazy, list(self.statistics)
@@ -660,7 +694,22 @@ class Query:
         query = replace(self, aggs=self._with_declared_bounds())
         return Plan(query, lf, planned, self.session.total_loss(planned, self.selection),
                     noise_rows(planned, self.selection), query.describe(),
-                    (epsilon, rho, delta, None if split is None else tuple(split)))
+                    (epsilon, rho, delta, None if split is None else tuple(split)),
+                    self._requested(epsilon, rho, delta))
+
+    def _requested(self, epsilon: Number | None, rho: Number | None, delta: Number | None
+                   ) -> PrivacyLoss:
+        """The budget the user asked for, exact (the plan's checks have passed)."""
+        asked: PrivacyLoss
+        if rho is not None:
+            asked = ZCDP(rho)
+        elif delta is not None:
+            asked = ApproxDP(epsilon or 0, delta)
+        else:
+            asked = PureDP(epsilon or 0)
+        if self.selection is None:
+            return asked
+        return convert(asked, ApproxDP) + self.selection.loss()
 
     def _planner(self, split: Sequence[Number] | None
                  ) -> tuple[Any, Callable[[Target], list[PlannedStatistic]]]:
@@ -690,7 +739,7 @@ class Query:
 
     def calibrate(self, alpha: Number, *, confidence: float = 0.95,
                   delta: Number | None = None, split: Sequence[Number] | None = None
-                  ) -> dict[str, Fraction]:
+                  ) -> ExactNumbers:
         """The smallest budget whose noise meets an accuracy target (reads no data).
 
         Every noisy statistic's half-width at ``confidence`` must be at most ``alpha``, each
@@ -701,9 +750,12 @@ class Query:
 
         Returns
         -------
-        dict
+        ExactNumbers
             ``{"epsilon": ε}`` (plus ``"delta"`` if given) or ``{"rho": ρ}``, ready for
-            :meth:`release`.
+            :meth:`release`: a mapping whose items are the exact Fractions (as before issue
+            33, so ``release(**budget)`` spends exactly this budget) and whose repr shows
+            decimals with the exact value beside, ``ExactNumbers(epsilon≈0.146003,
+            exact=2449531/16777216)``; ``.floats`` gives the decimals as floats.
 
         Raises
         ------
@@ -724,7 +776,7 @@ class Query:
             return all(p.accuracy(beta) * float(p.unit) <= target_alpha
                        for p in planner(target))
 
-        extra = {"delta": fraction_down(delta)} if delta is not None else {}
+        extra = {"delta": as_typed(delta)} if delta is not None else {}
         hi = Fraction(1)
         while not meets(hi):
             hi *= 4
@@ -733,12 +785,12 @@ class Query:
         lo = hi / 4
         while meets(lo):  # meets(hi) holds and meets(lo) fails after this loop
             if lo < Fraction(1, 1 << 40):
-                return {name: lo, **extra}
+                return ExactNumbers({name: lo, **extra})
             hi, lo = lo, lo / 4
         while hi - lo > hi / (1 << 20):
             mid = (lo + hi) / 2
             hi, lo = (mid, lo) if meets(mid) else (hi, mid)
-        return {name: hi, **extra}
+        return ExactNumbers({name: hi, **extra})
 
     def _schema_bounds(self, agg: aggregates.Aggregation) -> aggregates.Aggregation:
         """``agg`` with its column's declared bounds if it takes bounds and has none (a
@@ -931,6 +983,18 @@ def _describe_arg(value: Any) -> str:
         return f"query({value.table or 'default'}: {value.describe()})"
     if isinstance(value, pl.DataFrame):
         return f"public_table({', '.join(value.columns)}; {value.height} rows {_digest(value)})"
+    text = language.compiled_text(value)  # a grammar expression: year >= 1985
+    return text if text is not None else _describe_value(value)
+
+
+def _describe_value(value: Any) -> str:
+    """A step's or aggregation's parameter for people: numbers as short decimals (q=0.5,
+    not Fraction(1, 2); ``exact_text`` keeps them exact), sequences element-wise."""
+    if isinstance(value, Fraction):
+        return exact_text(value)
+    if isinstance(value, tuple | list):
+        inner = ", ".join(_describe_value(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
     return str(value)
 
 
@@ -981,9 +1045,14 @@ def _keys_digest(frame: pl.DataFrame) -> str:
     return hit[1] if hit is not None and hit[0] is frame else _digest(frame)
 
 
+def _agg_value(value: Any) -> str:
+    numeric = isinstance(value, Fraction | tuple | list)
+    return _describe_value(value) if numeric else repr(value)
+
+
 def _describe_agg(agg: aggregates.Aggregation) -> str:
     fields = {k: v for k, v in vars(agg).items() if v is not None and k != "name"}
-    inner = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+    inner = ", ".join(f"{k}={_agg_value(v)}" for k, v in fields.items())
     return f"{type(agg).__name__.lower()}({inner})"
 
 

@@ -58,7 +58,7 @@ from dpkit.core import samplers
 from dpkit.core.component import Measurement
 from dpkit.core.compose import calibrate_scale
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, largest_rho, zcdp_to_epsilon
-from dpkit.core.numbers import Number, integer, positive, sqrt_up
+from dpkit.core.numbers import Number, as_typed, integer, positive, sqrt_up
 from dpkit.errors import DomainError, MeasureError
 from dpkit.mechanisms._common import grid_relaxation, grid_steps, representable_scale
 from dpkit.mechanisms.exponential import (
@@ -143,7 +143,8 @@ def _audit_selection() -> list[AuditCase]:
 
 
 def _optional(x: Number | None, name: str) -> Fraction | None:
-    return None if x is None else positive(x, name, up=False)  # budgets round down
+    # a budget is the decimal the user typed (0.1 → 1/10), as PureDP(0.1) reads it
+    return None if x is None else positive(as_typed(x), name)
 
 
 @register(audit=_audit_noise)

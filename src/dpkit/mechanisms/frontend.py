@@ -110,7 +110,8 @@ def charge_record(accountant: AccountantLike, loss: PrivacyLoss, description: st
     if accountant is None:
         result = _recorded(compute, drawn)()
         return result, Release(read_only(result), loss, _rows(noise, drawn), None, None, False,
-                               digest_of(result), description)
+                               digest_of(result), description,
+                               loss_note=options.get("loss_note"))
     target = accountant_of(accountant)
     debit = _debitable(target, (loss, *alternatives))
     computed: list[T] = []  # compute's own object (the record holds a read-only view)

@@ -12,7 +12,7 @@ from dpkit.errors import DomainError, LedgerError
 from dpkit.ledger import Ledger
 from dpkit.ledger.plot import burn_down_figure
 from dpkit.report import charts
-from dpkit.report.page import facts, image, loss_text, page, section, table
+from dpkit.report.page import facts, image, loss_html, page, section, table
 from dpkit.report.release import Truth, release_section
 
 __all__ = ["ledger_report"]
@@ -46,8 +46,8 @@ def _budget(ledger: Ledger, info: dict[str, Any], rows: list[dict[str, Any]]) ->
         analysts[who] = analysts.get(who, 0.0) + _part(r["loss"], field)
     about = facts([
         ("dataset", info["name"]), ("privacy unit", info["privacy_unit"]),
-        ("registered", info["created"]), ("lifetime cap", loss_text(cap)),
-        ("spent", loss_text(spent)), ("remaining", loss_text(remaining)),
+        ("registered", info["created"]), ("lifetime cap", loss_html(cap)),
+        ("spent", loss_html(spent)), ("remaining", loss_html(remaining)),
         ("burn-rate limit", "none" if info["per_day"] is None
          else f"{info['per_day']} per rolling 24 h"),
         ("releases", ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) or "none"),
@@ -68,7 +68,8 @@ def _queries(rows: list[dict[str, Any]]) -> str:
         return section("Queries as run", '<p class="note">No release yet.</p>')
     body = table(["id", "time (UTC)", "loss", "status", "analyst", "study", "query", "noise",
                   "result SHA-256"],
-                 [[r["id"], str(r["time"])[:19].replace("T", " "), str(r["loss"]), r["status"],
+                 [[r["id"], str(r["time"])[:19].replace("T", " "), loss_html(r["loss"]),
+                   r["status"],
                    r["analyst"] or "—", r["study"] or "—", _clip(str(r["query"])),
                    _clip(_noise_text(r["noise"])), (r["result_sha256"] or "")[:12]]
                   for r in rows], cls="queries")

@@ -16,7 +16,10 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
-__all__ = ["esc", "number", "loss_text", "table", "section", "page", "image", "facts"]
+from dpkit.core.numbers import exact_text, is_shown_exactly, readable
+
+__all__ = ["esc", "number", "loss_text", "loss_html", "Html", "table", "section", "page",
+           "image", "facts"]
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; " \
       "form-action 'none'"
@@ -45,6 +48,9 @@ img.chart { max-width: 100%; height: auto; display: block; margin: .8em 0; }
 code, pre { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: .9em; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f7fa; padding: .6em; }
 .note { color: #5a6275; font-size: .9em; }
+details.exact { display: inline-block; margin-left: .5em; color: #5a6275; font-size: .9em;
+                max-width: 100%; }
+details.exact code { display: block; overflow-wrap: anywhere; word-break: break-all; }
 section.release { border-top: 1px solid #d5d9e2; margin-top: 2em; }
 """
 
@@ -62,7 +68,11 @@ def number(value: object, digits: int = 6) -> str:
     if isinstance(value, Fraction):
         if value.denominator == 1:
             return f"{value.numerator:,}"
-        return f"{value} ≈ {float(value):.{digits}g}"
+        shown = readable(value, digits)
+        if is_shown_exactly(value, digits):
+            return shown
+        short = exact_text(value)  # a long rational stays in the exact fields
+        return f"{short} ≈ {shown}" if len(short) <= 20 else f"≈ {shown}"
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
@@ -77,17 +87,34 @@ def number(value: object, digits: int = 6) -> str:
         return str(value)
 
 
+class Html(str):
+    """Markup built here from escaped parts: :func:`facts` and :func:`table` write it as
+    it is (every other value is escaped)."""
+
+    __slots__ = ()
+
+
 def loss_text(loss: object) -> str:
-    """A privacy loss as read (``ε = 0.5``) and exact (``PureDP(ε=1/2)``)."""
-    shown, exact = str(loss), repr(loss)
-    return shown if shown == exact else f"{shown} (exact: {exact})"
+    """A privacy loss as people read it (``ε = 0.5``, ``ρ ≈ 0.1``): decimals only; the
+    exact rationals are in :func:`loss_html`'s collapsed part and in the ledger."""
+    return str(loss)
+
+
+def loss_html(loss: Any) -> Html:
+    """A privacy loss for a page: :func:`loss_text`, and when a decimal is rounded, the
+    exact rationals in a collapsed ``<details>`` whose text wraps (never off the page)."""
+    shown = esc(loss_text(loss))
+    if loss.is_shown_exactly():
+        return Html(shown)
+    return Html(f'{shown}<details class="exact"><summary>exact</summary>'
+                f"<code>{esc(loss.exact_text())}</code></details>")
 
 
 def _cell(value: Any, tag: str = "td") -> str:
     numeric = isinstance(value, int | float | Fraction) and not isinstance(value, bool)
     text = number(value) if numeric else str(value) if value is not None else ""
     cls = ' class="num"' if numeric else ""
-    return f"<{tag}{cls}>{esc(text)}</{tag}>"
+    return f"<{tag}{cls}>{value if isinstance(value, Html) else esc(text)}</{tag}>"
 
 
 def table(header: Sequence[Any], rows: Iterable[Sequence[Any]], caption: str = "",
@@ -103,7 +130,8 @@ def table(header: Sequence[Any], rows: Iterable[Sequence[Any]], caption: str = "
 
 def facts(pairs: Iterable[tuple[str, Any]]) -> str:
     """A definition list of label: value pairs (both escaped)."""
-    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs)
+    items = "".join(f"<dt>{esc(k)}</dt><dd>{v if isinstance(v, Html) else esc(v)}</dd>"
+                    for k, v in pairs)
     return f'<dl class="facts">{items}</dl>'
 
 

@@ -13,7 +13,7 @@ import polars as pl
 from dpkit.core.record import Release
 from dpkit.errors import DomainError
 from dpkit.report import charts
-from dpkit.report.page import esc, facts, image, loss_text, page, section, table
+from dpkit.report.page import esc, facts, image, loss_html, page, section, table
 
 __all__ = ["release_html", "release_section", "Truth"]
 
@@ -135,7 +135,8 @@ def release_section(release: Release[Any], truth: Truth | None = None,
         ("query", release.description),
         ("status", release.status + (" (an idempotent replay: no new debit)"
                                      if release.replayed else "")),
-        ("privacy loss", "none (replay)" if release.loss is None else loss_text(release.loss)),
+        ("privacy loss", "none (replay)" if release.loss is None else loss_html(release.loss)),
+        *([("how it was charged", release.loss_note)] if release.loss_note else []),
         ("release id", "—" if release.release_id is None else release.release_id),
         ("result SHA-256", release.digest or "—"),
         *([("confidence", f"{1 - acc.beta:.0%} per statistic (β = {acc.beta:.3g})")]

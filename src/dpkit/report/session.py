@@ -10,7 +10,7 @@ from dpkit.errors import DomainError
 from dpkit.frame import Session
 from dpkit.report import charts
 from dpkit.report.ledger import ledger_report
-from dpkit.report.page import facts, image, loss_text, page, section, table
+from dpkit.report.page import facts, image, loss_html, page, section, table
 from dpkit.report.release import Truth, release_section
 
 __all__ = ["session_report"]
@@ -87,9 +87,9 @@ def session_report(session: Session, releases: Sequence[Release[Any]] = (),
     if session.ledger is not None and session.dataset:
         return ledger_report(session.ledger, session.dataset, releases, truth, title)
     about = facts([("privacy unit", str(session.privacy_unit)),
-                   ("budget", loss_text(session.budget)),
-                   ("spent (the session's accountant)", loss_text(session.spent)),
-                   ("remaining", loss_text(session.remaining))])
+                   ("budget", loss_html(session.budget)),
+                   ("spent (the session's accountant)", loss_html(session.spent)),
+                   ("remaining", loss_html(session.remaining))])
     parts = [about]
     if releases:
         parts.append(_spend_chart(session.budget, releases))

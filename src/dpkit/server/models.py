@@ -16,6 +16,9 @@ __all__ = ["SQLBudget", "SQLRequest", "Column", "DatasetInfo", "StatisticPlan",
 
 
 Number = int | float | Annotated[str, Field(max_length=64)]  # a string is an exact rational
+# a loss (PrivacyLoss.as_json): {"measure", each field as a decimal float, "exact": {field:
+# "p/q"}, "text"}; the decimals are for people, the exact strings for auditors
+LossJson = dict[str, Any]
 
 
 class SQLBudget(BaseModel):
@@ -58,11 +61,11 @@ class DatasetInfo(BaseModel):
     columns: list[Column]
     privacy_unit: str
     measure: str
-    cap: dict[str, str]
-    spent: dict[str, str]
-    analyst_cap: dict[str, str] | None
-    analyst_spent: dict[str, str]
-    remaining: dict[str, str]
+    cap: LossJson
+    spent: LossJson
+    analyst_cap: LossJson | None
+    analyst_spent: LossJson
+    remaining: LossJson
     declared: dict[str, Any] | None = None  # the curator's schema (Schema.to_dict), public
 
 
@@ -77,7 +80,7 @@ class StatisticPlan(BaseModel):
     scale: float
     expected_error: float
     error_kind: str
-    loss: dict[str, str]
+    loss: LossJson
 
 
 class ExplainResponse(BaseModel):
@@ -87,20 +90,23 @@ class ExplainResponse(BaseModel):
     text: str
     confidence: float
     statistics: list[StatisticPlan]
-    selection: dict[str, str] | None
-    total: dict[str, str]
-    remaining: dict[str, str]
+    selection: LossJson | None
+    total: LossJson
+    remaining: LossJson
     affordable: bool
+    loss_note: str | None = None  # why the total is not exactly the budget asked for
 
 
 class NoiseRowInfo(BaseModel):
-    """One noise row of a release (:class:`dpkit.core.record.NoiseRow`; exact numbers as
-    fraction strings, null where the release states none)."""
+    """One noise row of a release (:meth:`dpkit.core.record.NoiseRow.as_json`): scale and
+    sensitivity as decimals for people (null where the release states none), the exact
+    numbers as fraction strings under ``exact``."""
 
     name: str
-    scale: str | None
-    sensitivity: str | None
+    scale: float | None
+    sensitivity: float | None
     statistic: str | None
+    exact: dict[str, str | None]
 
 
 class ReleaseResponse(BaseModel):
@@ -109,12 +115,13 @@ class ReleaseResponse(BaseModel):
 
     release_id: int | None
     replayed: bool
-    loss: dict[str, str]
+    loss: LossJson
     columns: list[Column]
     records: list[dict[str, Any]]
     noise: list[NoiseRowInfo]
     digest: str | None
     description: str
+    loss_note: str | None = None  # why the loss is not exactly the budget asked for
 
 
 
@@ -152,7 +159,7 @@ class StreamInfo(BaseModel):
     closed: bool
     next_interval: list[Any] | None
     next_available: bool
-    loss: dict[str, str]
+    loss: LossJson
     steps: list[StepInfo]
 
 
@@ -163,7 +170,7 @@ class ReleaseInfo(BaseModel):
     dataset: str
     time: str
     query: str
-    loss: dict[str, str]
+    loss: LossJson
     noise: str | None
     noise_rows: list[NoiseRowInfo] | None  # the noise column read as rows (None: older text)
     status: str

@@ -311,8 +311,8 @@ def _grant(ledger: Ledger, analyst: str, dataset: str) -> dict[str, Any] | None:
     return ledger.grant_of(analyst, dataset)
 
 
-def _loss_json(loss: PrivacyLoss) -> dict[str, str]:
-    return {"measure": type(loss).__name__, **loss.as_dict(), "text": str(loss)}
+def _loss_json(loss: PrivacyLoss) -> dict[str, object]:
+    return loss.as_json()  # decimals for people, the exact rationals under "exact"
 
 
 def _tighter(a: PrivacyLoss, b: PrivacyLoss | None) -> PrivacyLoss:
@@ -416,7 +416,7 @@ def _explain(state: ServerState, session: Session, query: Query,
             "selection": None if query.selection is None else _loss_json(
                 query.selection.loss()),
             "total": _loss_json(total), "remaining": _loss_json(remaining),
-            "affordable": bool(total <= remaining)}
+            "affordable": bool(total <= remaining), "loss_note": planned.loss_note}
 
 
 def _release(session: Session, query: Query, kwargs: dict[str, Any]) -> Release[pl.DataFrame]:
@@ -446,8 +446,9 @@ def release_body(session: Session, record: Release[pl.DataFrame]) -> dict[str, A
     spent = record.loss if record.loss is not None else session.measure.zero()
     frame = record.values
     return {"release_id": record.release_id, "replayed": record.replayed,
-            "loss": _loss_json(spent), "noise": [r.as_dict() for r in record.noise],
+            "loss": _loss_json(spent), "noise": [r.as_json() for r in record.noise],
             "digest": record.digest, "description": record.description,
+            "loss_note": record.loss_note,
             "columns": [{"name": c, "dtype": str(t)} for c, t in frame.schema.items()],
             "records": _finite(frame).to_dicts()}
 
@@ -467,4 +468,4 @@ def _release_info(row: dict[str, Any]) -> dict[str, Any]:
             "idempotency_key")
     rows = noise_rows(row["noise"])
     return {**{k: row[k] for k in keys}, "loss": _loss_json(row["loss"]),
-            "noise_rows": None if rows is None else [r.as_dict() for r in rows]}
+            "noise_rows": None if rows is None else [r.as_json() for r in rows]}

@@ -597,7 +597,7 @@ def info(stream: ContinualQuery, steps: list[dict[str, Any]] | None = None,
             "horizon": stream.horizon, "t": stream.t, "closed": closed,
             "next_interval": None if nxt is None else [_json_time(v) for v in nxt],
             "next_available": nxt is not None and _available(nxt[1], now),
-            "loss": {"measure": type(loss).__name__, **loss.as_dict(), "text": str(loss)},
+            "loss": loss.as_json(),
             "steps": steps}
 
 
