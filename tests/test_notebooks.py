@@ -47,3 +47,4 @@ def test_notebook_runs(path, tmp_path):
         assert "tv_2way" in shown and "uniform baseline" in shown
     else:
         assert "refused:" in shown and "every link checks out" in shown
+        assert "its plan is on the server" in shown  # a served query displays

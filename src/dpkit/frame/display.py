@@ -36,6 +36,9 @@ def query_html(query: Query) -> str:
     """The query's canonical text, its session's privacy unit and measure, and its
     explain as a table, planned at a reference budget (ε = 1, or ρ = 1/2 in a zCDP session);
     a query that cannot be planned yet shows why (the plan-time error's text)."""
+    if not hasattr(query.session, "privacy_unit"):  # a served dataset (dpkit.Client)
+        return box("dpkit Query", facts([("query", query.describe())]),
+                   "<p>Served: its plan is on the server, free: query.explain(epsilon=…)</p>")
     head = facts([("query", query.describe()),
                   ("privacy unit", query.session.privacy_unit),
                   ("measure", query.session.measure.__name__)])
