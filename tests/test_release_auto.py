@@ -161,9 +161,12 @@ def test_mm_pick_on_a_large_1d_domain_runs_hb(monkeypatch):
 
     monkeypatch.setattr(A, "MM_CELLS_1D", 64)  # small, to keep mm's optimisation fast
     rule = {"1/Range1D": {0: "mm"}}
+    # the last lookup is the algorithm run (the plan-time check of the rule looks its names
+    # up first)
     release_histogram(np.ones(65, dtype=np.int64), 1, "auto", rule=rule, lookup=spy)
+    assert seen[-1] == "hb"
     release_histogram(np.ones(64, dtype=np.int64), 1, "auto", rule=rule, lookup=spy)
-    assert seen == ["hb", "mm"]
+    assert seen[-1] == "mm"
     with pytest.raises(DomainError, match="release_histogram"):  # auto alone has no lookup
         A.auto(np.ones(8, dtype=np.int64), Fraction(1))
 

@@ -89,9 +89,9 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     Raises
     ------
     DomainError, BoundsError, ColumnError
-        For a grouped query, existing aggregations, bad bins, an unknown method or an
-        option it does not take — before any data is read or budget spent (an option's
-        value is checked by the algorithm, after the debit). BudgetExceededError if ε
+        For a grouped query, existing aggregations, bad bins, an unknown method, an
+        option it does not take or a value it refuses (the algorithm's plan-time check) —
+        before any data is read, noise drawn or budget spent. BudgetExceededError if ε
         exceeds what remains.
     """
     if query.aggs or query.group_columns:
@@ -109,7 +109,7 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     m = len(hist.edges()) - 1
     if workload is not None and tuple(workload.shape) != (m,):
         raise DomainError(f"workload shape {workload.shape} != ({m},) bins")
-    check_histogram_options(method, 1, options)  # the method and its options' names
+    check_histogram_options(method, (m,), options)  # the method, its options' names and values
     engine.dry_run(q.lazy(empty=True), None, [stat.stat], session.privacy_unit.column)
 
     def compute() -> HistogramRelease:

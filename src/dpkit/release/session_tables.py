@@ -35,7 +35,7 @@ For row-level sessions M = 1 and each map is the identity.
 
 from __future__ import annotations
 
-import inspect
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -53,7 +53,7 @@ from dpkit.mechanisms.frontend import charge
 from dpkit.release.ranges.gaussian_mm import MAX_CELLS as GAUSSIAN_MAX_CELLS
 from dpkit.release.ranges.gaussian_mm import gaussian_expected_rmse, gaussian_matrix_mechanism
 from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
-from dpkit.release.ranges.registry import method as find_method
+from dpkit.release.ranges.registry import bind_options, planned
 from dpkit.release.synthetic.domain import Bins, Codec, Domain, marginal_counts, records
 from dpkit.release.synthetic.fourier import fourier_consistent
 from dpkit.release.synthetic.iterative import ICResult, IterativeConstruction, LinearQueries
@@ -372,26 +372,29 @@ def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
 
 # -- range histograms (1-D to 4-D) -------------------------------------------------------
 
-def check_histogram_options(method: str, ndim: int, options: Mapping[str, Any]) -> None:
-    """Check, before the debit and without drawing noise, that ``method`` handles rank
-    ``ndim`` and takes every option given (``workload``, ``non_negative`` and ``integer``
-    are the release's own): the options are bound to the algorithm's signature. Their
-    values are checked by the algorithm itself.
+def check_histogram_options(method: str, shape: tuple[int, ...] | int,
+                            options: Mapping[str, Any]) -> None:
+    """Check, before the debit and without data or noise, that ``method`` handles a
+    histogram of ``shape`` and takes every option given (``workload``, ``non_negative`` and
+    ``integer`` are the release's own) with a value it accepts: the names are bound to the
+    algorithm's signature and the values go through its plan-time check
+    (:func:`~dpkit.release.ranges.registry.planned`). A rank (int) for ``shape`` is the
+    deprecated form: it checks the names only.
 
     Raises
     ------
     DomainError
-        An unknown method, a rank it does not handle, an option it does not take."""
-    algorithm = find_method(method, ndim)
+        An unknown method, a rank it does not handle, an option it does not take, a bad
+        option value."""
     own = {k: v for k, v in options.items()
            if k not in ("workload", "non_negative", "integer")}
-    if algorithm.chooses:
-        own["lookup"] = find_method
-    try:
-        inspect.signature(algorithm.function, follow_wrapped=False).bind(
-            None, Fraction(1), None, **own)
-    except TypeError as exc:
-        raise DomainError(f"{method}: {exc}") from None
+    if isinstance(shape, int):
+        warnings.warn("check_histogram_options(method, ndim, …) is deprecated; pass the "
+                      "histogram's shape (option values are checked too)",
+                      DeprecationWarning, stacklevel=2)
+        bind_options(method, shape, own)
+        return
+    planned(method, shape, own)
 
 
 def histogram_nd_query(query: Any, spec: Mapping[str, Any], method: str = "auto", *,
@@ -437,10 +440,10 @@ def histogram_nd_query(query: Any, spec: Mapping[str, Any], method: str = "auto"
     ------
     DomainError, ColumnError
         A grouped query, aggregations, a bad spec, more than four columns or ``max_cells``
-        cells, a method that does not handle the rank, an option it does not take, a
-        workload of another shape, ε ≤ 0 — before any budget is spent (an option's value
-        is checked by the algorithm, after the debit). BudgetExceededError if ε exceeds
-        what remains. Rows outside the declared domain are dropped, never an error.
+        cells, a method that does not handle the rank, an option it does not take or a
+        value it refuses, a workload of another shape, ε ≤ 0 — before any budget is spent
+        or noise drawn. BudgetExceededError if ε exceeds what remains. Rows outside the
+        declared domain are dropped, never an error.
     """
     eps = positive(epsilon, "epsilon", up=False)
     codec = _declare(query, spec, "publish.histogram_nd")
@@ -450,7 +453,7 @@ def histogram_nd_query(query: Any, spec: Mapping[str, Any], method: str = "auto"
     if domain.size() > max_cells:
         raise DomainError(f"{domain.size()} cells exceed max_cells = {max_cells}")
     m = unit_rows(query.session)
-    check_histogram_options(method, len(domain.attributes), options)
+    check_histogram_options(method, domain.shape(), options)
     workload = options.get("workload")
     if workload is not None and tuple(workload.shape) != domain.shape():
         raise DomainError(f"workload shape {tuple(workload.shape)} != {domain.shape()}")

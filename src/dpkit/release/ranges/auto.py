@@ -35,11 +35,12 @@ import numpy as np
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
 from dpkit.release.ranges.auto_rule import RULE
-from dpkit.release.ranges.switch import noisy_scale
+from dpkit.release.ranges.switch import check_scale, noisy_scale
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["SHARE", "MAX_RECORDS", "MM_CELLS_1D", "CANDIDATES", "PLAIN", "Cell",
-           "workload_kind", "signal_bucket", "choose", "fit_rule", "split", "auto"]
+           "workload_kind", "signal_bucket", "choose", "fit_rule", "split", "auto",
+           "auto_options"]
 
 SHARE = Fraction(1, 20)  # the share of ε spent on the noisy record count
 MAX_RECORDS = 2**31  # the input domain in ranks 1–2: mm's (matrix.py), checked before any noise
@@ -100,6 +101,38 @@ def split(epsilon: Fraction) -> tuple[Fraction, Fraction]:
     return eps0, epsilon - eps0
 
 
+def auto_options(shape: tuple[int, ...], *, scale: object = None, rule: object = None,
+                 lookup: Callable[[str, int], Any] | None = None) -> Callable[[str, int], Any]:
+    """``lookup``, after checking auto's options without data or noise: a ``lookup``,
+    ``scale`` (as the scale switch's), and a ``rule`` in
+    :data:`~dpkit.release.ranges.auto_rule.RULE`'s form whose every algorithm is registered
+    for its rank and runs no other (not "auto").
+
+    Raises
+    ------
+    DomainError
+        No ``lookup``, a bad ``scale`` or ``rule``."""
+    if lookup is None:
+        raise DomainError("auto runs another registered algorithm: call "
+                          "release_histogram(x, epsilon, 'auto')")
+    check_scale(scale)
+    if rule is None:
+        return lookup
+    bad = DomainError("rule must map 'rank/workload' to {decade (int): algorithm name}")
+    if not isinstance(rule, Mapping):
+        raise bad
+    for key, table in rule.items():
+        rank = str(key).split("/")[0]
+        if not rank.isdigit() or not isinstance(table, Mapping) or any(
+                isinstance(d, bool) or not isinstance(d, int | np.integer)
+                or not isinstance(name, str) for d, name in table.items()):
+            raise bad
+        for name in table.values():
+            if lookup(name, int(rank)).chooses:
+                raise DomainError(f"rule: {name!r} runs other algorithms; name one it runs")
+    return lookup
+
+
 def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None, *,
          scale: int | None = None, rule: Mapping[str, Mapping[int, str]] | None = None,
          lookup: Callable[[str, int], Any] | None = None) -> np.ndarray:
@@ -132,9 +165,7 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
         :data:`MAX_RECORDS` records or more (the matrix mechanism's input domain); both
         before any noise is drawn.
     """
-    if lookup is None:
-        raise DomainError("auto runs another registered algorithm: call "
-                          "release_histogram(x, epsilon, 'auto')")
+    lookup = auto_options(x.shape, scale=scale, rule=rule, lookup=lookup)
     if x.ndim <= 2 and float(x.sum(dtype=np.float64)) >= MAX_RECORDS:
         raise DomainError("auto takes histograms of fewer than 2^31 records (ranks 1-2)")
     if scale is not None:

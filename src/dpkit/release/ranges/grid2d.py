@@ -35,13 +35,19 @@ from dpkit.core.numbers import Number, fraction_down
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
 from dpkit.release.measure import check_counts
-from dpkit.release.ranges.switch import exact_budget, noisy_scale, scale_switched, use_identity
+from dpkit.release.ranges.switch import (
+    exact_budget,
+    noisy_scale,
+    scale_switched,
+    switch_options,
+    use_identity,
+)
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["quadtree", "ug", "ag", "kdtree", "quadtree_levels", "quadtree_budgets",
            "quadtree_inference", "grid_edges", "grid_labels", "group_sums", "spread",
            "ag_labels", "ag_split_sizes", "ag_inference", "kd_partition", "kd_inference",
-           "discrete_laplace_variance"]
+           "discrete_laplace_variance", "quadtree_options", "grid_options"]
 
 
 # Signal thresholds N̂·ε/cells at and above which Identity runs instead
@@ -150,6 +156,26 @@ def quadtree_levels(x: np.ndarray, height: int) -> tuple[list[np.ndarray], int]:
     return levels, block
 
 
+def _check_budget(budget: object) -> str:
+    if budget not in ("geometric", "uniform"):
+        raise DomainError(f"budget must be 'geometric' or 'uniform'; got {budget!r}")
+    return str(budget)
+
+
+def quadtree_options(shape: tuple[int, ...], height: object = None,
+                     budget: object = "geometric") -> int:
+    """The quadtree's height h after checking ``height`` (an integer in [0, H], H the
+    default: ⌈log₂ max(n1, n2)⌉) and ``budget``, from the shape alone (no data, no noise).
+
+    Raises
+    ------
+    DomainError
+        A bad ``height`` or ``budget``."""
+    _check_budget(budget)
+    big = max(int(math.ceil(math.log2(max(shape)))), 0) if max(shape) > 1 else 0
+    return big if height is None else _int_option(height, "height", 0, big)
+
+
 def quadtree_budgets(epsilon: Fraction, levels: int, budget: str = "geometric"
                      ) -> list[Fraction]:
     """Per-level ε, leaves first. Geometric (Cormode et al. 2012's geometric budget):
@@ -157,13 +183,11 @@ def quadtree_budgets(epsilon: Fraction, levels: int, budget: str = "geometric"
     most), h = levels − 1; uniform: ε/levels each. The ratios 2^{k/3} are rationalised
     (denominators ≤ 10⁴), the split is exact (Σ = ε) and each part is then rounded down by
     :func:`_budget`."""
-    if budget == "geometric":
+    if _check_budget(budget) == "geometric":
         weights = [Fraction(2 ** ((levels - 1 - i) / 3)).limit_denominator(10_000)
                    for i in range(levels)]
-    elif budget == "uniform":
-        weights = [Fraction(1)] * levels
     else:
-        raise DomainError(f"budget must be 'geometric' or 'uniform'; got {budget!r}")
+        weights = [Fraction(1)] * levels
     total = sum(weights, Fraction(0))
     return [exact_budget(epsilon * w / total) for w in weights]
 
@@ -222,8 +246,7 @@ def quadtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
     output).
     """
     x = _check(x)
-    big = max(int(math.ceil(math.log2(max(x.shape)))), 0) if max(x.shape) > 1 else 0
-    h = big if height is None else _int_option(height, "height", 0, big)
+    h = quadtree_options(x.shape, height, budget)
     levels, block = quadtree_levels(x, h)
     eps = quadtree_budgets(epsilon, len(levels), budget)
     noisy = [frontend.noisy(lv, 1, e).value for lv, e in zip(levels, eps, strict=True)]
@@ -234,6 +257,20 @@ def quadtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
 
 
 # ------------------------------------------------------------------------------ uniform grid
+
+def grid_options(shape: tuple[int, ...], c: object = 10, alpha: Number = Fraction(1, 2),
+                 **switch: object) -> tuple[float, Fraction]:
+    """(c, α): UG's and AG's ``c`` (a positive number) and AG's ``alpha`` (in (0, 1)),
+    after checking them and the scale switch's options (:func:`~dpkit.release.ranges.switch.
+    switch_options`): no data, no noise.
+
+    Raises
+    ------
+    DomainError
+        A bad ``c``, ``alpha``, ``switch``, ``scale`` or ``scale_fraction``."""
+    switch_options(**switch)
+    return _positive_float(c, "c"), _fraction(alpha, "alpha", Fraction(0), Fraction(1))
+
 
 def ug(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
        c: float = 10, scale: int | None = None, scale_fraction: Number = Fraction(1, 20),
@@ -254,8 +291,7 @@ def ug(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
     Identity at ε' instead (:mod:`dpkit.release.ranges.switch`; None: never).
     """
     x = _check(x)
-    c = _positive_float(c, "c")
-    use_identity(0.0, epsilon, 1, switch)  # validate before spending
+    c, _ = grid_options(x.shape, c, switch=switch, scale=scale, scale_fraction=scale_fraction)
     n_hat, eps = noisy_scale(x, epsilon, scale, scale_fraction)
     if use_identity(n_hat, eps, x.size, switch):
         return frontend.noisy(x, 1, eps).value.astype(np.float64)
@@ -338,9 +374,8 @@ def ag(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
     (:mod:`dpkit.release.ranges.switch`; None: never).
     """
     x = _check(x)
-    c = _positive_float(c, "c")
-    a = _fraction(alpha, "alpha", Fraction(0), Fraction(1))
-    use_identity(0.0, epsilon, 1, switch)  # validate before spending
+    c, a = grid_options(x.shape, c, alpha, switch=switch, scale=scale,
+                        scale_fraction=scale_fraction)
     n_hat, eps = noisy_scale(x, epsilon, scale, scale_fraction)
     if use_identity(n_hat, eps, x.size, switch):
         return frontend.noisy(x, 1, eps).value.astype(np.float64)

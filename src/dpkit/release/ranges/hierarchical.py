@@ -21,12 +21,12 @@ from fractions import Fraction
 import numpy as np
 import scipy.sparse as sp
 
-from dpkit.errors import DomainError
+from dpkit.core.numbers import integer
 from dpkit.mechanisms import frontend
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["hierarchical", "hb", "hb_branching", "tree_height", "tree_strategy",
-           "tree_counts", "tree_inference"]
+__all__ = ["hierarchical", "hb", "hierarchical_options", "hb_branching", "tree_height",
+           "tree_strategy", "tree_counts", "tree_inference"]
 
 
 def tree_height(n: int, branching: int) -> int:
@@ -76,16 +76,25 @@ def tree_strategy(n: int, branching: int) -> sp.csr_matrix:
     return sp.vstack(blocks).tocsr()
 
 
+def hierarchical_options(shape: tuple[int, ...], branching: object = 2) -> int:
+    """``branching`` as an int after checking it (an integer ≥ 2): no data, no noise.
+
+    Raises
+    ------
+    DomainError
+        Another value."""
+    return integer(branching, "branching", minimum=2)
+
+
 def hierarchical(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                  branching: int = 2) -> np.ndarray:
     """Hierarchical tree (H_b): noisy counts of every node of a b-ary tree, scale (h+1)/ε
     for h = ⌈log_b n⌉, then least-squares consistency (Hay et al. VLDB 2010). ε-DP."""
-    if int(branching) != branching or branching < 2:
-        raise DomainError(f"branching must be an integer ≥ 2; got {branching!r}")
-    levels = tree_counts(x, int(branching))
+    b = hierarchical_options(x.shape, branching)
+    levels = tree_counts(x, b)
     noisy = frontend.noisy(np.concatenate(levels), Fraction(len(levels)), epsilon).value
     return tree_inference(np.split(noisy, np.cumsum([lv.size for lv in levels])[:-1]),
-                          int(branching))[: x.size]
+                          b)[: x.size]
 
 
 def hb_branching(n: int) -> int:

@@ -20,7 +20,7 @@ from dpkit.release.ranges.partition import dawa, dawa_options
 from dpkit.release.ranges.switch import Algorithm, scale_switched
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["hilbert_order", "on_hilbert_curve"]
+__all__ = ["hilbert_order", "on_hilbert_curve", "check_square"]
 
 # Signal N̂·ε/cells at and above which DAWA-2D hands over to Identity
 # (dpkit.release.ranges.switch): a decade below signal 1.5, the smallest at which it lost to
@@ -29,12 +29,25 @@ __all__ = ["hilbert_order", "on_hilbert_curve"]
 SWITCH_DAWA_2D = 0.15
 
 
+def check_square(shape: tuple[int, ...], **_: object) -> None:
+    """Refuse a shape the Hilbert curve does not cover: not 2-D, not square, or a side that
+    is not a power of two (a public fact, checked before any noise).
+
+    Raises
+    ------
+    DomainError
+        For such a shape."""
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise DomainError(f"the Hilbert curve needs a square 2-D histogram; got {shape}")
+    if shape[0] < 1 or shape[0] & (shape[0] - 1):
+        raise DomainError(f"the Hilbert curve needs a power-of-two side; got {shape[0]}")
+
+
 def hilbert_order(side: int) -> np.ndarray:
     """Row-major cell indices of a side×side grid (side a power of two) in Hilbert-curve
     order: ``x.ravel()[hilbert_order(side)]`` walks the curve (the classic d → (x, y)
     conversion, vectorised over d)."""
-    if side < 1 or side & (side - 1):
-        raise DomainError(f"the Hilbert curve needs a power-of-two side; got {side}")
+    check_square((side, side))
     d = np.arange(side * side, dtype=np.int64)
     x = np.zeros_like(d)
     y = np.zeros_like(d)
@@ -85,8 +98,7 @@ def on_hilbert_curve(method: Algorithm | str, x: np.ndarray, epsilon: Fraction,
         from dpkit.release.ranges.registry import method as registered  # deprecated path
 
         method = registered(method, 1).function
-    if x.ndim != 2 or x.shape[0] != x.shape[1]:
-        raise DomainError(f"the Hilbert curve needs a square 2-D histogram; got {x.shape}")
+    check_square(x.shape)
     order = hilbert_order(x.shape[0])
     flat = x.ravel()[order]
     est = method(flat, epsilon, None, **options)
@@ -95,14 +107,10 @@ def on_hilbert_curve(method: Algorithm | str, x: np.ndarray, epsilon: Fraction,
     return out.reshape(x.shape)
 
 
-def _dawa_2d_options(ratio: Fraction | float = Fraction(1, 4), strategy: str = "identity"
-                     ) -> None:
-    dawa_options(ratio, strategy)
-
-
-@scale_switched(SWITCH_DAWA_2D, _dawa_2d_options, dims=(2,))
+@scale_switched(SWITCH_DAWA_2D, dawa_options, dims=(2,), check_shape=check_square)
 def dawa_2d(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
-            **options: object) -> np.ndarray:
+            ratio: Fraction | float = Fraction(1, 4), strategy: str = "identity"
+            ) -> np.ndarray:
     """DAWA on 2-D data along the Hilbert curve (Li et al. PVLDB 2014 §6; DPBench). ε-DP as
     the 1-D algorithm (the flattening is a bijection of cells). Stage 2 defaults to Identity
     on the buckets: rectangles are not ranges on the curve, and a tree over the curve's
@@ -112,6 +120,6 @@ def dawa_2d(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = N
     ``scale``, ``scale_fraction``): with N̂·ε'/cells ≥ ``switch`` (default
     :data:`SWITCH_DAWA_2D`, 0.15) Identity runs at ε' instead; ``ratio`` and ``strategy``
     are checked first, on either branch."""
-    options.setdefault("strategy", "identity")
-    options["switch"] = None  # this wrapper's own switch has run
-    return on_hilbert_curve(dawa, x, epsilon, None, **options)
+    # switch=None: this wrapper's own switch has run
+    return on_hilbert_curve(dawa, x, epsilon, None, ratio=ratio, strategy=strategy,
+                            switch=None)

@@ -18,7 +18,6 @@ estimate a float64 array of ``x``'s shape. All noise comes from :mod:`dpkit.rele
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -39,6 +38,7 @@ from dpkit.release.ranges.registry import (
     HistogramMethod,
     method,
     methods,
+    planned,
     register,
 )
 from dpkit.release.workload import RangeWorkload, rmse, scaled_error
@@ -143,8 +143,10 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
     Raises
     ------
     DomainError
-        Unknown method or option, wrong rank, empty / negative / non-integer / non-finite
-        counts, ε ≤ 0, or a workload of another shape (all before any budget is spent).
+        Unknown method or option, a bad option value (the algorithm's plan-time check,
+        :data:`~dpkit.release.ranges.registry.ALGORITHMS`), wrong rank, empty / negative /
+        non-integer / non-finite counts, ε ≤ 0, or a workload of another shape (all before
+        any budget is spent and any noise is drawn).
         BudgetExceededError from the accountant.
 
     Notes
@@ -154,15 +156,10 @@ def release_histogram(counts: Any, epsilon: Number, method: str = "auto", *,
     """
     x = check_counts(counts, (1, 2, 3, 4))
     eps = positive(epsilon, "epsilon", up=False)
-    m = _find(method, x.ndim)
+    # the method, its options' names and values (auto gets the lookup), before any debit
+    m, options = planned(method, x.shape, options)
     if workload is not None and tuple(workload.shape) != x.shape:
         raise DomainError(f"workload shape {workload.shape} != histogram shape {x.shape}")
-    if m.chooses:  # auto runs another registered algorithm: hand it the lookup
-        options = {"lookup": _find, **options}
-    try:  # an option the algorithm does not take is refused now, not after a debit
-        inspect.signature(m.function, follow_wrapped=False).bind(x, eps, workload, **options)
-    except TypeError as exc:
-        raise DomainError(f"{method}: {exc}") from None
 
     def run() -> HistogramRelease:
         est = m.function(x, eps, workload, **options)

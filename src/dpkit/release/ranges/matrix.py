@@ -95,6 +95,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
+from dpkit.core.numbers import integer
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
 from dpkit.release.measure import l1_sensitivity
@@ -382,24 +383,21 @@ def _optimize_theta_inner(gram: _Gram, p: int, restarts: int,
     return best
 
 
-def _check_p(p: int, n: int) -> int:
-    if int(p) != p or p < 1:
-        raise DomainError(f"p must be a positive integer; got {p!r}")
-    return int(p)
+def _check_p(p: object, n: int) -> int:
+    return integer(p, "p", minimum=1)
 
 
-def _per_axis(p: int | Sequence[int], d: int) -> list[int]:
+def _per_axis(p: object, d: int) -> list[int]:
     """One p per axis from an int or a sequence."""
-    values = [p] * d if isinstance(p, (int, np.integer)) else list(p)
+    values = [p] * d if isinstance(p, int | np.integer) else list(p) if isinstance(
+        p, Sequence) else [p]
     if len(values) != d:
         raise DomainError(f"give one p per axis ({d})")
     return [_check_p(v, 0) for v in values]
 
 
-def _check_restarts(restarts: int) -> int:
-    if int(restarts) != restarts or restarts < 1:
-        raise DomainError(f"restarts must be a positive integer; got {restarts!r}")
-    return int(restarts)
+def _check_restarts(restarts: object) -> int:
+    return integer(restarts, "restarts", minimum=1)
 
 
 class _Starts:
@@ -503,8 +501,7 @@ def _rectangle_thetas(workload: RangeWorkload, ps: Sequence[int] | int, restarts
                       maxiter: int) -> list[np.ndarray]:
     d = len(workload.shape)
     ps = _per_axis(ps, d)
-    if int(rounds) != rounds or rounds < 1:
-        raise DomainError(f"rounds must be a positive integer; got {rounds!r}")
+    rounds = integer(rounds, "rounds", minimum=1)
     rng, restarts = _rng(generator), _check_restarts(restarts)
     rect, inv = np.unique(np.hstack([workload.lo, workload.hi]), axis=0, return_inverse=True)
     lo, hi = rect[:, :d], rect[:, d:]
@@ -630,6 +627,26 @@ def default_restarts(n: int, p: int) -> int:
     return 4 if p * n < 2 ** 12 else 2 if p * n <= 2 ** 14 else 1
 
 
+def mm_options(shape: tuple[int, ...], p: object = None, restarts: object = None,
+               seed: object = 0, rounds: object = 3, *, reuse: object = True
+               ) -> tuple[list[int], list[int], int, int]:
+    """(p per axis, restarts per axis, seed, rounds) for a histogram of ``shape``, after
+    checking the matrix mechanism's options (no data, no noise; defaults as
+    :func:`mm_strategy`).
+
+    Raises
+    ------
+    DomainError
+        ``p`` not a positive integer or one per axis, ``restarts`` or ``rounds`` not a
+        positive integer, ``seed`` not an integer, ``reuse`` not a bool."""
+    ps = [default_p(n) for n in shape] if p is None else _per_axis(p, len(shape))
+    rs = [default_restarts(n, pi) if restarts is None else _check_restarts(restarts)
+          for n, pi in zip(shape, ps, strict=True)]
+    if not isinstance(reuse, bool):
+        raise DomainError(f"reuse must be True or False; got {reuse!r}")
+    return ps, rs, integer(seed, "seed"), integer(rounds, "rounds", minimum=1)
+
+
 def mm_strategy(shape: tuple[int, ...], workload: RangeWorkload | None = None,
                 p: int | Sequence[int] | None = None, restarts: int | None = None,
                 seed: int = 0, rounds: int = 3, maxiter: int = 1000, *,
@@ -664,15 +681,8 @@ def mm_strategy(shape: tuple[int, ...], workload: RangeWorkload | None = None,
         Bad p, restarts or rounds, or ``reuse`` not a bool.
     """
     shape = tuple(int(n) for n in shape)
-    d = len(shape)
-    ps = [default_p(n) for n in shape] if p is None else _per_axis(p, d)
-    rs = [default_restarts(n, pi) if restarts is None else _check_restarts(restarts)
-          for n, pi in zip(shape, ps, strict=True)]
-    if int(rounds) != rounds or rounds < 1:
-        raise DomainError(f"rounds must be a positive integer; got {rounds!r}")
-    if not isinstance(reuse, bool):
-        raise DomainError(f"reuse must be True or False; got {reuse!r}")
-    seed, maxiter = int(seed), int(maxiter)
+    ps, rs, seed, rounds = mm_options(shape, p, restarts, seed, rounds, reuse=reuse)
+    maxiter = int(maxiter)
     if workload is None:
         factors: tuple[Factor, ...] | None = tuple(Factor(("all-range", n)) for n in shape)
     else:

@@ -190,8 +190,7 @@ def _stage_two(totals: np.ndarray, edges: np.ndarray, epsilon: Fraction,
     bucket-level workload is used (a data-independent choice given the partition);
     otherwise the tree (range workloads, e.g. all ranges or prefixes). ``strategy``
     "identity" or "tree" fixes the choice."""
-    if strategy not in ("auto", "identity", "tree"):
-        raise DomainError(f"strategy must be 'auto', 'identity' or 'tree'; got {strategy!r}")
+    _check_strategy(strategy)
     k = totals.size
     use_tree = k > 2 and strategy != "identity"
     if use_tree and strategy == "auto" and workload is not None and k <= max_choose:
@@ -217,9 +216,13 @@ def dawa_options(ratio: Fraction | float = Fraction(1, 4), strategy: str = "auto
     ------
     DomainError
         ``ratio`` outside (0, 1) or ``strategy`` not "auto", "identity" or "tree"."""
+    return _ratio(ratio), _check_strategy(strategy)
+
+
+def _check_strategy(strategy: object) -> str:
     if strategy not in ("auto", "identity", "tree"):
         raise DomainError(f"strategy must be 'auto', 'identity' or 'tree'; got {strategy!r}")
-    return _ratio(ratio), strategy
+    return str(strategy)
 
 
 def _no_options() -> None:
@@ -402,16 +405,16 @@ def _structure_first_options(buckets: int = 32, bound: int = 100,
             _ratio(ratio), _positive_int(grid, "grid", 2))
 
 
-def _structure_first_scores_fit(x: np.ndarray, bound: int = 100, **_: object) -> None:
+def _structure_first_scores_fit(shape: tuple[int, ...], bound: int = 100, **_: object) -> None:
     """Refuse n²·bound² beyond exact int64 scores (public: the size and the option), on
     either branch of the switch and before any noise."""
-    n, f = x.size, _positive_int(bound, "bound")
+    n, f = int(np.prod(shape)), _positive_int(bound, "bound")
     if SCORE_GRID * n * n * f * f >= _INT_LIMIT:  # bounds G·m·SSE·m and every DP sum
         raise DomainError("structure_first: n²·bound² too large for exact integer scores; "
                           "lower bound")
 
 
-@scale_switched(SWITCH, _structure_first_options, check_data=_structure_first_scores_fit)
+@scale_switched(SWITCH, _structure_first_options, check_shape=_structure_first_scores_fit)
 def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                     buckets: int = 32, bound: int = 100, ratio: Fraction | float =
                     Fraction(1, 2), grid: int = 512) -> np.ndarray:

@@ -16,8 +16,9 @@ float64 array of ``x``'s shape.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 from dpkit.errors import DomainError
 from dpkit.release.ranges import (
@@ -30,9 +31,10 @@ from dpkit.release.ranges import (
     partition,
     wavelet,
 )
-from dpkit.release.ranges.switch import Algorithm
+from dpkit.release.ranges.switch import Algorithm, OptionCheck, option_check
 
-__all__ = ["HistogramMethod", "Algorithm", "ALGORITHMS", "register", "methods", "method"]
+__all__ = ["HistogramMethod", "Algorithm", "OptionCheck", "ALGORITHMS", "register", "methods",
+           "method", "bind_options", "planned"]
 
 
 def _summary(fn: Algorithm, name: str) -> str:
@@ -45,8 +47,10 @@ class HistogramMethod:
     """A registered histogram algorithm: its function, the ranks it handles, whether it
     reads the data to choose its strategy, a one-line summary, whether it is robust (never
     more than 1.2× Identity's error on DPBench's shapes at any scale, its docstring says;
-    ``method="auto"`` never picks a non-robust one where it loses), and whether it runs
-    other registered algorithms (then the release passes it ``lookup=`` :func:`method`)."""
+    ``method="auto"`` never picks a non-robust one where it loses), whether it runs
+    other registered algorithms (then the release passes it ``lookup=`` :func:`method`), and
+    its plan-time option check ``check(shape, **options)`` (the algorithm's own validation of
+    the option values, from the shape alone: no data, no noise; None checks names only)."""
 
     function: Algorithm
     dims: tuple[int, ...]
@@ -54,36 +58,39 @@ class HistogramMethod:
     summary: str
     robust: bool = True
     chooses: bool = False
+    check: OptionCheck | None = None
 
 
 def _row(name: str, fn: Algorithm, dims: tuple[int, ...] = (1,), *,
-         data_dependent: bool = False, robust: bool = True, chooses: bool = False
-         ) -> tuple[str, HistogramMethod]:
-    return name, HistogramMethod(fn, dims, data_dependent, _summary(fn, name), robust, chooses)
+         data_dependent: bool = False, robust: bool = True, chooses: bool = False,
+         check: OptionCheck | None = None) -> tuple[str, HistogramMethod]:
+    return name, HistogramMethod(fn, dims, data_dependent, _summary(fn, name), robust, chooses,
+                                 check or option_check(fn))
 
 
 ALL = (1, 2, 3, 4)
-# name, function, ranks, flags — one row per (name, ranks); a name may have a function per
-# rank (DAWA on the Hilbert curve in 2-D)
+# name, function, ranks, flags, option check — one row per (name, ranks); a name may have a
+# function per rank (DAWA on the Hilbert curve in 2-D); the scale-switched algorithms bring
+# their check with them (switch.option_check)
 ALGORITHMS: tuple[tuple[str, HistogramMethod], ...] = (
     _row("identity", basic.identity, ALL),
     _row("uniform", basic.uniform, ALL, data_dependent=True, robust=False),
-    _row("hierarchical", hierarchical.hierarchical),
+    _row("hierarchical", hierarchical.hierarchical, check=hierarchical.hierarchical_options),
     _row("hb", hierarchical.hb),
-    _row("privelet", wavelet.privelet, (1,)),
-    _row("privelet", wavelet.privelet, (2, 3, 4), robust=False),
+    _row("privelet", wavelet.privelet, (1,), check=wavelet.privelet_options),
+    _row("privelet", wavelet.privelet, (2, 3, 4), robust=False, check=wavelet.privelet_options),
     _row("dawa", partition.dawa, (1,), data_dependent=True),
     _row("dawa", hilbert.dawa_2d, (2,), data_dependent=True),
     _row("noise_first", partition.noise_first, (1,), data_dependent=True, robust=False),
     _row("structure_first", partition.structure_first, (1,), data_dependent=True),
     _row("phpartition", partition.phpartition, (1,), data_dependent=True, robust=False),
-    _row("quadtree", grid2d.quadtree, (2,)),
-    _row("ug", grid2d.ug, (2,), data_dependent=True),
-    _row("ag", grid2d.ag, (2,), data_dependent=True),
+    _row("quadtree", grid2d.quadtree, (2,), check=grid2d.quadtree_options),
+    _row("ug", grid2d.ug, (2,), data_dependent=True, check=grid2d.grid_options),
+    _row("ag", grid2d.ag, (2,), data_dependent=True, check=grid2d.grid_options),
     _row("kdtree", grid2d.kdtree, (2,), data_dependent=True),
-    _row("mm", matrix.matrix_mechanism, (1, 2)),
-    _row("hdmm", matrix.hdmm, (1, 2)),
-    _row("auto", auto.auto, ALL, data_dependent=True, chooses=True),
+    _row("mm", matrix.matrix_mechanism, (1, 2), check=matrix.mm_options),
+    _row("hdmm", matrix.hdmm, (1, 2), check=matrix.mm_options),
+    _row("auto", auto.auto, ALL, data_dependent=True, chooses=True, check=auto.auto_options),
 )
 
 _METHODS: dict[str, list[HistogramMethod]] = {}
@@ -100,10 +107,13 @@ for _name, _entry in ALGORITHMS:
 
 
 def register(name: str, *, dims: tuple[int, ...] = (1,), data_dependent: bool = False,
-             robust: bool = True) -> Callable[[Algorithm], Algorithm]:
+             robust: bool = True, check: OptionCheck | None = None
+             ) -> Callable[[Algorithm], Algorithm]:
     """Register a user's histogram algorithm under ``name`` for histograms of rank ``dims``
     (replacing the entry for those ranks); ``robust=False`` flags one that can lose to
-    Identity by more than 1.2×. The shipped algorithms are the rows of :data:`ALGORITHMS`.
+    Identity by more than 1.2×; ``check(shape, **options)``, optional, refuses bad option
+    values (DomainError) before any debit, without data or noise (default: option names
+    only). The shipped algorithms are the rows of :data:`ALGORITHMS`.
 
     Returns
     -------
@@ -111,7 +121,7 @@ def register(name: str, *, dims: tuple[int, ...] = (1,), data_dependent: bool = 
         A decorator that registers the function and returns it unchanged.
     """
     def deco(fn: Algorithm) -> Algorithm:
-        _add(*_row(name, fn, dims, data_dependent=data_dependent, robust=robust))
+        _add(*_row(name, fn, dims, data_dependent=data_dependent, robust=robust, check=check))
         return fn
     return deco
 
@@ -140,3 +150,37 @@ def method(name: str, ndim: int) -> HistogramMethod:
     ranks = sorted(d for m in _METHODS[name] for d in m.dims)
     raise DomainError(f"method {name!r} handles {ranks}-dimensional histograms; this one "
                       f"has {ndim} dimensions")
+
+
+def bind_options(name: str, ndim: int, options: Mapping[str, object]
+                 ) -> tuple[HistogramMethod, dict[str, object]]:
+    """(the algorithm, its options) for ``name`` at rank ``ndim``, after binding the options'
+    names to its signature (a chooser gets ``lookup=`` :func:`method`).
+
+    Raises
+    ------
+    DomainError
+        An unknown method, a rank it does not handle, an option it does not take."""
+    m = method(name, ndim)
+    own = {"lookup": method, **options} if m.chooses else dict(options)
+    try:
+        inspect.signature(m.function, follow_wrapped=False).bind(None, Fraction(1), None, **own)
+    except TypeError as exc:
+        raise DomainError(f"{name}: {exc}") from None
+    return m, own
+
+
+def planned(name: str, shape: tuple[int, ...], options: Mapping[str, object]
+            ) -> tuple[HistogramMethod, dict[str, object]]:
+    """:func:`bind_options` for a histogram of ``shape``, then the algorithm's option check
+    on the values: everything about a request that can be refused is refused here, from
+    declared quantities only (no data, no noise), before any debit.
+
+    Raises
+    ------
+    DomainError
+        As :func:`bind_options`, or a bad option value."""
+    m, own = bind_options(name, len(shape), options)
+    if m.check is not None:
+        m.check(tuple(shape), **own)
+    return m, own

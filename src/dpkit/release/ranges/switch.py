@@ -20,7 +20,6 @@ algorithm on all of ε.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -33,11 +32,15 @@ from dpkit.mechanisms import frontend, make_noise
 from dpkit.release.measure import check_counts
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["noisy_scale", "use_identity", "scale_switched", "exact_budget", "Algorithm"]
+__all__ = ["noisy_scale", "use_identity", "scale_switched", "exact_budget", "Algorithm",
+           "check_scale", "check_switch", "switch_options", "option_check", "OptionCheck"]
 
 # a histogram algorithm: (x, epsilon, workload, **options) -> estimate of x's shape
 # (dpkit.release.ranges.registry lists them)
 Algorithm = Callable[..., np.ndarray]
+# a plan-time option check: (shape, **options), raising DomainError (what it returns is
+# ignored); no data, no noise
+OptionCheck = Callable[..., object]
 
 
 def exact_budget(epsilon: Fraction) -> Fraction:
@@ -49,6 +52,27 @@ def exact_budget(epsilon: Fraction) -> Fraction:
     return loss.epsilon
 
 
+def check_scale(scale: object, scale_fraction: object = Fraction(1, 20)) -> Fraction:
+    """``scale_fraction`` as a Fraction, after checking both options (no data, no noise).
+
+    Raises
+    ------
+    DomainError
+        ``scale`` neither None nor a non-negative integer, or ``scale_fraction`` outside
+        (0, 1)."""
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int | np.integer)
+                              or scale < 0):
+        raise DomainError(f"scale must be a non-negative integer; got {scale!r}")
+    try:
+        frac = to_fraction(scale_fraction)
+    except DomainError as exc:
+        raise DomainError(f"scale_fraction must be a number in (0, 1); got "
+                          f"{scale_fraction!r}") from exc
+    if not 0 < frac < 1:
+        raise DomainError(f"scale_fraction must be a number in (0, 1); got {scale_fraction!r}")
+    return frac
+
+
 def noisy_scale(x: np.ndarray, epsilon: Fraction, scale: object = None,
                 scale_fraction: Number = Fraction(1, 20)) -> tuple[float, Fraction]:
     """(N̂, ε left). A declared public ``scale`` spends nothing (N̂ = scale, ε left = ε);
@@ -58,21 +82,36 @@ def noisy_scale(x: np.ndarray, epsilon: Fraction, scale: object = None,
     Raises
     ------
     DomainError
-        ``scale`` not a non-negative integer, or ``scale_fraction`` outside (0, 1)."""
+        As :func:`check_scale`."""
+    frac = check_scale(scale, scale_fraction)
     if scale is not None:
-        if isinstance(scale, bool) or not isinstance(scale, int | np.integer) or scale < 0:
-            raise DomainError(f"scale must be a non-negative integer; got {scale!r}")
-        return float(scale), epsilon
-    try:
-        frac = to_fraction(scale_fraction)
-    except DomainError as exc:
-        raise DomainError(f"scale_fraction must be a number in (0, 1); got "
-                          f"{scale_fraction!r}") from exc
-    if not 0 < frac < 1:
-        raise DomainError(f"scale_fraction must be a number in (0, 1); got {scale_fraction!r}")
+        return float(scale), epsilon  # type: ignore[arg-type]
     eps0 = exact_budget(epsilon * frac)
     noisy = frontend.noisy(int(x.sum()), 1, eps0).value
     return float(max(noisy, 0)), exact_budget(epsilon - eps0)
+
+
+def check_switch(switch: object) -> None:
+    """Refuse a ``switch`` that is neither None nor a positive finite number.
+
+    Raises
+    ------
+    DomainError
+        ``switch`` not None or a positive finite number."""
+    try:
+        good = switch is None or to_fraction(switch) > 0  # finite, not a bool
+    except DomainError:
+        good = False
+    if not good:
+        raise DomainError(f"switch must be a positive number or None; got {switch!r}")
+
+
+def switch_options(switch: object = None, scale: object = None,
+                   scale_fraction: object = Fraction(1, 20)) -> None:
+    """Check the switch's three options (:func:`check_switch`, :func:`check_scale`) before
+    any noise is drawn: the grids (ug, ag) and :func:`scale_switched` share this check."""
+    check_switch(switch)
+    check_scale(scale, scale_fraction)
 
 
 def use_identity(n_hat: float, epsilon: Fraction, cells: int, switch: Number | None) -> bool:
@@ -82,38 +121,53 @@ def use_identity(n_hat: float, epsilon: Fraction, cells: int, switch: Number | N
     ------
     DomainError
         ``switch`` not a positive finite number."""
-    if switch is None:
-        return False
-    value = float(switch)
-    if not math.isfinite(value) or value <= 0:
-        raise DomainError(f"switch must be a positive number or None; got {switch!r}")
-    return n_hat * float(epsilon) / cells >= value
+    check_switch(switch)
+    return switch is not None and n_hat * float(epsilon) / cells >= float(switch)
 
 
 def scale_switched(threshold: float, check: Callable[..., object], dims: tuple[int, ...] = (1,),
-                   check_data: Callable[..., object] | None = None
+                   check_data: Callable[..., object] | None = None,
+                   check_shape: Callable[..., object] | None = None
                    ) -> Callable[[Algorithm], Algorithm]:
     """Decorate a histogram algorithm ``(x, epsilon, workload, **options)`` with the switch
     (module docstring): it gains the options ``switch`` (default ``threshold``; None turns
     it off), ``scale`` and ``scale_fraction``. ``check(**options)`` validates the
-    algorithm's own options, the counts are checked for rank ``dims`` and by
-    ``check_data(x, **options)`` (e.g. magnitude limits, which may depend on the options),
-    first: bad input raises on either branch and before any noise is drawn."""
+    algorithm's own options and ``check_shape(shape, **options)`` the shape (with them);
+    the counts are checked for rank ``dims`` and by ``check_data(x, **options)`` (e.g.
+    magnitude limits, which may depend on the options), first: bad input raises on either
+    branch and before any noise is drawn. The decorated function's
+    ``check_options(shape, **options)`` runs the checks that need no data (the registry's
+    plan-time check, before a debit)."""
     def deco(fn: Algorithm) -> Algorithm:
+        def check_options(shape: tuple[int, ...], *, switch: object = None,
+                          scale: object = None, scale_fraction: object = Fraction(1, 20),
+                          **options: object) -> None:
+            switch_options(switch, scale, scale_fraction)
+            check(**options)
+            if check_shape is not None:
+                check_shape(tuple(shape), **options)
+
         @functools.wraps(fn)
         def run(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None, *,
                 switch: Number | None = threshold, scale: int | None = None,
                 scale_fraction: Number = Fraction(1, 20), **options: object) -> np.ndarray:
             x = check_counts(x, dims)
-            check(**options)
+            check_options(x.shape, switch=switch, scale=scale, scale_fraction=scale_fraction,
+                          **options)
             if check_data is not None:
                 check_data(x, **options)
             if switch is None:
                 return fn(x, epsilon, workload, **options)
-            use_identity(0.0, epsilon, 1, switch)  # validate before spending
             n_hat, eps = noisy_scale(x, epsilon, scale, scale_fraction)
             if use_identity(n_hat, eps, x.size, switch):
                 return frontend.noisy(x, 1, eps).value.astype(np.float64)
             return fn(x, eps, workload, **options)
+        run.check_options = check_options  # type: ignore[attr-defined]
         return run
     return deco
+
+
+def option_check(fn: Algorithm) -> OptionCheck | None:
+    """The plan-time option check of an algorithm decorated by :func:`scale_switched`
+    (``check_options(shape, **options)``), or None for another function."""
+    return getattr(fn, "check_options", None)

@@ -38,7 +38,7 @@ weights 1).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from functools import lru_cache
 
@@ -49,7 +49,7 @@ from dpkit.mechanisms import frontend
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["privelet", "haar_forward", "haar_inverse", "nominal_forward", "nominal_inverse",
-           "nominal_sensitivity"]
+           "nominal_sensitivity", "privelet_options"]
 
 
 def _levels(n: int) -> int:
@@ -86,7 +86,10 @@ def _hierarchy(parents: Sequence[Sequence[int]] | None, m: int) -> list[np.ndarr
     """Validated parent arrays, leaves first: ``parents[0][v]`` is the group of value v,
     ``parents[1][g]`` the group of group g, …, the last level maps to one root. None (or an
     empty list) is the flat hierarchy root → values."""
-    levels = [np.asarray(p, dtype=np.int64) for p in (parents or [])]
+    try:
+        levels = [np.asarray(p, dtype=np.int64) for p in (parents or [])]
+    except (TypeError, ValueError, OverflowError):
+        raise DomainError("a hierarchy is a list of integer parent arrays") from None
     size = m
     for p in levels:
         if p.ndim != 1 or p.size != size or p.min(initial=0) < 0:
@@ -173,6 +176,26 @@ def haar_pays(n: int) -> bool:
     return haar < identity
 
 
+def privelet_options(shape: tuple[int, ...], nominal: object = None, transform: object = "auto"
+                     ) -> dict[int, list[np.ndarray]]:
+    """The nominal axes' validated hierarchies ({axis: parent arrays}), after checking
+    ``transform`` and ``nominal`` against the shape (no data, no noise).
+
+    Raises
+    ------
+    DomainError
+        ``transform`` not "auto" or "haar", ``nominal`` not a mapping of axes 0 … d − 1 to
+        hierarchies, or a hierarchy that does not fit its axis."""
+    if transform not in ("auto", "haar"):
+        raise DomainError(f"transform must be 'auto' or 'haar'; got {transform!r}")
+    if not isinstance(nominal, Mapping | None) or any(
+            isinstance(a, bool) or not isinstance(a, int | np.integer) or not 0 <= a < len(shape)
+            for a in nominal or {}):
+        raise DomainError(f"nominal must map axes in 0 … {len(shape) - 1} to hierarchies; "
+                          f"got {nominal!r}")
+    return {a: _hierarchy(h, shape[a]) for a, h in (nominal or {}).items()}
+
+
 def privelet(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
              nominal: dict[int, Sequence[Sequence[int]] | None] | None = None,
              transform: str = "auto") -> np.ndarray:
@@ -187,12 +210,7 @@ def privelet(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
     (bench/results/auto.md; data-independent, so no scale switch helps: the per-axis rule
     decides whether Haar pays for 1-D ranges, and the product of two Haar transforms costs
     (1 + L)² in variance). ``method="auto"`` never picks it in 2-D."""
-    if transform not in ("auto", "haar"):
-        raise DomainError(f"transform must be 'auto' or 'haar'; got {transform!r}")
-    nominal = dict(nominal or {})
-    if any(not 0 <= a < x.ndim for a in nominal):
-        raise DomainError(f"nominal axes must be in 0 … {x.ndim - 1}")
-    hierarchies = {a: _hierarchy(h, x.shape[a]) for a, h in nominal.items()}
+    hierarchies = privelet_options(x.shape, nominal, transform)
     haar_axes = {a for a, n in enumerate(x.shape) if a not in hierarchies and (
         transform == "haar" or haar_pays(n))}
     padded_shape = tuple(1 << _levels(n) if a in haar_axes else n
