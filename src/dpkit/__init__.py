@@ -21,8 +21,9 @@ Top-level names: ``Session``, ``KeySet``, ``PrivacyUnit``, ``PureDP``, ``ApproxD
 (the record of a release: ``session.last_release``).
 """
 
+from typing import TYPE_CHECKING
+
 from dpkit import core, datasets, errors, mechanisms
-from dpkit.client import Client
 from dpkit.core import record as _record
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.core.record import Release
@@ -51,6 +52,10 @@ from dpkit.frame import (
 from dpkit.frame import namespace as _namespace
 from dpkit.mechanisms.limited_domain import TopKSelection
 from dpkit.mechanisms.partition_selection import PartitionSelection
+
+if TYPE_CHECKING:  # imported on first use (module __getattr__ below)
+    from dpkit.client import Client
+    from dpkit.ledger import Ledger
 
 # query.publish.histogram(…) / .pmw(…): dpkit.release registers the namespace when imported,
 # which happens on first use (frame, above release on the layer map, never imports it)
@@ -98,9 +103,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """``dpkit.Ledger`` is imported on first use (it loads SQLAlchemy)."""
+    """``dpkit.Ledger`` (it loads SQLAlchemy) and ``dpkit.Client`` (the HTTP client) are
+    imported on first use, so ``import dpkit`` stays light."""
     if name == "Ledger":
         from dpkit.ledger import Ledger
 
         return Ledger
+    if name == "Client":
+        from dpkit.client import Client
+
+        return Client
     raise AttributeError(f"module 'dpkit' has no attribute {name!r}")

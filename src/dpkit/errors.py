@@ -81,3 +81,10 @@ class StreamRollbackError(LedgerError):
     was already released from a newer state (a stale or second copy of a saved stream, or
     another process feeding the same stream). Nothing is released; noise already released
     for a step is never drawn again (see :mod:`dpkit.stream.frames`)."""
+
+
+class TrivialResultWarning(UserWarning):
+    """A released result is indistinguishable from its trivial baseline: a fitted classifier
+    whose released parameters predict one class everywhere (the majority rate), a regressor
+    that predicts a constant. Decided from the released model and public bounds only
+    (post-processing), never from the data; the estimator's docstring states the rule."""

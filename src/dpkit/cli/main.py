@@ -169,11 +169,13 @@ def audit(
     if unknown:
         raise typer.BadParameter(f"unknown mechanism {unknown[0]!r}; known: "
                                  f"{', '.join(sorted(CASES))}")
-    table = Table(title="dpkit audit")
-    table.add_column("mechanism", no_wrap=True)
-    for col in ("claimed ε", "δ", "audited ε lower bound (95%)", "histogram test", "samples",
-                "seconds"):
-        table.add_column(col, justify="right", overflow="fold")
+    # readable at 80 columns: short headers (the caption spells them out), long mechanism
+    # names fold onto a second line instead of squeezing the numbers
+    table = Table(title="dpkit audit", caption="ε ≥: the audited lower bound on ε (95% "
+                  "confidence); test: the histogram test; s: seconds")
+    table.add_column("mechanism", overflow="fold", min_width=12, ratio=1)
+    for col in ("claimed ε", "δ", "ε ≥", "test", "samples", "s"):
+        table.add_column(col, justify="right", no_wrap=True)
     columns = (bar.TextColumn("auditing {task.description}"), bar.BarColumn(),
                bar.MofNCompleteColumn(), bar.TimeElapsedColumn())
     with bar.Progress(*columns, console=Console(stderr=True), transient=True) as progress:

@@ -42,6 +42,7 @@ from dpkit.errors import DomainError, IdempotentReplay, ReleaseFailedError
 __all__ = ["Accountant", "FilterAccountant", "ParallelAccountant", "as_accountant"]
 
 T = TypeVar("T")
+HISTORY = 100  # records an accountant keeps in memory (Accountant.history)
 
 
 class Accountant(ABC):
@@ -57,9 +58,14 @@ class Accountant(ABC):
         The record of the most recent :meth:`run`: None until a run debits or replays (a
         refused run leaves None); status "debited" while its ``compute`` runs, "failed"
         if it failed (its loss stands), "released" after.
+    history : tuple of Release
+        The records of the latest :data:`HISTORY` runs that debited or replayed, oldest
+        first, each in its final state ("released" or "failed"): what a session's notebook
+        display lists.
     """
 
     last: Release[Any] | None = None
+    history: tuple[Release[Any], ...] = ()
     records: bool = False  # keeps outcomes (digests, stored answers): a ledger does
 
     @property
@@ -94,8 +100,10 @@ class Accountant(ABC):
         return None
 
     def _note(self, release: Release[Any] | None) -> None:
-        """Keep ``release`` as :attr:`last`."""
+        """Keep ``release`` as :attr:`last`, and in :attr:`history` once final."""
         self.last = release
+        if release is not None and release.status != "debited":
+            self.history = (*self.history, release)[-HISTORY:]
 
     def run(self, loss: PrivacyLoss, description: str, compute: Callable[[], T], *,
             noise: Sequence[NoiseRow] = (), accuracy: Accuracy | None = None,
@@ -298,7 +306,8 @@ class _Part(Accountant):
         self.partition.parent.mark(release_id, status, digest, stored)
 
     def _note(self, release: Release[Any] | None) -> None:
-        self.last = self.partition.parent.last = release  # the session sees a part's too
+        self.last = release
+        self.partition.parent._note(release)  # the session sees a part's too
 
 
 def as_accountant(value: object) -> Accountant:

@@ -302,23 +302,44 @@ class Release(Generic[T]):
         ImportError
             Without matplotlib.
         """
-        render = _HTML.get("render")
-        if render is None and "module" in _HTML:
-            importlib.import_module(_HTML["module"])  # registers itself
-            render = _HTML.get("render")
+        render = _renderer("render")
         if render is None:
             raise DomainError("Release.to_html needs a renderer: import dpkit.report")
         return str(render(self, truth=truth, title=title))
 
+    def _repr_html_(self) -> str | None:
+        """Notebooks' rich display: the release's section of its report (values with
+        intervals and charts, loss, noise), without the page around it; None — the plain
+        repr — when no renderer is registered or it cannot draw (no matplotlib)."""
+        render = _renderer("section")
+        if render is None:
+            return None
+        try:
+            return str(render(self, title=f"Release: {self.description[:200]}", level=4))
+        except ImportError:
+            return None
 
-_HTML: dict[str, Any] = {}  # "render": the renderer; "module": the module that registers it
+
+_HTML: dict[str, Any] = {}  # "render", "section": the renderers; "module": who registers them
 
 
-def register_html(render: Callable[..., str]) -> None:
+def _renderer(kind: str) -> Callable[..., str] | None:
+    """The registered renderer ``kind``, importing the declared module on first use."""
+    if kind not in _HTML and "module" in _HTML:
+        importlib.import_module(_HTML["module"])  # registers itself
+    return _HTML.get(kind)
+
+
+def register_html(render: Callable[..., str],
+                  section: Callable[..., str] | None = None) -> None:
     """Make ``render(release, truth=…, title=…) -> str`` the renderer of
-    :meth:`Release.to_html` (``dpkit.report`` registers :func:`~dpkit.report.release_html`
-    when it is imported)."""
+    :meth:`Release.to_html` and ``section(release, title=…, level=…) -> str`` (an HTML
+    fragment) that of its notebook display (``dpkit.report`` registers
+    :func:`~dpkit.report.release_html` and :func:`~dpkit.report.release_section` when it is
+    imported)."""
     _HTML["render"] = render
+    if section is not None:
+        _HTML["section"] = section
 
 
 def provide_html(module: str) -> None:

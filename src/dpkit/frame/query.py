@@ -538,6 +538,8 @@ class Query:
         :meth:`describe` carry them); a column written by an earlier step has no
         declaration. Without either, :meth:`plan` raises ``BoundsError`` naming the
         declaration to add."""
+        if any(isinstance(a, Mapping) for a in aggs):
+            raise DomainError(_agg_dict_message(next(a for a in aggs if isinstance(a, Mapping))))
         if not aggs or not all(isinstance(a, aggregates.Aggregation) for a in aggs):
             raise DomainError("agg() takes dp.count(), dp.sum(...), dp.mean(...), ...")
         all_aggs = (*self.aggs, *map(self._schema_bounds, aggs))
@@ -922,6 +924,21 @@ class Query:
                       DeprecationWarning, stacklevel=2)
         return getattr(self, _PUBLISH).pmw(spec, epsilon=epsilon, alpha=alpha, **options)
 
+    def _repr_html_(self) -> str:
+        """Notebooks' rich display: the query's text and its explain as a table, planned at
+        a reference budget (free: :func:`dpkit.frame.display.query_html`)."""
+        from dpkit.frame.display import query_html
+
+        return query_html(self)
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for names missing from a query: a pandas spelling (``groupby``, ``apply``,
+        ``loc``, ``head``, …) raises an ``AttributeError`` that gives the dpkit spelling."""
+        fix = PANDAS_SPELLINGS.get(name)
+        if fix is None:
+            raise AttributeError(f"'Query' object has no attribute {name!r}")
+        raise AttributeError(f"Query has no {name!r} (a pandas spelling): {fix}")
+
     def columns(self) -> list[str]:
         """Columns the aggregations and group keys read (the privacy unit's aside)."""
         return [c for a in self.aggs for c in a.columns()] + list(self.group_columns)
@@ -946,11 +963,60 @@ class Query:
 
 _PUBLISH = "publish"  # the namespace dpkit.release registers (frame.namespace)
 
+_NO_ROWS = ("a DP query never shows rows: release aggregates (query.count(), "
+            "query.agg(dp.mean(\"age\", bounds=(0, 100)))), or synthetic rows with "
+            "query.publish.synthetic(...)")
+# pandas names a newcomer types, with the dpkit spelling (Query.__getattr__)
+PANDAS_SPELLINGS: dict[str, str] = {
+    "groupby": "use group_by(\"col\") (keys= or a dp.Categorical column give its keys)",
+    "apply": "arbitrary Python functions cannot be bounded: use with_columns(pl.col(…)…), "
+             "map(column, {old: new}) or bin(column, edges)",
+    "transform": "use with_columns(pl.col(…)…)",
+    "assign": "use with_columns(name=pl.col(…)…)",
+    "query": "use filter(pl.col(\"age\") > 30)",
+    "where": "use filter(pl.col(\"age\") > 30)",
+    "loc": "a query has no rows to index: use filter(pl.col(\"age\") > 30) and select(…)",
+    "iloc": _NO_ROWS, "head": _NO_ROWS, "tail": _NO_ROWS, "sample": _NO_ROWS,
+    "collect": "use release(epsilon=…): it returns a polars DataFrame of noisy aggregates",
+    "to_pandas": "use release(epsilon=…).to_pandas()",
+    "dropna": "use drop_nulls(\"col\")",
+    "fillna": "use fill_null(\"col\", value)",
+    "rename": "use with_columns(new=pl.col(\"old\"))",
+    "value_counts": "use group_by(\"col\").agg(dp.count()) or histogram(\"col\", bins)",
+    "nunique": "use agg(dp.count_distinct(\"col\"))",
+    "aggregate": "use agg(dp.mean(\"col\", bounds=(lo, hi)), …)",
+    "pivot_table": "use group_by(\"a\", \"b\").agg(…)",
+    "size": "use count()",
+}
+
 # the columns each JSON step writes (a declaration no longer describes them); fill_null
 # writes only nulls, which no declaration describes, so it keeps them; filters write none
 _WRITES: dict[str, Callable[[dict[str, Any]], Iterable[str]]] = {
     "with_columns": lambda p: p["columns"], "clamp": lambda p: [p["column"]],
     "bin": lambda p: [p["name"] or p["column"]], "map": lambda p: [p["name"] or p["column"]]}
+
+
+def _agg_dict_message(spec: Mapping[Any, Any]) -> str:
+    """agg({"age": "mean"}) (pandas) → the dpkit spelling of each pair; the names are shown
+    as typed (``repr``), never run."""
+    known = {"mean", "sum", "count", "median", "min", "max", "std", "variance", "quantile",
+             "count_distinct", "nunique"}
+    parts = []
+    for column, how in list(spec.items())[:8]:
+        for h in how if isinstance(how, list | tuple) else [how]:
+            name = str(h) if str(h) in known else "mean"
+            name = "count_distinct" if name == "nunique" else name
+            if name == "count":
+                parts.append("dp.count()")
+            elif name == "count_distinct":
+                parts.append(f"dp.count_distinct({column!r})")
+            elif name == "quantile":
+                parts.append(f"dp.quantile({column!r}, q, bounds=(lo, hi))")
+            else:
+                parts.append(f"dp.{name}({column!r}, bounds=(lo, hi))")
+    return ("agg() takes dpkit aggregations, not a pandas dict: write agg("
+            + ", ".join(parts) + ") with the column's declared bounds (dpkit never reads "
+            "them off the data)")
 
 
 def _written(exprs: Sequence[Any], named: Mapping[str, Any]) -> list[str] | None:

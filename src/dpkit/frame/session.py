@@ -444,6 +444,13 @@ class Session:
         mask = make_partition_selection(selection, groups)(counts["__dpkit_units"].to_numpy())
         return counts.filter(pl.Series(mask)).select(key_columns)
 
+    def _repr_html_(self) -> str:
+        """Notebooks' rich display: budget, spent, remaining and the releases so far
+        (:func:`dpkit.frame.display.session_html`)."""
+        from dpkit.frame.display import session_html
+
+        return session_html(self)
+
     def __repr__(self) -> str:
         return (f"Session(unit={self.privacy_unit}, budget={self.budget}, spent={self.spent}, "
                 f"ledger={self.ledger.path if self.ledger else None})")

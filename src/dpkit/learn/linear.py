@@ -27,6 +27,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
+from dpkit.learn._baseline import FLAT_FRACTION, flat, warn
 from dpkit.learn._privacy import check_bounds, check_epsilon
 from dpkit.learn._validation import ArrayLike, fit_regression, predict_features
 from dpkit.mechanisms import frontend
@@ -54,6 +55,14 @@ class LinearRegression(RegressorMixin, BaseEstimator):
     Attributes
     ----------
     coef_ : ndarray (d,), intercept_ : float
+
+    Warns
+    -----
+    TrivialResultWarning
+        After the fit, when the released model predicts a constant at the declared scale:
+        Σⱼ |wⱼ|·(uⱼ − lⱼ), the spread of its predictions over the declared feature box, is
+        below 1% of the declared target range (u_y − l_y). Decided from the released
+        coefficients and the declared bounds only (post-processing).
 
     Raises
     ------
@@ -106,8 +115,13 @@ class LinearRegression(RegressorMixin, BaseEstimator):
 
         plan = (frontend.noise_row(sens_xx, eps / 2, "XᵀX", output="grid", count=len(iu[0])),
                 frontend.noise_row(sens_xy, eps / 2, "Xᵀy", output="grid", count=d))  # as drawn
-        return charge(self.accountant, PureDP(eps), f"LinearRegression(ε={eps}, d={d - 1})",
-                      compute, plan)
+        charge(self.accountant, PureDP(eps), f"LinearRegression(ε={eps}, d={d - 1})",
+               compute, plan)
+        spread = float(np.abs(self.coef_) @ (upper - lower))
+        if flat(spread, float((y_upper - y_lower)[0])):
+            warn("LinearRegression", f"its predictions over the declared feature box span "
+                 f"{spread:.3g}, under {FLAT_FRACTION:.0%} of the declared target range")
+        return self
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         return predict_features(self, X) @ self.coef_ + self.intercept_

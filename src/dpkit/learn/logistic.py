@@ -70,6 +70,7 @@ from sklearn.utils.multiclass import type_of_target
 
 from dpkit.core.measures import PureDP
 from dpkit.errors import DomainError
+from dpkit.learn._baseline import LEVEL, one_sign, warn, within_noise
 from dpkit.learn._privacy import check_bounds, check_epsilon, clip_rows, single_threaded_blas
 from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
 from dpkit.mechanisms import frontend
@@ -228,6 +229,19 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         one categorical feature's indicators (0/1, at most one 1 per row; all zeros for a
         missing value). Other columns are numeric.
 
+    Warns
+    -----
+    TrivialResultWarning
+        After the fit, when the released model is its trivial baseline, decided from the
+        released weights w, intercept b, the declared domain and the planned noise only
+        (post-processing; :mod:`dpkit.learn._baseline`): (1) b + ⟨w, φ⟩ has one sign over
+        the whole declared domain — ``"output"``: |b| ≥ R·‖w‖₂ (rows lie in the ball of
+        radius R); ``"functional"``: b + Σ_numeric ±|w_j| + Σ_groups (min or max of the
+        group's weights and 0) does not cross 0 — so every input gets one class (at best the
+        majority rate); or (2) ``"output"`` only: ‖w‖₂ is at most the 95% quantile of the
+        planned noise's norm, Gamma(d + 1, Δ/ε), so the weights cannot be told from noise
+        around 0 (a test of w = 0 at level 0.05).
+
     Attributes
     ----------
     coef_ : ndarray (1, d), intercept_ : ndarray (1,), classes_ : ndarray (2,)
@@ -313,8 +327,16 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             self.n_features_in_ = x.shape[1]
             return self
 
-        return charge(self.accountant, PureDP(eps),
-                      f"LogisticRegression(ε={eps}, d={d - 1}, C={c:g})", compute, (row,))
+        charge(self.accountant, PureDP(eps), f"LogisticRegression(ε={eps}, d={d - 1}, C={c:g})",
+               compute, (row,))
+        w, b0 = self.coef_[0], float(self.intercept_[0])
+        if one_sign(b0, -r * float(np.linalg.norm(w)), r * float(np.linalg.norm(w))):
+            warn("LogisticRegression", "it predicts one class for every input in the "
+                 "declared domain")
+        elif within_noise(w, d, float(noise_sens / eps)):
+            warn("LogisticRegression", f"the weights are within the noise planned for them "
+                 f"(a test of w = 0 at level {LEVEL})")
+        return self
 
     def _features(self, x: np.ndarray, strict: bool) -> np.ndarray:
         """φ(x) of the functional mechanism (module docstring), with the constant last; x is
@@ -385,9 +407,17 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             self.n_features_in_ = d
             return self
 
-        return charge(self.accountant, PureDP(eps),
-                      f"LogisticRegression(functional, ε={eps}, d={d}, "
-                      f"groups={len(groups)})", compute, rows)
+        charge(self.accountant, PureDP(eps),
+               f"LogisticRegression(functional, ε={eps}, d={d}, groups={len(groups)})",
+               compute, rows)
+        w = self.coef_[0]
+        reach = float(np.abs(w[numeric]).sum())  # φ ∈ [−1, 1] on numeric columns
+        low = -reach + sum(min(0.0, float(w[idx].min())) for idx in groups)  # ≤ one 1
+        high = reach + sum(max(0.0, float(w[idx].max())) for idx in groups)
+        if one_sign(float(self.intercept_[0]), low, high):
+            warn("LogisticRegression", "it predicts one class for every input in the "
+                 "declared domain")
+        return self
 
     def _norm(self) -> float | None:
         if self.bounds is not None:

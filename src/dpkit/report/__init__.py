@@ -18,4 +18,4 @@ from dpkit.report.session import session_report
 
 __all__ = ["release_html", "release_section", "ledger_report", "session_report", "Truth"]
 
-register_html(release_html)
+register_html(release_html, section=release_section)

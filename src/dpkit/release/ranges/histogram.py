@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpkit.core import markup
 from dpkit.core.component import Measurement
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import L1Distance
@@ -74,6 +75,19 @@ class HistogramRelease:
     def answer(self, workload: RangeWorkload) -> np.ndarray:
         """Answers to ``workload`` from the released counts (post-processing, free)."""
         return workload.answer(self.counts)
+
+    def _repr_html_(self) -> str:
+        """Notebooks' rich display: method, ε, shape, an inline SVG bar chart and a table of
+        the (first) estimated counts; every label is escaped (:mod:`dpkit.core.markup`)."""
+        flat = np.asarray(self.counts, dtype=np.float64).reshape(-1)
+        labels = (list(self.labels) if self.labels is not None and len(self.labels) == flat.size
+                  else [str(i) for i in range(flat.size)])
+        about = markup.facts([("method", self.method), ("ε", self.epsilon),
+                              ("cells", " × ".join(map(str, self.counts.shape)))])
+        chart = markup.bar_chart(labels, flat.tolist()) if self.counts.ndim == 1 else ""
+        rows = markup.table(["cell", "estimated count"], zip(labels, flat.tolist(),
+                                                              strict=True))
+        return markup.box("dpkit HistogramRelease", about, chart, rows)
 
     def error(self, workload: RangeWorkload, true_counts: np.ndarray) -> dict[str, float]:
         """RMSE and DPBench's scaled L2 error against the true counts (evaluation only)."""
