@@ -15,6 +15,7 @@ from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 from dpkit.core.record import noise_rows
 from dpkit.errors import DomainError, LedgerError
 from dpkit.ledger import Ledger
+from dpkit.ledger.codec import load
 
 ledger_app = typer.Typer(help="The epsilon registry: datasets, releases, verification.",
                          no_args_is_help=True)
@@ -119,16 +120,21 @@ def init(ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
 
 @ledger_app.command("datasets")
 def list_datasets(ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
-    """Datasets with their lifetime cap, spend and burn-rate policy."""
+    """Datasets with their measure, privacy unit, lifetime cap, spend and burn-rate policy
+    (as registered: by `dpkit serve` from its configuration, or by `register`; a migrated
+    dataset shows its entry in force and its number of migrations)."""
     reg = _open(ledger)
-    table = wide_table(f"Datasets in {reg.url}", ("dataset", "privacy unit", "lifetime cap",
-                                                  "spent", "per day", "created"))
+    table = wide_table(f"Datasets in {reg.url}", ("dataset", "measure", "privacy unit",
+                                                  "lifetime cap", "spent", "per day",
+                                                  "created"))
     for d in reg.datasets():
         per_day = d["per_day"]
         limit = "—" if per_day is None else (
             "retired" if per_day == type(per_day).zero() else str(per_day))
-        table.add_row(d["name"], d["privacy_unit"], str(d["cap"]), str(d["spent"]), limit,
-                      d["created"])
+        moved = len(reg.migrations(d["name"]))
+        created = d["created"] + (f" (migrated {moved}×)" if moved else "")
+        table.add_row(d["name"], KINDS[d["measure"]], d["privacy_unit"], str(d["cap"]),
+                      str(d["spent"]), limit, created)
     Console().print(table)
 
 
@@ -303,3 +309,52 @@ def policy(dataset: str = typer.Argument(..., help="The dataset."),
     reg.set_policy(dataset, limit)
     Console().print(f"[green]✓[/green] dataset {dataset!r}: at most {limit} per rolling 24 h",
                     soft_wrap=True)
+
+
+@ledger_app.command("migrate")
+def migrate(dataset: str = typer.Argument(..., help="The dataset, as named in the ledger and "
+                                                    "the configuration."),
+            config: Path = typer.Option(..., "--config", help="The server's YAML "
+                                        "configuration: the new entry is its dataset's budget "
+                                        "(measure and cap), privacy unit and source schema.")
+            ) -> None:
+    """Retire the dataset's ledger entry and open a new one under the same name from the
+    server configuration (a recorded link of the chain; 'dpkit ledger verify' checks it).
+    The spend is carried, never reset; the measure changes only before the first release; a
+    new privacy unit is stated in the record."""
+    try:
+        from dpkit.server.config import load_config
+        from dpkit.server.sources import open_source
+        from dpkit.server.state import check_declared, entry_of_config
+    except ImportError as exc:
+        raise ImportError(f"reading a server configuration needs `pip install "
+                          f"'dpkit[server]'` ({exc})") from None
+    cfg = load_config(config)
+    found = next((d for d in cfg.datasets if d.name == dataset), None)
+    if found is None:
+        raise DomainError(f"--config {config}: no dataset {dataset!r} in it (datasets: "
+                          f"{', '.join(d.name for d in cfg.datasets)})")
+    source = open_source(found.source)
+    try:
+        check_declared(found, source)  # a new entry the server could not start with: refused
+        cap, unit, schema = entry_of_config(found, source)
+    finally:
+        source.close()
+    reg = _open(cfg.ledger)
+    body = reg.migrate(dataset, cap, unit, schema)
+    before = body["before"]
+    console = Console()
+    console.print(f"[green]✓[/green] dataset {dataset!r} migrated in {reg.url} (recorded in "
+                  "its chain):", soft_wrap=True)
+    console.print(f"  retired: {before['measure']}, cap {_text(before['measure'], before['cap'])}"
+                  f", privacy unit {before['privacy_unit']}", soft_wrap=True)
+    console.print(f"  opened:  {body['measure']}, cap {cap}, privacy unit {unit}",
+                  soft_wrap=True)
+    console.print(f"  spend carried: {_text(body['measure'], body['spent'])}", soft_wrap=True)
+    if body["note"]:
+        console.print(f"  [yellow]note[/yellow]: {body['note']}", soft_wrap=True)
+
+
+def _text(measure: str, stored: str) -> str:
+    """A loss as the ledger stores it, for people."""
+    return str(load(measure, stored))

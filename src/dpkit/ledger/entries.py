@@ -51,20 +51,21 @@ def entry_of(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in ENTRY_FIELDS}
 
 
-def differences(row: Mapping[str, Any], cap: PrivacyLoss, privacy_unit: str
+def differences(entry: Mapping[str, Any], cap: PrivacyLoss, privacy_unit: str
                 ) -> list[tuple[str, str, str]]:
-    """What differs between a stored entry and a wanted one, canonically: (field, wanted,
-    stored) for the measure (its class name), the exact cap and the privacy unit's text.
-    ``1`` and ``1.0`` are the same cap; ``1/10`` and ``0.1`` are not (0.1 is a binary
-    float)."""
+    """What differs between a registered entry (:meth:`Ledger.entry
+    <dpkit.ledger.Ledger.entry>`: ``measure``, ``cap`` a loss, ``privacy_unit``) and a
+    wanted one, canonically: (field, wanted, registered) for the measure (its class name),
+    the exact cap (``1``, ``1.0`` and ``"2/2"`` are one cap) and the privacy unit's text
+    (``str(PrivacyUnit)``, whatever order its fields were written in)."""
     found = []
     measure = type(cap).__name__
-    if row["measure"] != measure:
-        found.append(("measure", measure, str(row["measure"])))
-    elif load(row["measure"], row["cap"]) != cap:
-        found.append(("cap", str(cap), str(load(row["measure"], row["cap"]))))
-    if row["privacy_unit"] != privacy_unit:
-        found.append(("privacy unit", privacy_unit, str(row["privacy_unit"])))
+    if entry["measure"] != measure:
+        found.append(("measure", measure, str(entry["measure"])))
+    elif entry["cap"] != cap:
+        found.append(("cap", str(cap), str(entry["cap"])))
+    if entry["privacy_unit"] != privacy_unit:
+        found.append(("privacy unit", privacy_unit, str(entry["privacy_unit"])))
     return found
 
 

@@ -20,9 +20,9 @@ once from the chain when a version-4 ledger is opened, after checking every link
 (:func:`dpkit.ledger.integrity.upgrade_marks`). Version 6 adds no table: it adds the
 ``migrate`` event (:mod:`dpkit.ledger.entries`: a dataset's entry retired and a new one
 opened under its name), which an older dpkit's ``verify`` would report as an unknown event;
-the version number makes that dpkit refuse the ledger instead. Migrations run in one transaction on open
-and are recorded in ``meta.schema_version``; the ledger then rebuilds the chain
-(:mod:`dpkit.ledger.rechain`).
+the version number makes that dpkit refuse the ledger instead. Migrations run in one
+transaction on open and are recorded in ``meta.schema_version``; the ledger then rebuilds the
+chain (:mod:`dpkit.ledger.rechain`).
 """
 
 from __future__ import annotations
