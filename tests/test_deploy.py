@@ -5,6 +5,8 @@ records a new entry in the chain, carrying the spend; ``dpkit ledger datasets`` 
 reports then show the entry as configured."""
 
 import json
+import re
+import shlex
 import sqlite3
 from fractions import Fraction
 from pathlib import Path
@@ -117,6 +119,72 @@ def test_a_pure_cap_with_a_zcdp_config_refuses_then_migrates(tmp_path):
     assert ledger.grant_of("ann", "wages") == {"cap": dp.ZCDP(Fraction(1, 2)),
                                                "spent": dp.ZCDP(0)}
     assert ledger.verify() == []
+
+
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guide" / "ledger-server.md"
+
+
+def guide_block(tag: str) -> str:
+    found = re.findall(rf"<!-- readme-test: {re.escape(tag)} -->\n```\w*\n(.*?)```",
+                       GUIDE.read_text(), re.S)
+    assert len(found) == 1, tag
+    return str(found[0])
+
+
+def run_guide(tag: str) -> list[str]:
+    """Run a bash block of the guide in the current folder: each `dpkit` line through the
+    command line, `dpkit serve` as a worker starts (create_app); returns the outputs."""
+    outputs = []
+    for line in guide_block(tag).splitlines():
+        words = shlex.split(line, comments=True)
+        assert words[0] == "dpkit", line
+        if words[1] == "serve":
+            open_app(Path(words[words.index("--config") + 1]))
+            continue
+        outputs.append(" ".join(cli(*words[1:]).split()))
+    return outputs
+
+
+def guide_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path)
+    (tmp_path / "server.yaml").write_text(guide_block("deploy.yaml"))
+    monkeypatch.chdir(tmp_path)
+
+
+def test_the_guide_deploys_with_no_mismatch(tmp_path, monkeypatch):
+    """docs/guide/ledger-server.md as written: register from the config, grant, serve; the
+    listing and the report agree with the config on the per-person unit and the measure."""
+    guide_setup(tmp_path, monkeypatch)
+    _, _, listing, _ = run_guide("deploy")  # serve starts a worker, prints nothing
+    assert PERSON in listing and "zcdp" in listing
+    ledger = Ledger("ledger.sqlite")
+    assert ledger.entry("wages")["privacy_unit"] == PERSON and ledger.migrations("wages") == []
+    html = (tmp_path / "wages.html").read_text()
+    assert "by(&#x27;nr&#x27;" in html and "ρ-zCDP" in html and "Migrations" not in html
+    refused = CliRunner().invoke(app, ["ledger", "register", "wages", "--config",
+                                       "server.yaml", "--epsilon", "1"])
+    assert refused.exit_code == 1 and "no other option" in refused.output
+
+
+def test_the_guide_refusal_and_migration_are_what_happens(tmp_path, monkeypatch):
+    guide_setup(tmp_path, monkeypatch)
+    cli("ledger", "register", "wages", "--measure", "zcdp", "--rho", "1", "--ledger",
+        "ledger.sqlite")
+    said = serve_refusal(Path("server.yaml"))
+    for line in guide_block("deploy-refusal").splitlines()[1:]:
+        if line.startswith("  "):  # the lines that name a value or a command
+            assert " ".join(line.split()) in said
+    outputs = run_guide("deploy-migrate")
+    assert "✓" in outputs[-1]
+    assert open_app(Path("server.yaml")).entry("wages")["privacy_unit"] == PERSON
+
+
+def test_register_refuses_another_unit(tmp_path):
+    location = str(tmp_path / "ledger.sqlite")
+    cli("ledger", "register", "wages", "--rho", "1", "--measure", "zcdp", "--ledger", location)
+    again = CliRunner().invoke(app, ["ledger", "register", "wages", "--measure", "zcdp",
+                                     "--rho", "1", "--unit", "nr", "--ledger", location])
+    assert again.exit_code == 1 and "privacy unit rows, not nr" in again.output
 
 
 def test_another_cap_is_refused_with_both_values(tmp_path):

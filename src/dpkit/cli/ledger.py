@@ -248,11 +248,27 @@ def register(dataset: str = typer.Argument(..., help="The dataset's name."),
              rho: float = typer.Option(None, help="Lifetime cap ρ (> 0); needed for zcdp."),
              unit: str = typer.Option("rows", help="The privacy unit, as text (e.g. rows, "
                                                    "or the unit column)."),
-             ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
-    """Register a dataset with its lifetime cap (a positive loss; a cap never changes)."""
-    cap = _loss(measure, epsilon, delta, rho)  # before the ledger is created or opened
+             ledger: str = typer.Option(None, help=LEDGER_HELP),
+             config: Path = typer.Option(None, "--config", help="Register the dataset as "
+                                         "this server configuration declares it (budget, "
+                                         "privacy unit, source schema; its ledger), exactly "
+                                         "as `dpkit serve` would; no other option then.")
+             ) -> None:
+    """Register a dataset with its lifetime cap (a positive loss; it changes only by a
+    recorded `dpkit ledger migrate`). With --config, from the server's configuration."""
+    if config is not None:
+        if (epsilon, delta, rho, ledger) != (None, None, None, None) or unit != "rows":
+            raise DomainError("--config gives the budget, unit and ledger: use no other "
+                              "option with it")
+        ledger, (cap, unit, schema) = _config_entry(dataset, config)
+    else:
+        cap, schema = _loss(measure, epsilon, delta, rho), ""  # before the ledger is opened
     reg = _open(ledger, must_exist=False)
-    reg.register(dataset, cap, unit)
+    reg.register(dataset, cap, unit, schema)
+    entry = reg.entry(dataset)
+    if entry is not None and entry["privacy_unit"] != unit:
+        raise LedgerError(f"dataset {dataset!r} is registered with privacy unit "
+                          f"{entry['privacy_unit']}, not {unit} (see `dpkit ledger migrate`)")
     Console().print(f"[green]✓[/green] dataset {dataset!r} registered in {reg.url}: lifetime "
                     f"cap {cap}, privacy unit {unit}", soft_wrap=True)
 
@@ -322,25 +338,8 @@ def migrate(dataset: str = typer.Argument(..., help="The dataset, as named in th
     server configuration (a recorded link of the chain; 'dpkit ledger verify' checks it).
     The spend is carried, never reset; the measure changes only before the first release; a
     new privacy unit is stated in the record."""
-    try:
-        from dpkit.server.config import load_config
-        from dpkit.server.sources import open_source
-        from dpkit.server.state import check_declared, entry_of_config
-    except ImportError as exc:
-        raise ImportError(f"reading a server configuration needs `pip install "
-                          f"'dpkit[server]'` ({exc})") from None
-    cfg = load_config(config)
-    found = next((d for d in cfg.datasets if d.name == dataset), None)
-    if found is None:
-        raise DomainError(f"--config {config}: no dataset {dataset!r} in it (datasets: "
-                          f"{', '.join(d.name for d in cfg.datasets)})")
-    source = open_source(found.source)
-    try:
-        check_declared(found, source)  # a new entry the server could not start with: refused
-        cap, unit, schema = entry_of_config(found, source)
-    finally:
-        source.close()
-    reg = _open(cfg.ledger)
+    location, (cap, unit, schema) = _config_entry(dataset, config)
+    reg = _open(location)
     body = reg.migrate(dataset, cap, unit, schema)
     before = body["before"]
     console = Console()
@@ -358,3 +357,27 @@ def migrate(dataset: str = typer.Argument(..., help="The dataset, as named in th
 def _text(measure: str, stored: str) -> str:
     """A loss as the ledger stores it, for people."""
     return str(load(measure, stored))
+
+
+def _config_entry(dataset: str, config: Path) -> tuple[str, tuple[PrivacyLoss, str, str]]:
+    """The ledger location of a server configuration and the entry its dataset ``dataset``
+    stands for (cap, privacy unit text, schema text), as ``dpkit serve`` registers it; the
+    source is opened for its column names and types only, and checked as at start-up."""
+    try:
+        from dpkit.server.config import load_config
+        from dpkit.server.sources import open_source
+        from dpkit.server.state import check_declared, entry_of_config
+    except ImportError as exc:
+        raise ImportError(f"reading a server configuration needs `pip install "
+                          f"'dpkit[server]'` ({exc})") from None
+    cfg = load_config(config)
+    found = next((d for d in cfg.datasets if d.name == dataset), None)
+    if found is None:
+        raise DomainError(f"--config {config}: no dataset {dataset!r} in it (datasets: "
+                          f"{', '.join(d.name for d in cfg.datasets)})")
+    source = open_source(found.source)
+    try:
+        check_declared(found, source)  # an entry the server could not start with: refused
+        return cfg.ledger, entry_of_config(found, source)
+    finally:
+        source.close()

@@ -32,7 +32,7 @@ over the whole chain.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpkit.core.measures import PrivacyLoss, convert
@@ -80,7 +80,7 @@ def _converted(text: str | None, old: str, new: str, what: str) -> str | None:
 
 
 def migration_body(row: Mapping[str, Any], cap: PrivacyLoss, privacy_unit: str, schema: str,
-                   grants: list[Mapping[str, Any]], released: bool) -> dict[str, Any]:
+                   grants: Sequence[Mapping[str, Any]], released: bool) -> dict[str, Any]:
     """The body of the ``migrate`` event that retires the entry ``row`` and opens the new
     one (see the module docstring for the rule).
 
