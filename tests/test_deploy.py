@@ -251,6 +251,7 @@ def test_a_migration_carries_the_spend_and_states_a_new_unit(used):
     assert used.verify() == []
     assert used.checkpoint() == [] and used.verify(since_checkpoint=True) == []
     assert [m["cap"] for m in used.migrations("w")] == ['{"rho": "2"}']
+    assert used.export()["migrations"]["w"][0]["before"]["privacy_unit"] == "rows"
     same_unit = used.migrate("w", dp.ZCDP(3), PERSON, "nr:Int64")
     assert not same_unit["unit_changed"] and same_unit["note"] == ""
     assert used.verify() == []

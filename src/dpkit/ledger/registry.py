@@ -1063,7 +1063,7 @@ class Ledger:
 
     def export(self) -> dict[str, Any]:
         """Everything but tokens and stored results, as JSON-ready data (losses as exact
-        strings)."""
+        strings; each dataset's recorded migrations under ``migrations``)."""
         def plain(loss: PrivacyLoss) -> dict[str, str]:
             return {k: str(v) for k, v in loss.as_dict().items()}
 
@@ -1074,6 +1074,7 @@ class Ledger:
                           "per_day": None if d["per_day"] is None else plain(d["per_day"])}
                          for d in self.datasets()],
             "releases": [{**r, "loss": plain(r["loss"])} for r in self.releases()],
+            "migrations": {d["name"]: self.migrations(d["name"]) for d in self.datasets()},
         }
 
     def count(self) -> int:
