@@ -107,7 +107,7 @@ def test_the_newcomer_sequence_refuses_then_migrates_then_agrees(tmp_path):
     cli("report", "wages", "--ledger", location, "--out", str(page))
     html = page.read_text()
     assert "by(&#x27;nr&#x27;" in html and "ρ-zCDP" in html
-    assert "Migrations" in html and "accounted at privacy unit rows" in html
+    assert "Migrations" in html and "privacy unit changed from rows before any release" in html
 
 
 def test_a_pure_cap_with_a_zcdp_config_refuses_then_migrates(tmp_path):

@@ -345,9 +345,10 @@ def migrate(dataset: str = typer.Argument(..., help="The dataset, as named in th
     console = Console()
     console.print(f"[green]✓[/green] dataset {dataset!r} migrated in {reg.url} (recorded in "
                   "its chain):", soft_wrap=True)
-    console.print(f"  retired: {before['measure']}, cap {_text(before['measure'], before['cap'])}"
-                  f", privacy unit {before['privacy_unit']}", soft_wrap=True)
-    console.print(f"  opened:  {body['measure']}, cap {cap}, privacy unit {unit}",
+    console.print(f"  retired: {KINDS[before['measure']]}, cap "
+                  f"{_text(before['measure'], before['cap'])}, privacy unit "
+                  f"{before['privacy_unit']}", soft_wrap=True)
+    console.print(f"  opened:  {KINDS[body['measure']]}, cap {cap}, privacy unit {unit}",
                   soft_wrap=True)
     console.print(f"  spend carried: {_text(body['measure'], body['spent'])}", soft_wrap=True)
     if body["note"]:

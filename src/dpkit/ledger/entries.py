@@ -116,9 +116,17 @@ def migration_body(row: Mapping[str, Any], cap: PrivacyLoss, privacy_unit: str, 
                 row["per_day"], old, new, "the burn-rate policy"),
             "before": {**entry_of(row), "spent": row["spent"]}, "grants": moved,
             "unit_changed": unit_changed,
-            "note": (f"releases before this link were accounted at privacy unit "
-                     f"{row['privacy_unit']}; their spend is carried as recorded"
-                     if unit_changed else "")}
+            "note": _unit_note(str(row["privacy_unit"]), unit_changed, released)}
+
+
+def _unit_note(old_unit: str, unit_changed: bool, released: bool) -> str:
+    """What a migration's record says of the privacy unit."""
+    if not unit_changed:
+        return ""
+    if not released:
+        return f"privacy unit changed from {old_unit} before any release"
+    return (f"releases before this link were accounted at privacy unit {old_unit}; their "
+            "spend is carried as recorded")
 
 
 def replay_migration(rows: dict[str, dict[tuple[str, ...], dict[str, Any]]], body: str,
