@@ -269,6 +269,75 @@ def test_a_migration_is_refused_and_writes_nothing(used, cap, unit, match):
     assert used.head() == head and used.verify() == []
 
 
+@pytest.fixture(scope="module")
+def postgres_server():
+    import pg
+
+    reason = pg.unavailable()
+    if reason:
+        pytest.skip(f"no PostgreSQL server for the migration test: {reason}")
+    with pg.server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request, tmp_path, monkeypatch):
+    """A fresh ledger: a SQLite file, or a new database on a throwaway PostgreSQL server."""
+    monkeypatch.setenv("DPKIT_HOME", str(tmp_path))  # the key file of a URL ledger
+    monkeypatch.delenv("DPKIT_LEDGER_MAC_KEY", raising=False)
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.sqlite")
+    import sqlalchemy as sa
+
+    server = request.getfixturevalue("postgres_server")
+    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text("DROP DATABASE IF EXISTS deploy_migrate"))
+        conn.execute(sa.text("CREATE DATABASE deploy_migrate"))
+    admin.dispose()
+    return server.rsplit("/", 1)[0] + "/deploy_migrate"
+
+
+def test_a_migration_on_either_database(location):
+    """Migrate with a grant and a release (same measure) and before any release (a new
+    measure, the grant's cap converted): SQLite and PostgreSQL alike, verify passes."""
+    ledger = Ledger(location)
+    ledger.add_analyst("ann")
+    for name in ("a", "b"):
+        ledger.register(name, dp.PureDP(2))
+        ledger.grant("ann", name, dp.PureDP(1))
+    spend(ledger, "a", dp.PureDP(Fraction(1, 2)))
+    ledger.migrate("a", dp.PureDP(3), PERSON)
+    ledger.migrate("b", dp.ZCDP(2), PERSON)
+    spend(ledger, "a", dp.PureDP(Fraction(1, 4)))
+    spend(ledger, "b", dp.ZCDP(Fraction(1, 4)))
+    assert ledger.spent("a") == dp.PureDP(Fraction(3, 4))
+    assert ledger.grant_of("ann", "b") == {"cap": dp.ZCDP(Fraction(1, 2)),
+                                           "spent": dp.ZCDP(Fraction(1, 4))}
+    assert ledger.verify() == []
+    assert ledger.checkpoint() == [] and ledger.verify(since_checkpoint=True) == []
+    ledger.dispose()
+
+
+def test_a_grant_cap_that_cannot_be_converted_is_named(tmp_path):
+    """zCDP ⇒ pure ε has no conversion: a capped grant refuses the new measure (a grant
+    without a cap moves)."""
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.register("w", dp.ZCDP(1))
+    ledger.add_analyst("ann")
+    ledger.add_analyst("bob")
+    ledger.grant("bob", "w")
+    ledger.grant("ann", "w", dp.ZCDP(Fraction(1, 2)))
+    head = ledger.head()
+    with pytest.raises(LedgerError, match="the grant of 'ann'.*cannot be converted"):
+        ledger.migrate("w", dp.PureDP(1))
+    assert ledger.head() == head
+    ledger.grant("ann", "w")  # the curator lifts the cap (a recorded grant), then migrates
+    ledger.migrate("w", dp.PureDP(1))
+    assert ledger.grant_of("bob", "w") == {"cap": None, "spent": dp.PureDP(0)}
+    assert ledger.verify() == []
+
+
 def test_a_retired_or_unknown_dataset_cannot_be_migrated(used):
     used.retire("w")
     with pytest.raises(LedgerError, match="retired"):
