@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy.engine import make_url
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 from dpkit.core.record import noise_rows
@@ -343,7 +344,8 @@ def migrate(dataset: str = typer.Argument(..., help="The dataset, as named in th
     body = reg.migrate(dataset, cap, unit, schema)
     before = body["before"]
     console = Console()
-    console.print(f"[green]✓[/green] dataset {dataset!r} migrated in {reg.url} (recorded in "
+    shown = make_url(reg.url).render_as_string(hide_password=True)
+    console.print(f"[green]✓[/green] dataset {dataset!r} migrated in {shown} (recorded in "
                   "its chain):", soft_wrap=True)
     console.print(f"  retired: {KINDS[before['measure']]}, cap "
                   f"{_text(before['measure'], before['cap'])}, privacy unit "
