@@ -521,7 +521,7 @@ def test_version_2_ledger_is_migrated_and_covered(tmp_path, monkeypatch):
     tamper(str(path), "UPDATE grants SET cap = :c", c='{"epsilon": "9"}')  # now covered
     assert said(Ledger(path).verify(), "grants ('ana', 'd')", "cap")
     version = read(str(path), "SELECT value FROM meta WHERE key = 'schema_version'")[0][0]
-    assert version == "5"
+    assert version == "6"
 
 
 def test_version_2_ledger_with_a_broken_chain_is_not_migrated(tmp_path, monkeypatch):
@@ -551,7 +551,7 @@ def test_cli_verify_names_the_problem_and_exits_1(tmp_path, monkeypatch):
 def test_export_and_listing_still_work_on_a_clean_ledger(location):
     reg = setup(location)
     exported = reg.export()
-    assert exported["schema_version"] == 5 and json.dumps(exported, default=str)
+    assert exported["schema_version"] == 6 and json.dumps(exported, default=str)
     assert [d["name"] for d in reg.datasets()] == ["d"]
 
 
@@ -660,7 +660,7 @@ def test_version_4_ledger_gets_its_marks_from_the_chain(location, tmp_path):
     reg.dispose()
     _as_version_4(location)
     reg = Ledger(location)
-    assert read(location, "SELECT value FROM meta WHERE key = 'schema_version'")[0][0] == "5"
+    assert read(location, "SELECT value FROM meta WHERE key = 'schema_version'")[0][0] == "6"
     assert read(location, "SELECT count(*) FROM checkpoints")[0][0] == 0  # held no marks
     assert reg.stream_step(s.release_id) == (5, None) and reg.verify() == []
     with pytest.raises(StreamRollbackError):  # the old state is stale, as before

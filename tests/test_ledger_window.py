@@ -195,7 +195,7 @@ def test_version_3_ledger_is_upgraded_with_its_window(tmp_path, monkeypatch):
     _as_version_3(tmp_path)
     reg = Ledger(tmp_path / "l.sqlite", mac_key=KEY)
     assert reg.verify() == []
-    assert sql(tmp_path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("5",)]
+    assert sql(tmp_path, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
     at(monkeypatch, T0 + timedelta(hours=2))
     with pytest.raises(BudgetExceededError, match="burn-rate"):  # 3/4 from before the upgrade
         reg.debit("d", dp.PureDP(Fraction(1, 2)), "q")

@@ -10,11 +10,13 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy.engine import make_url
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 from dpkit.core.record import noise_rows
 from dpkit.errors import DomainError, LedgerError
 from dpkit.ledger import Ledger
+from dpkit.ledger.codec import load
 
 ledger_app = typer.Typer(help="The epsilon registry: datasets, releases, verification.",
                          no_args_is_help=True)
@@ -119,16 +121,21 @@ def init(ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
 
 @ledger_app.command("datasets")
 def list_datasets(ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
-    """Datasets with their lifetime cap, spend and burn-rate policy."""
+    """Datasets with their measure, privacy unit, lifetime cap, spend and burn-rate policy
+    (as registered: by `dpkit serve` from its configuration, or by `register`; a migrated
+    dataset shows its entry in force and its number of migrations)."""
     reg = _open(ledger)
-    table = wide_table(f"Datasets in {reg.url}", ("dataset", "privacy unit", "lifetime cap",
-                                                  "spent", "per day", "created"))
+    table = wide_table(f"Datasets in {reg.url}", ("dataset", "measure", "privacy unit",
+                                                  "lifetime cap", "spent", "per day",
+                                                  "created"))
     for d in reg.datasets():
         per_day = d["per_day"]
         limit = "—" if per_day is None else (
             "retired" if per_day == type(per_day).zero() else str(per_day))
-        table.add_row(d["name"], d["privacy_unit"], str(d["cap"]), str(d["spent"]), limit,
-                      d["created"])
+        moved = len(reg.migrations(d["name"]))
+        created = d["created"] + (f" (migrated {moved}×)" if moved else "")
+        table.add_row(d["name"], KINDS[d["measure"]], d["privacy_unit"], str(d["cap"]),
+                      str(d["spent"]), limit, created)
     Console().print(table)
 
 
@@ -242,11 +249,27 @@ def register(dataset: str = typer.Argument(..., help="The dataset's name."),
              rho: float = typer.Option(None, help="Lifetime cap ρ (> 0); needed for zcdp."),
              unit: str = typer.Option("rows", help="The privacy unit, as text (e.g. rows, "
                                                    "or the unit column)."),
-             ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
-    """Register a dataset with its lifetime cap (a positive loss; a cap never changes)."""
-    cap = _loss(measure, epsilon, delta, rho)  # before the ledger is created or opened
+             ledger: str = typer.Option(None, help=LEDGER_HELP),
+             config: Path = typer.Option(None, "--config", help="Register the dataset as "
+                                         "this server configuration declares it (budget, "
+                                         "privacy unit, source schema; its ledger), exactly "
+                                         "as `dpkit serve` would; no other option then.")
+             ) -> None:
+    """Register a dataset with its lifetime cap (a positive loss; it changes only by a
+    recorded `dpkit ledger migrate`). With --config, from the server's configuration."""
+    if config is not None:
+        if (epsilon, delta, rho, ledger) != (None, None, None, None) or unit != "rows":
+            raise DomainError("--config gives the budget, unit and ledger: use no other "
+                              "option with it")
+        ledger, (cap, unit, schema) = _config_entry(dataset, config)
+    else:
+        cap, schema = _loss(measure, epsilon, delta, rho), ""  # before the ledger is opened
     reg = _open(ledger, must_exist=False)
-    reg.register(dataset, cap, unit)
+    reg.register(dataset, cap, unit, schema)
+    entry = reg.entry(dataset)
+    if entry is not None and entry["privacy_unit"] != unit:
+        raise LedgerError(f"dataset {dataset!r} is registered with privacy unit "
+                          f"{entry['privacy_unit']}, not {unit} (see `dpkit ledger migrate`)")
     Console().print(f"[green]✓[/green] dataset {dataset!r} registered in {reg.url}: lifetime "
                     f"cap {cap}, privacy unit {unit}", soft_wrap=True)
 
@@ -303,3 +326,61 @@ def policy(dataset: str = typer.Argument(..., help="The dataset."),
     reg.set_policy(dataset, limit)
     Console().print(f"[green]✓[/green] dataset {dataset!r}: at most {limit} per rolling 24 h",
                     soft_wrap=True)
+
+
+@ledger_app.command("migrate")
+def migrate(dataset: str = typer.Argument(..., help="The dataset, as named in the ledger and "
+                                                    "the configuration."),
+            config: Path = typer.Option(..., "--config", help="The server's YAML "
+                                        "configuration: the new entry is its dataset's budget "
+                                        "(measure and cap), privacy unit and source schema.")
+            ) -> None:
+    """Retire the dataset's ledger entry and open a new one under the same name from the
+    server configuration (a recorded link of the chain; 'dpkit ledger verify' checks it).
+    The spend is carried, never reset; the measure changes only before the first release; a
+    new privacy unit is stated in the record."""
+    location, (cap, unit, schema) = _config_entry(dataset, config)
+    reg = _open(location)
+    body = reg.migrate(dataset, cap, unit, schema)
+    before = body["before"]
+    console = Console()
+    shown = make_url(reg.url).render_as_string(hide_password=True)
+    console.print(f"[green]✓[/green] dataset {dataset!r} migrated in {shown} (recorded in "
+                  "its chain):", soft_wrap=True)
+    console.print(f"  retired: {KINDS[before['measure']]}, cap "
+                  f"{_text(before['measure'], before['cap'])}, privacy unit "
+                  f"{before['privacy_unit']}", soft_wrap=True)
+    console.print(f"  opened:  {KINDS[body['measure']]}, cap {cap}, privacy unit {unit}",
+                  soft_wrap=True)
+    console.print(f"  spend carried: {_text(body['measure'], body['spent'])}", soft_wrap=True)
+    if body["note"]:
+        console.print(f"  [yellow]note[/yellow]: {body['note']}", soft_wrap=True)
+
+
+def _text(measure: str, stored: str) -> str:
+    """A loss as the ledger stores it, for people."""
+    return str(load(measure, stored))
+
+
+def _config_entry(dataset: str, config: Path) -> tuple[str, tuple[PrivacyLoss, str, str]]:
+    """The ledger location of a server configuration and the entry its dataset ``dataset``
+    stands for (cap, privacy unit text, schema text), as ``dpkit serve`` registers it; the
+    source is opened for its column names and types only, and checked as at start-up."""
+    try:
+        from dpkit.server.config import load_config
+        from dpkit.server.sources import open_source
+        from dpkit.server.state import check_declared, entry_of_config
+    except ImportError as exc:
+        raise ImportError(f"reading a server configuration needs `pip install "
+                          f"'dpkit[server]'` ({exc})") from None
+    cfg = load_config(config)
+    found = next((d for d in cfg.datasets if d.name == dataset), None)
+    if found is None:
+        raise DomainError(f"--config {config}: no dataset {dataset!r} in it (datasets: "
+                          f"{', '.join(d.name for d in cfg.datasets)})")
+    source = open_source(found.source)
+    try:
+        check_declared(found, source)  # an entry the server could not start with: refused
+        return cfg.ledger, entry_of_config(found, source)
+    finally:
+        source.close()

@@ -202,9 +202,12 @@ def serve(
     try:
         from dpkit.server.app import serve as run_server
         from dpkit.server.config import ConfigError
+        from dpkit.server.state import MismatchError
     except ImportError as exc:
         raise ImportError(f"the server needs `pip install 'dpkit[server]'` ({exc})") from None
     try:
         run_server(config, host=host, port=port, workers=workers)
+    except MismatchError:  # its lines hold a command to copy: the plain one-error print
+        raise
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from None

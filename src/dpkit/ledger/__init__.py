@@ -13,7 +13,8 @@ LedgerAccountant  the :class:`~dpkit.core.accountant.Accountant` over a ledger's
 Modules: ``registry`` (the Ledger), ``schema`` (tables, migrations), ``chain`` (keyed links
 and row MACs), ``store`` (writing them), ``integrity`` (``verify``: replay the chain, check
 every row), ``window`` (the burn-rate window: per-minute buckets, running total),
-``checkpoint`` (signed states for an incremental verify), ``rechain`` (chaining a version-1
+``checkpoint`` (signed states for an incremental verify), ``entries`` (a dataset's entry
+and its recorded migration: ``Ledger.migrate``), ``rechain`` (chaining a version-1
 or -2 ledger), ``keys`` (where the MAC key lives), ``codec`` (exact losses as text),
 ``plot`` (burn-down).
 """

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from dpkit.errors import LedgerError
-from dpkit.ledger import chain, codec, store, window
+from dpkit.ledger import chain, codec, entries, store, window
 from dpkit.ledger.schema import burn, checkpoints, events, meta, outcomes, releases
 
 __all__ = ["State", "Start", "verify", "check", "replay", "links", "stored_sha256",
@@ -176,6 +176,8 @@ class State:
             row.update({k: v for k, v in b.items() if k not in store.KEYS[table]}, seq=seq)
         elif kind == "stream":
             self._stream(b, where, seq)
+        elif kind == entries.MIGRATE:
+            self.problems += entries.replay_migration(rows, link["body"], seq, where)
         elif kind != "migration":
             self.problems.append(f"{where}: unknown event kind")
 

@@ -78,13 +78,14 @@ from dpkit.errors import (
     LedgerIntegrityError,
     StreamRollbackError,
 )
-from dpkit.ledger import chain, checkpoint, integrity, store, window
+from dpkit.ledger import chain, checkpoint, entries, integrity, store, window
 from dpkit.ledger.codec import MEASURES, dump, load, now, stamp
 from dpkit.ledger.keys import resolve_key
 from dpkit.ledger.rechain import rechain
 from dpkit.ledger.schema import (
     SCHEMA_VERSION,
     datasets,
+    events,
     meta,
     migrate,
     outcomes,
@@ -452,7 +453,8 @@ class Ledger:
         Raises
         ------
         LedgerError
-            If the dataset exists with another measure or cap.
+            If the dataset exists with another measure or cap (a cap changes only by a
+            recorded :meth:`migrate`).
         LedgerIntegrityError
             If its row was changed outside the ledger.
         """
@@ -478,9 +480,80 @@ class Ledger:
         if row["measure"] != measure or stored != cap:
             raise LedgerError(
                 f"dataset {dataset!r} is registered with lifetime cap {stored} "
-                f"({row['measure']}); open it with that budget or use another dataset name")
+                f"({row['measure']}); open it with that budget, use another dataset name, "
+                "or record a migration (`dpkit ledger migrate`)")
         self._registered[dataset] = (measure, stored)
         return stored
+
+    def entry(self, dataset: str) -> dict[str, Any] | None:
+        """The dataset's entry as registered, checked against the chain: ``measure`` (the
+        class name: PureDP, ApproxDP, ZCDP), ``cap`` (exact), ``privacy_unit`` and ``schema``
+        (their text); None for a dataset that is not registered.
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If its row was changed outside the ledger.
+        """
+        with self.engine.connect() as conn:
+            row = self._row(conn, "datasets", (dataset,))
+        if row is None:
+            return None
+        return {**entries.entry_of(row), "cap": load(row["measure"], row["cap"])}
+
+    def migrate(self, dataset: str, cap: PrivacyLoss, privacy_unit: str = "rows",
+                schema: str = "") -> dict[str, Any]:
+        """Retire the entry of ``dataset`` and open a new one under the same name with this
+        measure (``type(cap)``), lifetime ``cap``, privacy unit and schema text: one ``migrate``
+        link of the keyed chain (:mod:`dpkit.ledger.entries`). The spend is carried, never
+        reset; a measure changes only before the first release; a new privacy unit is stated
+        in the record. Returns the event's body (what was retired, what was opened).
+
+        Raises
+        ------
+        LedgerError
+            For an unknown or retired dataset, a migration that changes nothing, a measure
+            change after a release, a cap below the carried spend, or a grant cap or policy
+            that cannot be converted to the new measure (nothing is written).
+        LedgerIntegrityError
+            If a row it reads was changed outside the ledger.
+        """
+        with self._transaction() as conn:
+            self._lock_head(conn)
+            row = self._dataset(conn, dataset)
+            self._newest_ok(conn, row)
+            found = conn.execute(select(store.ROW_TABLES["grants"].c.analyst).where(
+                store.ROW_TABLES["grants"].c.dataset == dataset)).scalars().all()
+            grants = [g for g in (self._row(conn, "grants", (str(a), dataset)) for a in found)
+                      if g is not None]
+            released = store.first(conn, _NEWEST, {"dataset": dataset}) is not None
+            body = entries.migration_body(row, cap, privacy_unit, schema, grants, released)
+            seq = self._append(conn, entries.MIGRATE, "datasets", (dataset,), body,
+                               stamp(now()))
+            fields = {k: body[k] for k in (*entries.ENTRY_FIELDS, "spent", "per_day")}
+            if body["measure"] != row["measure"]:  # no release yet: an empty window
+                fields["window_spent"] = dump(type(cap).zero())
+            store.put_row(conn, self._key, "datasets", {**row, **fields, "seq": seq},
+                          new=False)
+            for g in grants:  # a new measure: each grant's cap converted, as a grant link
+                moved = body["grants"].get(str(g["analyst"]))
+                if moved is not None:
+                    key = (str(g["analyst"]), dataset)
+                    change = {"analyst": key[0], "dataset": dataset, **moved}
+                    at = self._append(conn, "grant", "grants", key, change, stamp(now()))
+                    store.put_row(conn, self._key, "grants", {**g, **change, "seq": at},
+                                  new=False)
+        self._registered.pop(dataset, None)
+        return body
+
+    def migrations(self, dataset: str) -> list[dict[str, Any]]:
+        """The recorded migrations of ``dataset`` (oldest first): each ``migrate`` event's
+        body with its ``seq`` and ``time`` (``verify`` checks them)."""
+        with self.engine.connect() as conn:
+            found = conn.execute(select(events.c.seq, events.c.time, events.c.body).where(
+                (events.c.subject == chain.subject("datasets", dataset))
+                & (events.c.kind == entries.MIGRATE)).order_by(events.c.seq)).all()
+        return [{**json.loads(r.body), "seq": r.seq, "time": r.time} for r in found]
 
     def set_policy(self, dataset: str, per_day: PrivacyLoss | None) -> None:
         """Burn-rate policy: at most ``per_day`` of loss in any rolling 24 hours (None: off;
@@ -990,7 +1063,7 @@ class Ledger:
 
     def export(self) -> dict[str, Any]:
         """Everything but tokens and stored results, as JSON-ready data (losses as exact
-        strings)."""
+        strings; each dataset's recorded migrations under ``migrations``)."""
         def plain(loss: PrivacyLoss) -> dict[str, str]:
             return {k: str(v) for k, v in loss.as_dict().items()}
 
@@ -1001,6 +1074,7 @@ class Ledger:
                           "per_day": None if d["per_day"] is None else plain(d["per_day"])}
                          for d in self.datasets()],
             "releases": [{**r, "loss": plain(r["loss"])} for r in self.releases()],
+            "migrations": {d["name"]: self.migrations(d["name"]) for d in self.datasets()},
         }
 
     def count(self) -> int:

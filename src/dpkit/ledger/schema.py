@@ -17,9 +17,12 @@ outcomes (``verify`` streams the chain in order). Version 5 adds the ``streams``
 continual release's step high-water mark as a MAC-signed row carrying the ``seq`` of its last
 ``stream`` link (it was the newest remaining link, which deleting links rolled back), built
 once from the chain when a version-4 ledger is opened, after checking every link
-(:func:`dpkit.ledger.integrity.upgrade_marks`). Migrations run in one transaction on open
-and are recorded in ``meta.schema_version``; the ledger then rebuilds the chain
-(:mod:`dpkit.ledger.rechain`).
+(:func:`dpkit.ledger.integrity.upgrade_marks`). Version 6 adds no table: it adds the
+``migrate`` event (:mod:`dpkit.ledger.entries`: a dataset's entry retired and a new one
+opened under its name), which an older dpkit's ``verify`` would report as an unknown event;
+the version number makes that dpkit refuse the ledger instead. Migrations run in one
+transaction on open and are recorded in ``meta.schema_version``; the ledger then rebuilds the
+chain (:mod:`dpkit.ledger.rechain`).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from sqlalchemy import (
 __all__ = ["METADATA", "SCHEMA_VERSION", "migrate", "meta", "datasets", "analysts", "grants",
            "studies", "releases", "outcomes", "events", "burn", "checkpoints", "streams"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 METADATA = MetaData()
 
 meta = Table("meta", METADATA, Column("key", String(64), primary_key=True),
@@ -236,8 +239,14 @@ def _v4_to_v5(conn: Connection) -> None:
     it from the chain (:func:`dpkit.ledger.integrity.upgrade_marks`)."""
 
 
+def _v5_to_v6(conn: Connection) -> None:
+    """Nothing to alter: version 6 adds the ``migrate`` event kind to the ``events`` table
+    (:mod:`dpkit.ledger.entries`); a version-5 ledger's rows and links stay as they are."""
+
+
 _MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3,
-                                                        3: _v3_to_v4, 4: _v4_to_v5}
+                                                        3: _v3_to_v4, 4: _v4_to_v5,
+                                                        5: _v5_to_v6}
 
 
 def migrate(conn: Connection) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 from dpkit.core.record import Release, noise_rows
 from dpkit.errors import DomainError, LedgerError
 from dpkit.ledger import Ledger
+from dpkit.ledger.codec import load
 from dpkit.ledger.plot import burn_down_figure
 from dpkit.report import charts
 from dpkit.report.page import facts, image, loss_html, page, section, table
@@ -18,6 +19,8 @@ from dpkit.report.release import Truth, release_section
 __all__ = ["ledger_report"]
 
 MAX_QUERY = 300  # characters of a query's text shown in the table (the ledger has all)
+MEASURE_NAMES = {"PureDP": "pure ε-DP", "ApproxDP": "approximate (ε, δ)-DP",
+                 "ZCDP": "ρ-zCDP"}
 
 
 def _part(loss: Any, field: str) -> float:
@@ -45,7 +48,9 @@ def _budget(ledger: Ledger, info: dict[str, Any], rows: list[dict[str, Any]]) ->
         who = r["analyst"] or "(curator)"
         analysts[who] = analysts.get(who, 0.0) + _part(r["loss"], field)
     about = facts([
-        ("dataset", info["name"]), ("privacy unit", info["privacy_unit"]),
+        ("dataset", info["name"]), ("measure", MEASURE_NAMES.get(info["measure"],
+                                                                 info["measure"])),
+        ("privacy unit", info["privacy_unit"]),
         ("registered", info["created"]), ("lifetime cap", loss_html(cap)),
         ("spent", loss_html(spent)), ("remaining", loss_html(remaining)),
         ("burn-rate limit", "none" if info["per_day"] is None
@@ -61,6 +66,25 @@ def _budget(ledger: Ledger, info: dict[str, Any], rows: list[dict[str, Any]]) ->
                     for a, v in sorted(analysts.items(), key=lambda kv: -kv[1])]
                    ) if analysts else ""
     return section("Budget", "\n".join([about, burn, shares]))
+
+
+def _migrations(ledger: Ledger, dataset: str) -> str:
+    """The dataset's recorded migrations (``dpkit ledger migrate``): each retired entry, the
+    one opened, the spend carried and the record's note; empty when there is none."""
+    moved = ledger.migrations(dataset)
+    if not moved:
+        return ""
+
+    def entry(e: dict[str, Any]) -> str:
+        measure = MEASURE_NAMES.get(e["measure"], e["measure"])
+        return f"{measure}, cap {load(e['measure'], e['cap'])}, privacy unit {e['privacy_unit']}"
+
+    body = table(["link", "time (UTC)", "retired entry", "opened entry", "spend carried",
+                  "note"],
+                 [[m["seq"], str(m["time"])[:19].replace("T", " "), entry(m["before"]),
+                   entry(m), str(load(m["measure"], m["spent"])), m["note"] or "—"]
+                  for m in moved])
+    return section("Migrations", body)
 
 
 def _queries(rows: list[dict[str, Any]]) -> str:
@@ -80,8 +104,10 @@ def ledger_report(ledger: Ledger, dataset: str, releases: Sequence[Release[Any]]
                   truth: Mapping[int, Truth] | None = None, title: str | None = None) -> str:
     """An HTML report of one dataset of a ledger, as a self-contained page.
 
-    Sections: the budget (cap, spent and remaining, exact; the burn-down of the remaining ε
-    — ρ for zCDP — after each release, in time; the spend per analyst), the queries as run
+    Sections: the budget (measure and privacy unit as registered, cap, spent and remaining,
+    exact; the burn-down of the remaining ε
+    — ρ for zCDP — after each release, in time; the spend per analyst), the recorded
+    migrations of its entry (``dpkit ledger migrate``), the queries as run
     (each release row of the ledger: time, analyst, study, query text, loss, status, noise
     plan, result digest), and, for each Release record passed in ``releases``, its values
     (tables with confidence intervals and bar charts with error bars, see
@@ -122,7 +148,7 @@ def ledger_report(ledger: Ledger, dataset: str, releases: Sequence[Release[Any]]
     if not all(isinstance(r, Release) for r in releases):
         raise DomainError("releases must be dpkit Release records (session.last_release)")
     rows = ledger.releases(dataset)
-    parts = [_budget(ledger, info, rows), _queries(rows)]
+    parts = [_budget(ledger, info, rows), _migrations(ledger, dataset), _queries(rows)]
     truth = truth or {}
     for i, rel in enumerate(releases):
         key = rel.release_id if rel.release_id is not None else i

@@ -75,9 +75,8 @@ def create_app(config: ServerConfig | str | Path) -> FastAPI:
     Raises
     ------
     ConfigError
-        If the configuration or a data source is invalid.
-    LedgerError
-        If the ledger has a dataset with another measure or cap.
+        If the configuration or a data source is invalid; ``MismatchError`` (a ConfigError)
+        if the ledger holds a dataset with another measure, cap or privacy unit.
     """
     cfg = config if isinstance(config, ServerConfig) else load_config(config)
     configure_logging()
@@ -131,6 +130,7 @@ def serve(config: str | Path, *, host: str = "127.0.0.1", port: int = 8000,
     import uvicorn
 
     cfg = load_config(config)
+    ServerState(cfg).close()  # refuse here, before any worker: a source or ledger mismatch
     os.environ[ENV_CONFIG] = str(Path(config).resolve())
     uvicorn.run("dpkit.server.app:app_from_env", factory=True, host=host, port=port,
                 workers=workers or cfg.workers, access_log=False, log_level=log_level,

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,7 @@ class ServerConfig:
     max_body_bytes: int = 65536
     ledger_key_env: str | None = None
     streams_dir: Path | None = None  # hosted continual releases' encrypted states
+    path: Path | None = None  # the YAML file it was read from (for messages)
 
 
 def load_config(path: str | Path) -> ServerConfig:
@@ -122,7 +123,7 @@ def load_config(path: str | Path) -> ServerConfig:
         raw = yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{file}: not valid YAML: {exc}") from None
-    return parse_config(raw, base=file.resolve().parent)
+    return replace(parse_config(raw, base=file.resolve().parent), path=file)
 
 
 def parse_config(raw: Any, base: Path | None = None) -> ServerConfig:
