@@ -216,3 +216,10 @@ def test_continual_intervals_never_below_zero() -> None:
     assert all(r.low >= 0 for r in raw.releases.values())  # the interval is still cut
     single = Stream(8, accountant=acct, mechanism="tree", epsilon=0.1).feed(0)
     assert single.value >= 0 and single.low >= 0
+
+
+def test_explain_takes_the_clamp_bounds() -> None:
+    frame = pl.DataFrame({"x": [1.0, 2.0]})
+    q = dp.Session(frame, dp.PrivacyUnit.rows(), dp.PureDP(1)).query().clamp("x", 0, 10).agg(
+        dp.mean("x"))
+    assert "x_mean: ± half-width" in q.explain(epsilon=1, n=100)

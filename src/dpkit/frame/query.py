@@ -808,7 +808,7 @@ class Query:
         planned, beta = plan.statistics, 1 - confidence
         lines = [f"privacy unit: {self.session.privacy_unit}; measure: "
                  f"{self.session.measure.__name__}"]
-        for i, agg in enumerate(self.aggs):
+        for i, agg in enumerate(plan.query.aggs):  # with the bounds clamp declared
             mine = [p for p in planned if p.aggregation == i]
             lines += [self._explain_line(agg, p, beta, confidence) for p in mine]
             own = _own_half_widths(agg, mine, beta, stated)
