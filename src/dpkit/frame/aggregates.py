@@ -513,7 +513,7 @@ class Variance(ColumnAggregation):
 
 
 @aggregation("histogram", _COLUMN, Param("bins", "numbers", size=(2, MAX_BINS + 1)), _NAME,
-             Param("non_negative", "flag", True))
+             Param("non_negative", "flag", None))
 @dataclass(frozen=True)
 class Histogram(ColumnAggregation):
     """Row counts in bins of a numeric column (one output row per group × bin).
@@ -521,20 +521,23 @@ class Histogram(ColumnAggregation):
     ``bins`` are increasing edges e₀ < … < e_m; bin i is [eᵢ, eᵢ₊₁), the last one closed.
     Values outside [e₀, e_m], nulls and NaN fall in no bin (they are dropped).
 
-    ``non_negative`` (default True): a negative noisy count is shown as 0. Every count's
-    interval is cut at 0 either way (a count is never negative, so the cut interval covers
-    whenever the noise interval does). Both are post-processing of the noisy counts (free;
-    Dwork & Roth Prop. 2.1); the clipped estimate is biased upwards near 0, so a sum of
-    many clipped cells over-counts: pass ``non_negative=False`` for unbiased cells.
+    ``non_negative`` (default None, meaning True): a negative noisy count is shown as 0.
+    Every count's interval is cut at 0 either way (a count is never negative, so the cut
+    interval covers whenever the noise interval does). Both are post-processing of the
+    noisy counts (free; Dwork & Roth Prop. 2.1); the clipped estimate is biased upwards
+    near 0, so a sum of many clipped cells over-counts: pass ``non_negative=False`` for
+    unbiased cells.
     """
 
     bins: Any = None
-    non_negative: bool = True
+    non_negative: bool | None = None  # None: the default, True (kept out of describe())
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if isinstance(self.bins, tuple | range):  # as JSON gives it back
             object.__setattr__(self, "bins", list(self.bins))
+        if self.non_negative is True:  # one canonical form (describe) for the default
+            object.__setattr__(self, "non_negative", None)
 
     def output_name(self) -> str:
         return self.name or "count"
@@ -565,7 +568,7 @@ class Histogram(ColumnAggregation):
                stats: list[Statistic], beta: float) -> dict[str, Any]:
         key = stats[0].key  # integer counts: integer half-width
         return _count_interval(self.output_name(), noisy[key], int(half_widths[key]),
-                               clip_estimate=self.non_negative)
+                               clip_estimate=self.non_negative is not False)
 
 
 @aggregation("quantile", _COLUMN, Param("q", "number"), _BOUNDS, _CANDIDATES, _FILL, _METHOD,
@@ -799,7 +802,8 @@ def histogram(column: str, bins: Any = None, *, name: str | None = None,
               non_negative: bool = True) -> Histogram:
     """DP histogram of ``column`` over the bin ``edges`` in ``bins``; see :class:`Histogram`
     (``non_negative=False`` keeps negative noisy counts)."""
-    return Histogram(name=name, column=column, bins=bins, non_negative=bool(non_negative))
+    return Histogram(name=name, column=column, bins=bins,
+                     non_negative=None if non_negative else False)
 
 
 def quantile(column: str, q: Number, bounds: tuple[Number, Number] | None = None, *,
