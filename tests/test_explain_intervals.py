@@ -196,6 +196,11 @@ def test_continual_step_prints_one_line(noiseless: None) -> None:
     h = step[None].half_width
     w = f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
     assert str(step) == repr(step) == f"step 3: count = 1,234 ± {w} (95%)"
+    windowed = ContinualRelease(16, accountant=FilterAccountant(PureDP(10)), mechanism="tree",
+                                epsilon=1, window=2)
+    printed = str(windowed.feed(500))
+    assert re.fullmatch(r"step 1: count = 500 ± [0-9.]+; last 2 steps = 500 ± [0-9.]+ "
+                        r"\(95%\)", printed), printed
     keyed = ContinualRelease(16, accountant=FilterAccountant(PureDP(10)), mechanism="tree",
                              epsilon=1, keys=["a", "b"], by="k")
     assert str(keyed.feed({"a": 2000, "b": 0})).startswith(

@@ -196,9 +196,11 @@ class ContinualStep:
         The intervals' coverage 1 − β (None when unknown, e.g. read back from JSON).
     name : str
         What is released ("count", or "sum(<column>)"), for printing.
+    window : int, optional
+        W, the window's length in steps (for printing).
 
     ``str`` and ``repr`` are one line: ``step 12: count = 1,234 ± 56 (95%)``, one
-    ``key: value`` per key, the window releases after "last W:"; a release whose interval
+    ``key: value`` per key, the window releases after "last W steps"; a release whose interval
     is not value ± half-width (cut at 0, or post-processed) shows ``value in [low, high]``.
     """
 
@@ -207,6 +209,7 @@ class ContinualStep:
     windows: dict[Any, StepRelease]
     confidence: float | None = None
     name: str = "count"
+    window: int | None = None
 
     def __getitem__(self, key: Any) -> StepRelease:
         return self.releases[key]
@@ -215,7 +218,7 @@ class ContinualStep:
         level = "" if self.confidence is None else f" ({self.confidence:.0%})"
         text = f"step {self.t}: {self.name}{_shown(self.releases)}"
         if self.windows:
-            text += f"; last W:{_shown(self.windows)}"
+            text += f"; last {self.window or 'W'} steps{_shown(self.windows)}"
         return text + level
 
     __repr__ = __str__
@@ -736,7 +739,7 @@ class ContinualRelease:
                 if c["window"]:
                     windows[key] = self._window(i, t, raw, hw)
         what = "count" if c["value"] is None else f"sum({c['value']})"
-        return ContinualStep(t, releases, windows, 1 - c["beta"], what)
+        return ContinualStep(t, releases, windows, 1 - c["beta"], what, c["window"])
 
     def _post(self, i: int, t: int, raw: float, h: float) -> StepRelease:
         g = 2.0 ** self.grid  # grid steps → values (1 for counts and integer sums)
