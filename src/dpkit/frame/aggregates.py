@@ -675,11 +675,14 @@ class Quantile(ColumnAggregation):
         value interval needs the data's order statistics (which values lie within that many
         ranks of the release), a private read the release did not pay for; without them,
         the only value interval that provably covers the q-quantile of the clamped column
-        is the clamp range itself (coverage 1, at no cost). A narrower one costs budget:
-        release the candidates at ranks q·n ∓ (their own rank error) too (Smith 2011's
-        scores shifted by a public constant keep sensitivity 1). The candidate grid cell
-        around the release is not an interval for the quantile (it is the output's
-        resolution) and is not reported as one.
+        is the clamp range itself (coverage 1, at no cost). Two extra exponential-mechanism
+        picks at ranks q·n ∓ E are not enough either: when q·n < E (few rows, or q near 0
+        or 1) the lower pick's guarantee no longer bounds its rank by q·n, and whether that
+        happens depends on n. A sound narrower interval is post-processing of a noisy CDF
+        (e.g. the tree method's noisy counts with simultaneous bounds, a root count for n),
+        which the release would have to keep. The candidate grid cell around the release
+        is not an interval for the quantile (it is the output's resolution) and is not
+        reported as one.
         """
         lower, upper = _bounds(self.bounds, "quantile", self.column)
         return float_down(lower), float_up(upper)
