@@ -583,7 +583,9 @@ class Quantile(ColumnAggregation):
     values score well; adding or removing a row moves every score by at most 1 (Smith 2011;
     Dwork & Roth §3.4). With probability ≥ 1 − β the released candidate's rank is within
     ``rank_error`` = s·(ln|C| + ln(1/β)) of q·n, s the mechanism's scale (D&R Thm 3.11);
-    that bound is reported as ``<name>_rank_error``.
+    that bound is reported as ``<name>_rank_error``. ``<name>_ci_low`` / ``_ci_high`` are
+    the declared bounds (:meth:`value_interval`: no value interval narrower than the clamp
+    range is sound without reading the data's order statistics).
     """
 
     q: Number = 0.5

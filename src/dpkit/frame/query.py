@@ -868,7 +868,8 @@ class Query:
         polars.DataFrame
             One row per public key (or per key × bin for a histogram; one row without
             group-by): key columns, then per aggregation ``<name>``, ``<name>_ci_low``,
-            ``<name>_ci_high`` (and ``<name>_rank_error`` for quantiles). The release's
+            ``<name>_ci_high`` (and ``<name>_rank_error`` for quantiles, whose interval is
+            their declared bounds; counts' intervals are cut at 0). The release's
             record (loss, noise rows, release id, digest) is what
             ``session.release(query.plan(...))`` returns, the form to use for it; this is
             its ``values``.
