@@ -228,3 +228,19 @@ def test_explain_takes_the_clamp_bounds() -> None:
     q = dp.Session(frame, dp.PrivacyUnit.rows(), dp.PureDP(1)).query().clamp("x", 0, 10).agg(
         dp.mean("x"))
     assert "x_mean: ± half-width" in q.explain(epsilon=1, n=100)
+
+
+def test_variance_interval_splits_beta_in_three() -> None:
+    """The variance's interval combines three noise bounds, so each is taken at β/3 (its
+    docstring's promise; they were each at β, covering with probability 1 − 3β only)."""
+    from dpkit.frame import session as session_module
+
+    frame = pl.DataFrame({"x": [1.0, 2.0]})
+    q = dp.Session(frame, dp.PrivacyUnit.rows(), dp.PureDP(1)).query().agg(
+        dp.variance("x", (0, 10)), dp.mean("x", (0, 10)), dp.count())
+    plan = q.plan(1)
+    parts = {0: 3, 1: 2, 2: 1}
+    for p in plan.statistics:
+        agg = plan.query.aggs[p.aggregation]
+        got = session_module._width(p, agg, 0.05)
+        assert got == p.accuracy(0.05 / parts[p.aggregation])
