@@ -80,7 +80,8 @@ def test_intervals_are_scaled_back() -> None:
     s = _sum((0, 2.5))
     r = s.feed(1.0)[None]
     h = float(s.counters[0].half_widths(np.array([1]), 0.05)[0]) * 2.0**s.grid
-    assert r.half_width == pytest.approx(h) and r.high - r.low == pytest.approx(2 * h)
+    assert r.half_width == pytest.approx(h) and r.high == pytest.approx(r.raw + h)
+    assert r.low == pytest.approx(max(r.raw - h, 0.0))  # bounds ≥ 0: cut at 0 (issue 33)
     # σ in value units is Δ·2^k·√L/√(2ρ): within a grid step of the unrounded 2.5·√L/√2
     sigma = float(s.counters[0].noise.scale) * 2.0**s.grid
     assert 2.5 * math.sqrt(5 / 2) <= sigma <= (2.5 + 2.0**s.grid) * math.sqrt(5 / 2) * 1.001

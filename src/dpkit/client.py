@@ -138,8 +138,18 @@ class ClientQuery(Query):
     def explain(self, epsilon: Number | None = None, *, rho: Number | None = None,
                 delta: Number | None = None,
                 split: Sequence[Any] | None = None, confidence: float = 0.95,
-                alpha: Number | None = None) -> str:
-        """The plan as text (as :meth:`Query.explain`). Free: debits nothing."""
+                alpha: Number | None = None, n: Number | None = None) -> str:
+        """The plan as text (as :meth:`Query.explain`, its own half-widths at n = 1,000
+        and 100,000). Free: debits nothing.
+
+        Raises
+        ------
+        DomainError
+            For ``n``: the server's explain takes no stated count yet.
+        """
+        if n is not None:
+            raise DomainError("a remote explain gives a mean's half-width at n = 1,000 and "
+                              "100,000; n= is not sent to the server")
         return str(self.plan(epsilon, rho=rho, delta=delta, split=split,
                              confidence=confidence, alpha=alpha)["text"])
 

@@ -184,6 +184,22 @@ def _interval(name: str, est: np.ndarray, half_width: float) -> dict[str, Any]:
     return {name: est, f"{name}_ci_low": est - half_width, f"{name}_ci_high": est + half_width}
 
 
+def _count_interval(name: str, est: np.ndarray, half_width: int,
+                    clip_estimate: bool = False) -> dict[str, Any]:
+    """A count's interval cut at 0 (a count is never negative, so the cut interval covers
+    whenever the uncut one does: post-processing); with ``clip_estimate`` the estimate
+    too (``non_negative``)."""
+    shown = np.maximum(est, 0) if clip_estimate else est
+    return {name: shown, f"{name}_ci_low": np.maximum(est - half_width, 0),
+            f"{name}_ci_high": np.maximum(est + half_width, 0)}
+
+
+def _ratio_half_width(a_s: float, a_n: float, top: float, n: float) -> float:
+    """|S̃/Ñ − S/n| ≤ (a_s + top·a_n)/(n − a_n) when |S̃ − S| ≤ a_s, |Ñ − n| ≤ a_n,
+    |S/n| ≤ top and n > a_n (S̃/Ñ − S/n = (S̃ − S)/Ñ + (S/n)(n − Ñ)/Ñ); inf otherwise."""
+    return (a_s + top * a_n) / (n - a_n) if n > a_n else math.inf
+
+
 @dataclass(frozen=True)
 class Aggregation(abc.ABC):
     """What every aggregation implements. ``name`` is the output column (a default is
@@ -209,7 +225,20 @@ class Aggregation(abc.ABC):
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
         """Post-processing: the output columns (estimate, ``_ci_low``, ``_ci_high``) from the
-        noisy statistics and their half-widths at level 1 − ``beta``."""
+        noisy statistics and their half-widths at level 1 − ``beta`` / :meth:`beta_parts`."""
+
+    def beta_parts(self) -> int:
+        """Into how many parts the interval's failure probability β is split: each
+        statistic's half-width handed to :meth:`finish` is taken at β / parts (a union
+        bound over the statistics the interval combines)."""
+        return 1
+
+    def expected_half_width(self, half_widths: dict[str, float], stats: list[Statistic],
+                            n: float) -> float | None:
+        """The output's own half-width at a stated count ``n`` (data-free, for
+        ``Query.explain``), from its statistics' half-widths at β / :meth:`beta_parts`;
+        None when the output is one statistic (its line already says it)."""
+        return None
 
 
 _NAME = Param("name", "label", None)
@@ -235,7 +264,7 @@ class Count(Aggregation):
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
         key = stats[0].key  # integer counts: integer half-width
-        return _interval(self.output_name(), noisy[key], int(half_widths[key]))
+        return _count_interval(self.output_name(), noisy[key], int(half_widths[key]))
 
 
 @aggregation("count_distinct", Param("column", "column", None), _NAME)
@@ -262,7 +291,7 @@ class CountDistinct(Aggregation):
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
         key = stats[0].key
-        return _interval(self.output_name(), noisy[key], int(half_widths[key]))
+        return _count_interval(self.output_name(), noisy[key], int(half_widths[key]))
 
 
 def _distinct_values(schema: Any, column: str) -> Any:
@@ -380,6 +409,21 @@ class Mean(ColumnAggregation):
         name = self.output_name()
         return {name: est, f"{name}_ci_low": ci_low, f"{name}_ci_high": ci_high}
 
+    def beta_parts(self) -> int:
+        return 2
+
+    def expected_half_width(self, half_widths: dict[str, float], stats: list[Statistic],
+                            n: float) -> float | None:
+        """At a stated count n: (a_S + h·a_N)/(n − a_N), a_S and a_N the sum's and count's
+        half-widths at β/2 and h half the range (:func:`_ratio_half_width`; the clamp to
+        the bounds only shrinks the error); the range 2h when n ≤ a_N."""
+        s_st, n_st = stats
+        lower, upper = _bounds(self.bounds, "mean", self.column)
+        h = float((upper - lower) / 2)
+        a = _ratio_half_width(half_widths[s_st.key] * 2.0 ** s_st.n_bins,
+                              half_widths[n_st.key], h, n)
+        return builtins.min(a, 2 * h)
+
 
 @aggregation("variance", *_BOUNDED, Param("std", "flag", False))
 @dataclass(frozen=True)
@@ -450,22 +494,53 @@ class Variance(ColumnAggregation):
         name = self.output_name()
         return {name: est, f"{name}_ci_low": ci_low, f"{name}_ci_high": ci_high}
 
+    def beta_parts(self) -> int:
+        return 3
 
-@aggregation("histogram", _COLUMN, Param("bins", "numbers", size=(2, MAX_BINS + 1)), _NAME)
+    def expected_half_width(self, half_widths: dict[str, float], stats: list[Statistic],
+                            n: float) -> float | None:
+        """At a stated count n, with a₁, a₂, a_N the half-widths of S₁, S₂, N at β/3 and h
+        half the range: |S̃₂/Ñ − S₂/n| ≤ e₂ = (a₂ + h²·a_N)/(n − a_N) and
+        |S̃₁/Ñ − S₁/n| ≤ e₁ = (a₁ + h·a_N)/(n − a_N) (:func:`_ratio_half_width`), so the
+        variance moves by at most e₂ + e₁·(2h + e₁) (|u² − v²| = |u − v|·|u + v|); the
+        std by at most its square root (|√u − √v| ≤ √|u − v|). Capped at h² (h for std),
+        the width of the clamped range of the output."""
+        st1, st2, stn = stats
+        lower, upper = _bounds(self.bounds, "variance", self.column)
+        h = float((upper - lower) / 2)
+        a_n = half_widths[stn.key]
+        e1 = _ratio_half_width(half_widths[st1.key] * 2.0 ** st1.n_bins, a_n, h, n)
+        e2 = _ratio_half_width(half_widths[st2.key] * 2.0 ** st2.n_bins, a_n, h * h, n)
+        var = builtins.min(e2 + e1 * (2 * h + e1), h * h)
+        return math.sqrt(var) if self.std else var
+
+
+@aggregation("histogram", _COLUMN, Param("bins", "numbers", size=(2, MAX_BINS + 1)), _NAME,
+             Param("non_negative", "flag", None))
 @dataclass(frozen=True)
 class Histogram(ColumnAggregation):
     """Row counts in bins of a numeric column (one output row per group × bin).
 
     ``bins`` are increasing edges e₀ < … < e_m; bin i is [eᵢ, eᵢ₊₁), the last one closed.
     Values outside [e₀, e_m], nulls and NaN fall in no bin (they are dropped).
+
+    ``non_negative`` (default None, meaning True): a negative noisy count is shown as 0.
+    Every count's interval is cut at 0 either way (a count is never negative, so the cut
+    interval covers whenever the noise interval does). Both are post-processing of the
+    noisy counts (free; Dwork & Roth Prop. 2.1); the clipped estimate is biased upwards
+    near 0, so a sum of many clipped cells over-counts: pass ``non_negative=False`` for
+    unbiased cells.
     """
 
     bins: Sequence[Number] | None = None
+    non_negative: bool | None = None  # None: the default, True (kept out of describe())
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if isinstance(self.bins, tuple | range):  # as JSON gives it back
             object.__setattr__(self, "bins", list(self.bins))
+        if self.non_negative is True:  # one canonical form (describe) for the default
+            object.__setattr__(self, "non_negative", None)
 
     def output_name(self) -> str:
         return self.name or "count"
@@ -495,7 +570,8 @@ class Histogram(ColumnAggregation):
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
         key = stats[0].key  # integer counts: integer half-width
-        return _interval(self.output_name(), noisy[key], int(half_widths[key]))
+        return _count_interval(self.output_name(), noisy[key], int(half_widths[key]),
+                               clip_estimate=self.non_negative is not False)
 
 
 @aggregation("quantile", _COLUMN, Param("q", "number"), _BOUNDS, _CANDIDATES, _FILL, _METHOD,
@@ -510,7 +586,9 @@ class Quantile(ColumnAggregation):
     values score well; adding or removing a row moves every score by at most 1 (Smith 2011;
     Dwork & Roth §3.4). With probability ≥ 1 − β the released candidate's rank is within
     ``rank_error`` = s·(ln|C| + ln(1/β)) of q·n, s the mechanism's scale (D&R Thm 3.11);
-    that bound is reported as ``<name>_rank_error``.
+    that bound is reported as ``<name>_rank_error``. ``<name>_ci_low`` / ``_ci_high`` are
+    the declared bounds (:meth:`value_interval`: no value interval narrower than the clamp
+    range is sound without reading the data's order statistics).
     """
 
     q: Number = 0.5
@@ -589,9 +667,30 @@ class Quantile(ColumnAggregation):
         key = stats[0].key
         name = self.output_name()
         est = noisy[key].astype(np.float64)
-        nan = np.full(est.shape, np.nan)
-        return {name: est, f"{name}_ci_low": nan, f"{name}_ci_high": nan,
+        low, high = self.value_interval()
+        return {name: est, f"{name}_ci_low": np.full(est.shape, low),
+                f"{name}_ci_high": np.full(est.shape, high),
                 f"{name}_rank_error": np.full(est.shape, half_widths[key])}
+
+    def value_interval(self) -> tuple[float, float]:
+        """The value interval reported with the quantile: the declared bounds [lower, upper].
+
+        The mechanism's guarantee is in rank: with probability ≥ 1 − β the released
+        candidate's rank is within ``rank_error`` of q·n. Turning a rank interval into a
+        value interval needs the data's order statistics (which values lie within that many
+        ranks of the release), a private read the release did not pay for; without them,
+        the only value interval that provably covers the q-quantile of the clamped column
+        is the clamp range itself (coverage 1, at no cost). Two extra exponential-mechanism
+        picks at ranks q·n ∓ E are not enough either: when q·n < E (few rows, or q near 0
+        or 1) the lower pick's guarantee no longer bounds its rank by q·n, and whether that
+        happens depends on n. A sound narrower interval is post-processing of a noisy CDF
+        (e.g. the tree method's noisy counts with simultaneous bounds, a root count for n),
+        which the release would have to keep. The candidate grid cell around the release
+        is not an interval for the quantile (it is the output's resolution) and is not
+        reported as one.
+        """
+        lower, upper = _bounds(self.bounds, "quantile", self.column)
+        return float_down(lower), float_up(upper)
 
 
 def count(*, name: str | None = None) -> Count:
@@ -708,10 +807,12 @@ def max(column: str, bounds: tuple[Number, Number] | None = None, *,  # noqa: A0
     return quantile(column, 1, bounds, name=name or f"{column}_max", **kw)
 
 
-def histogram(column: str, bins: Sequence[Number] | None = None, *,
-              name: str | None = None) -> Histogram:
-    """DP histogram of ``column`` over the bin ``edges`` in ``bins``; see :class:`Histogram`."""
-    return Histogram(name=name, column=column, bins=bins)
+def histogram(column: str, bins: Sequence[Number] | None = None, *, name: str | None = None,
+              non_negative: bool = True) -> Histogram:
+    """DP histogram of ``column`` over the bin ``edges`` in ``bins``; see :class:`Histogram`
+    (``non_negative=False`` keeps negative noisy counts)."""
+    return Histogram(name=name, column=column, bins=bins,
+                     non_negative=None if non_negative else False)
 
 
 def quantile(column: str, q: Number, bounds: tuple[Number, Number] | None = None, *,

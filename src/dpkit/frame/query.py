@@ -825,31 +825,70 @@ class Query:
 
     def explain(self, epsilon: Number | None = None, *, rho: Number | None = None,
                 delta: Number | None = None, split: Sequence[Number] | None = None,
-                confidence: float = 0.95) -> str:
-        """The plan: each statistic's sensitivity, mechanism, scale, expected error and loss.
+                confidence: float = 0.95, n: Number | None = None) -> str:
+        """The plan: each statistic's sensitivity, mechanism, scale, expected error and loss,
+        and each mean's, variance's and std's own expected half-width.
 
         Free: reads no data and spends nothing.
+
+        Parameters
+        ----------
+        epsilon, rho, delta, split, confidence
+            As in :meth:`release`.
+        n : number, optional
+            A stated row count (per group), e.g. a public one, at which a mean's, variance's
+            or std's half-width is given. ``explain`` reads no data, so n is never the
+            data's; without it the half-width is given at n = 1,000 and n = 100,000. The
+            release's own interval uses the noisy count (post-processing).
+
+        Returns
+        -------
+        str
+            One line per statistic, one per mean / variance / std (its half-width at
+            ``confidence``, from the formula of its ``expected_half_width``), the selection's
+            line, and the total loss. Under an (ε, δ) budget with ``delta`` the Gaussian
+            statistics' losses are ρ (zCDP): they compose in ρ and the total converts ρ to
+            (ε, δ) at that δ (each line says so).
+
+        Raises
+        ------
+        DomainError
+            For a bad budget, confidence or ``n`` ≤ 0 (and the errors of :meth:`plan`).
         """
+        if not 0 < confidence < 1:
+            raise DomainError("confidence must be in (0, 1)")
+        stated = None if n is None else float(aggregates.positive_number(n, "n"))
         plan = self.plan(epsilon, rho=rho, delta=delta, split=split)
         planned, beta = plan.statistics, 1 - confidence
         lines = [f"privacy unit: {self.session.privacy_unit}; measure: "
                  f"{self.session.measure.__name__}"]
-        for p in planned:
-            agg = self.aggs[p.aggregation]
-            what = "rank error" if p.mechanism in ("exponential", "tree quantile") else (
-                "± half-width")
-            lines.append(
-                f"{agg.output_name()} [{p.stat.key}]: sensitivity "
-                f"{float(p.sensitivity * p.unit):g}, {p.mechanism} scale "
-                f"{float(p.scale * p.unit):.6g}, {what} {p.accuracy(beta) * float(p.unit):.4g} "
-                f"at {confidence:.0%}, loss {p.loss}"
-            )
+        for i, agg in enumerate(plan.query.aggs):  # with the bounds clamp declared
+            mine = [p for p in planned if p.aggregation == i]
+            lines += [self._explain_line(agg, p, beta, confidence) for p in mine]
+            own = _own_half_widths(agg, mine, beta, stated)
+            if own:
+                lines.append(f"{agg.output_name()}: ± half-width {own} at {confidence:.0%}"
+                             + ("" if stated is not None else
+                                " (a stated n, not the data's: pass explain(n=…))"))
         if self.selection is not None:
             lines.append(f"{self.selection.label} on "
                          f"{', '.join(self.group_columns)}: {self.selection.method}, "
                          f"loss {self.selection.loss()}")
         lines.append(f"total: {plan.loss}")
         return "\n".join(lines)
+
+    def _explain_line(self, agg: aggregates.Aggregation, p: PlannedStatistic, beta: float,
+                      confidence: float) -> str:
+        what = "rank error" if p.mechanism in ("exponential", "tree quantile") else (
+            "± half-width")
+        loss = f"loss {p.loss}"
+        if self.session.measure is ApproxDP and p.delta > 0:  # composed in zCDP (total_loss)
+            loss += (" (zCDP; the total converts Σρ to (ε, δ))" if isinstance(p.loss, ZCDP)
+                     else " (counted as ρ = ε²/2 in the total's Σρ)")
+        return (f"{agg.output_name()} [{p.stat.key}]: sensitivity "
+                f"{float(p.sensitivity * p.unit):g}, {p.mechanism} scale "
+                f"{float(p.scale * p.unit):.6g}, {what} {p.accuracy(beta) * float(p.unit):.4g} "
+                f"at {confidence:.0%}, {loss}")
 
     def release(self, epsilon: Number | None = None, *, rho: Number | None = None,
                 delta: Number | None = None, split: Sequence[Number] | None = None,
@@ -883,7 +922,8 @@ class Query:
         polars.DataFrame
             One row per public key (or per key × bin for a histogram; one row without
             group-by): key columns, then per aggregation ``<name>``, ``<name>_ci_low``,
-            ``<name>_ci_high`` (and ``<name>_rank_error`` for quantiles). The release's
+            ``<name>_ci_high`` (and ``<name>_rank_error`` for quantiles, whose interval is
+            their declared bounds; counts' intervals are cut at 0). The release's
             record (loss, noise rows, release id, digest) is what
             ``session.release(query.plan(...))`` returns, the form to use for it; this is
             its ``values``.
@@ -1232,3 +1272,21 @@ def _selection_from_json(doc: Any) -> PartitionSelection | TopKSelection:
     if "k" in doc or "k_bar" in doc:
         raise ProtocolError("k and k_bar belong to method limited_domain")
     return PartitionSelection(epsilon, delta, method)
+
+
+EXAMPLE_COUNTS = (1_000, 100_000)  # where explain gives a mean's half-width without a stated n
+
+
+def _own_half_widths(agg: aggregates.Aggregation, mine: Sequence[PlannedStatistic],
+                     beta: float, n: float | None) -> str:
+    """``agg``'s own half-width at n (or at :data:`EXAMPLE_COUNTS`), from its statistics'
+    half-widths at β / parts, as text ("" when it has none: a one-statistic output)."""
+    widths = {p.stat.key: p.accuracy(beta / agg.beta_parts()) for p in mine}
+    stats = [p.stat for p in mine]
+    parts = []
+    for count in (n,) if n is not None else EXAMPLE_COUNTS:
+        a = agg.expected_half_width(widths, stats, count)
+        if a is None:
+            return ""
+        parts.append(f"{a:.4g} at n = {count:,.0f}")
+    return ", ".join(parts)

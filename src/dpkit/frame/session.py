@@ -570,8 +570,9 @@ def _assemble(query: Query, planned: list[PlannedStatistic], noisy: dict[str, np
 
 
 def _width(p: PlannedStatistic, agg: aggregates.Aggregation, beta: float) -> float:
-    # a mean's interval combines two noise bounds, each at β/2
-    return p.accuracy(beta / 2 if isinstance(agg, aggregates.Mean) else beta)
+    # an interval combining k noise bounds takes each at β/k (a mean's two, a variance's
+    # three: before, the variance's were each at β, covering with probability 1 − 3β only)
+    return p.accuracy(beta / agg.beta_parts())
 
 
 def _declared_schemas(schema: Schema | Mapping[str, Schema] | None,

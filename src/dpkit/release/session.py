@@ -77,12 +77,15 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
         ε > 0 (nats) to spend.
     **options
         ``workload``, ``non_negative``, ``integer`` and the algorithm's own options, as in
-        :func:`dpkit.release.release_histogram`.
+        :func:`dpkit.release.release_histogram`, except that ``non_negative`` defaults to
+        True here (counts are never negative; ``non_negative=False`` keeps the unbiased
+        estimate).
 
     Returns
     -------
     HistogramRelease
-        ``counts`` (m,), ``labels`` the bins, ``epsilon`` the ε charged to the session. Its
+        ``counts`` (m,), ``labels`` the bins, ``edges`` and ``column`` (for range counts by
+        value: ``out.count(column=(lo, hi))``), ``epsilon`` the ε charged to the session. Its
         release record (:class:`~dpkit.core.record.Release`: loss, noise row, release id,
         digest) is ``query.session.last_release``.
 
@@ -110,14 +113,18 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     if workload is not None and tuple(workload.shape) != (m,):
         raise DomainError(f"workload shape {workload.shape} != ({m},) bins")
     check_histogram_options(method, (m,), options)  # the method, its options' names and values
+    # counts are never negative: clipped by default (post-processing; non_negative=False
+    # keeps the algorithm's unbiased estimate)
+    shown_options = {"non_negative": True, **options}
     engine.dry_run(q.lazy(empty=True), None, [stat.stat], session.privacy_unit.column)
 
     def compute() -> HistogramRelease:
         bounded = session.bounded(q, lf, [])
         raw = engine.compute(bounded, None, [stat.stat], session.privacy_unit.column)
         counts = raw[stat.stat.key][0]
-        out = release_histogram(counts, eps / delta_l1, method, **options)
-        return replace(out, epsilon=eps, labels=tuple(hist.labels()))
+        out = release_histogram(counts, eps / delta_l1, method, **shown_options)
+        return replace(out, epsilon=eps, labels=tuple(hist.labels()),
+                       edges=tuple(hist.edges()), column=column)
 
     description = f"{q.describe()} released by {method}"
     # the algorithm splits ε′ = ε/Δ over its own measurements (its docstring gives them):

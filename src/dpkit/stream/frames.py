@@ -192,14 +192,36 @@ class ContinualStep:
         ``keys``).
     windows : dict
         Key → the release of the count over the last W steps (empty without ``window``).
+    confidence : float, optional
+        The intervals' coverage 1 − β (None when unknown, e.g. read back from JSON).
+    name : str
+        What is released ("count", or "sum(<column>)"), for printing.
+    window : int, optional
+        W, the window's length in steps (for printing).
+
+    ``str`` and ``repr`` are one line: ``step 12: count = 1,234 ± 56 (95%)``, one
+    ``key: value`` per key, the window releases after "last W steps"; a release whose interval
+    is not value ± half-width (cut at 0, or post-processed) shows ``value in [low, high]``.
     """
 
     t: int
     releases: dict[Any, StepRelease]
     windows: dict[Any, StepRelease]
+    confidence: float | None = None
+    name: str = "count"
+    window: int | None = None
 
     def __getitem__(self, key: Any) -> StepRelease:
         return self.releases[key]
+
+    def __str__(self) -> str:
+        level = "" if self.confidence is None else f" ({self.confidence:.0%})"
+        text = f"step {self.t}: {self.name}{_shown(self.releases)}"
+        if self.windows:
+            text += f"; last {self.window or 'W'} steps{_shown(self.windows)}"
+        return text + level
+
+    __repr__ = __str__
 
     @property
     def value(self) -> float | int:
@@ -225,6 +247,26 @@ class ContinualStep:
                                           r["high"]) for r in items}
 
         return cls(t, read(doc["releases"]), read(doc.get("windows") or []))
+
+
+def _number_text(x: float) -> str:
+    x = float(x)
+    if x.is_integer() or abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def _one(r: StepRelease) -> str:
+    if r.value == r.raw and r.low == r.raw - r.half_width and r.high == r.raw + r.half_width:
+        return f"{_number_text(r.value)} ± {_number_text(r.half_width)}"
+    return f"{_number_text(r.value)} in [{_number_text(r.low)}, {_number_text(r.high)}]"
+
+
+def _shown(found: Mapping[Any, StepRelease]) -> str:
+    """" = v ± h" for the only key (None), else " k₁: v ± h, k₂: …"."""
+    if list(found) == [None]:
+        return f" = {_one(found[None])}"
+    return " (" + ", ".join(f"{k}: {_one(r)}" for k, r in found.items()) + ")"
 
 
 def _exact(bound: Any) -> Fraction:
@@ -304,7 +346,7 @@ class ContinualRelease:
                  keys: Sequence[Any] | None = None, by: str | None = None,
                  unit: str | None = None, contributions: int = 1, time: str | None = None,
                  origin: object = None, every: object = None, window: int | None = None,
-                 beta: float = 0.05, nonnegative: bool = False, monotone: bool = False,
+                 beta: float = 0.05, nonnegative: bool | None = None, monotone: bool = False,
                  integer: bool = False, label: str | None = None,
                  grid_bits: int | None = None,
                  _restore: Mapping[str, Any] | None = None,
@@ -399,6 +441,8 @@ class ContinualRelease:
             window = integer(window, "window", minimum=1)
         if not 0 < float(beta) < 1:
             raise DomainError("beta must be in (0, 1)")
+        if nonnegative is None:  # default: clip when no total can be negative (counts)
+            nonnegative = value is None or _exact(bounds[0]) >= 0
         return {"version": VERSION, "horizon": horizon, "mechanism": mechanism,
                 "epsilon": None if epsilon is None else str(Fraction(epsilon)),
                 "rho": None if rho is None else str(Fraction(rho)),
@@ -694,14 +738,17 @@ class ContinualRelease:
                 releases[key] = self._post(i, t, raw, h)
                 if c["window"]:
                     windows[key] = self._window(i, t, raw, hw)
-        return ContinualStep(t, releases, windows)
+        what = "count" if c["value"] is None else f"sum({c['value']})"
+        return ContinualStep(t, releases, windows, 1 - c["beta"], what, c["window"])
 
     def _post(self, i: int, t: int, raw: float, h: float) -> StepRelease:
         g = 2.0 ** self.grid  # grid steps → values (1 for counts and integer sums)
         value, low, high = raw, raw - h, raw + h
         nonnegative, monotone, as_int = self.config["options"]
         if nonnegative:
-            value, low, high = max(value, 0.0), max(low, 0.0), max(high, 0.0)
+            value = max(value, 0.0)
+        if nonnegative or self._never_negative():  # cutting at 0 loses no coverage
+            low, high = max(low, 0.0), max(high, 0.0)
         last = self.state["last"][i]
         if monotone and last is not None:
             value = max(value, last)
@@ -729,7 +776,16 @@ class ContinualRelease:
         value = max(est, 0.0) if self.config["options"][0] else est
         if self.config["options"][2]:
             value = int(round(value))
-        return StepRelease(t, value, est, h, est - h, est + h)
+        low, high = est - h, est + h
+        if self.config["options"][0] or self._never_negative():
+            low, high = max(low, 0.0), max(high, 0.0)
+        return StepRelease(t, value, est, h, low, high)
+
+    def _never_negative(self) -> bool:
+        """No running or window total can be negative: a count, or a sum whose lower bound
+        is ≥ 0 (public configuration)."""
+        c = self.config
+        return c["value"] is None or Fraction(c["bounds"][0]) >= 0
 
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: str | Path, key: bytes) -> str:

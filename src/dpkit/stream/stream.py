@@ -34,7 +34,9 @@ Post-processing (free: it reads only released values): ``nonnegative`` (max(0, �
 ``monotone`` (the running maximum of the releases in a stream; in batch, "isotonic" is the
 least-squares non-decreasing fit by pool-adjacent-violators), ``integer`` (rounded half to
 even). The interval is the raw release ± its half-width (:mod:`dpkit.stream.base`), cut at 0
-when ``nonnegative``.
+when ``nonnegative`` or when no total can be negative (``lower`` ≥ 0): the cut interval
+covers whenever the uncut one does. ``nonnegative`` is on by default when ``lower`` ≥ 0 (a
+count), off otherwise; ``nonnegative=False`` keeps the unbiased raw release.
 """
 
 from __future__ import annotations
@@ -192,7 +194,8 @@ class StepRelease:
     half_width : float
         The raw estimate's error is within ± this with probability ≥ 1 − β.
     low, high : float
-        The interval (raw ± half_width, cut at 0 when ``nonnegative``).
+        The interval (raw ± half_width, cut at 0 when ``nonnegative`` or when no total
+        can be negative: increments clamped to a lower bound ≥ 0).
     """
 
     t: int
@@ -223,7 +226,8 @@ class Stream:
     beta : float
         Failure probability of the intervals.
     nonnegative, monotone, integer : bool
-        Post-processing of the releases (module docstring).
+        Post-processing of the releases (module docstring). ``nonnegative`` defaults to
+        True when ``lower`` ≥ 0 (a count: no total is negative), else False.
     grid_bits : int, optional
         0 … 24: real-valued increments on a grid of 2^−grid_bits·Δ (module docstring).
 
@@ -246,7 +250,8 @@ class Stream:
                  mechanism: str = "smooth",
                  epsilon: Number | None = None, rho: Number | None = None,
                  sensitivity: Number = 1, contributions: int = 1, lower: int = 0,
-                 upper: Number = MAX_VALUE, beta: float = 0.05, nonnegative: bool = False,
+                 upper: Number = MAX_VALUE, beta: float = 0.05,
+                 nonnegative: bool | None = None,
                  monotone: bool = False, integer: bool = False,
                  grid_bits: int | None = None) -> None:
         self.grid = None if grid_bits is None else Grid.plan(grid_bits, sensitivity, lower,
@@ -259,6 +264,8 @@ class Stream:
         if not 0 < float(beta) < 1:
             raise DomainError("beta must be in (0, 1)")
         self.beta = float(beta)
+        if nonnegative is None:  # default: clip when no total can be negative (counts)
+            nonnegative = self.lower >= 0
         self.options = (bool(nonnegative), bool(monotone), bool(integer))
         counter = self.counter
         opened, self.record = charge_record(
@@ -299,7 +306,9 @@ class Stream:
         value, low, high = raw, raw - h, raw + h
         nonnegative, monotone, as_int = self.options
         if nonnegative:
-            value, low, high = max(value, 0.0), max(low, 0.0), max(high, 0.0)
+            value = max(value, 0.0)
+        if nonnegative or self.lower >= 0:  # no total is negative: the cut loses nothing
+            low, high = max(low, 0.0), max(high, 0.0)
         if monotone and self.state["last"] is not None:
             value = max(value, self.state["last"])
         self.state["last"] = value

@@ -1,6 +1,8 @@
 """Range queries and histograms: publish a histogram once, answer any range query from it.
 
 - :mod:`~dpkit.release.ranges.histogram` — :func:`release_histogram`;
+  :mod:`~dpkit.release.ranges.by_value` — range counts by value on a released 1-D
+  histogram (``out.count(hours=(1750, 2500))``, partial cells apportioned uniformly);
   :mod:`~dpkit.release.ranges.registry` — every algorithm in one table (``ALGORITHMS``);
   :mod:`~dpkit.release.ranges.auto` — ``method="auto"`` (the default): a small share of ε on
   a noisy count, then the algorithm a rule learned leave-one-dataset-out picks.

@@ -34,6 +34,7 @@ from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.release.measure import check_counts
+from dpkit.release.ranges.by_value import RangeCount, range_count
 from dpkit.release.ranges.registry import (
     Algorithm,
     HistogramMethod,
@@ -64,6 +65,17 @@ class HistogramRelease:
         The algorithm's registered name; ``options`` its settings.
     labels : tuple of str, optional
         Bin labels when released from a session column.
+    edges : tuple of float, optional
+        The bin edges e₀ < … < e_m when released from a session column (for :meth:`count`
+        and :meth:`range`).
+    column : str, optional
+        That column's name.
+    raw : ndarray of float64, optional
+        The algorithm's estimate before ``non_negative`` / ``integer`` post-processing
+        (the centre of :meth:`range`'s interval).
+    cell_scale : float, optional
+        Each cell's independent discrete Laplace noise scale in rows when the algorithm
+        adds one per cell ("identity"); None otherwise.
     """
 
     counts: np.ndarray
@@ -71,6 +83,10 @@ class HistogramRelease:
     method: str
     options: dict[str, Any] = field(default_factory=dict)
     labels: tuple[str, ...] | None = None
+    edges: tuple[float, ...] | None = None
+    column: str | None = None
+    raw: np.ndarray | None = None
+    cell_scale: float | None = None
 
     def answer(self, workload: RangeWorkload) -> np.ndarray:
         """Answers to ``workload`` from the released counts (post-processing, free)."""
@@ -88,6 +104,56 @@ class HistogramRelease:
         rows = markup.table(["cell", "estimated count"], zip(labels, flat.tolist(),
                                                               strict=True))
         return markup.box("dpkit HistogramRelease", about, chart, rows)
+
+    def range(self, lo: Number | None = None, hi: Number | None = None, *,
+              beta: float = 0.05) -> RangeCount:
+        """The count of values in [lo, hi) by value (post-processing, free).
+
+        Cells are found from :attr:`edges`; a partially covered cell contributes its
+        covered fraction of its count (apportioned uniformly within the cell, said in the
+        result's ``note``). The interval (at 1 − ``beta``, cut at 0) comes from the cells'
+        noise (:mod:`dpkit.release.ranges.by_value`).
+
+        Parameters
+        ----------
+        lo, hi : number, optional
+            The range's ends in the column's unit (default: the first / last edge).
+        beta : float
+            The interval's failure probability.
+
+        Returns
+        -------
+        RangeCount
+
+        Raises
+        ------
+        DomainError
+            Without edges (a 1-D release from a session column has them), a range outside
+            them, lo ≥ hi or a non-number.
+        """
+        if self.edges is None or self.counts.ndim != 1:
+            raise DomainError("range by value needs a 1-D release from a session column "
+                              "(query.publish.histogram); use answer(RangeWorkload) by cell")
+        raw = self.counts if self.raw is None else self.raw
+        return range_count(self.counts, raw, np.asarray(self.edges, dtype=np.float64),
+                           self.cell_scale, lo, hi, beta)
+
+    def count(self, *, beta: float = 0.05, **between: tuple[Number, Number]) -> RangeCount:
+        """The count of ``column=(lo, hi)``, lo ≤ value < hi: ``out.count(hours=(1750,
+        2500))`` is :meth:`range` (1750, 2500) on the released column ``hours``.
+
+        Raises
+        ------
+        DomainError
+            Unless exactly one keyword, naming the released column, with a (lo, hi) pair.
+        """
+        if len(between) != 1 or (self.column is not None and self.column not in between):
+            raise DomainError(f"count takes one keyword, the released column: "
+                              f"count({self.column or 'column'}=(lo, hi))")
+        ends = next(iter(between.values()))
+        if not isinstance(ends, tuple | list) or len(ends) != 2:
+            raise DomainError("count's range is a (lo, hi) pair")
+        return self.range(ends[0], ends[1], beta=beta)
 
     def error(self, workload: RangeWorkload, true_counts: np.ndarray) -> dict[str, float]:
         """RMSE and DPBench's scaled L2 error against the true counts (evaluation only)."""
@@ -165,7 +231,10 @@ def release_histogram(counts: npt.ArrayLike, epsilon: Number, method: str = "aut
     def run() -> HistogramRelease:
         est = m.function(x, eps, workload, **options)
         shown = {k: v for k, v in options.items() if k != "lookup"}
-        return HistogramRelease(_postprocess(est, non_negative, integer), eps, method, shown)
+        est = np.asarray(est, dtype=np.float64)
+        scale = float(1 / eps) if method == "identity" else None  # basic.identity's 1/ε
+        return HistogramRelease(_postprocess(est, non_negative, integer), eps, method, shown,
+                                raw=est, cell_scale=scale)
 
     if accountant is None:
         return run()
