@@ -1,6 +1,7 @@
 """The HTTP server: FastAPI endpoints over :class:`~dpkit.frame.Session` and the ledger.
 
-Endpoints (OpenAPI documentation at ``/docs``)::
+Endpoints (OpenAPI documentation at ``/docs``, the web console at ``/``:
+:mod:`~dpkit.server.console_routes`)::
 
     GET  /healthz                         liveness and ledger reachability (no auth)
     GET  /v1/datasets                     datasets the caller has a grant on, with budgets
@@ -48,7 +49,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from dpkit.errors import DomainError
-from dpkit.server import routes, sql_routes
+from dpkit.server import console_routes, routes, sql_routes
 from dpkit.server.config import ServerConfig, load_config
 from dpkit.server.errors import WIRE_ERRORS, ApiError
 from dpkit.server.middleware import BodyLimitMiddleware, RequestLogMiddleware, configure_logging
@@ -92,7 +93,8 @@ def create_app(config: ServerConfig | str | Path) -> FastAPI:
         logging.getLogger("dpkit.server").info("stopped", extra={"fields": {"pid": os.getpid()}})
 
     app = FastAPI(title="dpkit server", version="1", lifespan=lifespan,
-                  description=(__doc__ or "").split("\n\n", 1)[-1])
+                  description=(__doc__ or "").split("\n\n", 1)[-1],
+                  docs_url=None, redoc_url=None)  # /docs: console_routes, no CDN
     app.state.dpkit = state
     app.add_middleware(BodyLimitMiddleware, max_bytes=cfg.max_body_bytes)
     app.add_middleware(RequestLogMiddleware)
@@ -100,6 +102,7 @@ def create_app(config: ServerConfig | str | Path) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.include_router(routes.router)
     app.include_router(sql_routes.router)
+    app.include_router(console_routes.router)  # the console at /, /docs, /v1/curator
     return app
 
 
