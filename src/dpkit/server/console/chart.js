@@ -4,6 +4,10 @@ import { svg } from "./dom.js";
 
 const W = 640, H = 280, LEFT = 64, RIGHT = 16, TOP = 16, BOTTOM = 56;
 
+function short(label) {
+  return label.length > 32 ? `${label.slice(0, 31)}…` : label;
+}
+
 function scale(lo, hi, from, to) {
   const span = hi - lo || 1;
   return (v) => from + ((v - lo) / span) * (to - from);
@@ -42,7 +46,7 @@ export function errorBars(points, title) {
         svg("line", { x1: x - half / 2, x2: x + half / 2, y1: y(p.high), y2: y(p.high) })));
     }
     chart.appendChild(svg("text", { class: "label", x, y: H - BOTTOM + 18,
-      "text-anchor": "middle", text: String(p.label).slice(0, 24) }));
+      "text-anchor": "middle", text: short(String(p.label)) }));
   });
   return chart;
 }
