@@ -217,7 +217,7 @@ def test_curator_view_and_verify(site, page):
     expect(page.locator("#analyst")).to_be_hidden()
     ledger = site["ledger"]
     expect(page.locator("#ledger-datasets-table")).to_contain_text("adult")
-    expect(page.locator("#ledger-releases")).to_contain_text(f"{ledger.count()} releases")
+    expect(page.locator("#ledger-releases")).to_contain_text(f"releases: {ledger.count()} ")
     expect(page.locator("#burn svg.burn polyline.spend")).to_have_count(1)
     expect(page.locator("#ledger-grants")).to_contain_text("ann")
     page.click("#verify")

@@ -2,7 +2,7 @@
 import { ApiError, call, datasetPath, token } from "./api.js";
 import { errorBars } from "./chart.js";
 import { loadLedger, runVerify } from "./curator.js";
-import { el, loss, num, show, table } from "./dom.js";
+import { el, loss, num, show, table, when } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
 const BUDGET = { PureDP: ["epsilon", "ε"], ApproxDP: ["epsilon", "ε"], ZCDP: ["rho", "ρ"] };
@@ -189,7 +189,7 @@ async function release() {
 async function loadHistory() {
   const rows = await call("GET", "/v1/releases");
   show("history", rows.length
-    ? table([["id", "id"], ["dataset", "dataset"], ["time", "time"], ["loss", "loss", loss],
+    ? table([["id", "id"], ["dataset", "dataset"], ["time", "time", when], ["loss", "loss", loss],
       ["status", "status"], ["query", "query", (q) => String(q).slice(0, 200)]],
     rows.slice().reverse(), { id: "history-table" })
     : el("p", { text: "no releases yet" }));

@@ -1,7 +1,7 @@
 // The curator's view: the ledger from /v1/curator/ledger, and verify on demand.
 import { call } from "./api.js";
 import { burnDown } from "./chart.js";
-import { el, loss, show, table } from "./dom.js";
+import { el, loss, show, table, when } from "./dom.js";
 
 const lossCell = (value) => (value ? loss(value) : "—");
 
@@ -15,15 +15,15 @@ export async function loadLedger() {
   show("burn", ledger.datasets.map((d) => el("figure", {},
     burnDown(d.burn, d.cap_value, `burn-down of ${d.name}`),
     el("figcaption", { text: `${d.name}: ${d.spent.text} of ${d.cap.text}` }))));
-  show("ledger-releases", el("p", { text: `${ledger.release_count} releases (newest first)` }),
-    table([["id", "id"], ["dataset", "dataset"], ["analyst", "analyst"], ["time", "time"],
+  show("ledger-releases", el("p", { text: `releases: ${ledger.release_count} (the newest ${ledger.releases.length} shown, newest first)` }),
+    table([["id", "id"], ["dataset", "dataset"], ["analyst", "analyst"], ["time", "time", when],
       ["loss", "loss", lossCell], ["status", "status"], ["query", "query"]],
     ledger.releases, { id: "ledger-releases-table" }));
   show("ledger-streams", ledger.streams.length
     ? table([["release_id", "release"], ["dataset", "dataset"], ["analyst", "analyst"],
       ["step", "last step"]], ledger.streams)
     : el("p", { text: "no hosted streams" }));
-  show("ledger-analysts", table([["name", "analyst"], ["created", "created"]],
+  show("ledger-analysts", table([["name", "analyst"], ["created", "created", when]],
     ledger.analysts));
   show("ledger-grants", table([["analyst", "analyst"], ["dataset", "dataset"],
     ["cap", "cap", (v) => (v ? loss(v) : "the dataset's")], ["spent", "spent", lossCell]],

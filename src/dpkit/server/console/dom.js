@@ -62,3 +62,8 @@ export function num(value) {
   if (typeof value !== "number") return value === null || value === undefined ? "" : value;
   return Number.isInteger(value) ? String(value) : value.toPrecision(4);
 }
+
+/** A ledger time stamp to the second, in UTC. */
+export function when(stamp) {
+  return stamp ? `${String(stamp).replace("T", " ").slice(0, 19)} UTC` : "";
+}
