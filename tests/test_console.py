@@ -94,7 +94,7 @@ def test_console_files_outside_the_allow_list_are_not_served(served):
 
 # -- /docs -------------------------------------------------------------------------------------
 def test_docs_reference_only_same_origin_urls_that_are_served(served):
-    pytest.importorskip("swagger_ui_bundle")
+    pytest.importorskip("fastapi_swagger")
     page = served["http"].get("/docs")
     assert page.status_code == 200
     urls = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page.text)
@@ -162,3 +162,15 @@ def test_verify_reports_a_tampered_ledger(served):
         conn.execute(sa.text("UPDATE releases SET query = 'other()'"))
     out = http.post("/v1/curator/verify", headers=bearer("the-curators-token")).json()
     assert out["ok"] is False and out["problems"]
+
+
+def test_curator_ledger_lists_streams(served):
+    """A continual release's mark appears with its dataset and analyst (Ledger.streams)."""
+    ledger = served["ledger"]
+    rid = ledger.debit("adult", dp.PureDP(Fraction(1, 8)), "stream(count)", analyst="ann")
+    ledger.mark(rid, "released", None)
+    ledger.advance_stream(rid, 1)
+    assert ledger.streams() == [{"release_id": rid, "step": 1}]
+    out = served["http"].get("/v1/curator/ledger", headers=bearer("the-curators-token")).json()
+    assert out["streams"] == [{"release_id": rid, "step": 1, "dataset": "adult",
+                               "analyst": "ann"}]

@@ -112,8 +112,15 @@ def page(site):
     tab = context.new_page()
     tab.dialogs = []  # any alert() a page would open
     tab.on("dialog", lambda d: (tab.dialogs.append(d.message), d.dismiss()))
+    tab.requests = []  # every URL the page asks for: same-origin only (works offline)
+    context.on("request", lambda r: tab.requests.append(r.url))
+    tab.refusals = []  # the browser's CSP reports (a refused script or style)
+    tab.on("console", lambda m: "Content Security Policy" in m.text
+           and tab.refusals.append(m.text))
     tab.goto(site["url"] + "/")
     yield tab
+    assert all(u.startswith(site["url"] + "/") for u in tab.requests), tab.requests
+    assert tab.refusals == []
     context.close()
 
 
@@ -203,9 +210,13 @@ def test_markup_in_names_and_keys_renders_as_text(site, page):
            ).to_have_count(1)
     expect(page.locator("#result svg text.label", has_text=MARKUP)).to_have_count(1)
     assert page.locator("img").count() == 0 and page.dialogs == []
-    # the broken variant: the same text parsed as markup makes an element this test sees
-    page.evaluate("name => { document.getElementById('history').innerHTML = name; }", MARKUP)
-    assert page.locator("img").count() == 1
+    # the broken variant: the same text parsed as markup makes an element this test sees,
+    # and the CSP (the second line of defence) refuses to run its handler
+    with page.expect_console_message(lambda m: "Content Security Policy" in m.text):
+        page.evaluate("name => { document.getElementById('history').innerHTML = name; }",
+                      MARKUP)
+    assert page.locator("img").count() == 1 and page.dialogs == []
+    page.refusals.clear()  # expected here (the fixture checks that no other page has one)
 
 
 def test_curator_view_and_verify(site, page):
@@ -227,3 +238,14 @@ def test_curator_view_and_verify(site, page):
     page.click("#signout")
     expect(page.locator("#curator")).to_be_hidden()
     assert page.evaluate("sessionStorage.getItem('dpkit.token')") is None
+
+
+def test_api_docs_render_from_the_server_alone(site, page):
+    """/docs is Swagger UI from the package's files: it draws the API's routes, asks no
+    other origin for anything (checked by the fixture) and breaks no CSP rule."""
+    page.goto(site["url"] + "/docs")
+    expect = playwright.expect
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("dpkit server")
+    expect(page.locator(".opblock-summary-path",
+                        has_text=re.compile(r"^/v1/datasets/\{name\}/sql$"))).to_have_count(1)
+    assert any(u.endswith("/docs/assets/swagger-ui-bundle.js") for u in page.requests)

@@ -14,6 +14,8 @@ Endpoints (OpenAPI documentation at ``/docs``, the web console at ``/``:
     POST /v1/datasets/{name}/streams      open a continual release (charged once)
     POST /v1/streams/{id}/next            release the stream's next available step(s)
     GET  /v1/streams/{id}                 the stream and a page of its released steps
+    GET  /v1/curator/ledger               the ledger for the curator's token (console)
+    POST /v1/curator/verify               the ledger's integrity check (curator's token)
 
 Every ``/v1`` request needs ``Authorization: Bearer <token>`` (an analyst's token from the
 ledger, compared by hash). Status codes: 401 no or wrong token, 403 no grant on the

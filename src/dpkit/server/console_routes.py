@@ -5,7 +5,7 @@
     GET  /                        the console (static HTML; no data in the page)
     GET  /console/{asset}         its ES modules and stylesheet (an allow-list of files)
     GET  /docs                    Swagger UI over /openapi.json, assets served from here
-    GET  /docs/assets/{asset}     Swagger UI's JS/CSS (the ``swagger-ui-bundle`` package)
+    GET  /docs/assets/{asset}     Swagger UI's JS/CSS (the ``fastapi-swagger`` package)
     GET  /v1/curator/ledger       caps, spend, burn-down, releases, analysts, grants, streams
     POST /v1/curator/verify       run the ledger's integrity check (``Ledger.verify``)
 
@@ -87,12 +87,14 @@ def console_asset(asset: str) -> Response:
 
 # -- self-hosted API docs ---------------------------------------------------------------------
 def _swagger_dir() -> Path | None:
-    """Where the ``swagger-ui-bundle`` package keeps Swagger UI's dist files, if installed."""
+    """Where the ``fastapi-swagger`` package keeps Swagger UI's dist files (5.x, which reads
+    the OpenAPI 3.1 document FastAPI writes; ``swagger-ui-bundle`` ships 4.15, which does
+    not and draws an error page), if installed."""
     try:
-        import swagger_ui_bundle
-    except ImportError:
+        folder = resources.files("fastapi_swagger").joinpath("resources")
+    except ModuleNotFoundError:
         return None
-    return Path(swagger_ui_bundle.swagger_ui_path)
+    return Path(str(folder))
 
 
 def docs_csp(page: str) -> str:
@@ -116,7 +118,7 @@ def _b64(raw: bytes) -> str:
 def docs_page(request: Request) -> Response:
     """Swagger UI over this server's OpenAPI document, every asset from this origin."""
     if _swagger_dir() is None:
-        raise ApiError("NotFound", "API docs need the swagger-ui-bundle package "
+        raise ApiError("NotFound", "API docs need the fastapi-swagger package "
                        "(pip install 'dpkit[server]'); /openapi.json is served")
     page = get_swagger_ui_html(
         openapi_url=request.app.openapi_url or "/openapi.json", title="dpkit server: API",

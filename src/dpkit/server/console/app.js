@@ -35,7 +35,7 @@ async function start() {
     signedIn("curator");
     $("curator").hidden = false;
   } catch (err) {
-    if (err instanceof ApiError && err.status === 401) {
+    if (err instanceof ApiError && [401, 501].includes(err.status)) {  // 501: no curator
       token.clear();
       say("this token is neither an analyst's nor the curator's", "error");
     } else failed(err);
