@@ -62,6 +62,7 @@ DOCS_ASSETS = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "tex
 MAX_LEDGER_RELEASES = 200  # the newest releases the curator's page lists
 MAX_QUERY_TEXT = 300  # characters of a release's query text on the curator's page
 _HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+            "X-Frame-Options": "DENY",
             "Cache-Control": "no-store"}
 
 
