@@ -46,8 +46,9 @@ playwright.expect.set_options(timeout=TIMEOUT)
 
 def deploy(folder: Path) -> dict[str, Any]:
     """A served deployment in ``folder``: the Adult sample with a column named like markup
-    and a ``tag`` column whose values are markup, its configuration and ledger, an analyst
-    token (ann, cap ε = 2) and the curator's token (in ``$DPKIT_CONSOLE_TEST_CURATOR``)."""
+    and a ``tag`` column whose values are markup, served as ``adult`` (pure DP, ε = 3) and
+    ``adult_z`` (zCDP, ρ = 1), its configuration and ledger, an analyst token (ann, cap ε = 2
+    on adult) and the curator's token (in ``$DPKIT_CONSOLE_TEST_CURATOR``)."""
     import polars as pl
 
     frame = dp.datasets.load_adult("train").head(1500).select("age", "sex")
@@ -64,11 +65,16 @@ def deploy(folder: Path) -> dict[str, Any]:
         "ledger": "ledger.sqlite", "curator_token_env": CURATOR_ENV,
         "datasets": [{"name": "adult", "source": {"kind": "csv", "path": "adult.csv"},
                       "privacy_unit": "rows", "budget": {"measure": "pure", "epsilon": 3},
+                      "schema": schema.to_dict()},
+                     {"name": "adult_z", "source": {"kind": "csv", "path": "adult.csv"},
+                      "privacy_unit": "rows", "budget": {"measure": "zcdp", "rho": 1},
                       "schema": schema.to_dict()}]}), encoding="utf-8")
     ledger = dp.Ledger(folder / "ledger.sqlite")
     ledger.register("adult", dp.PureDP(3))
+    ledger.register("adult_z", dp.ZCDP(1))
     token = ledger.add_analyst("ann")
     ledger.grant("ann", "adult", dp.PureDP(2))
+    ledger.grant("ann", "adult_z")
     return {"config": folder / "server.yaml", "ledger": ledger, "token": token}
 
 
@@ -186,6 +192,17 @@ def test_refusal_is_a_message_and_debits_nothing(site, page):
     expect(message).to_contain_text("UNION is not supported")
     expect(message).to_have_class("error")
     assert site["ledger"].count() == count and site["ledger"].spent("adult") == spent
+    # a zCDP dataset takes its budget as ρ
+    page.select_option("#dataset", "adult_z")
+    expect(page.locator("#budget-label")).to_have_text("ρ")
+    page.fill("#sql", "SELECT COUNT(*) AS n FROM adult_z")
+    page.fill("#budget-value", "0.01")
+    page.click("#explain")
+    rho = page.locator("#explain-table .loss").first
+    expect(rho).to_have_text("ρ = 0.01")
+    # the exact ρ the plan charges: at most the request (rounding is the numbers part's)
+    assert Fraction(99, 10_000) < Fraction(rho.get_attribute("data-exact")) <= Fraction(1, 100)
+    assert site["ledger"].spent("adult_z") == dp.ZCDP(0)
     # the JSON tab's refusals too: an unknown aggregation
     page.click("#tab-json")
     page.fill("#json", '{"aggs": [{"agg": "rows"}]}')
@@ -229,7 +246,7 @@ def test_curator_view_and_verify(site, page):
     ledger = site["ledger"]
     expect(page.locator("#ledger-datasets-table")).to_contain_text("adult")
     expect(page.locator("#ledger-releases")).to_contain_text(f"releases: {ledger.count()} ")
-    expect(page.locator("#burn svg.burn polyline.spend")).to_have_count(1)
+    expect(page.locator("#burn svg.burn polyline.spend")).to_have_count(2)  # a dataset each
     expect(page.locator("#ledger-grants")).to_contain_text("ann")
     page.click("#verify")
     status = page.locator("#verify-status")
