@@ -1026,6 +1026,37 @@ class Ledger:
                  "status": r["status"], "result_sha256": r["result_sha256"],
                  "idempotency_key": r["idempotency_key"], "hash": r["hash"]} for r in rows]
 
+    def analysts(self) -> list[dict[str, Any]]:
+        """Every analyst's name and creation time, as stored (never a token or its hash;
+        :meth:`verify` checks the rows)."""
+        table = store.ROW_TABLES["analysts"]
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(table.c.name, table.c.created)
+                                .order_by(table.c.created)).mappings().all()
+        return [{"name": r["name"], "created": r["created"]} for r in rows]
+
+    def grants(self) -> list[dict[str, Any]]:
+        """Every grant: analyst, dataset, cap (None: the dataset's) and spend, as stored
+        (:meth:`verify` checks them)."""
+        table = store.ROW_TABLES["grants"]
+        with self.engine.connect() as conn:
+            measure = {r[0]: r[1] for r in conn.execute(
+                select(datasets.c.name, datasets.c.measure))}
+            rows = conn.execute(select(table).order_by(table.c.analyst, table.c.dataset)
+                                ).mappings().all()
+        return [{"analyst": r["analyst"], "dataset": r["dataset"],
+                 "cap": None if r["cap"] is None else load(measure[r["dataset"]], r["cap"]),
+                 "spent": load(measure[r["dataset"]], r["spent"])} for r in rows]
+
+    def streams(self) -> list[dict[str, Any]]:
+        """Every continual release's mark: its release id and last released step, as
+        stored (:meth:`verify` checks them)."""
+        table = store.ROW_TABLES["streams"]
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(table.c.release_id, table.c.step)
+                                .order_by(table.c.release_id)).all()
+        return [{"release_id": int(r[0]), "step": int(r[1])} for r in rows]
+
     def head(self) -> str:
         """The chain head (keep a copy elsewhere to detect a rewritten chain)."""
         with self.engine.connect() as conn:

@@ -1,6 +1,7 @@
 """The HTTP server: FastAPI endpoints over :class:`~dpkit.frame.Session` and the ledger.
 
-Endpoints (OpenAPI documentation at ``/docs``)::
+Endpoints (OpenAPI documentation at ``/docs``, the web console at ``/``:
+:mod:`~dpkit.server.console_routes`)::
 
     GET  /healthz                         liveness and ledger reachability (no auth)
     GET  /v1/datasets                     datasets the caller has a grant on, with budgets
@@ -13,6 +14,8 @@ Endpoints (OpenAPI documentation at ``/docs``)::
     POST /v1/datasets/{name}/streams      open a continual release (charged once)
     POST /v1/streams/{id}/next            release the stream's next available step(s)
     GET  /v1/streams/{id}                 the stream and a page of its released steps
+    GET  /v1/curator/ledger               the ledger for the curator's token (console)
+    POST /v1/curator/verify               the ledger's integrity check (curator's token)
 
 Every ``/v1`` request needs ``Authorization: Bearer <token>`` (an analyst's token from the
 ledger, compared by hash). Status codes: 401 no or wrong token, 403 no grant on the
@@ -48,7 +51,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from dpkit.errors import DomainError
-from dpkit.server import routes, sql_routes
+from dpkit.server import console_routes, routes, sql_routes
 from dpkit.server.config import ServerConfig, load_config
 from dpkit.server.errors import WIRE_ERRORS, ApiError
 from dpkit.server.middleware import BodyLimitMiddleware, RequestLogMiddleware, configure_logging
@@ -91,7 +94,8 @@ def create_app(config: ServerConfig | str | Path) -> FastAPI:
         logging.getLogger("dpkit.server").info("stopped", extra={"fields": {"pid": os.getpid()}})
 
     app = FastAPI(title="dpkit server", version="1", lifespan=lifespan,
-                  description=(__doc__ or "").split("\n\n", 1)[-1])
+                  description=(__doc__ or "").split("\n\n", 1)[-1],
+                  docs_url=None, redoc_url=None)  # /docs: console_routes, no CDN
     app.state.dpkit = state
     app.add_middleware(BodyLimitMiddleware, max_bytes=cfg.max_body_bytes)
     app.add_middleware(RequestLogMiddleware)
@@ -99,6 +103,7 @@ def create_app(config: ServerConfig | str | Path) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.include_router(routes.router)
     app.include_router(sql_routes.router)
+    app.include_router(console_routes.router)  # the console at /, /docs, /v1/curator
     return app
 
 

@@ -5,6 +5,8 @@ Example::
     ledger: ledger.sqlite            # a SQLite path (relative to this file) or SQLAlchemy URL
     ledger_key_env: DPKIT_LEDGER_KEY # optional: env var holding a Fernet key for stored answers
                                      # (and for hosted streams' encrypted states)
+    curator_token_env: DPKIT_CURATOR_TOKEN  # optional: env var holding the curator's token
+                                     # (the console's curator view; /v1/curator/* routes)
     streams_dir: streams             # optional: where hosted streams keep their states
                                      # (default: <ledger file>.streams next to a SQLite ledger)
     workers: 2
@@ -54,7 +56,7 @@ SOURCE_KINDS = ("csv", "parquet", "duckdb", "postgres")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 _TOP_KEYS = {"ledger", "ledger_key_env", "workers", "max_body_bytes", "datasets",
-             "streams_dir"}
+             "streams_dir", "curator_token_env"}
 
 
 class ConfigError(DomainError):
@@ -93,6 +95,7 @@ class ServerConfig:
     max_body_bytes: int = 65536
     ledger_key_env: str | None = None
     streams_dir: Path | None = None  # hosted continual releases' encrypted states
+    curator_token_env: str | None = None  # env var with the curator's token (console_routes)
     path: Path | None = None  # the YAML file it was read from (for messages)
 
 
@@ -142,6 +145,7 @@ def parse_config(raw: Any, base: Path | None = None) -> ServerConfig:
     if len(set(names)) != len(names):
         raise ConfigError(f"datasets: duplicate names in {names}")
     key_env = top.get("ledger_key_env")
+    curator_env = top.get("curator_token_env")
     streams = top.get("streams_dir")
     if streams is not None:
         streams_dir: Path | None = _path(_string(streams, "streams_dir"), here)
@@ -152,7 +156,9 @@ def parse_config(raw: Any, base: Path | None = None) -> ServerConfig:
         workers=_positive_int(top.get("workers", 1), "workers"),
         max_body_bytes=_positive_int(top.get("max_body_bytes", 65536), "max_body_bytes"),
         ledger_key_env=None if key_env is None else _string(key_env, "ledger_key_env"),
-        streams_dir=streams_dir)
+        streams_dir=streams_dir,
+        curator_token_env=None if curator_env is None else _string(curator_env,
+                                                                   "curator_token_env"))
 
 
 def _dataset(raw: Any, where: str, here: Path) -> DatasetConfig:
