@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+
 import numpy as np
 
 from dpkit.datasets import load_adult
@@ -93,8 +94,8 @@ def evaluate(trials: int, k: int) -> None:
 def choose(trials: int, k: int) -> None:
     gen = np.random.default_rng()  # test input only
     datasets = [synthetic(gen) for _ in range(trials)]
-    print(f"synthetic (30,000 × 6, one dataset per trial, the same for every row), k = {k}, {trials} fits: captured variance "
-          "÷ scikit-learn's, median (worst)\n")
+    print(f"synthetic (30,000 × 6, one dataset per trial, the same for every row), k = {k}, "
+          f"{trials} fits: captured variance ÷ scikit-learn's, median (worst)\n")
     print("\n".join(header("mean_share")))
     for share in SHARES:
         print(line(f"{share:g}", figures(datasets, k, mean_share=share)))

@@ -11,8 +11,9 @@ that compose to ρ (Bun & Steinke 2016, Lemma 2.3), so the debit is the one (ε,
 
 1. the mean, at ρ_μ = s·ρ (``mean_share`` s, default 0.1): rows clipped to the box
    [l, u], m = (l + u)/2, h = (u − l)/2, B = ‖h‖₂; the vector (Σᵢ(xᵢ − m), c·n) with
-   c ≈ B/√d (a power of two) has L2 sensitivity Δ_μ = √(B² + c²) (one row added or removed), released by the
-   Gaussian mechanism at ρ_μ (:func:`dpkit.mechanisms.frontend.noisy`, exact grid noise);
+   c ≈ B/√d (a power of two) has L2 sensitivity Δ_μ = √(B² + c²) (one row added or
+   removed), released by the Gaussian mechanism at ρ_μ
+   (:func:`dpkit.mechanisms.frontend.noisy`, exact grid noise);
    n̂ = max(released count / c, 1) and μ̂ = m + Ŝ/n̂ clamped into [l, u] (post-processing);
 2. the covariance, at ρ − ρ_μ: Analyze Gauss on the rows xᵢ − μ̂ (x clipped to the box),
    each scaled down to L2 norm ≤ B if it is longer (``clip=True``: only rows farther than B
@@ -52,13 +53,13 @@ from sklearn.base import BaseEstimator, TransformerMixin
 
 from dpkit.core.component import Measurement
 from dpkit.core.measures import ZCDP, ApproxDP, largest_rho
-from dpkit.core.numbers import positive, sqrt_up, to_fraction
+from dpkit.core.numbers import dyadic_up, positive, sqrt_up, to_fraction
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import CACHE_SIZE, check_bounds, check_epsilon, exact_sums
 from dpkit.learn._validation import ArrayLike, fit_features, predict_features
-from dpkit.mechanisms.covariance import make_analyze_gauss
 from dpkit.mechanisms import frontend
+from dpkit.mechanisms.covariance import make_analyze_gauss
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
 __all__ = ["PCA"]
@@ -216,8 +217,8 @@ def _count_weight(d: int, bound: Fraction) -> Fraction:
 
 
 def _mean_sensitivity(d: int, bound: Fraction) -> Fraction:
-    """Δ_μ ≥ √(B² + c²), the L2 sensitivity of (Σ(x − m), c·n), rounded up."""
-    return sqrt_up(bound * bound + _count_weight(d, bound) ** 2)
+    """Δ_μ ≥ √(B² + c²), the L2 sensitivity of (Σ(x − m), c·n), rounded up (to 2^-30)."""
+    return dyadic_up(sqrt_up(bound * bound + _count_weight(d, bound) ** 2), 30)
 
 
 def _mean_row(d: int, bound: Fraction, rho: Fraction) -> NoiseRow:
