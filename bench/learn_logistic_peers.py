@@ -7,7 +7,8 @@ were chosen on synthetic data (uncentred and centred features, d ∈ {5, 10, 20}
 rows, logistic labels at ~25% positives); Adult is the evaluation only, never used to choose.
 
 Task (30,169 × 10: UCI's published train split without rows missing a used column;
-15,063 test rows): age, education-num, log(1 + capital-gain), log(1 + capital-loss), hours-per-week with declared
+15,063 test rows): age, education-num, log(1 + capital-gain), log(1 + capital-loss),
+hours-per-week with declared
 bounds lower [17, 1, 0, 0, 1], upper [90, 16, log 100000, log 4357, 99], and five declared
 indicators (sex = Male, marital-status = Married-civ-spouse, race = White, workclass =
 Private, native-country = United-States). Each column is mapped by its declared bounds to
