@@ -13,8 +13,11 @@ the factor 2 of replace-one neighbours). The released weights are the exact mini
 (:func:`dpkit.mechanisms.vector.make_vector_laplace`; density ∝ exp(−ε‖b‖/Δ₂)) when
 d + 1 ≤ 40, else grid Laplace per coordinate with L1 sensitivity √(d+1)·Δ₂.
 
-Trade-off: the noise grows with C while the regularisation bias shrinks with it; the
-default C = 1/√n̂ is not data-derived when n̂ is declared (``n_hint``). The solver's
+Trade-off: the noise grows with C while the regularisation bias shrinks with it. The
+defaults are data-independent (ε, d, R declared): C = ε/((d + 1)·R·R′), which puts the
+planned noise on w at mean norm 1/R, and s = R/√d (issue 34; the old C = 1/√n̂ with s = 1
+stayed at the majority class on uncentred features at every ε, and is reachable by passing
+them). Chosen on synthetic data, evaluated on Adult (bench/learn_logistic_peers.py). The solver's
 tolerance adds an error ‖ŵ − w*‖ ≤ ‖∇J(ŵ)‖ (strong convexity) that is checked against
 2^-20·Δ₂ and then counted in the sensitivity.
 
@@ -59,6 +62,7 @@ least-squares classifier, not the logistic one).
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 from typing import Any
 
@@ -147,6 +151,29 @@ def _fit_lbfgs(x: np.ndarray, s: np.ndarray, c: float) -> tuple[np.ndarray, floa
     return w, float(np.linalg.norm(objective(w)[1]))
 
 
+def default_intercept_scaling(norm: float, n_features: int) -> float:
+    """The default intercept_scaling s = R/√d: the constant column has the size of an
+    average coordinate of a row on the sphere of radius R in d dimensions, so the intercept
+    is penalised and noised like one more feature (chosen on synthetic data, bench/
+    learn_logistic_peers.py; never on Adult)."""
+    return norm / math.sqrt(max(n_features, 1))
+
+
+def default_c(epsilon: Fraction, norm: float, intercept_scaling: float, dim: int) -> float:
+    """The default C of output perturbation: C = ε / (D·R·R′), D = d + 1 weights,
+    R′ = √(R² + s²).
+
+    The noise's L2 norm has mean D·Δ₂/ε = D·C·R′/ε (Gamma(D, Δ₂/ε), CMS11 Alg. 1), so this C
+    puts the noise on w at mean norm 1/R, i.e. a mean shift of at most about 1 in the
+    log-odds of a row of norm R, whatever ε, d and R: the regularisation then weakens as ε
+    grows instead of staying at the old 1/√n̂, which kept the model at the majority class
+    on uncentred features at every ε. Data-independent (declared R, s, ε, d only); the
+    constant 1 was chosen on synthetic data (bench/learn_logistic_peers.py), not on Adult.
+    """
+    r_prime = math.sqrt(norm * norm + intercept_scaling * intercept_scaling)
+    return float(epsilon) / (dim * norm * r_prime)
+
+
 def functional_sensitivities(k: int, m: int) -> tuple[int, Fraction]:
     """L1 sensitivities (Δ_G, Δ_u) of the functional mechanism's two releases for ``k``
     one-hot groups and ``m`` numeric columns (module docstring): a = k + m + 1 non-zero
@@ -203,14 +230,19 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     classes : sequence of two labels
         Declared labels; the second is the positive class.
     C : float, optional
-        Inverse regularisation strength (scikit-learn's); default 1/√``n_hint``.
-    n_hint : int
-        A public guess of the number of records for the default C (default 10,000).
+        Inverse regularisation strength (scikit-learn's). Default (``"output"``)
+        C = ε/((d + 1)·R·R′) (:func:`default_c`: the planned noise on w has mean norm 1/R);
+        before issue 34 it was 1/√``n_hint``, which kept the model at the majority class.
+    n_hint : int, optional
+        Deprecated: a public guess of the number of records; without ``C`` it restores the
+        old default C = 1/√n_hint with a DeprecationWarning.
     accountant : None, PrivacyFilter or Session
-    intercept_scaling : float
+    intercept_scaling : float, optional
         s, the value of the constant feature that carries the intercept (scikit-learn's
         liblinear parameter): R′ = √(R² + s²); a smaller s puts less noise on the decision
-        function's offset and regularises the intercept more.
+        function's offset and regularises the intercept more. Default R/√d (the size of
+        an average coordinate of a row of norm R; :func:`default_intercept_scaling`); it
+        was 1.0 before issue 34.
     bounds : (lower, upper), optional
         Declared per-feature bounds instead of ``data_norm``: features are clipped, centred
         and scaled to [−1, 1], divided by √d (so R = 1); prediction applies the same map.
@@ -258,9 +290,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, epsilon: float = 1.0, data_norm: float | None = None,
-                 classes: Any = None, C: float | None = None, n_hint: int = 10_000,
+                 classes: Any = None, C: float | None = None, n_hint: int | None = None,
                  accountant: AccountantLike = None, bounds: Any = None,
-                 intercept_scaling: float = 1.0, method: str = "auto",
+                 intercept_scaling: float | None = None, method: str = "auto",
                  one_hot: Any = None) -> None:
         self.intercept_scaling = intercept_scaling
         self.method = method
@@ -294,14 +326,15 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             raise DomainError("declare data_norm (the rows' L2 bound) or bounds: dpkit "
                               "never reads them off the data")
         pos = label == 1
-        c = float(self.C) if self.C is not None else 1 / math.sqrt(self.n_hint)
-        if not c > 0:
-            raise DomainError("C must be positive")
         r = float(norm)
         d = x.shape[1] + 1
-        b = float(self.intercept_scaling)
+        b = default_intercept_scaling(r, d - 1) if self.intercept_scaling is None \
+            else float(self.intercept_scaling)
         if not b > 0:
             raise DomainError("intercept_scaling must be positive")
+        c = self._output_c(eps, r, b, d)
+        if not c > 0:
+            raise DomainError("C must be positive")
         slack = 1 + Fraction(1, 1 << 20)
         sensitivity = Fraction(c) * Fraction(math.sqrt(r * r + b * b)) * slack
         # the vector mechanism through the entry; beyond it grid Laplace per coordinate at
@@ -418,6 +451,21 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             warn("LogisticRegression", "it predicts one class for every input in the "
                  "declared domain")
         return self
+
+    def _output_c(self, eps: Fraction, norm: float, scaling: float, dim: int) -> float:
+        """C of output perturbation: declared, else the old 1/√n_hint when ``n_hint`` is
+        passed (deprecated), else :func:`default_c`."""
+        if self.C is not None:
+            return float(self.C)
+        if self.n_hint is not None:
+            warnings.warn("LogisticRegression(n_hint=...) without C is deprecated: the old "
+                          "default C = 1/√n_hint over-regularises; pass C explicitly "
+                          "(C=1/√n_hint keeps the old behaviour) or neither for the new "
+                          "default C = ε/((d + 1)·R·R′)", DeprecationWarning, stacklevel=4)
+            if not float(self.n_hint) > 0:
+                raise DomainError("n_hint must be positive")
+            return 1 / math.sqrt(float(self.n_hint))
+        return default_c(eps, norm, scaling, dim)
 
     def _norm(self) -> float | None:
         if self.bounds is not None:
