@@ -9,6 +9,7 @@
     python bench/auto_rule.py fit --trials 10 --border-trials 30   # rule -> src/dpkit/release/
                                     # ranges/auto_rule.py, LOO table -> results/auto.md
     (results/auto.md: then `refine --upto 30` once more and the last `fit` again)
+    python bench/auto_rule.py fallback   # auto.FALLBACK from the DPBench 2-D shapes' runs
 
 (``--methods mm`` runs only the named candidates, e.g. one added later: its file gets the
 names as a suffix.) ``collect`` runs every candidate algorithm
@@ -43,6 +44,7 @@ import numpy as np
 
 from dpkit.release.ranges import auto, grid2d, hilbert, partition
 from dpkit.release.ranges import dpbench as bench
+from dpkit.release.ranges.auto_rule import RULE
 from dpkit.release.ranges.histogram import release_histogram
 from dpkit.release.workload import (
     RangeWorkload,
@@ -503,9 +505,25 @@ WHY = (
     "error).")
 
 
+def fallback() -> None:
+    """Print :func:`~dpkit.release.ranges.auto.fit_fallback` for the shipped rule, fitted on
+    the collected runs of the DPBench 2-D shapes only (not the synthetic ones, not Adult
+    age × hours-per-week, the held-out check of ``bench/auto_adult2d.py``), with the paired
+    ratio pick ÷ HDMM per decade."""
+    means = cell_means([r for r in load_runs() if r["dims"] == 2])
+    cells = [c for c in training_cells(means) if not c.dataset.startswith("syn_")]
+    found = auto.fit_fallback(cells, RULE)
+    for c in sorted(cells, key=lambda c: (c.signal, c.dataset)):
+        d = min(max(round(math.log10(c.signal)), -3), 2)
+        chosen = RULE["2/Range2D"].get(d, "identity")
+        print(f"{c.dataset:22s} signal {c.signal:9.4f} decade {d:2d} {chosen:5s} ÷ mm = "
+              f"{c.errors[chosen] / c.errors['mm']:.2f}")
+    print("FALLBACK =", {k: (m, sorted(v)) for k, (m, v) in found.items()})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=["collect", "fit", "refine"])
+    ap.add_argument("step", choices=["collect", "fit", "refine", "fallback"])
     ap.add_argument("--dims", type=int, default=1)
     ap.add_argument("--trials", type=int, default=TRIALS)
     ap.add_argument("--part", type=int, default=0, help="this process's share of datasets")
@@ -520,6 +538,8 @@ def main() -> None:
         collect(args.dims, args.trials, args.part, args.parts, args.first_trial, args.methods)
     elif args.step == "refine":
         refine(args.upto)
+    elif args.step == "fallback":
+        fallback()
     else:
         fit(args.trials, args.border_trials)
 

@@ -44,7 +44,7 @@ VALUES: dict[str, tuple[object, object]] = {
     "depth": (0, 2), "max_cuts": (0, 8), "p": (0, 1), "restarts": (-1, 1), "seed": ("x", 3),
     "rounds": (0, 1), "reuse": ("yes", False), "rule": ({"1/Range1D": {0: "bogus"}}, RULE),
 }
-_RELEASE_OWN = {"x", "epsilon", "workload", "lookup"}
+_RELEASE_OWN = {"x", "epsilon", "workload", "lookup", "chose"}  # set by the release
 
 
 def _option_names(fn) -> set[str]:

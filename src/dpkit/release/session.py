@@ -87,7 +87,10 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
         ``counts`` (m,), ``labels`` the bins, ``edges`` and ``column`` (for range counts by
         value: ``out.count(column=(lo, hi))``), ``epsilon`` the ε charged to the session. Its
         release record (:class:`~dpkit.core.record.Release`: loss, noise row, release id,
-        digest) is ``query.session.last_release``.
+        digest) is ``query.session.last_release``. For ``method="auto"`` the
+        algorithm it ran is ``options["chose"]`` (``options["chose_by"]`` the rule's path):
+        the ledger's description, written at the debit before the choice, names "auto" and
+        so its rule (:mod:`dpkit.release.ranges.auto`); the choice is post-processing.
 
     Raises
     ------

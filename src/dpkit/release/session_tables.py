@@ -434,7 +434,10 @@ def histogram_nd_query(query: Any, spec: Mapping[str, Any], method: str = "auto"
     -------
     HistogramRelease
         ``counts`` of shape (sizes of the columns), ``epsilon`` the ε charged per unit. Its
-        release record is ``query.session.last_release``.
+        release record is ``query.session.last_release``. For ``method="auto"`` the
+        algorithm it ran is ``options["chose"]`` (``options["chose_by"]`` the rule's path);
+        the ledger's description, written at the debit before the choice, names "auto" and
+        so its rule (:mod:`dpkit.release.ranges.auto`); the choice is post-processing.
 
     Raises
     ------

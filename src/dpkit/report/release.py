@@ -123,6 +123,14 @@ def _values(release: Release[Any], truth: Truth | None) -> str:
     return f"<pre>{esc(text)}</pre>"
 
 
+def _method(values: object) -> list[tuple[str, str]]:
+    """The "method" fact of a histogram release: its registered name, and for one that ran
+    another ("auto") the pick and the rule's path, ``auto → mm (fallback)``: the ledger's
+    description was written at the debit, before the choice (post-processing of noise)."""
+    text = getattr(values, "method_text", None)
+    return [("method", text)] if isinstance(text, str) else []
+
+
 def release_section(release: Release[Any], truth: Truth | None = None,
                     title: str | None = None, level: int = 2) -> str:
     """The HTML ``<section>`` of one release (see :func:`release_html`)."""
@@ -133,6 +141,7 @@ def release_section(release: Release[Any], truth: Truth | None = None,
     widths = dict(acc.half_widths) if acc is not None else {}
     about = facts([
         ("query", release.description),
+        *_method(release.values),
         ("status", release.status + (" (an idempotent replay: no new debit)"
                                      if release.replayed else "")),
         ("privacy loss", "none (replay)" if release.loss is None else loss_html(release.loss)),

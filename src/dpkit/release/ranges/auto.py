@@ -17,6 +17,19 @@ candidate and cell, 30 on the borderline cells) and checked by leave-one-dataset
 runs HB instead (strategy optimisation time; a public fact). Ranks 3 and 4 have no table:
 Identity at all of ε, nothing spent on the scale.
 
+Fallback. A conservative fallback (:data:`FALLBACK`, fitted by :func:`fit_fallback` on the
+DPBench 2-D shapes) replaces the table's pick by HDMM ("mm") on the low-signal decades where
+the pick did not beat HDMM on every DPBench 2-D shape (2-D signals in [10^-1.5, 10^0.5)):
+there a data-dependent algorithm learns the shape from a few noisy records per cell. On a
+shape nobody tuned on (Adult age × hours-per-week, 64×64, ε = 0.1: signal ≈ 0.75) the
+table's AG was 1.46× Identity's error where HDMM was 0.72× (``bench/auto_adult2d.py``).
+
+The choice is recorded: ``release_histogram`` puts the algorithm run in the release's
+``options["chose"]`` and the rule's path (:data:`WHY`) in ``options["chose_by"]``. A session's
+ledger row is written at the debit, before the choice, so its description names "auto" (this
+rule) and the returned :class:`~dpkit.release.ranges.histogram.HistogramRelease` (the record's
+values, which the report renders) names the pick: the choice is post-processing of N̂.
+
 Privacy: N̂ is ε₀-DP; the choice is a function of N̂ and public facts only; the chosen
 algorithm (run with its own scale switch off) is ε'-DP; ε₀ + ε' = ε exactly (sequential
 composition, both shares exact Fractions, :func:`~dpkit.release.ranges.switch.exact_budget`).
@@ -38,9 +51,9 @@ from dpkit.release.ranges.auto_rule import RULE
 from dpkit.release.ranges.switch import check_scale, noisy_scale
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["SHARE", "MAX_RECORDS", "MM_CELLS_1D", "CANDIDATES", "PLAIN", "Cell",
-           "workload_kind", "signal_bucket", "choose", "fit_rule", "split", "auto",
-           "auto_options"]
+__all__ = ["SHARE", "MAX_RECORDS", "MM_CELLS_1D", "CANDIDATES", "PLAIN", "FALLBACK", "WHY",
+           "Cell", "workload_kind", "signal_bucket", "choose", "pick", "fit_rule",
+           "fit_fallback", "split", "auto", "auto_options"]
 
 SHARE = Fraction(1, 20)  # the share of ε spent on the noisy record count
 MAX_RECORDS = 2**31  # the input domain in ranks 1–2: mm's (matrix.py), checked before any noise
@@ -59,6 +72,18 @@ CANDIDATES: dict[int, tuple[str, ...]] = {
         "structure_first", "phpartition"),
     2: ("identity", "uniform", "privelet", "mm", "quadtree", "ug", "ag", "kdtree", "dawa"),
 }
+# The conservative fallback: "rank/workload" -> (the robust algorithm, the signal decades
+# where it replaces the table's pick). Fitted by fit_fallback on the 5 DPBench 2-D shapes'
+# runs (bench/auto_rule.py fallback; Adult age × hours held out): on decade −1 DAWA lost to
+# HDMM on BeijingTaxiE (1.43×), on decade 0 AG on Adult_2D (1.15×); on decades −3 and −2 AG
+# beat HDMM on every shape (at most 0.19× and 0.67×), on 1–2 the table already picks mm.
+# HDMM, not Identity: HDMM's error was 0.34–0.48× Identity's on every DPBench 2-D cell.
+FALLBACK: dict[str, tuple[str, frozenset[int]]] = {"2/Range2D": ("mm", frozenset({-1, 0}))}
+# the paths of the rule, as recorded in a release's options["chose_by"]
+WHY = {"rule": "the learned rule's pick for the noisy signal",
+       "fallback": "low-signal fallback to a robust algorithm (FALLBACK)",
+       "large 1-D": "mm picked on more than MM_CELLS_1D cells: HB",
+       "rank": "ranks 3-4: Identity at all of epsilon"}
 # options that turn a candidate's own scale switch off (auto has measured the scale)
 PLAIN: dict[str, dict[str, Any]] = {m: {"switch": None} for m in (
     "dawa", "noise_first", "structure_first", "phpartition", "ug", "ag", "kdtree")}
@@ -79,17 +104,36 @@ def signal_bucket(n_hat: float, epsilon: Fraction | float, cells: int) -> float:
 
 
 def choose(n_hat: float, epsilon: Fraction | float, cells: int, ndim: int,
-           kind: str, rule: Mapping[str, Mapping[int, str]] = RULE) -> str:
+           kind: str, rule: Mapping[str, Mapping[int, str]] = RULE,
+           fallback: Mapping[str, tuple[str, frozenset[int]]] | None = None) -> str:
     """The algorithm ``rule`` picks for a noisy count ``n_hat``, the ε the algorithm will
     spend, ``cells`` cells of rank ``ndim`` and workload type ``kind``: a pure function of
-    these (Identity when the rule has no row for them)."""
-    table = rule.get(f"{ndim}/{kind}")
+    these (Identity when the rule has no row for them), then ``fallback``'s on its decades
+    (:func:`pick`)."""
+    return pick(n_hat, epsilon, cells, ndim, kind, rule, fallback)[0]
+
+
+def pick(n_hat: float, epsilon: Fraction | float, cells: int, ndim: int, kind: str,
+         rule: Mapping[str, Mapping[int, str]] = RULE,
+         fallback: Mapping[str, tuple[str, frozenset[int]]] | None = None
+         ) -> tuple[str, str]:
+    """(the algorithm, the rule's path: a key of :data:`WHY`) for these features: the
+    table's pick at the signal's decade (clamped to the table's, −inf to the lowest), or
+    the fallback's algorithm where the fallback names that decade. ``fallback`` defaults
+    to :data:`FALLBACK` for the shipped rule (it was fitted for it), to none for another."""
+    if fallback is None:
+        fallback = FALLBACK if rule is RULE else {}
+    key = f"{ndim}/{kind}"
+    table = rule.get(key)
     if not table:
-        return "identity"
+        return "identity", "rule"
     decades = sorted(table)
     b = signal_bucket(n_hat, epsilon, cells)
     d = decades[0] if b == -math.inf else min(max(round(b), decades[0]), decades[-1])
-    return table.get(d, "identity")
+    robust, low = fallback.get(key, ("", frozenset()))
+    if d in low and table.get(d) != robust:
+        return robust, "fallback"
+    return table.get(d, "identity"), "rule"
 
 
 def split(epsilon: Fraction) -> tuple[Fraction, Fraction]:
@@ -135,7 +179,8 @@ def auto_options(shape: tuple[int, ...], *, scale: object = None, rule: object =
 
 def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None, *,
          scale: int | None = None, rule: Mapping[str, Mapping[int, str]] | None = None,
-         lookup: Callable[[str, int], Any] | None = None) -> np.ndarray:
+         lookup: Callable[[str, int], Any] | None = None,
+         chose: Callable[[str, str], object] | None = None) -> np.ndarray:
     """Automatic choice (Pythia-style, module docstring): a noisy record count with 5% of
     ε, then the algorithm the learned rule picks, with the rest. ε-DP.
 
@@ -151,11 +196,17 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
         The record count, if public (then nothing is spent on it).
     rule : mapping, optional
         A selection table in :data:`~dpkit.release.ranges.auto_rule.RULE`'s form (default
-        the shipped one; for leave-one-out evaluation).
+        the shipped one with the :data:`FALLBACK`; a given table is run as it is, without
+        the fallback, which was fitted for the shipped one: for leave-one-out evaluation).
     lookup : callable
         (name, rank) → the registered algorithm
         (:func:`dpkit.release.ranges.registry.method`), which
         :func:`~dpkit.release.ranges.histogram.release_histogram` passes; required.
+    chose : callable, optional
+        Called once, before the chosen algorithm runs, with (its registered name, the
+        rule's path: a key of :data:`WHY`); ``release_histogram`` passes its own, to record
+        the choice in the release. It sees no data: the choice is a function of N̂ and
+        public facts.
 
     Raises
     ------
@@ -171,14 +222,18 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     if scale is not None:
         n_hat, eps = noisy_scale(x, epsilon, scale)  # validates; spends nothing
     if x.ndim > 2:
+        if chose is not None:
+            chose("identity", "rank")
         return frontend.noisy(x, 1, epsilon).value.astype(np.float64)
     if scale is None:
         eps0, eps = split(epsilon)
         n_hat = _count(x, eps0)
-    name = choose(n_hat, eps, x.size, x.ndim, workload_kind(workload, x.ndim),
-                  RULE if rule is None else rule)
+    name, why = pick(n_hat, eps, x.size, x.ndim, workload_kind(workload, x.ndim),
+                     RULE if rule is None else rule)
     if name == "mm" and x.ndim == 1 and x.size > MM_CELLS_1D:
-        name = "hb"
+        name, why = "hb", "large 1-D"
+    if chose is not None:
+        chose(name, why)
     return lookup(name, x.ndim).function(x, eps, workload, **PLAIN.get(name, {}))
 
 
@@ -237,6 +292,34 @@ def fit_rule(cells: Sequence[Cell], margin: float = 1.1, edges: str = "neighbour
                 math.log(c.errors[m] / min(c.errors.values())) for c in here]), m))
         rule[key] = table
     return rule
+
+
+def fit_fallback(cells: Sequence[Cell], rule: Mapping[str, Mapping[int, str]],
+                 robust: str = "mm") -> dict[str, tuple[str, frozenset[int]]]:
+    """The conservative fallback for ``rule``: per "rank/workload" row, the decades (of the
+    cells' signals, rounded as :func:`choose` does) where the row's pick is not ``robust``
+    and did not beat ``robust`` (strictly smaller mean error) on every cell of the decade:
+    there ``robust`` replaces it. Rows, decades and cells without both errors are skipped.
+
+    Returns
+    -------
+    dict
+        "rank/workload" -> (``robust``, frozenset of decades), rows with no decade left out.
+    """
+    low: dict[str, set[int]] = {}
+    for c in cells:
+        key = f"{c.dims}/{c.kind}"
+        table = rule.get(key)
+        if not table or c.signal <= 0:
+            continue
+        decades = sorted(table)
+        d = min(max(round(math.log10(c.signal)), decades[0]), decades[-1])
+        chosen = table.get(d, "identity")
+        if chosen == robust or chosen not in c.errors or robust not in c.errors:
+            continue
+        if c.errors[chosen] >= c.errors[robust]:
+            low.setdefault(key, set()).add(d)
+    return {k: (robust, frozenset(v)) for k, v in sorted(low.items())}
 
 
 def _safe(m: str, here: list[Cell], near: list[Cell], margin: float, edges: str) -> bool:

@@ -62,7 +62,11 @@ class HistogramRelease:
     epsilon : Fraction
         ε spent (pure DP, add/remove-one-record neighbours).
     method : str
-        The algorithm's registered name; ``options`` its settings.
+        The algorithm's registered name; ``options`` its settings. For a method that runs
+        another ("auto"), ``options["chose"]`` is the registered name of the algorithm it
+        ran and ``options["chose_by"]`` the path of its rule (a key of
+        :data:`dpkit.release.ranges.auto.WHY`: "rule", "fallback", …); :attr:`chosen` reads
+        the first.
     labels : tuple of str, optional
         Bin labels when released from a session column.
     edges : tuple of float, optional
@@ -88,6 +92,20 @@ class HistogramRelease:
     raw: np.ndarray | None = None
     cell_scale: float | None = None
 
+    @property
+    def chosen(self) -> str:
+        """The algorithm that produced the counts: ``options["chose"]`` for a method that
+        runs another ("auto"), else :attr:`method`."""
+        return str(self.options.get("chose", self.method))
+
+    @property
+    def method_text(self) -> str:
+        """The method as displayed: "auto → mm (fallback)" for a choice, else its name."""
+        if "chose" not in self.options:
+            return self.method
+        why = self.options.get("chose_by")
+        return f"{self.method} → {self.chosen}" + (f" ({why})" if why else "")
+
     def answer(self, workload: RangeWorkload) -> np.ndarray:
         """Answers to ``workload`` from the released counts (post-processing, free)."""
         return workload.answer(self.counts)
@@ -98,7 +116,7 @@ class HistogramRelease:
         flat = np.asarray(self.counts, dtype=np.float64).reshape(-1)
         labels = (list(self.labels) if self.labels is not None and len(self.labels) == flat.size
                   else [str(i) for i in range(flat.size)])
-        about = markup.facts([("method", self.method), ("ε", self.epsilon),
+        about = markup.facts([("method", self.method_text), ("ε", self.epsilon),
                               ("cells", " × ".join(map(str, self.counts.shape)))])
         chart = markup.bar_chart(labels, flat.tolist()) if self.counts.ndim == 1 else ""
         rows = markup.table(["cell", "estimated count"], zip(labels, flat.tolist(),
@@ -229,8 +247,12 @@ def release_histogram(counts: npt.ArrayLike, epsilon: Number, method: str = "aut
         raise DomainError(f"workload shape {workload.shape} != histogram shape {x.shape}")
 
     def run() -> HistogramRelease:
-        est = m.function(x, eps, workload, **options)
+        picked: list[tuple[str, str]] = []  # a chooser's (name, path): recorded in options
+        mine = {"chose": lambda name, why: picked.append((name, why))} if m.chooses else {}
+        est = m.function(x, eps, workload, **options, **mine)
         shown = {k: v for k, v in options.items() if k != "lookup"}
+        if picked:
+            shown["chose"], shown["chose_by"] = picked[-1]
         est = np.asarray(est, dtype=np.float64)
         scale = float(1 / eps) if method == "identity" else None  # basic.identity's 1/ε
         return HistogramRelease(_postprocess(est, non_negative, integer), eps, method, shown,

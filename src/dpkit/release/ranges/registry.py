@@ -160,8 +160,11 @@ def bind_options(name: str, ndim: int, options: Mapping[str, object]
     Raises
     ------
     DomainError
-        An unknown method, a rank it does not handle, an option it does not take."""
+        An unknown method, a rank it does not handle, an option it does not take, or
+        ``chose`` for a chooser (the release passes its own, to record the choice)."""
     m = method(name, ndim)
+    if m.chooses and "chose" in options:  # the release records the choice through it
+        raise DomainError(f"{name}: 'chose' is set by release_histogram, not an option")
     own = {"lookup": method, **options} if m.chooses else dict(options)
     try:
         inspect.signature(m.function, follow_wrapped=False).bind(None, Fraction(1), None, **own)
