@@ -193,3 +193,60 @@ def test_audit_global_release_and_broken_variant():
     broken = audit_release(global_release(8.0), X, X_PRIME, 1.0, samples=600,
                            histogram_share=0)
     assert not broken.passed, broken.lower_bound
+
+
+# The floor (issue 34): the guard is post-processing, and an unsupported item predicts G.
+
+
+def test_guard_is_post_processing_same_debit_and_ledger_row():
+    """The guard changes nothing that is charged: the loss, the description and the noise
+    rows are those of the unguarded fit."""
+    df = ratings(5, users=12)
+    records = []
+    for guard in (0, rec.GUARD):
+        session = Session(df, budget=PureDP(1))
+        fit_recommender(df, n_items=N_ITEMS, bounds=BOUNDS, epsilon=Fraction(1, 2),
+                        accountant=session, guard=guard, neighbours=2, rank=2)
+        records.append(session.accountant.last)
+        assert session.accountant.spent == PureDP(Fraction(1, 2))
+    a, b = records
+    assert a.loss == b.loss and a.description == b.description
+    assert [(r.statistic, r.scale, r.sensitivity) for r in a.noise] == [
+        (r.statistic, r.scale, r.sensitivity) for r in b.noise]
+
+
+def guarded_fit(df: pl.DataFrame, guard: float) -> rec.Recommender:
+    """A fit whose releases are the exact statistics but whose declared noise std is 1, so
+    the guard's decision is deterministic."""
+    cfg = rec._config(N_ITEMS, BOUNDS, 3, 2, 1.0, 1.0, 5.0, 1.0, 0.0, None, None, guard)
+    return rec._fit(df, ("user", "item", "rating"), cfg, "laplace", lambda k, v: v,
+                    [1.0, 1.0, 1.0])
+
+
+def test_item_with_zero_support_predicts_the_global_mean():
+    df = ratings(6, users=20).filter(pl.col("item") != N_ITEMS - 1)  # last item: no rating
+    for guard in (0.0, 1.0):
+        model = guarded_fit(df, guard)
+        assert model.item_effects[N_ITEMS - 1] == 0.0
+        assert np.all(model.confidence[N_ITEMS - 1] == 0.0)
+        if guard:  # a guarded pair is no coupling (unguarded: M&M's average c̄)
+            assert np.all(model.covariance[N_ITEMS - 1, : N_ITEMS - 1] == 0.0)
+        for method in ("knn", "factor", "baseline"):
+            new = model.predict(df, pl.DataFrame({"user": [999], "item": [N_ITEMS - 1]}),
+                                method=method)
+            assert new[0] == pytest.approx(model.global_mean, abs=1e-12)
+
+
+def test_guard_sends_items_below_the_noise_to_the_global_mean():
+    """Weights Σ 1/n_u ≤ 20 here: a threshold of 100 noise stds drops every item and pair
+    (every method predicts the baseline G + b_u); without the guard some items keep their
+    effect (the test has teeth)."""
+    df = ratings(7, users=20).filter(pl.col("item") < N_ITEMS)
+    off = guarded_fit(df, 0.0)
+    on = guarded_fit(df, 100.0)
+    assert np.any(off.item_effects != 0) and np.all(on.item_effects == 0)
+    assert np.all(on.confidence == 0)
+    pairs = df.select("user", "item")
+    base = on.predict(df, pairs, method="baseline")
+    for method in ("knn", "factor"):
+        assert np.allclose(on.predict(df, pairs, method=method), base, atol=1e-9)
