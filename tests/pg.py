@@ -78,3 +78,15 @@ def server() -> Iterator[str]:
         subprocess.run([*prefix, pg_ctl, "-D", data, "-m", "immediate", "stop"],
                        capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    """Drop and create database ``name`` on ``server_url``'s server; its SQLAlchemy URL."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name}"))
+        conn.execute(sa.text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return server_url.rsplit("/", 1)[0] + f"/{name}"

@@ -287,15 +287,9 @@ def location(request, tmp_path, monkeypatch):
     monkeypatch.delenv("DPKIT_LEDGER_MAC_KEY", raising=False)
     if request.param == "sqlite":
         return str(tmp_path / "ledger.sqlite")
-    import sqlalchemy as sa
+    import pg
 
-    server = request.getfixturevalue("postgres_server")
-    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text("DROP DATABASE IF EXISTS deploy_migrate"))
-        conn.execute(sa.text("CREATE DATABASE deploy_migrate"))
-    admin.dispose()
-    return server.rsplit("/", 1)[0] + "/deploy_migrate"
+    return pg.fresh_database(request.getfixturevalue("postgres_server"), "deploy_migrate")
 
 
 def test_a_migration_on_either_database(location):

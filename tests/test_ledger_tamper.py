@@ -54,14 +54,10 @@ def location(request, tmp_path, monkeypatch):
     monkeypatch.delenv("DPKIT_LEDGER_MAC_KEY", raising=False)
     if request.param == "sqlite":
         return str(tmp_path / "ledger.sqlite")
-    server = request.getfixturevalue("postgres_server")
-    name = f"t{abs(hash(request.node.name)) % 10**9}"
-    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name}"))
-        conn.execute(sa.text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return server.rsplit("/", 1)[0] + f"/{name}"
+    import pg
+
+    return pg.fresh_database(request.getfixturevalue("postgres_server"),
+                             f"t{abs(hash(request.node.name)) % 10**9}")
 
 
 def tamper(location: str, sql: str, **params) -> None:
