@@ -31,7 +31,7 @@ CELLS = 64 * 64
 
 def _exact_count(monkeypatch) -> None:
     """Zero noise on auto's record count: N̂ = N, so the signal's decade is known."""
-    monkeypatch.setattr(A, "_count", lambda x, eps0: float(x.sum()))
+    monkeypatch.setattr(A, "noisy_total", lambda x, eps0: float(x.sum()))
 
 
 def _spy() -> tuple[list[str], object]:

@@ -48,7 +48,7 @@ import numpy as np
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
 from dpkit.release.ranges.auto_rule import RULE
-from dpkit.release.ranges.switch import check_scale, noisy_scale
+from dpkit.release.ranges.switch import check_scale, noisy_scale, noisy_total
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["SHARE", "MAX_RECORDS", "MM_CELLS_1D", "CANDIDATES", "PLAIN", "FALLBACK", "WHY",
@@ -227,7 +227,7 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
         return frontend.noisy(x, 1, epsilon).value.astype(np.float64)
     if scale is None:
         eps0, eps = split(epsilon)
-        n_hat = _count(x, eps0)
+        n_hat = noisy_total(x, eps0)
     name, why = pick(n_hat, eps, x.size, x.ndim, workload_kind(workload, x.ndim),
                      RULE if rule is None else rule)
     if name == "mm" and x.ndim == 1 and x.size > MM_CELLS_1D:
@@ -235,11 +235,6 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     if chose is not None:
         chose(name, why)
     return lookup(name, x.ndim).function(x, eps, workload, **PLAIN.get(name, {}))
-
-
-def _count(x: np.ndarray, eps0: Fraction) -> float:
-    """max(0, N + discrete Laplace(1/ε₀)): sensitivity 1, ε₀-DP."""
-    return float(max(frontend.noisy(int(x.sum()), 1, eps0).value, 0))
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,9 @@ from dpkit.mechanisms import frontend, make_noise
 from dpkit.release.measure import check_counts
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["noisy_scale", "use_identity", "scale_switched", "exact_budget", "Algorithm",
-           "check_scale", "check_switch", "switch_options", "option_check", "OptionCheck"]
+__all__ = ["noisy_scale", "noisy_total", "use_identity", "scale_switched", "exact_budget",
+           "Algorithm", "check_scale", "check_switch", "switch_options", "option_check",
+           "OptionCheck"]
 
 # a histogram algorithm: (x, epsilon, workload, **options) -> estimate of x's shape
 # (dpkit.release.ranges.registry lists them)
@@ -87,8 +88,13 @@ def noisy_scale(x: np.ndarray, epsilon: Fraction, scale: object = None,
     if scale is not None:
         return float(scale), epsilon  # type: ignore[arg-type]
     eps0 = exact_budget(epsilon * frac)
-    noisy = frontend.noisy(int(x.sum()), 1, eps0).value
-    return float(max(noisy, 0)), exact_budget(epsilon - eps0)
+    return noisy_total(x, eps0), exact_budget(epsilon - eps0)
+
+
+def noisy_total(x: np.ndarray, eps0: Fraction) -> float:
+    """max(0, N + discrete Laplace(1/ε₀)) for N = the histogram's total: sensitivity 1,
+    ε₀-DP."""
+    return float(max(frontend.noisy(int(x.sum()), 1, eps0).value, 0))
 
 
 def check_switch(switch: object) -> None:
