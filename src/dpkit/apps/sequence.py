@@ -32,6 +32,7 @@ were all pruned sends its count to its end node. The consistent tree gives prefi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -193,7 +194,8 @@ def prefix_tree(sequences: pl.DataFrame, *, alphabet: int, height: int, epsilon:
     cut = float(non_negative(threshold, "threshold"))
     _check_frame(sequences, column)
     noise = make_noise(1, epsilon=eps / h)
-    floor = cut * float(frontend.row_of(noise).scale or 0) * np.sqrt(2.0)
+    # Python floats: a huge declared threshold × scale is +inf (nothing kept), not a warning
+    floor = cut * float(frontend.row_of(noise).scale or 0) * math.sqrt(2.0)
     rows = [frontend.row_of(noise, f"level {i}")
             for i in range(1, h + 1)]
 
@@ -409,7 +411,8 @@ def ngram_model(sequences: pl.DataFrame, *, alphabet: int, order: int, max_lengt
     cut = float(non_negative(threshold, "threshold"))
     _check_frame(sequences, column)
     noise = make_noise(ell + 2, epsilon=eps / n)
-    floor = cut * float(frontend.row_of(noise).scale or 0) * np.sqrt(2.0)
+    # Python floats: a huge declared threshold × scale is +inf (nothing kept), not a warning
+    floor = cut * float(frontend.row_of(noise).scale or 0) * math.sqrt(2.0)
     rows = [frontend.row_of(noise, f"{i}-grams")
             for i in range(1, n + 1)]
 
