@@ -417,3 +417,23 @@ def test_report_takes_the_ledger_as_an_option_or_the_old_positional(tmp_path):
     both = CliRunner().invoke(app, ["report", location, "wages", "--ledger", location])
     assert both.exit_code == 1 and "give the ledger once" in both.output
     assert "--ledger" in CliRunner().invoke(app, ["report", "--help"]).output
+
+
+def test_ledger_commands_never_print_a_database_password(postgres_server, tmp_path,
+                                                          monkeypatch):
+    """A PostgreSQL URL's password stays out of every line the ledger commands print (the
+    test server trusts any password, so a made-up one opens it)."""
+    import pg
+
+    monkeypatch.setenv("DPKIT_HOME", str(tmp_path))
+    monkeypatch.delenv("DPKIT_LEDGER_MAC_KEY", raising=False)
+    url = pg.fresh_database(postgres_server, "deploy_password").replace(
+        "postgres@", "postgres:hunter2-secret@", 1)
+    printed = [cli("ledger", "init", "--ledger", url),
+               cli("ledger", "register", "wages", "--ledger", url, "--epsilon", "1"),
+               cli("ledger", "datasets", "--ledger", url),
+               cli("ledger", "verify", "--ledger", url)]
+    assert all("***" in out and "hunter2" not in out for out in printed[:3]), printed
+    assert "hunter2" not in printed[3]
+    # the broken variant: the raw URL, as these lines printed it before, carries it
+    assert "hunter2" in Ledger(url).url

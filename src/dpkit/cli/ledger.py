@@ -10,7 +10,6 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy.engine import make_url
 
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 from dpkit.core.record import noise_rows
@@ -85,7 +84,7 @@ def _measure_of(reg: Ledger, dataset: str) -> str:
     """The measure kind (pure, approx, zcdp) of a registered dataset."""
     found = next((d for d in reg.datasets() if d["name"] == dataset), None)
     if found is None:
-        raise LedgerError(f"unknown dataset {dataset!r} in {reg.url} (see `dpkit ledger "
+        raise LedgerError(f"unknown dataset {dataset!r} in {reg.shown_url} (see `dpkit ledger "
                           "datasets`)")
     return KINDS[found["measure"]]
 
@@ -105,7 +104,7 @@ def resolve_dataset(reg: Ledger, name: str) -> str:
     if len(found) == 1:
         return found[0]
     if not found:
-        raise LedgerError(f"unknown dataset {name!r} in {reg.url} (see `dpkit ledger "
+        raise LedgerError(f"unknown dataset {name!r} in {reg.shown_url} (see `dpkit ledger "
                           "datasets`)")
     raise LedgerError(f"{name!r} is the start of {len(found)} datasets ({', '.join(found[:5])}"
                       f"{', …' if len(found) > 5 else ''}); give more of the name")
@@ -115,8 +114,8 @@ def resolve_dataset(reg: Ledger, name: str) -> str:
 def init(ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
     """Create (or migrate) a ledger."""
     reg = _open(ledger, must_exist=False)
-    Console().print(f"ledger ready at {reg.url} (chain head {reg.head()[:16]}…); its MAC key: "
-                    f"{reg.key_source} (keep it away from whoever can write the ledger)")
+    Console().print(f"ledger ready at {reg.shown_url} (chain head {reg.head()[:16]}…); its "
+                    f"MAC key: {reg.key_source} (keep it away from whoever can write the ledger)")
 
 
 @ledger_app.command("datasets")
@@ -125,7 +124,7 @@ def list_datasets(ledger: str = typer.Option(None, help=LEDGER_HELP)) -> None:
     (as registered: by `dpkit serve` from its configuration, or by `register`; a migrated
     dataset shows its entry in force and its number of migrations)."""
     reg = _open(ledger)
-    table = wide_table(f"Datasets in {reg.url}", ("dataset", "measure", "privacy unit",
+    table = wide_table(f"Datasets in {reg.shown_url}", ("dataset", "measure", "privacy unit",
                                                   "lifetime cap", "spent", "per day",
                                                   "created"))
     for d in reg.datasets():
@@ -188,7 +187,7 @@ def verify(ledger: str = typer.Option(None, help=LEDGER_HELP),
     policies, analysts, grants, running totals, burn-rate buckets, releases, outcomes,
     stored answers); print each problem and exit 1 on any."""
     reg = _open(ledger)
-    _exit_on_problems(reg.verify(head, since_checkpoint=since_checkpoint), f"in {reg.url}")
+    _exit_on_problems(reg.verify(head, since_checkpoint=since_checkpoint), f"in {reg.shown_url}")
     Console().print(f"[green]✓[/green] {reg.count()} releases verified; chain head "
                     f"{reg.head()}")
 
@@ -270,7 +269,7 @@ def register(dataset: str = typer.Argument(..., help="The dataset's name."),
     if entry is not None and entry["privacy_unit"] != unit:
         raise LedgerError(f"dataset {dataset!r} is registered with privacy unit "
                           f"{entry['privacy_unit']}, not {unit} (see `dpkit ledger migrate`)")
-    Console().print(f"[green]✓[/green] dataset {dataset!r} registered in {reg.url}: lifetime "
+    Console().print(f"[green]✓[/green] dataset {dataset!r} registered in {reg.shown_url}: lifetime "
                     f"cap {cap}, privacy unit {unit}", soft_wrap=True)
 
 
@@ -283,7 +282,7 @@ def retire(dataset: str = typer.Argument(..., help="The dataset (or a unique sta
     reg = _open(ledger)
     name = resolve_dataset(reg, dataset)
     reg.retire(name)
-    Console().print(f"[green]✓[/green] dataset {name!r} retired in {reg.url}: it refuses "
+    Console().print(f"[green]✓[/green] dataset {name!r} retired in {reg.shown_url}: it refuses "
                     f"new releases; spent {reg.spent(name)} of {reg.cap(name)}",
                     soft_wrap=True)
 
@@ -344,8 +343,7 @@ def migrate(dataset: str = typer.Argument(..., help="The dataset, as named in th
     body = reg.migrate(dataset, cap, unit, schema)
     before = body["before"]
     console = Console()
-    shown = make_url(reg.url).render_as_string(hide_password=True)
-    console.print(f"[green]✓[/green] dataset {dataset!r} migrated in {shown} (recorded in "
+    console.print(f"[green]✓[/green] dataset {dataset!r} migrated in {reg.shown_url} (recorded in "
                   "its chain):", soft_wrap=True)
     console.print(f"  retired: {KINDS[before['measure']]}, cap "
                   f"{_text(before['measure'], before['cap'])}, privacy unit "

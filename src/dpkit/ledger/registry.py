@@ -219,6 +219,8 @@ class Ledger:
     def __init__(self, location: str | Path, *, encryption_key: bytes | None = None,
                  mac_key: bytes | str | None = None, sync_outcomes: bool = False) -> None:
         self.engine, self.url = _engine(location)
+        # what messages and tables print: a PostgreSQL URL's password never leaves the object
+        self.shown_url = make_url(self.url).render_as_string(hide_password=True)
         self.path = location
         self._fast_outcomes = not sync_outcomes
         # datasets this object registered or checked: a cap is fixed at registration, so
@@ -351,7 +353,7 @@ class Ledger:
         return seq + 1
 
     def _tampered(self, what: str) -> LedgerIntegrityError:
-        return LedgerIntegrityError(f"ledger {self.url}: {what}; refusing to use it (run "
+        return LedgerIntegrityError(f"ledger {self.shown_url}: {what}; refusing to use it (run "
                                     "`dpkit ledger verify`)")
 
     def _row(self, conn: Connection, table: str, key: tuple[str, ...]) -> dict[str, Any] | None:
@@ -755,8 +757,9 @@ class Ledger:
             if not window.within(total, window.raw(row["cap"])):
                 cap, spent = load(measure, row["cap"]), load(measure, row["spent"])
                 raise BudgetExceededError(
-                    f"ledger {self.url}: dataset {dataset!r} has spent {spent} of its lifetime "
-                    f"cap {cap}; this release ({loss}) would exceed it. Nothing was released.")
+                    f"ledger {self.shown_url}: dataset {dataset!r} has spent {spent} of its "
+                    f"lifetime cap {cap}; this release ({loss}) would exceed it. Nothing was "
+                    "released.")
             grant = None if analyst is None else self._check_grant(conn, analyst, dataset,
                                                                    measure, loss, loss_raw)
             minute, recent, bucket, exists = self._window(conn, row, moment, loss_raw)
