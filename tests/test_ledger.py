@@ -69,6 +69,22 @@ def test_cap_mismatch_is_an_error(tmp_path):
         dp.Session(frame(), budget=dp.ZCDP(1), ledger=path, dataset="d")
 
 
+def test_privacy_unit_mismatch_is_an_error(tmp_path):
+    """A spend counted under another privacy unit is not a spend of the registered cap: a
+    session (or any caller of register) with another unit is refused, the same object too."""
+    path = tmp_path / "l.sqlite"
+    people = pl.DataFrame({"pid": [1, 1, 2], "x": [1, 2, 3]})
+    per_person = dp.PrivacyUnit.by("pid", max_rows=2)
+    dp.Session(people, per_person, dp.PureDP(1), ledger=path, dataset="d")
+    with pytest.raises(LedgerError, match="privacy unit"):
+        dp.Session(people, dp.PrivacyUnit.rows(), dp.PureDP(1), ledger=path, dataset="d")
+    ledger = Ledger(path)
+    ledger.register("d", dp.PureDP(1), str(per_person))  # the registered unit: accepted
+    with pytest.raises(LedgerError, match="migrate"):
+        ledger.register("d", dp.PureDP(1), "rows")  # not let through by the object's cache
+    assert Ledger(path).releases("d") == []
+
+
 def test_measures_round_trip(tmp_path):
     led = Ledger(tmp_path / "l.sqlite")
     led.register("z", dp.ZCDP(Fraction(1, 3)))

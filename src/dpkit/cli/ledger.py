@@ -264,13 +264,9 @@ def register(dataset: str = typer.Argument(..., help="The dataset's name."),
     else:
         cap, schema = _loss(measure, epsilon, delta, rho), ""  # before the ledger is opened
     reg = _open(ledger, must_exist=False)
-    reg.register(dataset, cap, unit, schema)
-    entry = reg.entry(dataset)
-    if entry is not None and entry["privacy_unit"] != unit:
-        raise LedgerError(f"dataset {dataset!r} is registered with privacy unit "
-                          f"{entry['privacy_unit']}, not {unit} (see `dpkit ledger migrate`)")
-    Console().print(f"[green]✓[/green] dataset {dataset!r} registered in {reg.shown_url}: lifetime "
-                    f"cap {cap}, privacy unit {unit}", soft_wrap=True)
+    reg.register(dataset, cap, unit, schema)  # or refuses another measure, cap or unit
+    Console().print(f"[green]✓[/green] dataset {dataset!r} registered in {reg.shown_url}: "
+                    f"lifetime cap {cap}, privacy unit {unit}", soft_wrap=True)
 
 
 @ledger_app.command("retire")

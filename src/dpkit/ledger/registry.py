@@ -225,7 +225,7 @@ class Ledger:
         self._fast_outcomes = not sync_outcomes
         # datasets this object registered or checked: a cap is fixed at registration, so
         # a later register() of the same (measure, cap) needs no write transaction
-        self._registered: dict[str, tuple[str, PrivacyLoss]] = {}
+        self._registered: dict[str, tuple[str, PrivacyLoss, str | None]] = {}
         # the newest checkpoint's seq in the table, the seq it signed, its stream marks
         self._marks_at: tuple[int | None, int, dict[str, Any]] = (-1, 0, {})
         database = make_url(self.url).database if self.url.startswith("sqlite") else None
@@ -450,18 +450,20 @@ class Ledger:
     # -- datasets, analysts, studies, policies ----------------------------------------------
     def register(self, dataset: str, cap: PrivacyLoss, privacy_unit: str = "rows",
                  schema: str = "") -> PrivacyLoss:
-        """Register ``dataset`` with a lifetime ``cap`` (or check an existing registration).
+        """Register ``dataset`` with a lifetime ``cap`` and ``privacy_unit`` (or check an
+        existing registration: measure, cap and privacy unit must all be the registered ones,
+        since a spend counted under another unit is not a spend of the registered cap).
 
         Raises
         ------
         LedgerError
-            If the dataset exists with another measure or cap (a cap changes only by a
-            recorded :meth:`migrate`).
+            If the dataset exists with another measure, cap or privacy unit (each changes
+            only by a recorded :meth:`migrate`).
         LedgerIntegrityError
             If its row was changed outside the ledger.
         """
         measure = type(cap).__name__
-        if self._registered.get(dataset) == (measure, cap):
+        if self._registered.get(dataset) == (measure, cap, privacy_unit):
             return cap  # checked by this object before; a dataset's cap never changes
         with self._transaction() as conn:
             self._lock_head(conn)
@@ -476,7 +478,7 @@ class Ledger:
                     **body, "spent": dump(type(cap).zero()), "per_day": None, "seq": seq,
                     "window_minute": None, "window_spent": dump(type(cap).zero())},
                     new=True)
-                self._registered[dataset] = (measure, cap)
+                self._registered[dataset] = (measure, cap, privacy_unit)
                 return cap
         stored = load(row["measure"], row["cap"])
         if row["measure"] != measure or stored != cap:
@@ -484,7 +486,12 @@ class Ledger:
                 f"dataset {dataset!r} is registered with lifetime cap {stored} "
                 f"({row['measure']}); open it with that budget, use another dataset name, "
                 "or record a migration (`dpkit ledger migrate`)")
-        self._registered[dataset] = (measure, stored)
+        if row["privacy_unit"] != privacy_unit:
+            raise LedgerError(
+                f"dataset {dataset!r} is registered with privacy unit {row['privacy_unit']}, "
+                f"not {privacy_unit}: open it with that unit, use another dataset name, or "
+                "record a migration (`dpkit ledger migrate`)")
+        self._registered[dataset] = (measure, stored, privacy_unit)
         return stored
 
     def entry(self, dataset: str) -> dict[str, Any] | None:
@@ -696,7 +703,7 @@ class Ledger:
         with self.engine.connect() as conn:
             row = self._dataset(conn, dataset)
         cap = load(row["measure"], row["cap"])
-        self._registered[dataset] = (row["measure"], cap)
+        self._registered[dataset] = (row["measure"], cap, None)  # unit checked at register
         return cap
 
     def spent(self, dataset: str, analyst: str | None = None) -> PrivacyLoss:

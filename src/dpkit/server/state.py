@@ -136,16 +136,9 @@ def register_from_config(ledger: Ledger, config: DatasetConfig, source: Source,
     where = f" --config {config_path}" if config_path is not None else " --config CONFIG"
     lines = "\n".join(f"  {field}: config {want}, ledger {have}" for field, want, have in wrong)
     raise MismatchError(
-        f"dataset {config.name!r}: the configuration and the ledger {_shown(ledger.url)} "
+        f"dataset {config.name!r}: the configuration and the ledger {ledger.shown_url} "
         "disagree:\n"
         f"{lines}\nThe ledger's entry is fixed (its spend was accounted under it). Either "
         f"serve it under a new dataset name, or record a migration to the configuration's "
         f"entry (the spend is carried, the old entry stays in the chain):\n"
         f"  dpkit ledger migrate {config.name}{where}")
-
-
-def _shown(url: str) -> str:
-    """A ledger URL for a message: a server URL's password hidden (start-up logs)."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
