@@ -89,7 +89,7 @@ METHODS = ("auto", "output", "functional", "objective")
 CURVATURE = Fraction(1, 4)  # c ≥ ℓ″ = σ(z)σ(−z) for the logistic loss
 OBJECTIVE_NOISE = "b (objective perturbation)"
 SLACK = 1 + Fraction(1, 1 << 20)  # allowance for the float rounding of clip_rows
-ONE_CLASS = 0.99  # the training-rows rule: one class on ≥ 99% of the rows fitted
+ONE_CLASS = 0.95  # training-rows rule: agreeing with a constant on ≥ 95% of the rows fitted
 GRID_BITS = 10  # numeric features are rounded to multiples of 2^-10 (exact Gram sums)
 RIDGE_FACTOR = 0.5  # default λ = RIDGE_FACTOR · b_G · √(d + 1)
 
