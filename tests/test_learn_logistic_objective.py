@@ -22,7 +22,7 @@ from dpkit.core.measures import PureDP
 from dpkit.core.numbers import exp_down, exp_up, log_up
 from dpkit.errors import DomainError, TrivialResultWarning
 from dpkit.learn import LogisticRegression
-from dpkit.learn import logistic as L
+from dpkit.learn import logistic as L  # noqa: N812
 from dpkit.mechanisms import frontend
 
 FALSE_POSITIVE_RATE = 1e-6
@@ -185,7 +185,7 @@ def test_one_class_on_the_training_rows_warns_although_the_domain_has_both():
     rows = np.column_stack([np.linspace(0, 0.4, 100), np.zeros(100)])
     model = _fitted(-0.5)  # positive on part of the unit ball, negative on every row
     with pytest.warns(TrivialResultWarning, match="training rows"):
-        model._warn_one_class_on_training_rows(rows)
+        model._warn_one_class_on_training_rows(rows, 1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _fitted(-0.35)._warn_one_class_on_training_rows(rows)  # 12% of the rows positive
+        _fitted(-0.35)._warn_one_class_on_training_rows(rows, 1.0)  # 12% of the rows positive
