@@ -368,7 +368,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     Raises
     ------
     DomainError
-        Missing data_norm or classes, ε ≤ 0, labels outside ``classes``; for
+        Missing data_norm or classes, ε ≤ 0, labels outside ``classes``, ``C`` not
+        positive (``"objective"``: not finite either); for
         ``"functional"``: missing bounds, malformed ``one_hot``, one-hot columns not
         declared (0, 1) or not 0/1 with at most one 1 per row (the group is named),
         non-finite X; all before anything is spent.
