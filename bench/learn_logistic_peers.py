@@ -2,9 +2,11 @@
 
     python bench/learn_logistic_peers.py [--trials 10] [--update-results]
 
-Held-out protocol: dpkit's output-perturbation defaults (C = ε/((d + 1)·R·R′), s = R/√d)
-were chosen on synthetic data (uncentred and centred features, d ∈ {5, 10, 20}, 20,000
-rows, logistic labels at ~25% positives); Adult is the evaluation only, never used to choose.
+Held-out protocol: dpkit's defaults with only ``data_norm`` declared (``method="auto"`` =
+objective perturbation, its ridge from CMS11 Alg. 2's second branch; output perturbation's
+C = ε/((d + 1)·R·R′); s = R/√d) were chosen on synthetic data (bench/
+learn_logistic_synthetic.py: uncentred and centred features, d ∈ {5, 10, 20}, 20,000 rows,
+logistic labels at ~25% positives); Adult is the evaluation only, never used to choose.
 
 Task (30,169 × 10: UCI's published train split without rows missing a used column;
 15,063 test rows): age, education-num, log(1 + capital-gain), log(1 + capital-loss),
@@ -83,7 +85,8 @@ def mapped(x: np.ndarray, centred: bool) -> np.ndarray:
 def dpkit_rows(data: dict[str, np.ndarray], trials: int) -> list[dict]:
     y, yt = data["y"], data["yt"]
     rows = []
-    configs = {"dpkit output, new defaults": {},
+    configs = {"dpkit default (objective; auto with data_norm)": {"method": "auto"},
+               "dpkit output, new defaults": {},
                "dpkit output, old defaults (C = 1/√10⁴, s = 1)": {"C": 0.01,
                                                                   "intercept_scaling": 1.0}}
     for setup in ("uncentred", "centred"):
@@ -91,8 +94,8 @@ def dpkit_rows(data: dict[str, np.ndarray], trials: int) -> list[dict]:
         for eps in EPSILONS:
             for name, kw in configs.items():
                 for _ in range(trials):
-                    m = LogisticRegression(eps, data_norm=1.0, classes=[0, 1], method="output",
-                                           **kw).fit(x, y)
+                    args = {"method": "output", **kw}
+                    m = LogisticRegression(eps, data_norm=1.0, classes=[0, 1], **args).fit(x, y)
                     rows.append({"setup": setup, "system": name, "epsilon": eps,
                                  "accuracy": float((m.predict(xt) == yt).mean())})
     for eps in EPSILONS:  # raw columns with declared bounds: setup-independent

@@ -290,6 +290,7 @@ def test_default_ridge_keeps_small_epsilon_at_the_majority_class():
 def test_auto_is_the_default_and_clone_keeps_the_method():
     assert LogisticRegression().method == "auto"
     assert LogisticRegression(bounds=(0, 1))._method() == "functional"
-    assert LogisticRegression(data_norm=1.0)._method() == "output"
+    assert LogisticRegression(data_norm=1.0)._method() == "objective"  # issue 34
+    assert LogisticRegression(data_norm=1.0, n_hint=100)._method() == "output"  # the old form
     model = clone(_model(0.5))
     assert model.method == "functional" and model.one_hot == GROUPS

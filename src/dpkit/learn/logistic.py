@@ -1,6 +1,6 @@
 """Logistic regression by output perturbation (Chaudhuri, Monteleoni & Sarwate, "Differentially
-private empirical risk minimization", JMLR 2011, Alg. 1 / Thm 6, in the add/remove form).
-Pure ε-DP.
+private empirical risk minimization", JMLR 2011, Alg. 1 / Thm 6, in the add/remove form),
+objective perturbation (Alg. 2 / Thm 9) or the functional mechanism. Pure ε-DP.
 
 The model minimises J(w) = C·Σᵢ ℓ(yᵢ⟨w, x̃ᵢ⟩) + ½‖w‖² (scikit-learn's parametrisation),
 ℓ the logistic loss, x̃ᵢ = (xᵢ, s) with xᵢ scaled into the L2 ball of the declared
@@ -20,6 +20,38 @@ stayed at the majority class on uncentred features at every ε, and is reachable
 them). Chosen on synthetic data, evaluated on Adult (bench/learn_logistic_peers.py). The solver's
 tolerance adds an error ‖ŵ − w*‖ ≤ ‖∇J(ŵ)‖ (strong convexity) that is checked against
 2^-20·Δ₂ and then counted in the sensitivity.
+
+``method="objective"`` (the default ``"auto"`` with only ``data_norm``): objective
+perturbation (CMS11 Alg. 2 / Thm 9, here in the add/remove form and unnormalised, so n never
+enters). The released w is the minimiser of
+
+    J_b(w) = Σᵢ ℓ(yᵢ⟨w, x̃ᵢ⟩) + ((λ + Δ)/2)‖w‖² + ⟨b, w⟩,   λ = 1/C (0 without C),
+
+with ℓ the logistic loss (|ℓ′| ≤ 1, 0 ≤ ℓ″ ≤ c = 1/4) and ‖x̃ᵢ‖ ≤ R′ (intercept column
+included and penalised: the Jacobian bound needs λ + Δ > 0 on every coordinate). Privacy:
+b = −∇(J_b − ⟨b, ·⟩)(w) is a bijection of w; adding or removing one row moves b(w) by
+ℓ′·y·x̃, of norm ≤ R′, and multiplies the Jacobian determinant by 1 + ℓ″·x̃ᵀH⁻¹x̃ ≤
+1 + c·R′²/(λ + Δ) (matrix determinant lemma, H ⪰ (λ + Δ)I), so with b of density
+∝ exp(−ε′‖b‖/R′) the output density ratio is ≤ exp(ε′ + log(1 + c·R′²/(λ + Δ))) ≤ e^ε.
+The split (:func:`objective_budget`) is the paper's: ε′ = ε − log(1 + c·R′²/λ) when
+positive, else ε′ = ε/2 and Δ = c·R′²/(e^(ε/2) − 1) − λ (the paper's replace-one form has
+the square of that factor and ‖b‖'s scale 2/ε′; add/remove needs one factor and R′/ε′).
+Default (no C): λ = 0, i.e. the second branch, half of ε on each term (chosen on synthetic
+data, bench/learn_logistic_synthetic.py: it beat output perturbation in every cell and
+the splits ¼ and ¾ were no better; Adult held out). b is drawn through
+:func:`~dpkit.mechanisms.frontend.noisy` (the vector mechanism at L2 sensitivity R′ and
+budget ε′; Laplace per coordinate at √(d + 1)·R′ in L1 beyond 40 weights), i.e. exactly
+from the lattice law P(b) ∝ exp(−‖b‖/σ) on the grid 2^k·ℤ^(d+1), k = ⌊log₂ σ⌋ − 30, whose
+calibration already covers (R′ + 2^k·√(d + 1))/σ ≤ ε′. Exactness and its caveat: the
+argument above needs a density for b; b + U (U uniform on b's grid cell) has one, with
+ratio ≤ exp((‖Δb‖ + 2^k√(d+1))/σ) ≤ e^ε′, so the guarantee is for the exact minimiser of
+J_{b+U}; the release is the minimiser of J_b (‖w_b − w_{b+U}‖ ≤ 2^(k−1)√(d+1)/(λ + Δ)),
+computed by Newton/L-BFGS to ‖∇J_b‖ < 10⁻¹²·max(1, n) (so within that/(λ + Δ) of the exact
+minimiser). Like every implementation of objective perturbation (diffprivlib's
+included) the proof covers the exact minimiser only: an approximate one is not covered
+(Iyengar, Near, Song, Thakkar, Thakurta & Wang, "Towards practical differentially private
+convex optimization", IEEE S&P 2019, §3, approximate minima perturbation), nor are
+floating-point effects (Mironov 2012). Charged: PureDP(ε), one noise row (b's).
 
 ``method="functional"``: the functional mechanism (Zhang, Zhang, Xiao, Yang & Winslett,
 "Functional mechanism: regression analysis under differential privacy", PVLDB 2012, §5 for
@@ -73,6 +105,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 
 from dpkit.core.measures import PureDP
+from dpkit.core.numbers import dyadic_up, exp_down, log_up, sqrt_up
 from dpkit.errors import DomainError
 from dpkit.learn._baseline import LEVEL, one_sign, warn, within_noise
 from dpkit.learn._privacy import check_bounds, check_epsilon, clip_rows, single_threaded_blas
@@ -84,26 +117,33 @@ __all__ = ["LogisticRegression"]
 
 MAX_VECTOR_DIM = 40
 WEIGHTS, GRAM, LINEAR = "weights", "ΦᵀΦ (released pairs)", "Σ (y − ½)φ"
-METHODS = ("auto", "output", "functional")
+METHODS = ("auto", "output", "functional", "objective")
+CURVATURE = Fraction(1, 4)  # c ≥ ℓ″ = σ(z)σ(−z) for the logistic loss
+OBJECTIVE_NOISE = "b (objective perturbation)"
+SLACK = 1 + Fraction(1, 1 << 20)  # allowance for the float rounding of clip_rows
+ONE_CLASS = 0.95  # training-rows rule: agreeing with a constant on ≥ 95% of the rows fitted
 GRID_BITS = 10  # numeric features are rounded to multiples of 2^-10 (exact Gram sums)
 RIDGE_FACTOR = 0.5  # default λ = RIDGE_FACTOR · b_G · √(d + 1)
 
 
-def _fit_exact(x: np.ndarray, s: np.ndarray, c: float) -> tuple[np.ndarray, float]:
-    """argmin C·Σ log(1 + exp(−sᵢ⟨w, xᵢ⟩)) + ½‖w‖², and the final gradient norm.
+def _fit_exact(x: np.ndarray, s: np.ndarray, c: float, ridge: float = 1.0,
+               linear: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """argmin C·Σ log(1 + exp(−sᵢ⟨w, xᵢ⟩)) + (ridge/2)‖w‖² + ⟨linear, w⟩, and the final
+    gradient norm (``ridge`` 1 and no ``linear`` term: scikit-learn's objective).
 
-    Newton's method from 0 with step halving (the objective is 1-strongly convex and
+    Newton's method from 0 with step halving (the objective is ridge-strongly convex and
     smooth: few steps, each one pass for the gradient and one for the (d × d) Hessian),
     until ‖∇J‖ < 10⁻¹²·max(1, C·n); L-BFGS then Newton polish if that fails to converge.
     The caller checks the returned gradient norm, whichever path produced it."""
     n, d = x.shape
     signed = x * s[:, None]  # margins zᵢ = sᵢ⟨w, xᵢ⟩ = ⟨w, sᵢxᵢ⟩; sᵢ² = 1
     tol = 1e-12 * max(1.0, c * n)
+    lin = np.zeros(d) if linear is None else linear
 
     def evaluate(w: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         z = signed @ w
-        value = -c * float(np.sum(log_expit(z))) + 0.5 * float(w @ w)
-        return value, -c * (signed.T @ expit(-z)) + w, z
+        value = -c * float(np.sum(log_expit(z))) + 0.5 * ridge * float(w @ w) + float(lin @ w)
+        return value, -c * (signed.T @ expit(-z)) + ridge * w + lin, z
 
     with single_threaded_blas():
         w = np.zeros(d)
@@ -112,7 +152,7 @@ def _fit_exact(x: np.ndarray, s: np.ndarray, c: float) -> tuple[np.ndarray, floa
             if float(np.linalg.norm(grad)) < tol:
                 return w, float(np.linalg.norm(grad))
             curvature = expit(z) * expit(-z)
-            hessian = c * (signed.T * curvature) @ signed + np.eye(d)
+            hessian = c * (signed.T * curvature) @ signed + ridge * np.eye(d)
             step = np.linalg.solve(hessian, grad)
             t = 1.0
             while t > 1e-12:
@@ -125,16 +165,17 @@ def _fit_exact(x: np.ndarray, s: np.ndarray, c: float) -> tuple[np.ndarray, floa
                 break
             w = w - t * step
             value, grad, z = trial
-        return _fit_lbfgs(x, s, c)
+        return _fit_lbfgs(x, s, c, ridge, lin)
 
 
-def _fit_lbfgs(x: np.ndarray, s: np.ndarray, c: float) -> tuple[np.ndarray, float]:
+def _fit_lbfgs(x: np.ndarray, s: np.ndarray, c: float, ridge: float,
+               lin: np.ndarray) -> tuple[np.ndarray, float]:
     """The fallback of :func:`_fit_exact`: L-BFGS to a tight tolerance, Newton polish."""
 
     def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
         z = s * (x @ w)
-        value = -c * float(np.sum(log_expit(z))) + 0.5 * float(w @ w)
-        grad = -c * (x.T @ (s * expit(-z))) + w
+        value = -c * float(np.sum(log_expit(z))) + 0.5 * ridge * float(w @ w) + float(lin @ w)
+        grad = -c * (x.T @ (s * expit(-z))) + ridge * w + lin
         return value, grad
 
     w0 = np.zeros(x.shape[1])
@@ -146,7 +187,7 @@ def _fit_lbfgs(x: np.ndarray, s: np.ndarray, c: float) -> tuple[np.ndarray, floa
         if np.linalg.norm(grad) < 1e-12 * max(1.0, c * x.shape[0]):
             break
         p = expit(s * (x @ w))
-        hessian = c * (x.T * (p * (1 - p))) @ x + np.eye(x.shape[1])
+        hessian = c * (x.T * (p * (1 - p))) @ x + ridge * np.eye(x.shape[1])
         w = w - np.linalg.solve(hessian, grad)
     return w, float(np.linalg.norm(objective(w)[1]))
 
@@ -172,6 +213,39 @@ def default_c(epsilon: Fraction, norm: float, intercept_scaling: float, dim: int
     """
     r_prime = math.sqrt(norm * norm + intercept_scaling * intercept_scaling)
     return float(epsilon) / (dim * norm * r_prime)
+
+
+def objective_budget(epsilon: Fraction, ridge: Fraction, r2: Fraction,
+                     curvature: Fraction = CURVATURE) -> tuple[Fraction, Fraction]:
+    """(ε′, Δ) of objective perturbation (CMS11 Alg. 2 in the add/remove form, module
+    docstring): ε′ = ε − log(1 + c·R′²/λ) (log rounded up, so ε′ down); when that is ≤ 0
+    (or λ = 0, no declared regularisation), the paper's second branch: ε′ = ε/2 and
+    Δ = c·R′²/(e^(ε/2) − 1) − λ (e^(ε/2) rounded down, so Δ up), which makes
+    log(1 + c·R′²/(λ + Δ)) ≤ ε/2. Exact Fractions throughout.
+
+    Parameters
+    ----------
+    epsilon : Fraction
+        ε > 0 (nats), the whole budget.
+    ridge : Fraction
+        λ ≥ 0, the declared ridge of Σℓ + (λ/2)‖w‖² (λ = 1/C).
+    r2 : Fraction
+        R′², the squared L2 bound of an augmented row (x, s).
+    curvature : Fraction
+        c ≥ ℓ″ (1/4 for the logistic loss).
+
+    Returns
+    -------
+    (Fraction, Fraction)
+        ε′ > 0, the budget of the noise vector b (density ∝ exp(−ε′‖b‖/R′)), and Δ ≥ 0,
+        the ridge added to λ.
+    """
+    if ridge > 0:
+        eps_b = epsilon - log_up(1 + curvature * r2 / ridge)
+        if eps_b > 0:
+            return eps_b, Fraction(0)
+    delta = curvature * r2 / (exp_down(epsilon / 2) - 1) - ridge
+    return epsilon / 2, max(delta, Fraction(0))
 
 
 def functional_sensitivities(k: int, m: int) -> tuple[int, Fraction]:
@@ -218,7 +292,8 @@ def _functional_statistics(phi: np.ndarray, t: np.ndarray, pairs: tuple[np.ndarr
 
 class LogisticRegression(ClassifierMixin, BaseEstimator):
     """ε-DP binary logistic regression (module docstring): output perturbation
-    (``method="output"``) or the functional mechanism (``"functional"``; the default
+    (``method="output"``), objective perturbation (``"objective"``; the default ``"auto"``
+    picks it with only ``data_norm``) or the functional mechanism (``"functional"``;
     ``"auto"`` picks it when bounds are declared).
 
     Parameters
@@ -248,11 +323,15 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         and scaled to [−1, 1], divided by √d (so R = 1); prediction applies the same map.
         Required by ``method="functional"`` (there without the √d; one-hot columns must
         be declared (0, 1)).
-    method : {"auto", "output", "functional"}
-        Output perturbation (CMS11) or the functional mechanism (Zhang et al. 2012), both
-        pure ε-DP. ``"auto"`` (default): the functional mechanism when ``bounds`` are
-        declared (it was the more accurate on every Adult setting of bench/learn.py, most
-        at small ε and in high dimension), else output perturbation on ``data_norm``.
+    method : {"auto", "output", "objective", "functional"}
+        Output perturbation (CMS11 Alg. 1), objective perturbation (CMS11 Alg. 2; ``C``
+        sets λ = 1/C, default λ = 0 and the paper's Δ: module docstring) or the functional
+        mechanism (Zhang et al. 2012), all pure ε-DP. ``"auto"`` (default): the functional
+        mechanism when ``bounds`` are declared (it was the more accurate on every Adult
+        setting of bench/learn.py, most at small ε and in high dimension), else objective
+        perturbation on ``data_norm`` (issue 34: more accurate than output perturbation on
+        every synthetic task of bench/learn_logistic_synthetic.py), or output perturbation
+        when the deprecated ``n_hint`` is passed (the old behaviour).
         The functional mechanism needs ``bounds`` and ignores ``data_norm``, ``n_hint``
         and ``intercept_scaling``; its ``C`` sets the ridge λ = 4/C (default
         λ = ½·b_G·√(d + 1), module docstring).
@@ -272,7 +351,13 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         group's weights and 0) does not cross 0 — so every input gets one class (at best the
         majority rate); or (2) ``"output"`` only: ‖w‖₂ is at most the 95% quantile of the
         planned noise's norm, Gamma(d + 1, Δ/ε), so the weights cannot be told from noise
-        around 0 (a test of w = 0 at level 0.05).
+        around 0 (a test of w = 0 at level 0.05). ``"objective"``: rule (1). For
+        ``"output"`` and ``"objective"`` when neither fires, (3) the model predicts one
+        class on at least 95% of the rows it was fitted on (its accuracy is then within 5
+        points of a constant's on them). Rule (3) reads the training rows after the
+        release: it is not post-processing, so the warning is shown to the curator who
+        calls ``fit`` with the data (it never enters the release record, the ledger or a
+        server response) and leaves the released model unchanged; it cannot raise.
 
     Attributes
     ----------
@@ -283,7 +368,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     Raises
     ------
     DomainError
-        Missing data_norm or classes, ε ≤ 0, labels outside ``classes``; for
+        Missing data_norm or classes, ε ≤ 0, labels outside ``classes``, ``C`` not
+        positive (``"objective"``: not finite either); for
         ``"functional"``: missing bounds, malformed ``one_hot``, one-hot columns not
         declared (0, 1) or not 0/1 with at most one 1 per row (the group is named),
         non-finite X; all before anything is spent.
@@ -332,10 +418,12 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             else float(self.intercept_scaling)
         if not b > 0:
             raise DomainError("intercept_scaling must be positive")
+        if self._method() == "objective":
+            return self._fit_objective(x, pos, classes, eps, r, b)
         c = self._output_c(eps, r, b, d)
         if not c > 0:
             raise DomainError("C must be positive")
-        slack = 1 + Fraction(1, 1 << 20)
+        slack = SLACK
         sensitivity = Fraction(c) * Fraction(math.sqrt(r * r + b * b)) * slack
         # the vector mechanism through the entry; beyond it grid Laplace per coordinate at
         # the L1 bound √d·Δ₂
@@ -369,7 +457,62 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         elif within_noise(w, d, float(noise_sens / eps)):
             warn("LogisticRegression", f"the weights are within the noise planned for them "
                  f"(a test of w = 0 at level {LEVEL})")
+        else:
+            self._warn_one_class_on_training_rows(x, r)
         return self
+
+    def _fit_objective(self, x: np.ndarray, pos: np.ndarray, classes: np.ndarray,
+                       eps: Fraction, r: float, scaling: float) -> LogisticRegression:
+        """Objective perturbation (module docstring): pure ε-DP, add/remove neighbours."""
+        ridge = Fraction(0) if self.C is None else 1 / self._declared_c()
+        r2 = (Fraction(r) ** 2 + Fraction(scaling) ** 2) * SLACK ** 2  # clip_rows' rounding
+        eps_b, delta = objective_budget(eps, ridge, r2)
+        total = float(ridge + delta)
+        d = x.shape[1] + 1
+        vector = d <= MAX_VECTOR_DIM  # as output perturbation: beyond, Laplace at √d·R′ in L1
+        noise_sens = dyadic_up(sqrt_up(r2 if vector else r2 * d), 40)  # a short bound
+        metric = "l2" if vector else "l1"
+        row = frontend.noise_row(noise_sens, eps_b, OBJECTIVE_NOISE, norm=metric,
+                                 output="grid", size=d, count=None if vector else d)
+
+        def compute() -> LogisticRegression:
+            rows = np.column_stack([clip_rows(x, r), np.full(x.shape[0], scaling)])
+            b = frontend.noisy(np.zeros(d), noise_sens, eps_b, norm=metric, output="grid",
+                               size=d if vector else None, statistic=OBJECTIVE_NOISE).value
+            w = _fit_exact(rows, np.where(pos, 1.0, -1.0), 1.0, total, b)[0]
+            self.coef_ = w[None, :-1]
+            self.intercept_ = w[-1:] * scaling
+            self.classes_ = classes
+            self.n_features_in_ = x.shape[1]
+            return self
+
+        charge(self.accountant, PureDP(eps), f"LogisticRegression(objective, ε={eps}, "
+               f"d={d - 1}, λ={total:g})", compute, (row,))
+        w, b0 = self.coef_[0], float(self.intercept_[0])
+        if one_sign(b0, -r * float(np.linalg.norm(w)), r * float(np.linalg.norm(w))):
+            warn("LogisticRegression", "it predicts one class for every input in the "
+                 "declared domain")
+        else:
+            self._warn_one_class_on_training_rows(x, r)
+        return self
+
+    def _warn_one_class_on_training_rows(self, x: np.ndarray, norm: float) -> None:
+        """The curator's rule (class docstring): one class on ≥ ONE_CLASS of the rows fitted
+        (``x`` as mapped for the fit). Reads the training rows after the release, never into
+        the record; total and linear."""
+        scores = clip_rows(x, norm) @ self.coef_[0] + self.intercept_[0]
+        share = float(np.mean(scores > 0)) if scores.size else 0.5
+        share = max(share, 1 - share)
+        if share >= ONE_CLASS:
+            warn("LogisticRegression", f"it predicts one class on {share:.1%} of the "
+                 "training rows (read by this check, shown to the curator only)")
+
+    def _declared_c(self) -> Fraction:
+        """The declared C as an exact positive Fraction (plan time)."""
+        c = float(self.C)  # type: ignore[arg-type]
+        if not (c > 0 and math.isfinite(c)):
+            raise DomainError("C must be positive and finite")
+        return Fraction(c)
 
     def _features(self, x: np.ndarray, strict: bool) -> np.ndarray:
         """φ(x) of the functional mechanism (module docstring), with the constant last; x is
@@ -488,7 +631,9 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         """The method ``"auto"`` stands for: functional with declared bounds."""
         if self.method != "auto":
             return str(self.method)
-        return "functional" if self.bounds is not None else "output"
+        if self.bounds is not None:
+            return "functional"
+        return "output" if self.n_hint is not None else "objective"
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
         if self._method() == "functional":
