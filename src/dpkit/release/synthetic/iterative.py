@@ -55,9 +55,10 @@ r is picked with probability ≤ e^{−(u*−u_r)/s}; 2s(ln(|Q|+1) + ln 1/β′)
 Accuracy (issue 34): faithful to its theorem, not a default. Each round measures one query,
 so at most T of the m queries are ever measured and the rest are inferred from the uniform
 start; on real marginal workloads (``bench/floor_guards.py``,
-``bench/results/floor_guards.md``) its mean error is tens of times MWEM's
+``bench/results/floor_guards.md``) its mean error per cell is 31–245× MWEM's
 (:func:`dpkit.release.synthetic.mwem.mwem`, which measures a whole marginal per round) and
-of Identity's (per-cell Laplace) at ε ∈ {0.1, 1} (50–150× MWEM on main's measurement).
+116–2,300× Identity's (per-cell Laplace) at ε ∈ {0.1, 1} on MovieLens and MSNBC 2-way
+marginals, T = 10.
 :meth:`IterativeConstruction.run` emits :class:`~dpkit.errors.BaselineWarning` and sets
 :attr:`ICResult.note` when m > T (public: the workload's size and T), pointing to MWEM;
 the release is unchanged. No front end uses IC as a default (``synthesize`` and ``auto``
