@@ -46,11 +46,11 @@ def _matching(pairs: int = 1000) -> pl.DataFrame:
 
 
 def _node_fires(accountant=None) -> tuple[bool, g.DegreeHistogram]:
-    """K₃₀ (every degree 29) under a cap max_degree = 2: either θ cuts every node, and the
-    greedy projection leaves at least 28 of the 30 nodes at the cap. At ε = 50 the per-bin
-    noise has scale (2θ + 1)/45 ≤ 1/9: the released mass either stays within the noise
-    (rule 1) or sits at the cap (rule 2 fails only if a bin moves by ≥ 13: P ≤
-    2·2·e^{−13·9} < 1e-6)."""
+    """K₃₀ (every degree 29) under a cap max_degree = 2: either θ cuts every node. θ = 1
+    always warns (one bin). θ = 2: the greedy projection leaves at least 28 of the 30
+    nodes at the cap, and at ε = 50 the per-bin noise has scale 5/45 = 1/9: the released
+    mass either stays within the noise (rule 1) or sits at the cap (rule 2 fails only if a
+    bin moves by ≥ 13: P ≤ 2·2·e^{−13·9} < 1e-6)."""
     return _caught(TrivialResultWarning, lambda: g.degree_histogram(
         _complete(), unit="node", max_degree=2, epsilon=50, accountant=accountant))
 
@@ -90,6 +90,7 @@ def test_trivial_reason_rules():
     assert "within the noise" in g.trivial_reason(np.array([1, 0, 2]), 3, scale)
     assert "cap" in g.trivial_reason(np.array([10, 0, 40]), 3, scale)
     assert g.trivial_reason(np.array([40, 5, 10]), 3, scale) is None
+    assert "one bin" in g.trivial_reason(np.array([40]), 1, scale)
 
 
 # --------------------------------------------------------------------- one posterior sample

@@ -663,6 +663,13 @@ def iterative_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
         ``max_cells``, too many halving candidates, ε ≤ 0 — before any budget is spent.
         BudgetExceededError if ε exceeds what remains. Rows outside the declared domain are
         dropped, never an error.
+
+    Warns
+    -----
+    BaselineWarning
+        Before the debit, when the workload has more cells than rounds T: MWEM
+        (``publish.synthetic(method="mwem")``) is then measured far more accurate
+        (:mod:`dpkit.release.synthetic.iterative`, "Accuracy"); ``note`` on the result.
     """
     eps = positive(epsilon, "epsilon", up=False)
     codec = _declare(query, spec, "publish.iterative")

@@ -55,9 +55,9 @@ r is picked with probability ≤ e^{−(u*−u_r)/s}; 2s(ln(|Q|+1) + ln 1/β′)
 Accuracy (issue 34): faithful to its theorem, not a default. Each round measures one query,
 so at most T of the m queries are ever measured and the rest are inferred from the uniform
 start; on real marginal workloads (``bench/floor_guards.py``,
-``bench/results/floor_guards.md``) its mean error per cell is 31–245× MWEM's
+``bench/results/floor_guards.md``) its mean error per cell is 32–238× MWEM's
 (:func:`dpkit.release.synthetic.mwem.mwem`, which measures a whole marginal per round) and
-116–2,300× Identity's (per-cell Laplace) at ε ∈ {0.1, 1} on MovieLens and MSNBC 2-way
+118–2,250× Identity's (per-cell Laplace) at ε ∈ {0.1, 1} on MovieLens and MSNBC 2-way
 marginals, T = 10.
 :meth:`IterativeConstruction.run` emits :class:`~dpkit.errors.BaselineWarning` and sets
 :attr:`ICResult.note` when m > T (public: the workload's size and T), pointing to MWEM;
@@ -335,6 +335,13 @@ class IterativeConstruction:
     ------
     DomainError
         Unknown parts, T < 1, ε ≤ 0, δ outside [0, 1), bad shares.
+
+    Notes
+    -----
+    Accuracy: not a default. With more queries than rounds (m > T) at most T queries are
+    measured; on real 2-way marginal workloads its error is 32–238× MWEM's at ε ∈ {0.1, 1}
+    (module docstring). :meth:`run` and :meth:`check` then warn
+    (:class:`~dpkit.errors.BaselineWarning`) and the result's ``note`` says so.
     """
 
     def __init__(self, distinguisher: str = "exponential", updater: str = "mw", T: int = 10,
