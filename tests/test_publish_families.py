@@ -145,9 +145,9 @@ def test_iterative_construction_charges_once_at_the_unit_map(tmp_path, monkeypat
     seen: dict = {}
     real = T.IterativeConstruction.run
 
-    def spy(self, x, queries):
+    def spy(self, x, queries, **options):
         seen.update(total=int(x.sum()), epsilon=self.epsilon)
-        return real(self, x, queries)
+        return real(self, x, queries, **options)
 
     monkeypatch.setattr(T.IterativeConstruction, "run", spy)
     s = _session(tmp_path)

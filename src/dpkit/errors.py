@@ -88,3 +88,10 @@ class TrivialResultWarning(UserWarning):
     whose released parameters predict one class everywhere (the majority rate), a regressor
     that predicts a constant. Decided from the released model and public bounds only
     (post-processing), never from the data; the estimator's docstring states the rule."""
+
+
+class BaselineWarning(UserWarning):
+    """A method is, by a rule on public quantities only (ε, n, the grid, the workload's
+    size), in the regime where a simpler release at the same privacy loss is measured and
+    argued to be more accurate: the warning names that release. The method's docstring
+    states the rule and the measurement; nothing is decided from the data."""
