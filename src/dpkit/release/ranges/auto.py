@@ -24,6 +24,29 @@ there a data-dependent algorithm learns the shape from a few noisy records per c
 shape nobody tuned on (Adult age × hours-per-week, 64×64, ε = 0.1: signal ≈ 0.75) the
 table's AG was 1.46× Identity's error where HDMM was 0.72× (``bench/auto_adult2d.py``).
 
+High-signal guard. From a signal decade up (:data:`HIGH`: 10^0 for 1-D prefixes, 10^1 for
+1-D ranges and 2-D rectangles, i.e. signals from 10^-0.5 and 10^0.5) auto runs a
+data-independent algorithm whatever the table says, recorded as "high signal": with many
+records per cell per unit of noise, partition selection (DAWA, P-HPartition, AG) pays a
+structure cost that does not shrink relative to Identity, while a data-independent
+strategy's error is a fixed fraction of Identity's on every shape. :func:`fit_high` chose it
+on the training shapes only (DPBench and synthetic, 10–30 trials per cell; ``python
+bench/auto_rule.py high``): the algorithm is the data-independent candidate (:data:`INDEPENDENT`)
+with the smallest geometric-mean error among those never worse than 1.2× Identity on any
+training cell — mm, at most 0.55× Identity in 1-D and 0.48× in 2-D (HB, run instead beyond
+:data:`MM_CELLS_1D` cells, at most 0.60×) — and the decade is the one above the last where a
+data-dependent candidate beat it on the geometric mean over the training shapes (DAWA on
+1-D prefixes at 10^-1, 0.93×; DAWA on 1-D ranges at 10^0, 0.99×; AG in 2-D at 10^0, 0.75×;
+from there up the best data-dependent one is 1.23–2.01× mm's error). On today's table the
+guard picks what the table already picks at those decades; it makes the large-scale
+choice independent of a refit of the table from noisy runs and of the table's edge
+(signals beyond its top decade). Held out (``bench/results/auto_heldout.md``, ``python
+bench/auto_rule.py heldout --trials 10 --border-trials 60``; rule, fallback and guard fitted
+without the scored dataset; ε ∈ {0.1, 1}, scales 10^3, 10^5, 10^7): auto's error is at most
+0.51× Identity's on the 156 1-D cells (0.21–0.47× at 10^7) and 0.72× on the 36 2-D cells,
+with and without the guard (the same picks); on Adult's 1-D columns, fitted on by nobody
+(74 to 16,384 cells), at most 1.07× (mm gains little over Identity on 74–99 cells).
+
 The choice is recorded: ``release_histogram`` puts the algorithm run in the release's
 ``options["chose"]`` and the rule's path (:data:`WHY`) in ``options["chose_by"]``. A session's
 ledger row is written at the debit, before the choice, so its description names "auto" (this
@@ -218,8 +241,9 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
         The record count, if public (then nothing is spent on it).
     rule : mapping, optional
         A selection table in :data:`~dpkit.release.ranges.auto_rule.RULE`'s form (default
-        the shipped one with the :data:`FALLBACK`; a given table is run as it is, without
-        the fallback, which was fitted for the shipped one: for leave-one-out evaluation).
+        the shipped one with the :data:`FALLBACK` and the :data:`HIGH` guard; a given table
+        is run as it is, without them, which were fitted for the shipped one: for
+        leave-one-out evaluation).
     lookup : callable
         (name, rank) → the registered algorithm
         (:func:`dpkit.release.ranges.registry.method`), which
