@@ -587,7 +587,9 @@ def heldout(trials: int, more: int) -> None:
             return x, [prefix(x.size), random_ranges(x.size, bench.RANGE_QUERIES, g)]
         rows += _score(name, 1, adult_inputs, RULE, auto.FALLBACK, auto.HIGH, trials, more)
         print(f"{name} at {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    write_heldout(rows, trials, more, time.perf_counter() - t0)
+    from auto_adult2d import run as adult_2d  # bench/auto_adult2d.py, next to this file
+
+    write_heldout(rows, trials, more, time.perf_counter() - t0, adult_2d(trials, EPSILONS))
 
 
 def adult_1d() -> dict[str, np.ndarray]:
@@ -656,7 +658,8 @@ def _score(name: str, dims: int,
     return rows
 
 
-def write_heldout(rows: list[tuple], trials: int, more: int, wall: float) -> None:
+def write_heldout(rows: list[tuple], trials: int, more: int, wall: float,
+                  adult2d: list[str]) -> None:
     lines = [
         "# `method=\"auto\"`: held-out error ÷ Identity per cell (issue 34)", "",
         f"Reproduce: `python bench/auto_rule.py heldout --trials {trials} --border-trials "
@@ -702,6 +705,8 @@ def write_heldout(rows: list[tuple], trials: int, more: int, wall: float) -> Non
         for scale in HELD_SCALES:
             at = [r[8] for r in mine if r[2] == scale]
             lines.append(f"  - scale {scale:,}: after ÷ Identity {min(at):.2f}–{max(at):.2f}")
+    lines += ["", "## Adult age × hours-per-week (2-D, `bench/auto_adult2d.py`, the shipped "
+              "auto)", "", *adult2d]
     lines += ["", "## Per cell", "",
               "| dataset | scale | ε | workload | pick before | pick after | before ÷ Identity "
               "| after ÷ Identity | trials |", "|---|---:|---:|---|---|---|---:|---:|---:|"]
