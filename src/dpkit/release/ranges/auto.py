@@ -24,6 +24,31 @@ there a data-dependent algorithm learns the shape from a few noisy records per c
 shape nobody tuned on (Adult age × hours-per-week, 64×64, ε = 0.1: signal ≈ 0.75) the
 table's AG was 1.46× Identity's error where HDMM was 0.72× (``bench/auto_adult2d.py``).
 
+High-signal guard. From a signal decade up (:data:`HIGH`: 10^0 for 1-D prefixes, 10^1 for
+1-D ranges and 2-D rectangles, i.e. signals from 10^-0.5 and 10^0.5) auto runs a
+data-independent algorithm whatever the table says, recorded as "high signal": with many
+records per cell per unit of noise, partition selection (DAWA, P-HPartition, AG) pays a
+structure cost that does not shrink relative to Identity, while a data-independent
+strategy's error is a fixed fraction of Identity's on every shape. :func:`fit_high` chose it
+on the training shapes only (DPBench and synthetic, 10–30 trials per cell; ``python
+bench/auto_rule.py high``): the algorithm is the data-independent candidate (:data:`INDEPENDENT`)
+with the smallest geometric-mean error among those never worse than 1.2× Identity on any
+training cell — mm, at most 0.55× Identity in 1-D and 0.48× in 2-D (HB, run instead beyond
+:data:`MM_CELLS_1D` cells, at most 0.60×) — and the decade is the one above the last where a
+data-dependent candidate beat it on the geometric mean over the training shapes (DAWA on
+1-D prefixes at 10^-1, 0.93×; DAWA on 1-D ranges at 10^0, 0.99×; AG in 2-D at 10^0, 0.75×;
+from there up the best data-dependent one is 1.23–2.01× mm's error). On today's table the
+guard picks what the table already picks at those decades; it makes the large-scale
+choice independent of a refit of the table from noisy runs and of the table's edge
+(signals beyond its top decade). Held out (``bench/results/auto_heldout.md``, ``python
+bench/auto_rule.py heldout --trials 10 --border-trials 60``; rule, fallback and guard fitted
+without the scored dataset; ε ∈ {0.1, 1}, scales 10^3, 10^5, 10^7; 10 trials, fresh noise
+each run): auto's error was at most 0.72× Identity's on the 156 1-D cells (0.20–0.55× at
+10^7) and 0.64× on the 36 2-D cells, with and without the guard (the same picks); on
+Adult's 1-D columns, fitted on by nobody (74 to 16,384 cells), at most 1.09× (mm gains
+little over Identity on 74–99 cells); on Adult age × hours-per-week 0.69× at ε = 0.1 and
+0.86× at ε = 1.
+
 The choice is recorded: ``release_histogram`` puts the algorithm run in the release's
 ``options["chose"]`` and the rule's path (:data:`WHY`) in ``options["chose_by"]``. A session's
 ledger row is written at the debit, before the choice, so its description names "auto" (this
@@ -51,9 +76,9 @@ from dpkit.release.ranges.auto_rule import RULE
 from dpkit.release.ranges.switch import check_scale, noisy_scale, noisy_total
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["SHARE", "MAX_RECORDS", "MM_CELLS_1D", "CANDIDATES", "PLAIN", "FALLBACK", "WHY",
-           "Cell", "workload_kind", "signal_bucket", "choose", "pick", "fit_rule",
-           "fit_fallback", "split", "auto", "auto_options"]
+__all__ = ["SHARE", "MAX_RECORDS", "MM_CELLS_1D", "CANDIDATES", "INDEPENDENT", "PLAIN",
+           "FALLBACK", "HIGH", "WHY", "Cell", "workload_kind", "signal_bucket", "choose", "pick",
+           "fit_rule", "fit_fallback", "fit_high", "split", "auto", "auto_options"]
 
 SHARE = Fraction(1, 20)  # the share of ε spent on the noisy record count
 MAX_RECORDS = 2**31  # the input domain in ranks 1–2: mm's (matrix.py), checked before any noise
@@ -79,9 +104,23 @@ CANDIDATES: dict[int, tuple[str, ...]] = {
 # beat HDMM on every shape (at most 0.19× and 0.67×), on 1–2 the table already picks mm.
 # HDMM, not Identity: HDMM's error was 0.34–0.48× Identity's on every DPBench 2-D cell.
 FALLBACK: dict[str, tuple[str, frozenset[int]]] = {"2/Range2D": ("mm", frozenset({-1, 0}))}
+# The candidates registered data-independent (registry.ALGORITHMS: data_dependent=False), the
+# high-signal guard's choices: their error does not depend on the data's shape.
+INDEPENDENT: dict[int, tuple[str, ...]] = {1: ("hb", "hierarchical", "privelet", "mm"),
+                                           2: ("privelet", "mm", "quadtree")}
+# The high-signal guard: "rank/workload" -> (a data-independent algorithm, the lowest signal
+# decade it serves). Fitted by fit_high on every training shape's runs (bench/auto_rule.py
+# high: the DPBench shapes and the synthetic ones; Adult age × hours held out): mm was never
+# worse than 0.55× Identity on any training cell (1-D; 0.48× in 2-D), and from these decades
+# up no data-dependent candidate beat it on the geometric mean over the training shapes
+# (the last decades where one did: DAWA on 1-D prefixes at 10^-1, 0.93×; DAWA on 1-D
+# ranges at 10^0, 0.99×; AG in 2-D at 10^0, 0.75×).
+HIGH: dict[str, tuple[str, int]] = {"1/Prefix1D": ("mm", 0), "1/Range1D": ("mm", 1),
+                                    "2/Range2D": ("mm", 1)}
 # the paths of the rule, as recorded in a release's options["chose_by"]
 WHY = {"rule": "the learned rule's pick for the noisy signal",
        "fallback": "low-signal fallback to a robust algorithm (FALLBACK)",
+       "high signal": "high-signal guard: a data-independent algorithm (HIGH)",
        "large 1-D": "mm picked on more than MM_CELLS_1D cells: HB",
        "rank": "ranks 3-4: Identity at all of epsilon"}
 # options that turn a candidate's own scale switch off (auto has measured the scale)
@@ -105,30 +144,38 @@ def signal_bucket(n_hat: float, epsilon: Fraction | float, cells: int) -> float:
 
 def choose(n_hat: float, epsilon: Fraction | float, cells: int, ndim: int,
            kind: str, rule: Mapping[str, Mapping[int, str]] = RULE,
-           fallback: Mapping[str, tuple[str, frozenset[int]]] | None = None) -> str:
+           fallback: Mapping[str, tuple[str, frozenset[int]]] | None = None,
+           high: Mapping[str, tuple[str, int]] | None = None) -> str:
     """The algorithm ``rule`` picks for a noisy count ``n_hat``, the ε the algorithm will
     spend, ``cells`` cells of rank ``ndim`` and workload type ``kind``: a pure function of
-    these (Identity when the rule has no row for them), then ``fallback``'s on its decades
-    (:func:`pick`)."""
-    return pick(n_hat, epsilon, cells, ndim, kind, rule, fallback)[0]
+    these (Identity when the rule has no row for them), then ``high``'s and ``fallback``'s
+    on their decades (:func:`pick`)."""
+    return pick(n_hat, epsilon, cells, ndim, kind, rule, fallback, high)[0]
 
 
 def pick(n_hat: float, epsilon: Fraction | float, cells: int, ndim: int, kind: str,
          rule: Mapping[str, Mapping[int, str]] = RULE,
-         fallback: Mapping[str, tuple[str, frozenset[int]]] | None = None
-         ) -> tuple[str, str]:
-    """(the algorithm, the rule's path: a key of :data:`WHY`) for these features: the
-    table's pick at the signal's decade (clamped to the table's, −inf to the lowest), or
-    the fallback's algorithm where the fallback names that decade. ``fallback`` defaults
-    to :data:`FALLBACK` for the shipped rule (it was fitted for it), to none for another."""
-    if fallback is None:
-        fallback = FALLBACK if rule is RULE else {}
+         fallback: Mapping[str, tuple[str, frozenset[int]]] | None = None,
+         high: Mapping[str, tuple[str, int]] | None = None) -> tuple[str, str]:
+    """(the algorithm, the rule's path: a key of :data:`WHY`) for these features.
+
+    At a signal whose decade (rounded, not clamped to the table's) is at least ``high``'s
+    for the row, ``high``'s data-independent algorithm ("high signal"); else the table's
+    pick at the signal's decade (clamped to the table's, −inf to the lowest), or the
+    fallback's algorithm where the fallback names that decade. ``fallback`` and ``high``
+    default to :data:`FALLBACK` and :data:`HIGH` for the shipped rule (they were fitted
+    for it), to none for another."""
+    shipped = rule is RULE
+    fallback = (FALLBACK if shipped else {}) if fallback is None else fallback
+    high = (HIGH if shipped else {}) if high is None else high
     key = f"{ndim}/{kind}"
     table = rule.get(key)
     if not table:
         return "identity", "rule"
-    decades = sorted(table)
     b = signal_bucket(n_hat, epsilon, cells)
+    if key in high and b != -math.inf and round(b) >= high[key][1]:
+        return high[key][0], "high signal"
+    decades = sorted(table)
     d = decades[0] if b == -math.inf else min(max(round(b), decades[0]), decades[-1])
     robust, low = fallback.get(key, ("", frozenset()))
     if d in low and table.get(d) != robust:
@@ -196,8 +243,9 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
         The record count, if public (then nothing is spent on it).
     rule : mapping, optional
         A selection table in :data:`~dpkit.release.ranges.auto_rule.RULE`'s form (default
-        the shipped one with the :data:`FALLBACK`; a given table is run as it is, without
-        the fallback, which was fitted for the shipped one: for leave-one-out evaluation).
+        the shipped one with the :data:`FALLBACK` and the :data:`HIGH` guard; a given table
+        is run as it is, without them, which were fitted for the shipped one: for
+        leave-one-out evaluation).
     lookup : callable
         (name, rank) → the registered algorithm
         (:func:`dpkit.release.ranges.registry.method`), which
@@ -315,6 +363,50 @@ def fit_fallback(cells: Sequence[Cell], rule: Mapping[str, Mapping[int, str]],
         if c.errors[chosen] >= c.errors[robust]:
             low.setdefault(key, set()).add(d)
     return {k: (robust, frozenset(v)) for k, v in sorted(low.items())}
+
+
+def fit_high(cells: Sequence[Cell], margin: float = 1.2,
+             independent: Mapping[int, Sequence[str]] = INDEPENDENT
+             ) -> dict[str, tuple[str, int]]:
+    """The high-signal guard (:data:`HIGH`): per "rank/workload" row, the data-independent
+    algorithm (of ``independent[rank]``) with the smallest geometric-mean error over the
+    row's cells among those at most ``margin``× Identity on every cell, and the lowest
+    signal decade from which, at every decade up, no data-dependent candidate (any other
+    name but Identity) has a geometric mean of its error ÷ that algorithm's below 1 over
+    the decade's cells. Rows where no algorithm is safe, or where data-dependence still
+    pays at the top decade, are left out.
+
+    Returns
+    -------
+    dict
+        "rank/workload" -> (algorithm, decade)."""
+    groups: dict[str, list[Cell]] = {}
+    for c in cells:
+        if c.signal > 0:
+            groups.setdefault(f"{c.dims}/{c.kind}", []).append(c)
+    out: dict[str, tuple[str, int]] = {}
+    for key, here in sorted(groups.items()):
+        names = set.intersection(*(set(c.errors) for c in here))
+        indep = [m for m in independent.get(here[0].dims, ()) if m in names]
+        safe = [m for m in indep if all(c.errors[m] <= margin * c.errors["identity"]
+                                        for c in here)]
+        if not safe:
+            continue
+        robust = min(safe, key=lambda m: (_geomean([c.errors[m] for c in here]), m))
+        dependent = sorted(names - set(indep) - {"identity"})
+        by_decade: dict[int, list[Cell]] = {}
+        for c in here:
+            by_decade.setdefault(round(math.log10(c.signal)), []).append(c)
+        pays = [d for d, cs in by_decade.items() if any(
+            _geomean([c.errors[m] / c.errors[robust] for c in cs]) < 1 for m in dependent)]
+        start = max(pays) + 1 if pays else min(by_decade)
+        if start <= max(by_decade):
+            out[key] = (robust, start)
+    return out
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(float(np.mean([math.log(v) for v in values])))
 
 
 def _safe(m: str, here: list[Cell], near: list[Cell], margin: float, edges: str) -> bool:
