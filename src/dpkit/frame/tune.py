@@ -1,0 +1,522 @@
+"""Private contribution-bound and bound tuning: ``dp.tune`` / ``Session.recommend_bounds``.
+
+A curator with a per-person table must choose M = ``max_rows`` (or G = ``max_groups`` and
+R = ``max_rows_per_group`` for a grouped query) and a numeric column's clamping ``bounds``.
+Small bounds drop rows (bias); large ones scale the noise (variance). This module spends a
+stated share of the session's budget to choose them, as PipelineDP's
+``calculate_private_contribution_bounds`` does and as Amin, Kulesza, Muñoz Medina &
+Vassilvitskii (ICML 2019, "Bounding user contributions: a bias-variance trade-off in
+differential privacy", §3–4) analyse: release a histogram of per-unit contributions on a
+declared geometric grid 1, 2, 4, …, cap, estimate for every grid candidate the rows it would
+drop (bias) and the noise of the final query at the budget that remains, and keep the
+candidate of least estimated error. Numeric bounds are two private quantiles (the frame's
+exponential-mechanism :func:`~dpkit.frame.aggregates.quantile`) over the declared outer
+range, on one row per unit.
+
+Both steps are ordinary releases through the session's accountant (and ledger): the
+histograms through the front-end kit (:func:`dpkit.mechanisms.frontend.charge` and
+``noisy``, the one calibrated-noise entry), the quantiles as a query of the frame. Nothing
+is inferred: the grid's cap, the outer range and the group keys are declared.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import narwhals as nw
+import numpy as np
+
+from dpkit.core.markup import box, facts, table
+from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP, convert
+from dpkit.core.numbers import Number, as_typed
+from dpkit.core.record import Release
+from dpkit.core.stability import Contribution
+from dpkit.errors import BoundsError, BudgetExceededError, ColumnError, DomainError
+from dpkit.frame import aggregates, engine
+from dpkit.mechanisms import frontend
+
+if TYPE_CHECKING:
+    from dpkit.frame.query import Plan, Query
+    from dpkit.frame.session import Session
+
+__all__ = ["tune", "recommend_bounds", "BoundsRecommendation", "Candidate", "grid",
+           "MAX_CAP", "DEFAULT_SHARE", "DEFAULT_LEVELS"]
+
+MAX_CAP = 1 << 16  # the largest declarable cap: at most 17 grid values, 289 candidates
+DEFAULT_SHARE = Fraction(1, 10)  # of the session's budget (ε, or ρ under zCDP)
+DEFAULT_LEVELS = (Fraction(1, 100), Fraction(99, 100))  # quantile levels of the bounds
+HISTOGRAM_WEIGHT = Fraction(1, 4)  # of the tuning budget, when bounds are tuned too
+STATISTICS = ("count", "sum", "mean")
+_HISTOGRAMS = ("rows per unit", "groups per unit", "rows per unit and group")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate's contribution bounds and the final query's estimated error per cell.
+
+    Attributes
+    ----------
+    max_rows, max_groups, max_rows_per_group : int
+        M, G, R (from the declared grid).
+    noise_std : float
+        Standard deviation of the final statistic's noise per cell, at the final budget.
+    bias : float
+        Estimated bias per cell from dropped rows (from the private histograms).
+    error : float
+        √(bias² + noise_std²), the estimated root-mean-square error per cell.
+    """
+
+    max_rows: int
+    max_groups: int
+    max_rows_per_group: int
+    noise_std: float
+    bias: float
+    error: float
+
+    def bounds(self) -> dict[str, int]:
+        return {"max_rows": self.max_rows, "max_groups": self.max_groups,
+                "max_rows_per_group": self.max_rows_per_group}
+
+
+@dataclass(frozen=True)
+class BoundsRecommendation:
+    """What :func:`tune` chose, what it estimated and what it charged.
+
+    Attributes
+    ----------
+    contribution : dict of str to int
+        The chosen ``max_rows``, ``max_groups``, ``max_rows_per_group``.
+    bounds : tuple of float or None
+        The chosen numeric bounds of ``column`` (None when not tuned).
+    column, statistic : str or None, str
+        The final query's column and statistic ("count", "sum" or "mean").
+    candidates : tuple of Candidate
+        Every grid candidate with its estimated error, best first.
+    histograms : dict of str to ndarray
+        The released noisy histograms (one count per grid value), by name.
+    grid : tuple of int
+        The declared grid 1, 2, 4, …, cap.
+    loss : PrivacyLoss
+        The exact loss charged (the sum of the releases' losses), in the session's measure.
+    remaining : PrivacyLoss
+        The session's budget left after the tuning.
+    releases : tuple of Release
+        The records of the tuning's releases (histograms, then quantiles).
+    """
+
+    contribution: dict[str, int]
+    bounds: tuple[float, float] | None
+    column: str | None
+    statistic: str
+    candidates: tuple[Candidate, ...]
+    histograms: dict[str, np.ndarray]
+    grid: tuple[int, ...]
+    loss: PrivacyLoss
+    remaining: PrivacyLoss
+    releases: tuple[Release[Any], ...]
+
+    def rows(self) -> list[dict[str, object]]:
+        """The candidate table as dicts (a Rich or pandas table takes them as they are)."""
+        chosen = self.contribution
+        return [{**c.bounds(), "noise_std": c.noise_std, "bias": c.bias, "error": c.error,
+                 "chosen": c.bounds() == chosen} for c in self.candidates]
+
+    def session(self, session: Session) -> Session:
+        """``session`` with the chosen contribution bounds (:meth:`Session.with_bounds`: the
+        same accountant and ledger)."""
+        return session.with_bounds(**self.contribution)
+
+    def apply(self, query: Query) -> Query:
+        """``query`` on its session with the chosen contribution bounds, its aggregations of
+        ``column`` clamped to the chosen ``bounds``."""
+        view = self.session(query.session)  # type: ignore[arg-type]
+        aggs = tuple(replace(a, bounds=self.bounds)
+                     if self.bounds is not None and isinstance(a, aggregates.ColumnAggregation)
+                     and a.column == self.column else a for a in query.aggs)
+        return replace(query, session=view, aggs=aggs)
+
+    def __str__(self) -> str:
+        head = f"{'M':>6} {'G':>6} {'R':>6} {'noise std':>12} {'bias':>12} {'error':>12}"
+        lines = [f"contribution bounds for a {self.statistic}"
+                 + (f" of {self.column!r}" if self.column else ""), head]
+        for r in self.rows():
+            mark = "  <- chosen" if r["chosen"] else ""
+            lines.append(f"{r['max_rows']:>6} {r['max_groups']:>6} "
+                         f"{r['max_rows_per_group']:>6} {r['noise_std']:>12.4g} "
+                         f"{r['bias']:>12.4g} {r['error']:>12.4g}{mark}")
+        lines.append(f"chosen: {self.contribution}"
+                     + (f"; bounds {self.bounds}" if self.bounds else ""))
+        lines.append(f"charged: {self.loss}; remaining: {self.remaining}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        header = ["max_rows", "max_groups", "max_rows_per_group", "noise std", "bias",
+                  "error", "chosen"]
+        body = [list(r.values()) for r in self.rows()]
+        return box("dpkit bound recommendation",
+                   facts([("statistic", self.statistic), ("column", self.column),
+                          ("chosen", self.contribution), ("bounds", self.bounds),
+                          ("charged", self.loss), ("remaining", self.remaining)]),
+                   table(header, body, "estimated error per cell, best first"))
+
+
+def grid(cap: int) -> tuple[int, ...]:
+    """The declared geometric grid 1, 2, 4, …, cap (cap appended when not a power of 2).
+
+    Raises
+    ------
+    DomainError
+        ``cap`` is not an integer in [1, MAX_CAP].
+    """
+    if isinstance(cap, bool) or not isinstance(cap, int | np.integer) or not (
+            1 <= cap <= MAX_CAP):
+        raise DomainError(f"cap must be an integer in [1, {MAX_CAP}], got {cap!r}: declare "
+                          "the most rows a unit may have (a larger cap means a larger grid)")
+    values = [1 << k for k in range(int(cap).bit_length()) if 1 << k <= cap]
+    return tuple(values) if values[-1] == cap else (*values, int(cap))
+
+
+# -- plan time --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Spec:
+    """The validated request (everything checked before the debit)."""
+
+    query: Query
+    groups: tuple[str, ...]
+    n_keys: int
+    statistic: str
+    column: str | None
+    outer: tuple[Fraction, Fraction] | None
+    grid: tuple[int, ...]
+    histograms: tuple[str, ...]
+    budget: PrivacyLoss  # the whole tuning
+    final: PrivacyLoss  # what the final query is assumed to spend
+    levels: tuple[Fraction, Fraction]
+
+
+def _tuning_budget(session: Session, share: Number | None, epsilon: Number | None,
+                   rho: Number | None) -> PrivacyLoss:
+    if sum(x is not None for x in (share, epsilon, rho)) > 1:
+        raise DomainError("pass one of share=, epsilon= or rho=")
+    if epsilon is not None or rho is not None:
+        value = as_typed(epsilon if epsilon is not None else rho)  # type: ignore[arg-type]
+        if value <= 0:
+            raise DomainError(f"the tuning budget must be positive, got {value}")
+        if rho is not None:
+            if session.measure is not ZCDP:
+                raise DomainError("rho= needs a zCDP session; pass epsilon= or share=")
+            return ZCDP(value)
+        return PureDP(value)
+    part = DEFAULT_SHARE if share is None else as_typed(share)
+    if not 0 < part < 1:
+        raise DomainError(f"share must be in (0, 1), got {share!r}: the fraction of the "
+                          "session's budget the tuning spends (default 1/10)")
+    budget = session.budget
+    if isinstance(budget, ZCDP):
+        return ZCDP(budget.rho * part)
+    return PureDP(budget.epsilon * part)  # type: ignore[attr-defined]
+
+
+def _fits(session: Session, loss: PrivacyLoss) -> PrivacyLoss:
+    """The session's remaining budget after ``loss``; BudgetExceededError if it does not fit."""
+    spend = convert(loss, session.measure)
+    if not spend <= session.remaining:
+        raise BudgetExceededError(f"the tuning costs {spend}, more than the remaining "
+                                  f"{session.remaining}: pass a smaller share= or epsilon=")
+    return session.remaining - spend
+
+
+def _spec(query: Query, statistic: str, column: str | None, bounds: Any, cap: int | None,
+          share: Number | None, epsilon: Number | None, rho: Number | None,
+          levels: Sequence[Number]) -> _Spec:
+    session = query.session
+    unit = session.privacy_unit  # type: ignore[attr-defined]
+    if unit.column is None:
+        raise DomainError("contribution bounds need a privacy unit column: "
+                          "Session(..., privacy_unit=dp.PrivacyUnit.by(column, cap))")
+    if statistic not in STATISTICS:
+        raise DomainError(f"statistic must be one of {', '.join(STATISTICS)}, got "
+                          f"{statistic!r}")
+    schema = query.schema()
+    groups = tuple(query.group_columns)
+    engine.check_columns(schema, list(groups))
+    n_keys = 1 if query.keys is None else max(len(query.keys), 1)
+    g = grid(unit.max_rows if cap is None else cap)
+    outer = None
+    if statistic != "count":
+        if column is None:
+            raise DomainError(f"a {statistic} needs column=")
+        engine.check_columns(schema, [column])
+        if not schema[column].is_numeric():
+            raise ColumnError(f"column {column!r} is not numeric: a {statistic} needs numbers")
+        outer = _outer(query, column, bounds)
+    lv = tuple(as_typed(q) for q in levels)
+    if len(lv) != 2 or not 0 < lv[0] < lv[1] < 1:
+        raise DomainError(f"levels must be two quantile levels 0 < lower < upper < 1, got "
+                          f"{levels!r}")
+    budget = _tuning_budget(session, share, epsilon, rho)  # type: ignore[arg-type]
+    final = _fits(session, budget)  # type: ignore[arg-type]
+    names = _HISTOGRAMS if groups else _HISTOGRAMS[:1]
+    return _Spec(query, groups, n_keys, statistic, column, outer, g, names, budget, final,
+                 (lv[0], lv[1]))
+
+
+def _outer(query: Query, column: str, bounds: Any) -> tuple[Fraction, Fraction]:
+    """The declared outer range: ``bounds=``, else the column's ``dp.Numeric`` bounds."""
+    if bounds is None:
+        declared = query.session.declared(query.table)
+        bounds = None if declared is None else declared.bounds(column)
+    if bounds is None:
+        raise BoundsError(f"declare the outer range of {column!r}: bounds=(lower, upper) or "
+                          f"dp.Numeric(lower, upper) in the session's schema")
+    lower, upper = aggregates._bounds(tuple(bounds), "tune", column)
+    return lower, upper
+
+
+# -- the data side --------------------------------------------------------------------------
+def _per_unit(lf: Any, unit: str, groups: Sequence[str]) -> dict[str, np.ndarray]:
+    """Per unit: rows, and with ``groups`` distinct groups and most rows in one group."""
+    if not groups:
+        counts = lf.group_by(unit).agg(nw.len().alias("n")).collect()
+        return {_HISTOGRAMS[0]: engine.to_polars(counts)["n"].to_numpy()}
+    pairs = lf.group_by(unit, *groups).agg(nw.len().alias("r"))
+    per = pairs.group_by(unit).agg(nw.col("r").sum().alias("n"), nw.len().alias("g"),
+                                   nw.col("r").max().alias("rmax")).collect()
+    frame = engine.to_polars(per)
+    return {_HISTOGRAMS[0]: frame["n"].to_numpy(), _HISTOGRAMS[1]: frame["g"].to_numpy(),
+            _HISTOGRAMS[2]: frame["rmax"].to_numpy()}
+
+
+def bucket_counts(values: np.ndarray, g: Sequence[int]) -> np.ndarray:
+    """Units per grid value: a unit with v goes to the smallest grid value ≥ min(v, cap)."""
+    idx = np.searchsorted(np.asarray(g), np.minimum(np.asarray(values, dtype=np.int64),
+                                                    g[-1]), side="left")
+    return np.bincount(idx, minlength=len(g)).astype(np.int64)
+
+
+def _each_budget(spec: _Spec) -> PrivacyLoss:
+    weight = HISTOGRAM_WEIGHT if spec.column is not None else Fraction(1)
+    parts = Fraction(len(spec.histograms))
+    b = spec.budget
+    return ZCDP(b.rho * weight / parts) if isinstance(b, ZCDP) else PureDP(
+        b.epsilon * weight / parts)  # type: ignore[attr-defined]
+
+
+def _release_histograms(spec: _Spec) -> tuple[dict[str, np.ndarray], Release[Any]]:
+    """One release: each histogram has L1 = L2 sensitivity 1 under add/remove of a unit
+    (a unit is in exactly one bucket), drawn at ``_each_budget``; basic composition."""
+    each = _each_budget(spec)
+    total = sum((each for _ in spec.histograms), type(each).zero())
+    size = len(spec.grid)
+    plan = [frontend.noise_row(1, each, name, count=size) for name in spec.histograms]
+    query = spec.query
+    unit = query.session.privacy_unit.column  # type: ignore[attr-defined]
+    lf = query.lazy()
+
+    def compute() -> dict[str, np.ndarray]:
+        stats = _per_unit(lf, unit, spec.groups)
+        return {name: frontend.noisy(bucket_counts(stats[name], spec.grid), 1, each,
+                                     statistic=name).value for name in spec.histograms}
+
+    description = (f"tune contribution bounds: histograms of {', '.join(spec.histograms)} "
+                   f"on the grid {list(spec.grid)}")
+    return frontend.charge_record(query.session, total, description, compute, plan)
+
+
+def _plan_bounds(spec: _Spec) -> tuple[Plan, Session]:
+    """Two exponential-mechanism quantiles of ``column`` over the outer range, on one row per
+    unit (sensitivity 1), through the frame's release."""
+    assert spec.column is not None and spec.outer is not None
+    query, b = spec.query, spec.budget
+    rest = 1 - HISTOGRAM_WEIGHT
+    view = query.session.with_bounds(max_rows=1)  # type: ignore[attr-defined]
+    base = replace(query, session=view, aggs=(), group_columns=(), keys=None, selection=None,
+                   keys_digest="")
+    q = base.agg(aggregates.quantile(spec.column, spec.levels[0], spec.outer, name="lower"),
+                 aggregates.quantile(spec.column, spec.levels[1], spec.outer, name="upper"))
+    plan = q.plan(rho=b.rho * rest) if isinstance(b, ZCDP) else q.plan(
+        b.epsilon * rest)  # type: ignore[attr-defined]
+    return plan, view
+
+
+# -- the error model ------------------------------------------------------------------------
+def _dropped(hist: np.ndarray, g: Sequence[int], keep: int) -> float:
+    """Rows dropped at bound ``keep``: Σ_b count_b · max(0, v_b − keep), counts clipped at 0
+    (post-processing); v_b the bucket's upper grid value (over-estimates, so it leans to
+    keeping rows)."""
+    counts = np.maximum(np.asarray(hist, dtype=np.float64), 0)
+    return float(np.sum(counts * np.maximum(np.asarray(g, dtype=np.float64) - keep, 0)))
+
+
+def _noise_std(sensitivity: Contribution, final: PrivacyLoss, share: Fraction) -> float:
+    """Noise std of a count at ``share`` of ``final``: √2·Δ₁/ε (Laplace) or Δ₂/√(2ρ)."""
+    if isinstance(final, ZCDP):
+        return float(sensitivity.l2()) / math.sqrt(2 * float(final.rho * share))
+    return math.sqrt(2) * float(sensitivity.l1()) / float(final.epsilon * share)  # type: ignore[attr-defined]
+
+
+def _candidates(spec: _Spec, hists: dict[str, np.ndarray],
+                bounds: tuple[float, float] | None) -> list[Candidate]:
+    g, rows = spec.grid, hists[_HISTOGRAMS[0]]
+    magnitude = 1.0 if bounds is None else max(abs(bounds[0]), abs(bounds[1]), 1e-12)
+    if spec.groups:  # G beyond the declared keys changes nothing: stop at the first ≥ K
+        reach = next((v for v in g if v >= spec.n_keys), g[-1])
+        pairs = [(gg, r) for gg in g if gg <= reach for r in g]
+    else:
+        pairs = [(m, m) for m in g]
+    total = float(np.sum(np.maximum(rows, 0) * np.asarray(g, dtype=np.float64)))
+    out = []
+    for gg, r in pairs:
+        c = Contribution.of(min(g[-1], gg * r), gg, r) if spec.groups else Contribution.of(r)
+        dropped = _dropped(rows, g, c.max_rows)
+        if spec.groups:  # each bound alone drops at least this many rows
+            dropped = max(dropped, _dropped(hists[_HISTOGRAMS[1]], g, gg),
+                          _dropped(hists[_HISTOGRAMS[2]], g, r))
+        out.append(_candidate(spec, c, dropped, total, magnitude))
+    return sorted(out, key=lambda c: (c.error, -c.max_rows, -c.max_groups,
+                                      -c.max_rows_per_group))
+
+
+def _candidate(spec: _Spec, c: Contribution, dropped: float, total: float,
+               magnitude: float) -> Candidate:
+    k = spec.n_keys
+    if spec.statistic == "mean":  # dropping rows at random leaves the mean unbiased
+        std_sum = magnitude * _noise_std(c, spec.final, Fraction(1, 2))
+        std_n = _noise_std(c, spec.final, Fraction(1, 2))
+        kept = max((total - dropped) / k, 1.0)
+        noise = math.sqrt(std_sum ** 2 + (magnitude / 2 * std_n) ** 2) / kept
+        bias = 0.0
+    else:
+        noise = magnitude * _noise_std(c, spec.final, Fraction(1))
+        bias = magnitude * dropped / k
+    return Candidate(c.max_rows, c.max_groups, c.max_rows_per_group, noise, bias,
+                     math.hypot(noise, bias))
+
+
+# -- the entry points -----------------------------------------------------------------------
+def tune(query: Query, *, share: Number | None = None, epsilon: Number | None = None,
+         rho: Number | None = None, cap: int | None = None,
+         levels: Sequence[Number] = DEFAULT_LEVELS) -> BoundsRecommendation:
+    """Choose contribution bounds (and a column's bounds) for ``query``, privately.
+
+    The final query is read off ``query``: its group-by columns and keys, and its first
+    aggregation (a count, sum or mean; a sum or mean's declared bounds are the outer range
+    the bounds are chosen in). See :func:`recommend_bounds` for the rest.
+
+    Parameters
+    ----------
+    query : Query
+        A built query of a session with ``PrivacyUnit.by(column, cap)``.
+    share, epsilon, rho, cap, levels
+        As :func:`recommend_bounds`.
+
+    Returns
+    -------
+    BoundsRecommendation
+
+    Raises
+    ------
+    DomainError
+        ``query`` has no count, sum or mean; or as :func:`recommend_bounds`.
+    """
+    first = next((a for a in query.aggs if isinstance(
+        a, aggregates.Count | aggregates.Sum | aggregates.Mean)), None)
+    if first is None:
+        raise DomainError("dp.tune needs a query with a count, sum or mean aggregation")
+    statistic = {aggregates.Count: "count", aggregates.Sum: "sum",
+                 aggregates.Mean: "mean"}[type(first)]
+    column = getattr(first, "column", None)
+    declared = dict(query.declared)
+    outer = getattr(first, "bounds", None) or declared.get(column)
+    base = replace(query, aggs=())
+    return recommend_bounds(base, statistic=statistic, column=column, bounds=outer,
+                            share=share, epsilon=epsilon, rho=rho, cap=cap, levels=levels)
+
+
+def recommend_bounds(query: Query, *, statistic: str = "count", column: str | None = None,
+                     bounds: tuple[Number, Number] | None = None, share: Number | None = None,
+                     epsilon: Number | None = None, rho: Number | None = None,
+                     cap: int | None = None, levels: Sequence[Number] = DEFAULT_LEVELS
+                     ) -> BoundsRecommendation:
+    """Spend a stated share of the budget to choose contribution bounds and numeric bounds.
+
+    Parameters
+    ----------
+    query : Query
+        The rows and grouping of the final query (its steps and ``group_by``; its
+        aggregations are ignored). Its session's privacy unit is ``by(column, M)``.
+    statistic : {"count", "sum", "mean"}
+        The final query's statistic (per group).
+    column : str, optional
+        The numeric column of a sum or mean; its bounds are tuned.
+    bounds : (lower, upper), optional
+        The declared outer range of ``column`` (default: its ``dp.Numeric`` bounds).
+    share : number in (0, 1), optional
+        Fraction of the session's budget (ε, or ρ in a zCDP session) to spend; default 1/10.
+    epsilon, rho : number, optional
+        An explicit tuning budget instead of ``share`` (one of the three).
+    cap : int, optional
+        The grid's cap (declared; default the privacy unit's ``max_rows``), ≤ ``MAX_CAP``.
+    levels : (lower, upper)
+        Quantile levels of the numeric bounds (default 1/100 and 99/100).
+
+    Returns
+    -------
+    BoundsRecommendation
+        The chosen bounds, every candidate's estimated error (noise std and bias per cell),
+        the released histograms, the exact loss charged and the remaining budget.
+
+    Raises
+    ------
+    DomainError
+        Row-level privacy unit, unknown statistic, share outside (0, 1), a non-positive
+        budget, cap outside [1, ``MAX_CAP``], bad levels. Before any debit.
+    ColumnError
+        An unknown group or value column, or a non-numeric ``column``. Before any debit.
+    BoundsError
+        A sum or mean without a declared outer range. Before any debit.
+    BudgetExceededError
+        The tuning does not fit the remaining budget. Before any debit.
+
+    Notes
+    -----
+    Privacy (add/remove one unit). Each histogram puts every unit in exactly one bucket of
+    the grid (its rows, distinct groups or most rows in one group, capped at the cap), so
+    one unit changes one count by one: Δ₁ = Δ₂ = 1, and the discrete Laplace of scale k/ε_h
+    (or the discrete Gaussian at ρ_h/k) makes each (ε_h/k)-DP (ρ_h/k-zCDP) (Dwork & Roth
+    Thm 3.6; Canonne, Kamath & Steinke 2020 Thm 4), k = 1 histogram ungrouped, 3 grouped.
+    With ``column``, ε_h = ε_t/4 and the two quantiles share 3ε_t/4: each is the exponential
+    mechanism on one row per unit (score sensitivity 1; Dwork & Roth Thm 3.10; Smith 2011).
+    By basic composition the tuning is ε_t-DP (ρ_t-zCDP), ε_t = share · ε. The choice is
+    post-processing. Estimated error per cell of a candidate (M, G, R), after Amin et al.
+    2019 §4: bias = B · D/K, D the rows it drops (from the noisy histograms; grouped, the
+    largest of the three histograms' drops), K the keys, B the bounds' magnitude (1 for a
+    count); noise = B · √2 · Δ₁/ε_f (Laplace) or B · Δ₂/√(2ρ_f) at the remaining budget;
+    a mean is unbiased under random dropping and its noise is divided by the kept rows.
+    """
+    spec = _spec(query, statistic, column, bounds, cap, share, epsilon, rho, levels)
+    plan = view = None
+    if spec.column is not None:
+        plan, view = _plan_bounds(spec)  # planned (and checked) before the first debit
+    hists, first = _release_histograms(spec)
+    releases: list[Release[Any]] = [first]
+    chosen_bounds = None
+    if plan is not None:
+        record = view.release(plan)  # type: ignore[union-attr]
+        releases.append(record)
+        lo, hi = float(record.values["lower"][0]), float(record.values["upper"][0])
+        chosen_bounds = (min(lo, hi), max(lo, hi))
+    session = query.session
+    loss = sum((convert(r.loss, session.measure) for r in releases  # type: ignore[arg-type,attr-defined]
+                if r.loss is not None), session.measure.zero())  # type: ignore[attr-defined]
+    candidates = _candidates(spec, hists, chosen_bounds)
+    best = candidates[0]
+    return BoundsRecommendation(best.bounds(), chosen_bounds, spec.column, spec.statistic,
+                                tuple(candidates), hists, spec.grid, loss,
+                                session.remaining,  # type: ignore[attr-defined]
+                                tuple(releases))
+
