@@ -37,7 +37,7 @@ from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import KeySet, Plan, Query
 from dpkit.frame.schema import Categorical, Numeric, Schema, SchemaError, Text
 from dpkit.frame.session import Session
-from dpkit.frame.tune import BoundsRecommendation, tune
+from dpkit.frame.tuning import BoundsRecommendation, tune
 
 __all__ = ["Session", "Query", "Plan", "KeySet", "PrivacyUnit", "Schema", "Numeric",
            "Categorical", "Text", "SchemaError", "count", "count_distinct", "sum",

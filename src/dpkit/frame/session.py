@@ -43,7 +43,7 @@ from dpkit.mechanisms.limited_domain import TopKSelection, make_limited_domain_t
 from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
 
 if TYPE_CHECKING:
-    from dpkit.frame.tune import BoundsRecommendation
+    from dpkit.frame.tuning import BoundsRecommendation
     from dpkit.ledger import Ledger
 
 __all__ = ["Session", "PlanMemo"]
@@ -447,7 +447,7 @@ class Session:
         mask = make_partition_selection(selection, groups)(counts["__dpkit_units"].to_numpy())
         return counts.filter(pl.Series(mask)).select(key_columns)
 
-    # -- contribution bounds (dpkit.frame.tune) ----------------------------------------
+    # -- contribution bounds (dpkit.frame.tuning) ----------------------------------------
     def with_bounds(self, max_rows: int | None = None, *, max_groups: int | None = None,
                     max_rows_per_group: int | None = None) -> Session:
         """This session with tighter contribution bounds, on the same accountant and ledger.
@@ -501,7 +501,7 @@ class Session:
                          levels: Sequence[Number] = (Fraction(1, 100), Fraction(99, 100))
                          ) -> BoundsRecommendation:
         """Choose contribution bounds (and ``column``'s bounds) privately, spending a stated
-        share of the budget: :func:`dpkit.frame.tune.recommend_bounds` on
+        share of the budget: :func:`dpkit.frame.tuning.recommend_bounds` on
         ``self.query(table).group_by(*group_by, keys=keys)`` (see it for the parameters,
         the guarantee — basic composition of unit-sensitivity histograms and two
         exponential-mechanism quantiles, ε_t = share·ε — and the errors; Amin et al.,
@@ -513,7 +513,7 @@ class Session:
             Chosen bounds, the candidates' estimated errors, the exact loss charged and the
             remaining budget; ``.apply(query)`` runs a query with them.
         """
-        from dpkit.frame.tune import recommend_bounds
+        from dpkit.frame.tuning import recommend_bounds
 
         query = self.query(table)
         if group_by:

@@ -50,6 +50,8 @@ MAX_CAP = 1 << 16  # the largest declarable cap: at most 17 grid values, 289 can
 DEFAULT_SHARE = Fraction(1, 10)  # of the session's budget (ε, or ρ under zCDP)
 DEFAULT_LEVELS = (Fraction(1, 100), Fraction(99, 100))  # quantile levels of the bounds
 HISTOGRAM_WEIGHT = Fraction(1, 4)  # of the tuning budget, when bounds are tuned too
+RANK_TOLERANCE = 0.1  # a quantile's rank error, as a share of the units, above which the
+# declared outer bound is kept
 STATISTICS = ("count", "sum", "mean")
 _HISTOGRAMS = ("rows per unit", "groups per unit", "rows per unit and group")
 
@@ -343,6 +345,20 @@ def _plan_bounds(spec: _Spec) -> tuple[Plan, Session]:
     return plan, view
 
 
+def _kept_bounds(values: Any, outer: tuple[Fraction, Fraction], units: float
+                 ) -> tuple[float, float]:
+    """The released quantiles as bounds, each side kept only when its rank error (the
+    release's 95% bound) is at most ``RANK_TOLERANCE`` of the units (their noisy count):
+    otherwise the side keeps the declared outer bound, since a quantile that may lie that
+    many ranks inside would clip a large share of the rows (too few units for the budget)."""
+    lo, hi = float(values["lower"][0]), float(values["upper"][0])
+    if float(values["lower_rank_error"][0]) > RANK_TOLERANCE * units:
+        lo = float(outer[0])
+    if float(values["upper_rank_error"][0]) > RANK_TOLERANCE * units:
+        hi = float(outer[1])
+    return (min(lo, hi), max(lo, hi))
+
+
 # -- the error model ------------------------------------------------------------------------
 def _dropped(hist: np.ndarray, g: Sequence[int], keep: int) -> float:
     """Rows dropped at bound ``keep``: Σ_b count_b · max(0, v_b − keep), counts clipped at 0
@@ -490,7 +506,9 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
     (or the discrete Gaussian at ρ_h/k) makes each (ε_h/k)-DP (ρ_h/k-zCDP) (Dwork & Roth
     Thm 3.6; Canonne, Kamath & Steinke 2020 Thm 4), k = 1 histogram ungrouped, 3 grouped.
     With ``column``, ε_h = ε_t/4 and the two quantiles share 3ε_t/4: each is the exponential
-    mechanism on one row per unit (score sensitivity 1; Dwork & Roth Thm 3.10; Smith 2011).
+    mechanism on one row per unit (score sensitivity 1; Dwork & Roth Thm 3.10; Smith 2011);
+    a side whose reported rank error exceeds ``RANK_TOLERANCE`` (1/10) of the units (their
+    noisy count) keeps the declared outer bound (post-processing).
     By basic composition the tuning is ε_t-DP (ρ_t-zCDP), ε_t = share · ε. The choice is
     post-processing. Estimated error per cell of a candidate (M, G, R), after Amin et al.
     2019 §4: bias = B · D/K, D the rows it drops (from the noisy histograms; grouped, the
@@ -508,8 +526,8 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
     if plan is not None:
         record = view.release(plan)  # type: ignore[union-attr]
         releases.append(record)
-        lo, hi = float(record.values["lower"][0]), float(record.values["upper"][0])
-        chosen_bounds = (min(lo, hi), max(lo, hi))
+        units = float(np.sum(np.maximum(hists[_HISTOGRAMS[0]], 0)))
+        chosen_bounds = _kept_bounds(record.values, spec.outer, units)  # type: ignore[arg-type]
     session = query.session
     loss = sum((convert(r.loss, session.measure) for r in releases  # type: ignore[arg-type,attr-defined]
                 if r.loss is not None), session.measure.zero())  # type: ignore[attr-defined]
