@@ -16,8 +16,8 @@ import pytest
 
 import dpkit as dp
 from dpkit.errors import BoundsError, BudgetExceededError, ColumnError, DomainError
-from dpkit.frame.schema import SchemaError
 from dpkit.frame import tuning as tune_module
+from dpkit.frame.schema import SchemaError
 from dpkit.mechanisms import frontend
 
 
@@ -138,7 +138,7 @@ def test_noiseless_grouped_tuner_keeps_one_row_per_group():
 def test_chosen_bounds_come_from_the_declared_grid(cap):
     s = session(panel({1: 20, 3: 20, 7: 20, 20: 5}, groups=3), cap=cap)
     grid = tune_module.grid(cap)
-    assert grid[-1] == cap and all(b == 2 * a for a, b in zip(grid[:-2], grid[1:-1]))
+    assert grid[-1] == cap and all(b == 2 * a for a, b in zip(grid[:-2], grid[1:-1], strict=True))
     for kwargs in ({}, {"group_by": ["g"], "keys": dp.KeySet({"g": [0, 1, 2]})}):
         rec = s.recommend_bounds(share=Fraction(1, 100), **kwargs)
         assert set(rec.contribution.values()) <= set(grid)

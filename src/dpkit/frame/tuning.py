@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import narwhals as nw
 import numpy as np
@@ -135,7 +135,7 @@ class BoundsRecommendation:
     def apply(self, query: Query) -> Query:
         """``query`` on its session with the chosen contribution bounds, its aggregations of
         ``column`` clamped to the chosen ``bounds``."""
-        view = self.session(query.session)  # type: ignore[arg-type]
+        view = self.session(_session(query))
         aggs = tuple(replace(a, bounds=self.bounds)
                      if self.bounds is not None and isinstance(a, aggregates.ColumnAggregation)
                      and a.column == self.column else a for a in query.aggs)
@@ -182,6 +182,12 @@ def grid(cap: int) -> tuple[int, ...]:
     return tuple(values) if values[-1] == cap else (*values, int(cap))
 
 
+def _session(query: Query) -> Session:
+    """The query's session (a :class:`~dpkit.frame.Session`: the tuner reads its privacy
+    unit and budget, which the query's ``SessionLike`` protocol does not name)."""
+    return cast("Session", query.session)
+
+
 # -- plan time --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Spec:
@@ -205,7 +211,7 @@ def _tuning_budget(session: Session, share: Number | None, epsilon: Number | Non
     if sum(x is not None for x in (share, epsilon, rho)) > 1:
         raise DomainError("pass one of share=, epsilon= or rho=")
     if epsilon is not None or rho is not None:
-        value = as_typed(epsilon if epsilon is not None else rho)  # type: ignore[arg-type]
+        value = as_typed(cast(Number, epsilon if epsilon is not None else rho))
         if value <= 0:
             raise DomainError(f"the tuning budget must be positive, got {value}")
         if rho is not None:
@@ -235,8 +241,8 @@ def _fits(session: Session, loss: PrivacyLoss) -> PrivacyLoss:
 def _spec(query: Query, statistic: str, column: str | None, bounds: Any, cap: int | None,
           share: Number | None, epsilon: Number | None, rho: Number | None,
           levels: Sequence[Number]) -> _Spec:
-    session = query.session
-    unit = session.privacy_unit  # type: ignore[attr-defined]
+    session = _session(query)
+    unit = session.privacy_unit
     if unit.column is None:
         raise DomainError("contribution bounds need a privacy unit column: "
                           "Session(..., privacy_unit=dp.PrivacyUnit.by(column, cap))")
@@ -260,8 +266,8 @@ def _spec(query: Query, statistic: str, column: str | None, bounds: Any, cap: in
     if len(lv) != 2 or not 0 < lv[0] < lv[1] < 1:
         raise DomainError(f"levels must be two quantile levels 0 < lower < upper < 1, got "
                           f"{levels!r}")
-    budget = _tuning_budget(session, share, epsilon, rho)  # type: ignore[arg-type]
-    final = _fits(session, budget)  # type: ignore[arg-type]
+    budget = _tuning_budget(session, share, epsilon, rho)
+    final = _fits(session, budget)
     names = _HISTOGRAMS if groups else _HISTOGRAMS[:1]
     return _Spec(query, groups, n_keys, statistic, column, outer, g, names, budget, final,
                  (lv[0], lv[1]))
@@ -316,7 +322,7 @@ def _release_histograms(spec: _Spec) -> tuple[dict[str, np.ndarray], Release[Any
     size = len(spec.grid)
     plan = [frontend.noise_row(1, each, name, count=size) for name in spec.histograms]
     query = spec.query
-    unit = query.session.privacy_unit.column  # type: ignore[attr-defined]
+    unit = cast(str, _session(query).privacy_unit.column)  # checked by _spec
     lf = query.lazy()
 
     def compute() -> dict[str, np.ndarray]:
@@ -326,7 +332,7 @@ def _release_histograms(spec: _Spec) -> tuple[dict[str, np.ndarray], Release[Any
 
     description = (f"tune contribution bounds: histograms of {', '.join(spec.histograms)} "
                    f"on the grid {list(spec.grid)}")
-    return frontend.charge_record(query.session, total, description, compute, plan)
+    return frontend.charge_record(_session(query), total, description, compute, plan)
 
 
 def _plan_bounds(spec: _Spec) -> tuple[Plan, Session]:
@@ -335,7 +341,7 @@ def _plan_bounds(spec: _Spec) -> tuple[Plan, Session]:
     assert spec.column is not None and spec.outer is not None
     query, b = spec.query, spec.budget
     rest = 1 - HISTOGRAM_WEIGHT
-    view = query.session.with_bounds(max_rows=1)  # type: ignore[attr-defined]
+    view = _session(query).with_bounds(max_rows=1)
     base = replace(query, session=view, aggs=(), group_columns=(), keys=None, selection=None,
                    keys_digest="")
     q = base.agg(aggregates.quantile(spec.column, spec.levels[0], spec.outer, name="lower"),
@@ -447,7 +453,7 @@ def tune(query: Query, *, share: Number | None = None, epsilon: Number | None = 
                  aggregates.Mean: "mean"}[type(first)]
     column = getattr(first, "column", None)
     declared = dict(query.declared)
-    outer = getattr(first, "bounds", None) or declared.get(column)
+    outer = getattr(first, "bounds", None) or (declared.get(column) if column else None)
     base = replace(query, aggs=())
     return recommend_bounds(base, statistic=statistic, column=column, bounds=outer,
                             share=share, epsilon=epsilon, rho=rho, cap=cap, levels=levels)
@@ -528,13 +534,12 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
         releases.append(record)
         units = float(np.sum(np.maximum(hists[_HISTOGRAMS[0]], 0)))
         chosen_bounds = _kept_bounds(record.values, spec.outer, units)  # type: ignore[arg-type]
-    session = query.session
-    loss = sum((convert(r.loss, session.measure) for r in releases  # type: ignore[arg-type,attr-defined]
-                if r.loss is not None), session.measure.zero())  # type: ignore[attr-defined]
+    session = _session(query)
+    loss = sum((convert(r.loss, session.measure) for r in releases if r.loss is not None),
+               session.measure.zero())
     candidates = _candidates(spec, hists, chosen_bounds)
     best = candidates[0]
     return BoundsRecommendation(best.bounds(), chosen_bounds, spec.column, spec.statistic,
                                 tuple(candidates), hists, spec.grid, loss,
-                                session.remaining,  # type: ignore[attr-defined]
-                                tuple(releases))
+                                session.remaining, tuple(releases))
 
