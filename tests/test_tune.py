@@ -182,7 +182,7 @@ def noise_samples(module_frontend=frontend) -> tuple[np.ndarray, Fraction]:
     try:
         for _ in range(RUNS):
             rec = s.recommend_bounds(epsilon=Fraction(1, 2))
-            out.append(rec.histograms["rows per unit"] - truth)
+            out.append(rec.histogram - truth)
             scale = rec.releases[0].noise[0].scale
     finally:
         tune_module.frontend = original

@@ -7,14 +7,15 @@ stated share of the session's budget to choose them, as PipelineDP's
 ``calculate_private_contribution_bounds`` does and as Amin, Kulesza, Muñoz Medina &
 Vassilvitskii (ICML 2019, "Bounding user contributions: a bias-variance trade-off in
 differential privacy", §3–4) analyse: release a histogram of per-unit contributions on a
-declared geometric grid 1, 2, 4, …, cap, estimate for every grid candidate the rows it would
+declared geometric grid 1, 2, 4, …, cap (grouped: units by rows, distinct groups and most
+rows in one group, on grid³), estimate for every grid candidate the rows it would
 drop (bias) and the noise of the final query at the budget that remains, and keep the
 candidate of least estimated error. Numeric bounds are two private quantiles (the frame's
 exponential-mechanism :func:`~dpkit.frame.aggregates.quantile`) over the declared outer
 range, on one row per unit.
 
 Both steps are ordinary releases through the session's accountant (and ledger): the
-histograms through the front-end kit (:func:`dpkit.mechanisms.frontend.charge` and
+histogram through the front-end kit (:func:`dpkit.mechanisms.frontend.charge` and
 ``noisy``, the one calibrated-noise entry), the quantiles as a query of the frame. Nothing
 is inferred: the grid's cap, the outer range and the group keys are declared.
 """
@@ -33,7 +34,7 @@ import numpy as np
 from dpkit.core.markup import box, facts, table
 from dpkit.core.measures import ZCDP, PrivacyLoss, PureDP, convert
 from dpkit.core.numbers import Number, as_typed
-from dpkit.core.record import Release
+from dpkit.core.record import NoiseRow, Release
 from dpkit.core.stability import Contribution
 from dpkit.errors import BoundsError, BudgetExceededError, ColumnError, DomainError
 from dpkit.frame import aggregates, engine
@@ -49,11 +50,13 @@ __all__ = ["tune", "recommend_bounds", "BoundsRecommendation", "Candidate", "gri
 MAX_CAP = 1 << 16  # the largest declarable cap: at most 17 grid values, 289 candidates
 DEFAULT_SHARE = Fraction(1, 10)  # of the session's budget (ε, or ρ under zCDP)
 DEFAULT_LEVELS = (Fraction(1, 100), Fraction(99, 100))  # quantile levels of the bounds
-HISTOGRAM_WEIGHT = Fraction(1, 4)  # of the tuning budget, when bounds are tuned too
+HISTOGRAM_WEIGHT = Fraction(1, 2)  # of the tuning budget, when bounds are tuned too
+BETA = 0.05  # a noisy count below its (1 − BETA/|grid|) noise quantile is read as 0
 RANK_TOLERANCE = 0.1  # a quantile's rank error, as a share of the units, above which the
 # declared outer bound is kept
 STATISTICS = ("count", "sum", "mean")
-_HISTOGRAMS = ("rows per unit", "groups per unit", "rows per unit and group")
+ROWS = "rows per unit"  # the histogram of an ungrouped query
+JOINT = "units by (rows, groups, most rows in a group)"  # of a grouped one
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,10 @@ class BoundsRecommendation:
         The final query's column and statistic ("count", "sum" or "mean").
     candidates : tuple of Candidate
         Every grid candidate with its estimated error, best first.
-    histograms : dict of str to ndarray
-        The released noisy histograms (one count per grid value), by name.
+    histogram : ndarray of int, shape (|grid|,) or (|grid|³,)
+        The released noisy histogram: units per grid value of their rows (ungrouped), or
+        per cell (rows, distinct groups, most rows in one group) of grid³, flattened with
+        rows slowest (grouped).
     grid : tuple of int
         The declared grid 1, 2, 4, …, cap.
     loss : PrivacyLoss
@@ -107,7 +112,7 @@ class BoundsRecommendation:
     remaining : PrivacyLoss
         The session's budget left after the tuning.
     releases : tuple of Release
-        The records of the tuning's releases (histograms, then quantiles).
+        The records of the tuning's releases (the histogram, then the quantiles).
     """
 
     contribution: dict[str, int]
@@ -115,7 +120,7 @@ class BoundsRecommendation:
     column: str | None
     statistic: str
     candidates: tuple[Candidate, ...]
-    histograms: dict[str, np.ndarray]
+    histogram: np.ndarray
     grid: tuple[int, ...]
     loss: PrivacyLoss
     remaining: PrivacyLoss
@@ -200,7 +205,7 @@ class _Spec:
     column: str | None
     outer: tuple[Fraction, Fraction] | None
     grid: tuple[int, ...]
-    histograms: tuple[str, ...]
+    histogram: str
     budget: PrivacyLoss  # the whole tuning
     final: PrivacyLoss  # what the final query is assumed to spend
     levels: tuple[Fraction, Fraction]
@@ -268,8 +273,8 @@ def _spec(query: Query, statistic: str, column: str | None, bounds: Any, cap: in
                           f"{levels!r}")
     budget = _tuning_budget(session, share, epsilon, rho)
     final = _fits(session, budget)
-    names = _HISTOGRAMS if groups else _HISTOGRAMS[:1]
-    return _Spec(query, groups, n_keys, statistic, column, outer, g, names, budget, final,
+    return _Spec(query, groups, n_keys, statistic, column, outer, g, JOINT if groups else ROWS,
+                 budget, final,
                  (lv[0], lv[1]))
 
 
@@ -286,53 +291,56 @@ def _outer(query: Query, column: str, bounds: Any) -> tuple[Fraction, Fraction]:
 
 
 # -- the data side --------------------------------------------------------------------------
-def _per_unit(lf: Any, unit: str, groups: Sequence[str]) -> dict[str, np.ndarray]:
-    """Per unit: rows, and with ``groups`` distinct groups and most rows in one group."""
+def _per_unit(lf: Any, unit: str, groups: Sequence[str]) -> list[np.ndarray]:
+    """Per unit: its rows, and with ``groups`` its distinct groups and most rows in one."""
     if not groups:
         counts = lf.group_by(unit).agg(nw.len().alias("n")).collect()
-        return {_HISTOGRAMS[0]: engine.to_polars(counts)["n"].to_numpy()}
+        return [engine.to_polars(counts)["n"].to_numpy()]
     pairs = lf.group_by(unit, *groups).agg(nw.len().alias("r"))
     per = pairs.group_by(unit).agg(nw.col("r").sum().alias("n"), nw.len().alias("g"),
                                    nw.col("r").max().alias("rmax")).collect()
     frame = engine.to_polars(per)
-    return {_HISTOGRAMS[0]: frame["n"].to_numpy(), _HISTOGRAMS[1]: frame["g"].to_numpy(),
-            _HISTOGRAMS[2]: frame["rmax"].to_numpy()}
+    return [frame["n"].to_numpy(), frame["g"].to_numpy(), frame["rmax"].to_numpy()]
 
 
-def bucket_counts(values: np.ndarray, g: Sequence[int]) -> np.ndarray:
-    """Units per grid value: a unit with v goes to the smallest grid value ≥ min(v, cap)."""
-    idx = np.searchsorted(np.asarray(g), np.minimum(np.asarray(values, dtype=np.int64),
-                                                    g[-1]), side="left")
-    return np.bincount(idx, minlength=len(g)).astype(np.int64)
+def _bucket(values: np.ndarray, g: Sequence[int]) -> np.ndarray:
+    """A unit with v goes to the smallest grid value ≥ min(v, cap) (its index)."""
+    return np.searchsorted(np.asarray(g), np.minimum(np.asarray(values, dtype=np.int64),
+                                                     g[-1]), side="left")
 
 
-def _each_budget(spec: _Spec) -> PrivacyLoss:
+def bucket_counts(stats: Sequence[np.ndarray], g: Sequence[int]) -> np.ndarray:
+    """Units per cell of the grid (one statistic) or of grid³ (rows, groups, most rows in a
+    group; flattened, rows slowest): every unit is in exactly one cell."""
+    flat = np.zeros(len(stats[0]), dtype=np.int64)
+    for values in stats:
+        flat = flat * len(g) + _bucket(values, g)
+    return np.bincount(flat, minlength=len(g) ** len(stats)).astype(np.int64)
+
+
+def _histogram_budget(spec: _Spec) -> PrivacyLoss:
     weight = HISTOGRAM_WEIGHT if spec.column is not None else Fraction(1)
-    parts = Fraction(len(spec.histograms))
     b = spec.budget
-    return ZCDP(b.rho * weight / parts) if isinstance(b, ZCDP) else PureDP(
-        b.epsilon * weight / parts)  # type: ignore[attr-defined]
+    return ZCDP(b.rho * weight) if isinstance(b, ZCDP) else PureDP(
+        b.epsilon * weight)  # type: ignore[attr-defined]
 
 
-def _release_histograms(spec: _Spec) -> tuple[dict[str, np.ndarray], Release[Any]]:
-    """One release: each histogram has L1 = L2 sensitivity 1 under add/remove of a unit
-    (a unit is in exactly one bucket), drawn at ``_each_budget``; basic composition."""
-    each = _each_budget(spec)
-    total = sum((each for _ in spec.histograms), type(each).zero())
-    size = len(spec.grid)
-    plan = [frontend.noise_row(1, each, name, count=size) for name in spec.histograms]
+def _release_histogram(spec: _Spec) -> tuple[np.ndarray, Release[Any]]:
+    """One release: the histogram has L1 = L2 sensitivity 1 under add/remove of a unit (a
+    unit is in exactly one cell), drawn at ``_histogram_budget``."""
+    budget = _histogram_budget(spec)
+    plan = [frontend.noise_row(1, budget, spec.histogram)]
     query = spec.query
     unit = cast(str, _session(query).privacy_unit.column)  # checked by _spec
     lf = query.lazy()
 
     def compute() -> dict[str, np.ndarray]:
-        stats = _per_unit(lf, unit, spec.groups)
-        return {name: frontend.noisy(bucket_counts(stats[name], spec.grid), 1, each,
-                                     statistic=name).value for name in spec.histograms}
+        counts = bucket_counts(_per_unit(lf, unit, spec.groups), spec.grid)
+        return frontend.noisy(counts, 1, budget, statistic=spec.histogram).value
 
-    description = (f"tune contribution bounds: histograms of {', '.join(spec.histograms)} "
-                   f"on the grid {list(spec.grid)}")
-    return frontend.charge_record(_session(query), total, description, compute, plan)
+    description = (f"tune contribution bounds: histogram of {spec.histogram} on the grid "
+                   f"{list(spec.grid)}")
+    return frontend.charge_record(_session(query), budget, description, compute, plan)
 
 
 def _plan_bounds(spec: _Spec) -> tuple[Plan, Session]:
@@ -366,12 +374,27 @@ def _kept_bounds(values: Any, outer: tuple[Fraction, Fraction], units: float
 
 
 # -- the error model ------------------------------------------------------------------------
-def _dropped(hist: np.ndarray, g: Sequence[int], keep: int) -> float:
-    """Rows dropped at bound ``keep``: Σ_b count_b · max(0, v_b − keep), counts clipped at 0
-    (post-processing); v_b the bucket's upper grid value (over-estimates, so it leans to
-    keeping rows)."""
-    counts = np.maximum(np.asarray(hist, dtype=np.float64), 0)
-    return float(np.sum(counts * np.maximum(np.asarray(g, dtype=np.float64) - keep, 0)))
+def _cells(hist: np.ndarray, g: Sequence[int], grouped: bool) -> tuple[np.ndarray, ...]:
+    """(counts, n, groups, most rows in a group) of the histogram's non-zero cells, each
+    cell at its upper grid values (n ≤ groups · most rows)."""
+    values = np.asarray(g, dtype=np.float64)
+    if not grouped:
+        keep = hist > 0
+        return hist[keep], values[keep], values[keep] * 0 + 1, values[keep]
+    size = len(g)
+    idx = np.flatnonzero(hist > 0)
+    n, rest = values[idx // (size * size)], idx % (size * size)
+    groups, most = values[rest // size], values[rest % size]
+    return hist[idx], np.minimum(n, groups * most), groups, most
+
+
+def _dropped(cells: tuple[np.ndarray, ...], c: Contribution) -> float:
+    """Rows dropped by bounds ``c``, at least n − min(n, M, min(G, g)·min(R, r)) per unit
+    (a unit keeps at most that many), summed over the cells."""
+    counts, n, g, r = cells
+    kept = np.minimum(np.minimum(n, c.max_rows),
+                      np.minimum(g, c.max_groups) * np.minimum(r, c.max_rows_per_group))
+    return float(np.sum(counts * (n - kept)))
 
 
 def _noise_std(sensitivity: Contribution, final: PrivacyLoss, share: Fraction) -> float:
@@ -381,40 +404,55 @@ def _noise_std(sensitivity: Contribution, final: PrivacyLoss, share: Fraction) -
     return math.sqrt(2) * float(sensitivity.l1()) / float(final.epsilon * share)  # type: ignore[attr-defined]
 
 
-def _candidates(spec: _Spec, hists: dict[str, np.ndarray],
+def denoised(hist: np.ndarray, row: NoiseRow, size: int) -> np.ndarray:
+    """Noisy counts clipped at 0, and those below the noise's (1 − BETA/size) quantile set
+    to 0 (post-processing): an empty bucket far up the grid would otherwise read as
+    phantom units whose dropped rows outweigh any noise saving. Discrete Laplace of scale
+    s: P(X ≥ s·ln(1/b)) ≤ b; discrete Gaussian of σ: P(X ≥ σ·√(2 ln(1/b))) ≤ b."""
+    tail = math.log(size / BETA)
+    scale = float(row.scale) if row.scale is not None else 0.0
+    cut = scale * (math.sqrt(2 * tail) if "gaussian" in row.name.lower() else tail)
+    counts = np.asarray(hist, dtype=np.float64)
+    return np.where(counts > cut, counts, 0.0)
+
+
+def _candidates(spec: _Spec, hist: np.ndarray,
                 bounds: tuple[float, float] | None) -> list[Candidate]:
-    g, rows = spec.grid, hists[_HISTOGRAMS[0]]
+    g = spec.grid
+    cells = _cells(hist, g, bool(spec.groups))
     magnitude = 1.0 if bounds is None else max(abs(bounds[0]), abs(bounds[1]), 1e-12)
+    width = 0.0 if bounds is None else bounds[1] - bounds[0]
     if spec.groups:  # G beyond the declared keys changes nothing: stop at the first ≥ K
         reach = next((v for v in g if v >= spec.n_keys), g[-1])
         pairs = [(gg, r) for gg in g if gg <= reach for r in g]
     else:
         pairs = [(m, m) for m in g]
-    total = float(np.sum(np.maximum(rows, 0) * np.asarray(g, dtype=np.float64)))
+    total = float(np.sum(cells[0] * cells[1]))
     out = []
     for gg, r in pairs:
         c = Contribution.of(min(g[-1], gg * r), gg, r) if spec.groups else Contribution.of(r)
-        dropped = _dropped(rows, g, c.max_rows)
-        if spec.groups:  # each bound alone drops at least this many rows
-            dropped = max(dropped, _dropped(hists[_HISTOGRAMS[1]], g, gg),
-                          _dropped(hists[_HISTOGRAMS[2]], g, r))
-        out.append(_candidate(spec, c, dropped, total, magnitude))
+        dropped = _dropped(cells, c)
+        out.append(_candidate(spec, c, dropped, total, magnitude, width))
     return sorted(out, key=lambda c: (c.error, -c.max_rows, -c.max_groups,
                                       -c.max_rows_per_group))
 
 
 def _candidate(spec: _Spec, c: Contribution, dropped: float, total: float,
-               magnitude: float) -> Candidate:
+               magnitude: float, width: float) -> Candidate:
     k = spec.n_keys
-    if spec.statistic == "mean":  # dropping rows at random leaves the mean unbiased
+    if spec.statistic == "mean":
         std_sum = magnitude * _noise_std(c, spec.final, Fraction(1, 2))
         std_n = _noise_std(c, spec.final, Fraction(1, 2))
         kept = max((total - dropped) / k, 1.0)
         noise = math.sqrt(std_sum ** 2 + (magnitude / 2 * std_n) ** 2) / kept
-        bias = 0.0
-    else:
+        # the kept rows' mean moves by (D/N)·(mean kept − mean dropped): σ ≈ width/4
+        bias = dropped / max(total, 1.0) * width / 4
+    elif spec.statistic == "sum":
         noise = magnitude * _noise_std(c, spec.final, Fraction(1))
-        bias = magnitude * dropped / k
+        bias = magnitude / 2 * dropped / k  # a dropped row's value: half the magnitude
+    else:
+        noise = _noise_std(c, spec.final, Fraction(1))
+        bias = dropped / k
     return Candidate(c.max_rows, c.max_groups, c.max_rows_per_group, noise, bias,
                      math.hypot(noise, bias))
 
@@ -490,7 +528,7 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
     -------
     BoundsRecommendation
         The chosen bounds, every candidate's estimated error (noise std and bias per cell),
-        the released histograms, the exact loss charged and the remaining budget.
+        the released histogram, the exact loss charged and the remaining budget.
 
     Raises
     ------
@@ -506,40 +544,47 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
 
     Notes
     -----
-    Privacy (add/remove one unit). Each histogram puts every unit in exactly one bucket of
-    the grid (its rows, distinct groups or most rows in one group, capped at the cap), so
-    one unit changes one count by one: Δ₁ = Δ₂ = 1, and the discrete Laplace of scale k/ε_h
-    (or the discrete Gaussian at ρ_h/k) makes each (ε_h/k)-DP (ρ_h/k-zCDP) (Dwork & Roth
-    Thm 3.6; Canonne, Kamath & Steinke 2020 Thm 4), k = 1 histogram ungrouped, 3 grouped.
-    With ``column``, ε_h = ε_t/4 and the two quantiles share 3ε_t/4: each is the exponential
-    mechanism on one row per unit (score sensitivity 1; Dwork & Roth Thm 3.10; Smith 2011);
+    Privacy (add/remove one unit). The histogram puts every unit in exactly one cell: the
+    grid value of its rows (ungrouped), or the cell (rows, distinct groups, most rows in one
+    group) of grid³ (grouped), each capped at the cap; so one unit changes one count by
+    one: Δ₁ = Δ₂ = 1, and the discrete Laplace of scale 1/ε_h (or the discrete Gaussian at
+    ρ_h) makes it ε_h-DP (ρ_h-zCDP) (Dwork & Roth Thm 3.6; Canonne, Kamath & Steinke 2020
+    Thm 4). With ``column``, ε_h = ε_t/2 and the two quantiles share the other ε_t/2: each
+    is the exponential mechanism on one row per unit (score sensitivity 1; Dwork & Roth
+    Thm 3.10; Smith 2011);
     a side whose reported rank error exceeds ``RANK_TOLERANCE`` (1/10) of the units (their
     noisy count) keeps the declared outer bound (post-processing).
     By basic composition the tuning is ε_t-DP (ρ_t-zCDP), ε_t = share · ε. The choice is
     post-processing. Estimated error per cell of a candidate (M, G, R), after Amin et al.
-    2019 §4: bias = B · D/K, D the rows it drops (from the noisy histograms; grouped, the
-    largest of the three histograms' drops), K the keys, B the bounds' magnitude (1 for a
-    count); noise = B · √2 · Δ₁/ε_f (Laplace) or B · Δ₂/√(2ρ_f) at the remaining budget;
-    a mean is unbiased under random dropping and its noise is divided by the kept rows.
+    2019 §4: D = the rows it drops, Σ_cells n_c·(v − min(v, M, min(G, g)·min(R, r))) over
+    the noisy counts n_c of the cells at their upper grid values (v rows, g groups, r most
+    rows in a group, v ≤ g·r; ungrouped g = 1, r = v; each count below its noise's
+    (1 − 0.05/cells) quantile read as 0); K the declared keys (1 without);
+    a count's bias D/K and noise √2·Δ₁/ε_f (Laplace) or Δ₂/√(2ρ_f) at the remaining budget;
+    a sum's both times B = max(|lower|, |upper|), a dropped row taken as B/2; a mean's noise
+    that of its sum and count (half the budget each) over the kept rows, its bias
+    (D/N)·(upper − lower)/4 (a dropped share D/N of rows σ ≈ width/4 away). Heuristics:
+    the bias per dropped row is not released, so it is a stated guess.
     """
     spec = _spec(query, statistic, column, bounds, cap, share, epsilon, rho, levels)
     plan = view = None
     if spec.column is not None:
         plan, view = _plan_bounds(spec)  # planned (and checked) before the first debit
-    hists, first = _release_histograms(spec)
+    hist, first = _release_histogram(spec)
     releases: list[Release[Any]] = [first]
     chosen_bounds = None
     if plan is not None:
         record = view.release(plan)  # type: ignore[union-attr]
         releases.append(record)
-        units = float(np.sum(np.maximum(hists[_HISTOGRAMS[0]], 0)))
+        units = float(np.sum(np.maximum(hist, 0)))
         chosen_bounds = _kept_bounds(record.values, spec.outer, units)  # type: ignore[arg-type]
     session = _session(query)
     loss = sum((convert(r.loss, session.measure) for r in releases if r.loss is not None),
                session.measure.zero())
-    candidates = _candidates(spec, hists, chosen_bounds)
+    clean = denoised(hist, first.noise[0], hist.size)
+    candidates = _candidates(spec, clean, chosen_bounds)
     best = candidates[0]
     return BoundsRecommendation(best.bounds(), chosen_bounds, spec.column, spec.statistic,
-                                tuple(candidates), hists, spec.grid, loss,
+                                tuple(candidates), hist, spec.grid, loss,
                                 session.remaining, tuple(releases))
 
