@@ -404,16 +404,30 @@ def _noise_std(sensitivity: Contribution, final: PrivacyLoss, share: Fraction) -
     return math.sqrt(2) * float(sensitivity.l1()) / float(final.epsilon * share)  # type: ignore[attr-defined]
 
 
-def denoised(hist: np.ndarray, row: NoiseRow, size: int) -> np.ndarray:
-    """Noisy counts clipped at 0, and those below the noise's (1 − BETA/size) quantile set
-    to 0 (post-processing): an empty bucket far up the grid would otherwise read as
-    phantom units whose dropped rows outweigh any noise saving. Discrete Laplace of scale
-    s: P(X ≥ s·ln(1/b)) ≤ b; discrete Gaussian of σ: P(X ≥ σ·√(2 ln(1/b))) ≤ b."""
-    tail = math.log(size / BETA)
+def feasible(g: Sequence[int], grouped: bool) -> np.ndarray:
+    """The cells a unit can be in (public): with rows n, groups k and most rows in a group
+    r in their cells' ranges (lo, hi], k ≤ n, r ≤ n and n ≤ k·r must be satisfiable."""
+    size = len(g)
+    if not grouped:
+        return np.ones(size, dtype=bool)
+    hi = np.asarray(g, dtype=np.int64)
+    lo = np.concatenate([[1], hi[:-1] + 1])
+    n, k, r = np.meshgrid(np.arange(size), np.arange(size), np.arange(size), indexing="ij")
+    ok = (lo[k] <= hi[n]) & (lo[r] <= hi[n]) & (lo[n] <= hi[k] * hi[r])
+    return ok.reshape(-1)
+
+
+def denoised(hist: np.ndarray, row: NoiseRow, possible: np.ndarray) -> np.ndarray:
+    """Noisy counts of the ``possible`` cells clipped at 0, and those below the noise's
+    (1 − BETA/cells) quantile set to 0 (post-processing): an empty cell far up the grid
+    would otherwise read as phantom units whose dropped rows outweigh any noise saving.
+    Discrete Laplace of scale s: P(X ≥ s·ln(1/b)) ≤ b; discrete Gaussian of σ:
+    P(X ≥ σ·√(2 ln(1/b))) ≤ b."""
+    tail = math.log(max(int(possible.sum()), 1) / BETA)
     scale = float(row.scale) if row.scale is not None else 0.0
     cut = scale * (math.sqrt(2 * tail) if "gaussian" in row.name.lower() else tail)
     counts = np.asarray(hist, dtype=np.float64)
-    return np.where(counts > cut, counts, 0.0)
+    return np.where(possible & (counts > cut), counts, 0.0)
 
 
 def _candidates(spec: _Spec, hist: np.ndarray,
@@ -581,7 +595,7 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
     session = _session(query)
     loss = sum((convert(r.loss, session.measure) for r in releases if r.loss is not None),
                session.measure.zero())
-    clean = denoised(hist, first.noise[0], hist.size)
+    clean = denoised(hist, first.noise[0], feasible(spec.grid, bool(spec.groups)))
     candidates = _candidates(spec, clean, chosen_bounds)
     best = candidates[0]
     return BoundsRecommendation(best.bounds(), chosen_bounds, spec.column, spec.statistic,
