@@ -334,7 +334,7 @@ def _release_histogram(spec: _Spec) -> tuple[np.ndarray, Release[Any]]:
     unit = cast(str, _session(query).privacy_unit.column)  # checked by _spec
     lf = query.lazy()
 
-    def compute() -> dict[str, np.ndarray]:
+    def compute() -> np.ndarray:
         counts = bucket_counts(_per_unit(lf, unit, spec.groups), spec.grid)
         return frontend.noisy(counts, 1, budget, statistic=spec.histogram).value
 
