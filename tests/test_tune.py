@@ -52,7 +52,8 @@ def test_debit_is_the_share_exactly_and_in_the_ledger(tmp_path, column):
     rows = s.ledger.releases("panel")
     assert len(rows) == len(rec.releases) == (2 if column else 1)
     assert sum(r["loss"].epsilon for r in rows) == Fraction(1, 10)
-    assert "tune contribution bounds" in rows[0]["query"]
+    assert "tune contribution bounds" in rows[-1]["query"]
+    assert [r["query"] for r in rows] == [r.description for r in rec.releases]
 
 
 def test_zcdp_share_and_explicit_budget():
@@ -183,7 +184,7 @@ def noise_samples(module_frontend=frontend) -> tuple[np.ndarray, Fraction]:
         for _ in range(RUNS):
             rec = s.recommend_bounds(epsilon=Fraction(1, 2))
             out.append(rec.histogram - truth)
-            scale = rec.releases[0].noise[0].scale
+            scale = rec.releases[-1].noise[0].scale
     finally:
         tune_module.frontend = original
     return np.concatenate(out), scale

@@ -112,7 +112,7 @@ class BoundsRecommendation:
     remaining : PrivacyLoss
         The session's budget left after the tuning.
     releases : tuple of Release
-        The records of the tuning's releases (the histogram, then the quantiles).
+        The records of the tuning's releases (the quantiles, if any, then the histogram).
     """
 
     contribution: dict[str, int]
@@ -581,17 +581,19 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
     the bias per dropped row is not released, so it is a stated guess.
     """
     spec = _spec(query, statistic, column, bounds, cap, share, epsilon, rho, levels)
-    plan = view = None
+    releases: list[Release[Any]] = []
     if spec.column is not None:
-        plan, view = _plan_bounds(spec)  # planned (and checked) before the first debit
+        # first: its own plan-time checks (the dry run) run before its debit, and the
+        # histogram's all ran in _spec, so no check can fail between the two debits
+        plan, view = _plan_bounds(spec)
+        releases.append(view.release(plan))
     hist, first = _release_histogram(spec)
-    releases: list[Release[Any]] = [first]
     chosen_bounds = None
-    if plan is not None:
-        record = view.release(plan)  # type: ignore[union-attr]
-        releases.append(record)
+    if releases:
         units = float(np.sum(np.maximum(hist, 0)))
-        chosen_bounds = _kept_bounds(record.values, spec.outer, units)  # type: ignore[arg-type]
+        chosen_bounds = _kept_bounds(releases[0].values, spec.outer,  # type: ignore[arg-type]
+                                     units)
+    releases.append(first)
     session = _session(query)
     loss = sum((convert(r.loss, session.measure) for r in releases if r.loss is not None),
                session.measure.zero())
