@@ -17,7 +17,7 @@ errors       DPError and its subclasses
 Top-level names: ``Session``, ``KeySet``, ``PrivacyUnit``, ``PureDP``, ``ApproxDP``, ``ZCDP``,
 ``count``, ``count_distinct``, ``sum``, ``mean``, ``variance``, ``std``, ``histogram``,
 ``quantile``, ``median``, ``min``, ``max``, ``PartitionSelection``, ``TopKSelection``,
-``Ledger``, ``Release``
+``Ledger``, ``Release``, ``tune`` (private contribution-bound tuning)
 (the record of a release: ``session.last_release``).
 """
 
@@ -47,6 +47,7 @@ from dpkit.frame import (
     quantile,
     std,
     sum,
+    tune,
     variance,
 )
 from dpkit.frame import namespace as _namespace
@@ -77,6 +78,7 @@ __all__ = [
     "RenyiDP",
     "Session",
     "Query",
+    "tune",
     "KeySet",
     "PrivacyUnit",
     "Schema",

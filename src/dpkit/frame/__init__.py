@@ -15,6 +15,8 @@ register_query_namespace
               registers ``query.publish``: histogram, pmw)
 count, count_distinct, sum, mean, variance, std, histogram, quantile, median, min, max
               aggregations
+tune, BoundsRecommendation
+              private contribution-bound and bound tuning (``Session.recommend_bounds``)
 """
 
 from dpkit.frame.aggregates import (
@@ -35,8 +37,10 @@ from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import KeySet, Plan, Query
 from dpkit.frame.schema import Categorical, Numeric, Schema, SchemaError, Text
 from dpkit.frame.session import Session
+from dpkit.frame.tuning import BoundsRecommendation, tune
 
 __all__ = ["Session", "Query", "Plan", "KeySet", "PrivacyUnit", "Schema", "Numeric",
            "Categorical", "Text", "SchemaError", "count", "count_distinct", "sum",
            "mean", "variance", "std", "histogram", "quantile", "median", "min", "max",
-           "register_query_namespace", "provide_query_namespace"]
+           "register_query_namespace", "provide_query_namespace", "tune",
+           "BoundsRecommendation"]

@@ -11,12 +11,14 @@ core add noise. It returns the release's record (:class:`~dpkit.core.record.Rele
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
+from fractions import Fraction
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +43,7 @@ from dpkit.mechanisms.limited_domain import TopKSelection, make_limited_domain_t
 from dpkit.mechanisms.partition_selection import PartitionSelection, make_partition_selection
 
 if TYPE_CHECKING:
+    from dpkit.frame.tuning import BoundsRecommendation
     from dpkit.ledger import Ledger
 
 __all__ = ["Session", "PlanMemo"]
@@ -187,8 +190,8 @@ class Session:
         # can be reused across releases (see dpkit.frame.bounded_cache)
         self._in_memory = {name for name, t in tables.items() if isinstance(t, pl.DataFrame)}
         self._bounded = BoundedCache() if bounded_cache is None else bounded_cache
-        self._bounded.bind([t for name, t in tables.items() if name in self._in_memory],
-                           str(self.privacy_unit))
+        self._cache_tables = [t for name, t in tables.items() if name in self._in_memory]
+        self._bounded.bind(self._cache_tables, str(self.privacy_unit))
         self.default_table = next(iter(self._tables))
         self.plan_memo = PlanMemo() if plan_memo is None else plan_memo
         schemas = {name: self.plan_memo.schema(tables[name], t)
@@ -443,6 +446,81 @@ class Session:
             return ordered[picks].select(key_columns)
         mask = make_partition_selection(selection, groups)(counts["__dpkit_units"].to_numpy())
         return counts.filter(pl.Series(mask)).select(key_columns)
+
+    # -- contribution bounds (dpkit.frame.tuning) ----------------------------------------
+    def with_bounds(self, max_rows: int | None = None, *, max_groups: int | None = None,
+                    max_rows_per_group: int | None = None) -> Session:
+        """This session with tighter contribution bounds, on the same accountant and ledger.
+
+        Parameters
+        ----------
+        max_rows, max_groups, max_rows_per_group : int, optional
+            New M, G, R, each at most the declared one (an omitted one keeps its value,
+            capped by the others as in :meth:`PrivacyUnit.by`).
+
+        Returns
+        -------
+        Session
+            A view: same tables, budget, accountant and ledger; its own bounded-table cache.
+
+        Raises
+        ------
+        DomainError
+            Under row-level privacy, or for a bound that is not a positive integer or
+            exceeds the declared one.
+
+        Notes
+        -----
+        Every release is ε-DP (ρ-zCDP) for adding or removing one unit whatever the bounds
+        (they set the sensitivity), so a view charging the same accountant keeps the
+        session's guarantee; the declared bounds stay the caps.
+        """
+        unit, old = self.privacy_unit, self.privacy_unit.bounds
+        if unit.column is None:
+            raise DomainError("row-level privacy has no contribution bounds to tighten")
+        new = PrivacyUnit.by(unit.column, max_rows or old.max_rows,
+                             max_groups=max_groups or old.max_groups,
+                             max_rows_per_group=max_rows_per_group or old.max_rows_per_group)
+        for name in ("max_rows", "max_groups", "max_rows_per_group"):
+            if getattr(new.bounds, name) > getattr(old, name):
+                raise DomainError(f"{name}={getattr(new.bounds, name)} exceeds the declared "
+                                  f"{getattr(old, name)}: declare a larger bound in the "
+                                  "session's privacy unit")
+        view = copy.copy(self)
+        view.privacy_unit = new
+        view._bounded = BoundedCache()
+        view._bounded.bind(self._cache_tables, str(new))
+        return view
+
+    def recommend_bounds(self, *, group_by: Sequence[str] = (), statistic: str = "count",
+                         column: str | None = None,
+                         bounds: tuple[Number, Number] | None = None,
+                         keys: Any = None, table: str | None = None,
+                         share: Number | None = None, epsilon: Number | None = None,
+                         rho: Number | None = None, cap: int | None = None,
+                         levels: Sequence[Number] = (Fraction(1, 100), Fraction(99, 100))
+                         ) -> BoundsRecommendation:
+        """Choose contribution bounds (and ``column``'s bounds) privately, spending a stated
+        share of the budget: :func:`dpkit.frame.tuning.recommend_bounds` on
+        ``self.query(table).group_by(*group_by, keys=keys)`` (see it for the parameters,
+        the guarantee — basic composition of unit-sensitivity histograms and two
+        exponential-mechanism quantiles, ε_t = share·ε — and the errors; Amin et al.,
+        ICML 2019; PipelineDP's ``calculate_private_contribution_bounds``).
+
+        Returns
+        -------
+        BoundsRecommendation
+            Chosen bounds, the candidates' estimated errors, the exact loss charged and the
+            remaining budget; ``.apply(query)`` runs a query with them.
+        """
+        from dpkit.frame.tuning import recommend_bounds
+
+        query = self.query(table)
+        if group_by:
+            query = query.group_by(*group_by, keys=keys)
+        return recommend_bounds(query, statistic=statistic, column=column, bounds=bounds,
+                                share=share, epsilon=epsilon, rho=rho, cap=cap,
+                                levels=levels)
 
     def _repr_html_(self) -> str:
         """Notebooks' rich display: budget, spent, remaining and the releases so far
