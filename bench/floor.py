@@ -346,6 +346,28 @@ def classifier_case(name: str, make: Callable[[float], object], owner: str = "")
                 doc=lambda: cls.__doc__ or "", owner=owner)
 
 
+def categorical_nb_case() -> Case:
+    """CategoricalNB on the same split: the age decade (0..7), female and the first 18 genre
+    flags as codes (the numeric features of :func:`learn_data` read back as categories)."""
+    def trial(ds: str, eps: float) -> tuple[float, float]:
+        Xtr, ytr, Xte, yte = learn_data()
+
+        def codes(X: np.ndarray) -> np.ndarray:
+            return np.column_stack([np.clip((X[:, 0] * 10).astype(int), 0, 7),
+                                    X[:, 1:20].astype(int)])
+
+        ytr, yte = (ytr >= 4).astype(int), (yte >= 4).astype(int)
+        model = learn.CategoricalNB(epsilon=eps, categories=[list(range(8))] + [[0, 1]] * 19,
+                                    classes=[0, 1])
+        model.fit(codes(Xtr), ytr)
+        return (1 - float(np.mean(model.predict(codes(Xte)) == yte)),
+                majority_error(ytr, yte))
+
+    return Case("learn.CategoricalNB", "learn", "majority class (exact, not private)",
+                "1 − accuracy (rating ≥ 4)", ("movielens ratings",), trial,
+                doc=lambda: learn.CategoricalNB.__doc__ or "")
+
+
 def linear_case() -> Case:
     def trial(ds: str, eps: float) -> tuple[float, float]:
         Xtr, ytr, Xte, yte = learn_data()
@@ -409,7 +431,7 @@ def learn_cases() -> list[Case]:
         classifier_case("RandomForestClassifier",
                         lambda e: learn.RandomForestClassifier(epsilon=e, bounds=(0, 1),
                                                                classes=[0, 1])),
-        linear_case(), pca_case(), kmeans_case()]
+        categorical_nb_case(), linear_case(), pca_case(), kmeans_case()]
 
 
 # apps ------------------------------------------------------------------------------------
@@ -603,6 +625,37 @@ def oracle_case(name: str) -> Case:
                 ("msnbc first page",), trial, doc=lambda: cls.__doc__ or "")
 
 
+def sketch_case(name: str) -> Case:
+    def trial(ds: str, eps: float) -> tuple[float, float]:
+        x = first_pages()
+        true = np.bincount(x, minlength=17) / x.size
+        if name == "DBitFlip":
+            mech = local.DBitFlip(17, eps)
+            est = mech.estimate(mech.randomize(x))
+        else:
+            mech = getattr(local, name)(eps)
+            est = mech.estimate(mech.randomize(x), range(17))
+        freq = est["estimate"].to_numpy()
+        return float(np.abs(freq - true).sum()), float(np.abs(1 / 17 - true).sum())
+
+    cls = getattr(local, name)
+    return Case(f"local.{name}", "local", "the uniform answer 1/k", "L1 error of the frequencies",
+                ("msnbc first page",), trial, doc=lambda: cls.__doc__ or "")
+
+
+def one_bit_case() -> Case:
+    def trial(ds: str, eps: float) -> tuple[float, float]:
+        _, ytr, _, _ = learn_data()
+        v = (ytr - 1) / 4  # ratings in [0, 1]
+        mech = local.OneBitMean(1, eps)
+        m = float(mech.estimate(mech.randomize(v))["estimate"][0])
+        return abs(m - v.mean()), abs(0.5 - v.mean())
+
+    return Case("local.OneBitMean", "local", "the midpoint of the bounds (1/2)",
+                "absolute error of the mean", ("movielens ratings",), trial,
+                doc=lambda: local.OneBitMean.__doc__ or "")
+
+
 def mean_case(name: str) -> Case:
     def trial(ds: str, eps: float) -> tuple[float, float]:
         Xtr, ytr, _, _ = learn_data()
@@ -621,7 +674,9 @@ def mean_case(name: str) -> Case:
 def local_cases() -> list[Case]:
     return [*(oracle_case(n) for n in ("GRR", "SUE", "OUE", "OLH", "BLH", "HadamardResponse",
                                        "SubsetSelection", "auto")),
-            *(mean_case(n) for n in ("Duchi", "Piecewise", "Hybrid"))]
+            *(sketch_case(n) for n in ("CountMeanSketch", "HadamardCountMeanSketch",
+                                       "DBitFlip")),
+            *(mean_case(n) for n in ("Duchi", "Piecewise", "Hybrid")), one_bit_case()]
 
 
 def all_cases() -> list[Case]:
