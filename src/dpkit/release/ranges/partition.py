@@ -339,8 +339,8 @@ def noise_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
     """NoiseFirst: Laplace on every cell, then the v-optimal merge of the noisy cells with
     the number of buckets chosen by estimated error (Xu, Zhang, Xiao, Yang, Yu & Winslett,
     ICDE 2012 / VLDBJ 2013, §4 NoiseFirst). ε-DP. On held-out real data (bench/floor.py:
-    bike-sharing days, ε = 1) its range error was 1.19× Identity's; prefer Identity or HDMM
-    ("mm") when the counts per cell are large.
+    bike-sharing days, ε = 1) its range error was 1.2–1.3× Identity's (two runs); prefer
+    Identity or HDMM ("mm") when the counts per cell are large.
 
     Notes
     -----
@@ -423,8 +423,8 @@ def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | 
     """StructureFirst: k bucket boundaries drawn one by one by the exponential mechanism on
     the optimal SSE, then noisy bucket totals (Xu, Zhang, Xiao, Yang, Yu & Winslett,
     ICDE 2012 / VLDBJ 2013, §5 StructureFirst). ε-DP. On held-out real data (bench/floor.py:
-    MovieLens ratings per item, ε = 1) its range error was 1.25× Identity's; prefer DAWA or HDMM
-    ("mm") when the histogram is not piecewise flat.
+    MovieLens ratings per item, ε ∈ {0.1, 1}) its range error was 1.2–1.25× Identity's (two
+    runs); prefer DAWA or HDMM ("mm") when the histogram is not piecewise flat.
 
     Parameters
     ----------
@@ -586,7 +586,8 @@ def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
     """P-HPartition: recursive binary splits chosen by the exponential mechanism on the
     partition's absolute error, then noisy partition counts (Ács, Castelluccia & Chen,
     ICDM 2012, §V "P-HPartition"). ε-DP. On held-out real data (bench/floor.py: MovieLens
-    ratings per item, ε = 1) its range error was 1.42× Identity's; prefer DAWA or HDMM ("mm").
+    ratings per item, ε = 1) its range error was 1.1–1.4× Identity's (two runs); prefer DAWA or
+    HDMM ("mm").
 
     Parameters
     ----------
