@@ -202,8 +202,8 @@ def degree_histogram(edges: pl.DataFrame, *, epsilon: Number, unit: str = "edge"
                      ) -> DegreeHistogram:
     """The degree distribution, ε-DP for the declared privacy unit. On held-out real data
     (bench/floor.py: ego-Facebook 1912, 747 nodes, ε = 0.1) the edge-level histogram's L1 error
-    was 1.67× the all-zero histogram's (1.03× on wiki-Vote; 0.08–0.93× at ε = 1): on graphs of a
-    few thousand nodes at ε ≤ 0.1 it is mostly noise; prefer ε ≥ 1 or a coarser statistic
+    was 1.67× the all-zero histogram's (1.0–1.1× on wiki-Vote; below 1 at ε = 1): on graphs of
+    a few thousand nodes at ε ≤ 0.1 it is mostly noise; prefer ε ≥ 1 or a coarser statistic
     (edge_count).
 
     Parameters
