@@ -225,7 +225,11 @@ def degree_histogram(edges: pl.DataFrame, *, epsilon: Number, unit: str = "edge"
                      max_degree: int | None = None, theta_share: Number = Fraction(1, 10),
                      accountant: AccountantLike = None, columns: tuple[str, str] = ("src", "dst")
                      ) -> DegreeHistogram:
-    """The degree distribution, ε-DP for the declared privacy unit.
+    """The degree distribution, ε-DP for the declared privacy unit. On held-out real data
+    (bench/floor.py: ego-Facebook 1912, 747 nodes, ε = 0.1) the edge-level histogram's L1 error
+    was 1.67× the all-zero histogram's (1.0–1.1× on wiki-Vote; below 1 at ε = 1): on graphs of
+    a few thousand nodes at ε ≤ 0.1 it is mostly noise; prefer ε ≥ 1 or a coarser statistic
+    (edge_count).
 
     Parameters
     ----------

@@ -314,7 +314,10 @@ def sample_buckets(n: int, k: int, d: int) -> np.ndarray:
 @register(audit=_audit_dbitflip)
 class DBitFlip:
     """dBitFlip: histograms over k buckets; each user reports d randomly sampled buckets
-    with one randomized bit each (Ding, Kulkarni & Yekhanin 2017, §2.2).
+    with one randomized bit each (Ding, Kulkarni & Yekhanin 2017, §2.2). On held-out real data
+    (bench/floor.py: the first page of MSNBC's 989,818 sessions, k = 17, d = 1, ε = 0.1) its
+    frequencies' L1 error was 1.6–1.7× the uniform answer's (0.14× at ε = 1): one bit per user
+    carries little at low ε; prefer a larger d or a frequency oracle (local.auto) there.
 
     Exact output law: the buckets j_1 … j_d are a uniformly random d-subset S (independent
     of the value); bit b_j = 1 with probability p if the value is j and q = 1 − p

@@ -49,7 +49,10 @@ _HALF = Fraction(1, 2)
 
 
 class Hybrid(Counter):
-    """Chan, Shi & Song's hybrid mechanism; ``horizon`` may be None (module docstring)."""
+    """Chan, Shi & Song's hybrid mechanism; ``horizon`` may be None (module docstring). On
+    held-out real data (bench/floor.py: ε ∈ {0.1, 1}) the running totals' RMSE was 2.4× per-step
+    noise's ("increments") at T = 100 and 1.6× at T = 731: it pays for not knowing the horizon;
+    with a known horizon prefer "smooth", or "factorization" under ρ."""
 
     name = "hybrid"
     share = _HALF  # the checkpoints' half; the segments' binary mechanisms take the other

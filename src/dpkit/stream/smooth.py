@@ -90,7 +90,9 @@ def _next(v: int) -> int:
 
 
 class SmoothBinary(Counter):
-    """The smooth binary mechanism (module docstring)."""
+    """The smooth binary mechanism (module docstring). On held-out real data (bench/floor.py:
+    NYT COVID daily cases, T = 100, ε ∈ {0.1, 1}) its RMSE was 1.0–1.1× per-step noise's
+    ("increments"; 0.6× at T = 731): below about 100 steps "increments" is as accurate."""
 
     name = "smooth"
 

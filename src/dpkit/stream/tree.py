@@ -94,7 +94,10 @@ def _honaker_weights(n_levels: int) -> np.ndarray:
 
 
 class BinaryTree(Counter):
-    """The binary mechanism (module docstring)."""
+    """The binary mechanism (module docstring). On held-out real data (bench/floor.py: NYT COVID
+    daily cases, T = 100; bike-sharing days, T = 731; ε ∈ {0.1, 1}) the running totals' RMSE was
+    1.8× (T = 100) and 1.15× (T = 731) that of per-step noise ("increments"): the tree pays only
+    on longer horizons; prefer "smooth", or "factorization" under ρ."""
 
     name = "tree"
 
@@ -152,7 +155,10 @@ class BinaryTree(Counter):
 
 
 class HonakerTree(BinaryTree):
-    """Honaker's estimator on the full binary tree (module docstring)."""
+    """Honaker's estimator on the full binary tree (module docstring). On held-out real data
+    (bench/floor.py: NYT COVID daily cases, T = 100, ε ∈ {0.1, 1}) the running totals' RMSE was
+    1.5× per-step noise's ("increments"; 0.87× at T = 731); below a few hundred steps prefer
+    "increments" or "smooth"."""
 
     name = "honaker"
 

@@ -225,7 +225,9 @@ def quadtree_inference(noisy: list[np.ndarray], variances: list[float]) -> np.nd
 def quadtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
              height: int | None = None, budget: str = "geometric") -> np.ndarray:
     """Quadtree with geometric budget and OLS inference (Cormode, Procopiuc, Srivastava,
-    Shen & Yu, "Differentially private spatial decompositions", ICDE 2012). ε-DP.
+    Shen & Yu, "Differentially private spatial decompositions", ICDE 2012). ε-DP. On held-out
+    real data (bench/floor.py: bike rentals by temperature × humidity and MovieLens rater age ×
+    release year, ε = 1) its rectangle error was 1.3× Identity's; prefer HDMM ("mm").
 
     The cells are padded with structural zeros to 2^H × 2^H, H = ⌈log₂ max(n1, n2)⌉, and
     covered by a full quadtree cut ``height`` levels below the root (default H: leaves are
@@ -278,7 +280,9 @@ def ug(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
     """Uniform grid (UG; Qardaji, Yang & Li, "Differentially private grids for geospatial
     data", ICDE 2013, with their grid-size guideline m = √(Nε/c)): an m × m grid,
     m = ⌈√(N·ε'/c)⌉, c = 10, discrete Laplace of scale 1/ε' on every grid cell's count,
-    spread evenly inside the grid cell. ε-DP.
+    spread evenly inside the grid cell. ε-DP. On held-out real data (bench/floor.py: bike
+    rentals by temperature × humidity, ε ∈ {0.1, 1}) its rectangle error was up to 1.1×
+    Identity's; prefer HDMM ("mm") there.
 
     The grid splits each axis into m contiguous pieces of ⌊n/m⌋ or ⌈n/m⌉ cells (an uneven
     split, :func:`grid_edges`; m is capped at the axis length), so every piece is a union of
@@ -355,7 +359,10 @@ def ag(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
        c: float = 10, alpha: Number = Fraction(1, 2), scale: int | None = None,
        scale_fraction: Number = Fraction(1, 20), switch: Number | None = SWITCH["ag"]
        ) -> np.ndarray:
-    """Adaptive grid (AG; Qardaji, Yang & Li, ICDE 2013). ε-DP.
+    """Adaptive grid (AG; Qardaji, Yang & Li, ICDE 2013). ε-DP. On held-out real data
+    (bench/floor.py: MovieLens rater age × release year, 64×64, ε = 1; bike rentals by
+    temperature × humidity) its rectangle error was up to 1.15× Identity's (two runs); prefer
+    HDMM ("mm") there.
 
     Level 1: an m1 × m1 grid, m1 = max(10, ⌈⌈√(N·ε'/c)⌉/4⌉) (c = 10; capped at the axis
     lengths), discrete Laplace of scale 1/ε₁, ε₁ = α·ε' (α = 1/2). Level 2: each first-level
@@ -491,7 +498,9 @@ def kdtree(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = No
            rho: Number = Fraction(1, 2), max_depth: int | None = None) -> np.ndarray:
     """k-d tree partitioning, DPCube (Xiao, Xiong, Fan & Goryczka, "DPCube: differentially
     private histogram release through multidimensional partitioning", TDP 2014; Xiao,
-    Xiong & Yuan, SDM 2010 workshop). ε-DP.
+    Xiong & Yuan, SDM 2010 workshop). ε-DP. On held-out real data (bench/floor.py: bike rentals
+    by temperature × humidity and MovieLens rater age × release year, ε = 1) its rectangle error
+    was 1.1× Identity's; prefer HDMM ("mm").
 
     Phase 1: discrete Laplace of scale 1/ε₁ on every cell, ε₁ = ρ·ε (ρ = 1/2). Partitioning:
     :func:`kd_partition` on the phase-1 noisy counts (median splits while the estimated

@@ -338,7 +338,9 @@ def noise_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
                 ) -> np.ndarray:
     """NoiseFirst: Laplace on every cell, then the v-optimal merge of the noisy cells with
     the number of buckets chosen by estimated error (Xu, Zhang, Xiao, Yang, Yu & Winslett,
-    ICDE 2012 / VLDBJ 2013, §4 NoiseFirst). ε-DP.
+    ICDE 2012 / VLDBJ 2013, §4 NoiseFirst). ε-DP. On held-out real data (bench/floor.py:
+    bike-sharing days, ε = 1) its range error was 1.2–1.3× Identity's (two runs); prefer
+    Identity or HDMM ("mm") when the counts per cell are large.
 
     Notes
     -----
@@ -420,7 +422,9 @@ def structure_first(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | 
                     Fraction(1, 2), grid: int = 512) -> np.ndarray:
     """StructureFirst: k bucket boundaries drawn one by one by the exponential mechanism on
     the optimal SSE, then noisy bucket totals (Xu, Zhang, Xiao, Yang, Yu & Winslett,
-    ICDE 2012 / VLDBJ 2013, §5 StructureFirst). ε-DP.
+    ICDE 2012 / VLDBJ 2013, §5 StructureFirst). ε-DP. On held-out real data (bench/floor.py:
+    MovieLens ratings per item, ε ∈ {0.1, 1}) its range error was 1.2–1.25× Identity's (two
+    runs); prefer DAWA or HDMM ("mm") when the histogram is not piecewise flat.
 
     Parameters
     ----------
@@ -581,7 +585,9 @@ def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
                 max_cuts: int = 128) -> np.ndarray:
     """P-HPartition: recursive binary splits chosen by the exponential mechanism on the
     partition's absolute error, then noisy partition counts (Ács, Castelluccia & Chen,
-    ICDM 2012, §V "P-HPartition"). ε-DP.
+    ICDM 2012, §V "P-HPartition"). ε-DP. On held-out real data (bench/floor.py: MovieLens
+    ratings per item, ε = 1) its range error was 1.1–1.4× Identity's (two runs); prefer DAWA or
+    HDMM ("mm").
 
     Parameters
     ----------

@@ -203,7 +203,9 @@ def privelet(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
     (axes in ``nominal``: {axis: hierarchy parent arrays, or None for flat}) coefficients,
     scale Π_j ρ_j/ε times each coefficient's weight, then the inverse transforms (Xiao,
     Wang & Gehrke ICDE 2010, §IV–V). ``transform="auto"`` leaves ordinal axes where Haar
-    does not pay untransformed (Privelet+, TKDE 2011); "haar" transforms all. ε-DP.
+    does not pay untransformed (Privelet+, TKDE 2011); "haar" transforms all. ε-DP. On held-out
+    real data (bench/floor.py: 2-D MovieLens rater age × release year, ε = 1) its rectangle
+    error was up to 1.1× Identity's (1-D: within 1.06×); in 2-D prefer HDMM ("mm").
 
     Robust in 1-D; not in 2-D and up (registered ``robust=False`` there): on DPBench's
     2,000 random rectangles over 256×256 its error was 1.26–1.74× Identity's per dataset

@@ -170,7 +170,10 @@ def mwem(codes: np.ndarray, workload: MarginalWorkload, epsilon: Number, *,
          rounds: int | None = None,
          total_share: Number = Fraction(1, 20), passes: int = 100, max_cells: int = 1 << 17,
          progress: bool = False) -> MWEMResult:
-    """Run MWEM on records ``codes`` (n, d) of ``workload.domain`` (module docstring).
+    """Run MWEM on records ``codes`` (n, d) of ``workload.domain`` (module docstring). On
+    held-out real data (bench/floor.py: MSNBC sessions as 7 columns, 10,000 rows, ε = 0.1) its
+    2- and 3-way TV was 1.2–1.4× the independent baseline's in two runs (0.6× at ε = 1); at low
+    n·ε prefer synthesize(method="auto") or "independent".
 
     Parameters
     ----------
