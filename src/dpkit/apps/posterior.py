@@ -373,8 +373,8 @@ def one_posterior_sample(x: npt.ArrayLike, *, epsilon: Number, prior: tuple[Any,
         of ones with discrete Laplace noise is then the more accurate release (module
         docstring, "Accuracy"; measured 1.9–10× worse where it fires). On held-out real
         data (MSNBC sessions, n = 10,000, bench/floor.py) its error about the sample's own
-        proportion is 23–94× the Laplace count's at ε ∈ {0.1, 1}: the sample carries the
-        posterior's spread, which the Laplace count does not.
+        proportion is 13–290× the Laplace count's at ε ∈ {0.1, 1} over two runs: the sample
+        carries the posterior's spread, which the Laplace count does not.
 
     Notes
     -----

@@ -234,7 +234,11 @@ def _no_options() -> None:
 def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
          ratio: Fraction | float = Fraction(1, 4), strategy: str = "auto") -> np.ndarray:
     """DAWA: private L1 partition on dyadic intervals, then bucket totals by a simplified
-    GreedyH (Li, Hay, Miklau & Wang, PVLDB 2014, Algorithms 1–2 and §4). ε-DP.
+    GreedyH (Li, Hay, Miklau & Wang, PVLDB 2014, Algorithms 1–2 and §4). ε-DP. On held-out
+    real data (bench/floor.py: UCI bike-sharing daily counts, 731 days, ε = 1) its range
+    error was 1.0–1.3× Identity's across runs (0.7–0.9× on MovieLens items): on short,
+    smooth domains the partition's ε share does not pay; prefer "auto" (it runs the matrix
+    mechanism at high signal).
 
     Parameters
     ----------
