@@ -750,7 +750,8 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
         A sum or mean without a declared outer range, or one with lower ≥ upper. Before
         any debit.
     BudgetExceededError
-        The tuning does not fit the remaining budget. Before any debit.
+        The tuning does not fit the remaining budget, or leaves none of it for the final
+        query. Before any debit.
 
     Notes
     -----
