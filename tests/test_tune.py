@@ -1,10 +1,11 @@
 """Private contribution-bound and bound tuning (dpkit.frame.tuning; issue 34, item 3).
 
 The debit is the stated share exactly and is in the ledger; bad input is refused before
-the debit; with (practically) noiseless histograms the tuner picks the candidate that is
-best with hindsight; the chosen bounds come from the declared grid; the histogram release
-is the true histogram plus the planned discrete Laplace noise (a DKW test at false-positive
-rate 1e-6, paired with broken variants it catches)."""
+the debit; with (practically) noiseless histograms the tuner picks the candidate (and the
+numeric interval) that is best with hindsight; the chosen bounds come from the declared
+grids; both histogram releases (contributions, and one value per unit) are the true
+histogram plus the planned discrete Laplace noise (DKW tests at false-positive rate 1e-6,
+paired with broken variants they catch)."""
 
 import math
 from fractions import Fraction
@@ -54,6 +55,17 @@ def test_debit_is_the_share_exactly_and_in_the_ledger(tmp_path, column):
     assert sum(r["loss"].epsilon for r in rows) == Fraction(1, 10)
     assert "tune contribution bounds" in rows[-1]["query"]
     assert [r["query"] for r in rows] == [r.description for r in rec.releases]
+    if column:  # the value histogram: sensitivity 1 at half the tuning budget
+        assert "tune bounds: histogram of one value of 'x'" in rows[0]["query"]
+        assert rec.releases[0].noise[0].scale == 20
+        assert rec.values is not None and rec.values.shape == (tune_module.DEFAULT_BINS,)
+
+
+def test_levels_is_deprecated_and_ignored():
+    s = session(panel({2: 30}))
+    with pytest.warns(DeprecationWarning, match="levels"):
+        rec = s.recommend_bounds(statistic="mean", column="x", levels=(0.9, 0.1))
+    assert rec.bounds is not None and s.spent == dp.PureDP(Fraction(1, 10))
 
 
 def test_zcdp_share_and_explicit_budget():
@@ -86,7 +98,13 @@ def test_tune_reads_the_query():
     ({"statistic": "sum"}, DomainError), ({"epsilon": -1}, DomainError),
     ({"share": Fraction(1, 10), "epsilon": 1}, DomainError),
     ({"rho": 1}, DomainError), ({"epsilon": 2}, BudgetExceededError),
-    ({"statistic": "mean", "column": "x", "levels": (0.9, 0.1)}, DomainError),
+    ({"epsilon": 1}, BudgetExceededError),  # nothing would be left for the final query
+    ({"statistic": "mean", "column": "x", "bins": 1}, DomainError),
+    ({"statistic": "mean", "column": "x", "bins": tune_module.MAX_BINS + 1}, DomainError),
+    ({"statistic": "mean", "column": "x", "bins": 2.5}, DomainError),
+    ({"statistic": "sum", "column": "x", "bins": True}, DomainError),
+    ({"statistic": "mean", "column": "x", "bounds": (3, 3)}, BoundsError),
+    ({"statistic": "mean", "column": "x", "bounds": (3, float("nan"))}, BoundsError),
 ])
 def test_bad_input_is_refused_before_the_debit(tmp_path, kwargs, error):
     s = session(panel({4: 10}), ledger=tmp_path / "l.db", dataset="panel")
@@ -144,6 +162,58 @@ def test_chosen_bounds_come_from_the_declared_grid(cap):
         rec = s.recommend_bounds(share=Fraction(1, 100), **kwargs)
         assert set(rec.contribution.values()) <= set(grid)
         assert all(set(c.bounds().values()) <= set(grid) for c in rec.candidates)
+
+
+def spread_values(n: int = 40) -> pl.DataFrame:
+    """``n`` units with one row each in every quarter of [0, 10] (values 1, 3, 6, 9)."""
+    return pl.DataFrame({"pid": list(range(4 * n)), "g": [0] * (4 * n),
+                         "x": [(1.0, 3.0, 6.0, 9.0)[i % 4] for i in range(4 * n)]})
+
+
+@pytest.mark.parametrize("statistic,expected", [("mean", (2.0, 4.0)), ("sum", (0.0, 4.0))])
+def test_noiseless_value_choice_is_the_hindsight_best(statistic, expected):
+    # one row per unit, 100 at 2.5 and 100 at 3.5 on 10 bins of [0, 10]: clamping inside
+    # [2, 4] moves every unit (bias ≥ 25 per cell for a sum, 0.25 for a mean, far above the
+    # noise at ε_f = 1); a mean's noise grows with the width, a sum's with max(|a|, |b|),
+    # so a sum keeps any lower edge ≤ 2 and ties go to the widest
+    frame = pl.DataFrame({"pid": list(range(200)), "g": [0] * 200,
+                          "x": [2.5] * 100 + [3.5] * 100})
+    s = session(frame, budget=dp.PureDP(10 ** 6 + 1))
+    rec = s.recommend_bounds(statistic=statistic, column="x", epsilon=10 ** 6, bins=10)
+    assert rec.edges == tuple(float(k) for k in range(11))
+    assert rec.bounds == expected
+    assert rec.contribution["max_rows"] == 1
+
+
+def test_noiseless_value_choice_steps_in_from_an_empty_tail():
+    # a declared range far wider than the data: the chosen interval hugs the data
+    frame = pl.DataFrame({"pid": list(range(400)), "g": [0] * 400,
+                          "x": [3.0 + (i % 40) / 40 for i in range(400)]})
+    s = session(frame, budget=dp.PureDP(10 ** 6 + 1))
+    rec = s.recommend_bounds(statistic="mean", column="x", epsilon=10 ** 6, bins=20)
+    assert rec.bounds == (3.0, 4.0)
+
+
+@pytest.mark.parametrize("bins", [2, 5, 16, 64])
+def test_chosen_numeric_bounds_are_edges_of_the_declared_grid(bins):
+    s = session(spread_values(10), budget=dp.PureDP(100))
+    for _ in range(5):  # small ε: noisy histograms, still only the grid's edges
+        rec = s.recommend_bounds(statistic="sum", column="x", epsilon=Fraction(1, 50),
+                                 bins=bins)
+        assert rec.edges == tuple(float(e) for e in tune_module.value_edges(
+            (Fraction(0), Fraction(10)), bins))
+        assert rec.bounds is not None and rec.bounds[0] < rec.bounds[1]
+        assert rec.bounds[0] in rec.edges and rec.bounds[1] in rec.edges
+
+
+def test_unimodal_fit_is_the_least_squares_unimodal_projection():
+    y = np.array([3.0, -2.0, 5.0, 9.0, 4.0, 6.0, -1.0, 0.0])
+    fit = tune_module.unimodal(y)
+    assert np.all(fit >= 0)
+    mode = int(np.argmax(fit))
+    assert np.all(np.diff(fit[:mode + 1]) >= 0) and np.all(np.diff(fit[mode:]) <= 0)
+    np.testing.assert_allclose(tune_module.unimodal(np.array([1.0, 4.0, 2.0])), [1, 4, 2])
+    np.testing.assert_allclose(fit, [0.5, 0.5, 5, 9, 5, 5, 0, 0])
 
 
 def test_result_reports_its_table():
@@ -225,4 +295,42 @@ def test_law_check_catches_a_tuner_whose_noise_ignores_the_split():
     def double(values, sensitivity, budget, **k):
         return frontend.noisy(values, sensitivity, dp.PureDP(1), **k)
     samples, scale = noise_samples(broken(double))
+    assert not dkw_accepts(samples, scale)
+
+
+# -- the law of the value-histogram release ----------------------------------------------------
+def value_samples(module_frontend=frontend) -> tuple[np.ndarray, Fraction]:
+    """RUNS tunings of a sum at ε_t = 1 (the value histogram at 1/2) on 4 bins: the released
+    counts minus the true ones (40 per bin: one row per unit), and the planned scale."""
+    s = session(spread_values(), budget=dp.PureDP(RUNS + 1))
+    out = []
+    scale = None
+    original = tune_module.frontend
+    tune_module.frontend = module_frontend
+    try:
+        for _ in range(RUNS):
+            rec = s.recommend_bounds(statistic="sum", column="x", epsilon=1, bins=4)
+            out.append(rec.values - 40)
+            scale = rec.releases[0].noise[0].scale
+    finally:
+        tune_module.frontend = original
+    return np.concatenate(out), scale
+
+
+def test_value_histogram_release_is_the_planned_discrete_laplace():
+    samples, scale = value_samples()
+    assert scale == 2  # sensitivity 1 at ε_t/2 = 1/2
+    assert dkw_accepts(samples, scale)
+
+
+def test_value_law_check_catches_a_tuner_that_reads_the_true_values():
+    exact = broken(lambda values, *a, **k: SimpleNamespace(value=np.asarray(values)))
+    samples, scale = value_samples(exact)
+    assert not dkw_accepts(samples, scale)
+
+
+def test_value_law_check_catches_noise_that_ignores_the_split():
+    def double(values, sensitivity, budget, **k):
+        return frontend.noisy(values, sensitivity, dp.PureDP(1), **k)
+    samples, scale = value_samples(broken(double))
     assert not dkw_accepts(samples, scale)

@@ -498,13 +498,14 @@ class Session:
                          keys: Any = None, table: str | None = None,
                          share: Number | None = None, epsilon: Number | None = None,
                          rho: Number | None = None, cap: int | None = None,
+                         bins: int | None = None,
                          levels: Sequence[Number] = (Fraction(1, 100), Fraction(99, 100))
                          ) -> BoundsRecommendation:
         """Choose contribution bounds (and ``column``'s bounds) privately, spending a stated
         share of the budget: :func:`dpkit.frame.tuning.recommend_bounds` on
         ``self.query(table).group_by(*group_by, keys=keys)`` (see it for the parameters,
-        the guarantee — basic composition of unit-sensitivity histograms and two
-        exponential-mechanism quantiles, ε_t = share·ε — and the errors; Amin et al.,
+        the guarantee — basic composition of unit-sensitivity histograms (contributions,
+        and one value per unit), ε_t = share·ε — and the errors; Amin et al.,
         ICML 2019; PipelineDP's ``calculate_private_contribution_bounds``).
 
         Returns
@@ -520,7 +521,7 @@ class Session:
             query = query.group_by(*group_by, keys=keys)
         return recommend_bounds(query, statistic=statistic, column=column, bounds=bounds,
                                 share=share, epsilon=epsilon, rho=rho, cap=cap,
-                                levels=levels)
+                                bins=bins, levels=levels)
 
     def _repr_html_(self) -> str:
         """Notebooks' rich display: budget, spent, remaining and the releases so far

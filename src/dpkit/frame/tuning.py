@@ -10,19 +10,23 @@ differential privacy", §3–4) analyse: release a histogram of per-unit contrib
 declared geometric grid 1, 2, 4, …, cap (grouped: units by rows, distinct groups and most
 rows in one group, on grid³), estimate for every grid candidate the rows it would
 drop (bias) and the noise of the final query at the budget that remains, and keep the
-candidate of least estimated error. Numeric bounds are two private quantiles (the frame's
-exponential-mechanism :func:`~dpkit.frame.aggregates.quantile`) over the declared outer
-range, on one row per unit.
+candidate of least estimated error. Numeric bounds come the same way, adapted to value
+clamping: a private histogram of one sampled value per unit on ``bins`` equal bins of the
+declared outer range, projected on unimodal non-negative histograms, then the interval of
+grid edges of least estimated error, the clamped tails' bias taken at the fit plus a
+stated fraction of its noise's standard deviation (so the search steps inward from the
+outer range only as far as the noisy tails allow).
 
-Both steps are ordinary releases through the session's accountant (and ledger): the
-histogram through the front-end kit (:func:`dpkit.mechanisms.frontend.charge` and
-``noisy``, the one calibrated-noise entry), the quantiles as a query of the frame. Nothing
-is inferred: the grid's cap, the outer range and the group keys are declared.
+Both steps are ordinary releases through the session's accountant (and ledger), through
+the front-end kit (:func:`dpkit.mechanisms.frontend.charge_record` and ``noisy``, the one
+calibrated-noise entry). Nothing is inferred: the grid's cap, the outer range, the number
+of value bins and the group keys are declared.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -38,22 +42,25 @@ from dpkit.core.record import NoiseRow, Release
 from dpkit.core.stability import Contribution
 from dpkit.errors import BoundsError, BudgetExceededError, ColumnError, DomainError
 from dpkit.frame import aggregates, engine
+from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.mechanisms import frontend
 
 if TYPE_CHECKING:
-    from dpkit.frame.query import Plan, Query
+    from dpkit.frame.query import Query
     from dpkit.frame.session import Session
 
 __all__ = ["tune", "recommend_bounds", "BoundsRecommendation", "Candidate", "grid",
-           "MAX_CAP", "DEFAULT_SHARE", "DEFAULT_LEVELS"]
+           "MAX_CAP", "DEFAULT_SHARE", "DEFAULT_LEVELS", "DEFAULT_BINS", "MAX_BINS",
+           "value_edges", "unimodal", "choose_interval"]
 
 MAX_CAP = 1 << 16  # the largest declarable cap: at most 17 grid values, 289 candidates
 DEFAULT_SHARE = Fraction(1, 10)  # of the session's budget (ε, or ρ under zCDP)
-DEFAULT_LEVELS = (Fraction(1, 100), Fraction(99, 100))  # quantile levels of the bounds
+DEFAULT_LEVELS = (Fraction(1, 100), Fraction(99, 100))  # deprecated (the old quantiles)
+DEFAULT_BINS = 16  # equal bins of the value histogram over the outer range (set on PUMS_dup)
+MAX_BINS = 256  # the most declarable bins (the fit and the search are O(bins²))
+TAIL_Z = Fraction(1, 5)  # the clamped tails' bias: the fit plus TAIL_Z noise stds (PUMS_dup)
 HISTOGRAM_WEIGHT = Fraction(1, 2)  # of the tuning budget, when bounds are tuned too
 BETA = 0.05  # a noisy count below its (1 − BETA/|grid|) noise quantile is read as 0
-RANK_TOLERANCE = 0.1  # a quantile's rank error, as a share of the units, above which the
-# declared outer bound is kept
 STATISTICS = ("count", "sum", "mean")
 ROWS = "rows per unit"  # the histogram of an ungrouped query
 JOINT = "units by (rows, groups, most rows in a group)"  # of a grouped one
@@ -112,7 +119,13 @@ class BoundsRecommendation:
     remaining : PrivacyLoss
         The session's budget left after the tuning.
     releases : tuple of Release
-        The records of the tuning's releases (the quantiles, if any, then the histogram).
+        The records of the tuning's releases (the value histogram when ``column`` is tuned,
+        then the contribution histogram).
+    values : ndarray of int, shape (bins,), or None
+        The released noisy value histogram: units whose one sampled value of ``column``
+        (clamped to the outer range) falls in each bin (None when not tuned).
+    edges : tuple of float, length bins + 1
+        The declared value grid's edges (empty when not tuned); ``bounds`` are two of them.
     """
 
     contribution: dict[str, int]
@@ -125,6 +138,8 @@ class BoundsRecommendation:
     loss: PrivacyLoss
     remaining: PrivacyLoss
     releases: tuple[Release[Any], ...]
+    values: np.ndarray | None = None
+    edges: tuple[float, ...] = ()
 
     def rows(self) -> list[dict[str, object]]:
         """The candidate table as dicts (a Rich or pandas table takes them as they are)."""
@@ -208,7 +223,7 @@ class _Spec:
     histogram: str
     budget: PrivacyLoss  # the whole tuning
     final: PrivacyLoss  # what the final query is assumed to spend
-    levels: tuple[Fraction, Fraction]
+    bins: int
 
 
 def _tuning_budget(session: Session, share: Number | None, epsilon: Number | None,
@@ -235,17 +250,43 @@ def _tuning_budget(session: Session, share: Number | None, epsilon: Number | Non
 
 
 def _fits(session: Session, loss: PrivacyLoss) -> PrivacyLoss:
-    """The session's remaining budget after ``loss``; BudgetExceededError if it does not fit."""
+    """The session's remaining budget after ``loss``; BudgetExceededError if it does not fit
+    or leaves nothing."""
     spend = convert(loss, session.measure)
     if not spend <= session.remaining:
         raise BudgetExceededError(f"the tuning costs {spend}, more than the remaining "
                                   f"{session.remaining}: pass a smaller share= or epsilon=")
-    return session.remaining - spend
+    left = session.remaining - spend
+    if left == session.measure.zero():  # the error model divides by the final budget
+        raise BudgetExceededError(f"the tuning costs all of the remaining {spend}, leaving "
+                                  "nothing for the final query: pass a smaller share= or "
+                                  "epsilon=")
+    return left
+
+
+def _check_bins(bins: int) -> int:
+    if isinstance(bins, bool) or not isinstance(bins, int | np.integer) or not (
+            2 <= bins <= MAX_BINS):
+        raise DomainError(f"bins must be an integer in [2, {MAX_BINS}], got {bins!r}: the "
+                          "number of equal bins of the value histogram over the outer range")
+    return int(bins)
+
+
+def _check_levels(levels: Sequence[Number]) -> None:
+    """``levels`` is deprecated (the numeric bounds are no longer two quantiles): a
+    non-default value warns and is otherwise ignored."""
+    try:
+        default = tuple(levels) == DEFAULT_LEVELS
+    except TypeError:
+        default = False
+    if not default:
+        warnings.warn("levels= is deprecated and ignored: numeric bounds are chosen from a "
+                      "private value histogram (bins=)", DeprecationWarning, stacklevel=3)
 
 
 def _spec(query: Query, statistic: str, column: str | None, bounds: Any, cap: int | None,
           share: Number | None, epsilon: Number | None, rho: Number | None,
-          levels: Sequence[Number]) -> _Spec:
+          bins: int | None) -> _Spec:
     session = _session(query)
     unit = session.privacy_unit
     if unit.column is None:
@@ -267,15 +308,11 @@ def _spec(query: Query, statistic: str, column: str | None, bounds: Any, cap: in
         if not schema[column].is_numeric():
             raise ColumnError(f"column {column!r} is not numeric: a {statistic} needs numbers")
         outer = _outer(query, column, bounds)
-    lv = tuple(as_typed(q) for q in levels)
-    if len(lv) != 2 or not 0 < lv[0] < lv[1] < 1:
-        raise DomainError(f"levels must be two quantile levels 0 < lower < upper < 1, got "
-                          f"{levels!r}")
+    n_bins = _check_bins(DEFAULT_BINS if bins is None else bins)
     budget = _tuning_budget(session, share, epsilon, rho)
     final = _fits(session, budget)
     return _Spec(query, groups, n_keys, statistic, column, outer, g, JOINT if groups else ROWS,
-                 budget, final,
-                 (lv[0], lv[1]))
+                 budget, final, n_bins)
 
 
 def _outer(query: Query, column: str, bounds: Any) -> tuple[Fraction, Fraction]:
@@ -287,6 +324,9 @@ def _outer(query: Query, column: str, bounds: Any) -> tuple[Fraction, Fraction]:
         raise BoundsError(f"declare the outer range of {column!r}: bounds=(lower, upper) or "
                           f"dp.Numeric(lower, upper) in the session's schema")
     lower, upper = aggregates._bounds(tuple(bounds), "tune", column)
+    if not lower < upper:
+        raise BoundsError(f"the outer range of {column!r} must have lower < upper, got "
+                          f"{bounds!r}")
     return lower, upper
 
 
@@ -343,34 +383,176 @@ def _release_histogram(spec: _Spec) -> tuple[np.ndarray, Release[Any]]:
     return frontend.charge_record(_session(query), budget, description, compute, plan)
 
 
-def _plan_bounds(spec: _Spec) -> tuple[Plan, Session]:
-    """Two exponential-mechanism quantiles of ``column`` over the outer range, on one row per
-    unit (sensitivity 1), through the frame's release."""
-    assert spec.column is not None and spec.outer is not None
-    query, b = spec.query, spec.budget
-    rest = 1 - HISTOGRAM_WEIGHT
-    view = _session(query).with_bounds(max_rows=1)
-    base = replace(query, session=view, aggs=(), group_columns=(), keys=None, selection=None,
-                   keys_digest="")
-    q = base.agg(aggregates.quantile(spec.column, spec.levels[0], spec.outer, name="lower"),
-                 aggregates.quantile(spec.column, spec.levels[1], spec.outer, name="upper"))
-    plan = q.plan(rho=b.rho * rest) if isinstance(b, ZCDP) else q.plan(
+def value_edges(outer: tuple[Fraction, Fraction], bins: int) -> tuple[Fraction, ...]:
+    """The declared value grid: ``bins`` equal bins over the outer range, its bins + 1 edges
+    lower + k·(upper − lower)/bins, exact (public: the outer range and ``bins`` only)."""
+    lower, upper = outer
+    step = (upper - lower) / bins
+    return tuple(lower + k * step for k in range(bins + 1))
+
+
+def _value_counts(lf: Any, unit: str, column: str, outer: tuple[float, float],
+                  bins: int) -> np.ndarray:
+    """Units per value bin: one uniformly random row per unit (the engine's contribution
+    bounding at M = 1), its value clamped to the outer range; a null or NaN value is in no
+    bin. Every unit is in at most one bin."""
+    one = engine.bound_contributions(lf, PrivacyUnit.by(unit, 1), [column])
+    frame = engine.to_polars(one.select(nw.col(column).cast(nw.Float64)).collect())
+    x = frame[column].to_numpy().astype(np.float64)
+    x = x[np.isfinite(x)]
+    lo, hi = outer
+    idx = np.floor((np.clip(x, lo, hi) - lo) / (hi - lo) * bins).astype(np.int64)
+    return np.bincount(np.clip(idx, 0, bins - 1), minlength=bins).astype(np.int64)
+
+
+def _value_budget(spec: _Spec) -> PrivacyLoss:
+    b, rest = spec.budget, 1 - HISTOGRAM_WEIGHT
+    return ZCDP(b.rho * rest) if isinstance(b, ZCDP) else PureDP(
         b.epsilon * rest)  # type: ignore[attr-defined]
-    return plan, view
 
 
-def _kept_bounds(values: Any, outer: tuple[Fraction, Fraction], units: float
-                 ) -> tuple[float, float]:
-    """The released quantiles as bounds, each side kept only when its rank error (the
-    release's 95% bound) is at most ``RANK_TOLERANCE`` of the units (their noisy count):
-    otherwise the side keeps the declared outer bound, since a quantile that may lie that
-    many ranks inside would clip a large share of the rows (too few units for the budget)."""
-    lo, hi = float(values["lower"][0]), float(values["upper"][0])
-    if float(values["lower_rank_error"][0]) > RANK_TOLERANCE * units:
-        lo = float(outer[0])
-    if float(values["upper_rank_error"][0]) > RANK_TOLERANCE * units:
-        hi = float(outer[1])
-    return (min(lo, hi), max(lo, hi))
+def _release_values(spec: _Spec) -> tuple[np.ndarray, Release[Any]]:
+    """One release: the value histogram has L1 = L2 sensitivity 1 under add/remove of a
+    unit (one sampled row per unit, so a unit is in at most one bin)."""
+    assert spec.column is not None and spec.outer is not None  # checked by _spec
+    budget, column, bins = _value_budget(spec), spec.column, spec.bins
+    name = f"units by a value of {column!r}"
+    plan = [frontend.noise_row(1, budget, name)]
+    query = spec.query
+    unit = cast(str, _session(query).privacy_unit.column)
+    lf = query.lazy()
+    outer = (float(spec.outer[0]), float(spec.outer[1]))
+
+    def compute() -> np.ndarray:
+        counts = _value_counts(lf, unit, column, outer, bins)
+        return frontend.noisy(counts, 1, budget, statistic=name).value
+
+    description = (f"tune bounds: histogram of one value of {column!r} per unit on {bins} "
+                   f"equal bins of [{outer[0]:g}, {outer[1]:g}]")
+    return frontend.charge_record(_session(query), budget, description, compute, plan)
+
+
+def _monotone(y: np.ndarray) -> np.ndarray:
+    """The non-decreasing least-squares fit of ``y`` (pool adjacent violators)."""
+    means: list[float] = []
+    sizes: list[int] = []
+    for v in y.tolist():
+        means.append(float(v))
+        sizes.append(1)
+        while len(means) > 1 and means[-2] > means[-1]:
+            n = sizes[-2] + sizes[-1]
+            means[-2] = (means[-2] * sizes[-2] + means[-1] * sizes[-1]) / n
+            sizes[-2] = n
+            means.pop()
+            sizes.pop()
+    return np.repeat(np.asarray(means, dtype=np.float64), sizes)
+
+
+def unimodal(counts: np.ndarray) -> np.ndarray:
+    """The least-squares unimodal fit of ``counts`` (non-decreasing up to a mode, then
+    non-increasing; the best mode by squared error, the first on ties), clipped at 0.
+
+    Parameters
+    ----------
+    counts : ndarray, shape (bins,)
+        Noisy counts.
+
+    Returns
+    -------
+    ndarray of float, shape (bins,)
+        The fit. Post-processing: a noisy count scattered around 0 in an empty tail is
+        pooled with its neighbours towards the mode instead of read as mass. O(bins²),
+        whatever the counts (the loop's length is set by ``bins``; pooling varies with
+        the released counts only).
+    """
+    y = np.asarray(counts, dtype=np.float64)
+    best, fit = math.inf, np.zeros_like(y)
+    for m in range(len(y) + 1):
+        trial = np.concatenate([_monotone(y[:m]), _monotone(y[m:][::-1])[::-1]])
+        sse = float(np.sum((trial - y) ** 2))
+        if sse < best:
+            best, fit = sse, trial
+    return np.maximum(fit, 0.0)
+
+
+def _tails(fit: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per edge k: Σ fit·distance over the bins below it (to their midpoints) and Σ
+    distance² (the noise's weight), and the same for the bins above it."""
+    mid = (edges[:-1] + edges[1:]) / 2
+    below = np.maximum(edges[:, None] - mid[None, :], 0.0)
+    above = np.maximum(mid[None, :] - edges[:, None], 0.0)
+    return below @ fit, (below ** 2).sum(axis=1), above @ fit, (above ** 2).sum(axis=1)
+
+
+def choose_interval(noisy: np.ndarray, std: float, edges: Sequence[float], statistic: str,
+                    contribution: Contribution, rows: float, final: PrivacyLoss
+                    ) -> tuple[int, int]:
+    """The grid edges (i, j), i < j, of least estimated error √(bias² + noise²) of the final
+    statistic clamped to [edges[i], edges[j]].
+
+    Parameters
+    ----------
+    noisy : ndarray, shape (bins,)
+        The released value histogram (units per bin; a unit taken at its bin's midpoint).
+    std : float
+        The standard deviation of one noisy count (≥ 0).
+    edges : sequence of float, length bins + 1
+        The declared grid's edges, increasing.
+    statistic : {"sum", "mean"}
+        The final statistic (per cell).
+    contribution : Contribution
+        The final query's contribution bounds (M, or G and R).
+    rows : float
+        Rows per cell the final query keeps (estimated).
+    final : PrivacyLoss
+        The final query's budget.
+
+    Returns
+    -------
+    (int, int)
+        Indices into ``edges``; (0, bins) when the histogram's noisy total is ≤ 0.
+
+    Notes
+    -----
+    Post-processing (Amin, Kulesza, Muñoz Medina & Vassilvitskii, ICML 2019, §3–4, with
+    values in place of contributions). The fit f is :func:`unimodal` of ``noisy``. Clamping
+    to [a, b] moves the rows' mean by at most T(a, b)/N, T = Σ f·(distance of a bin's
+    midpoint to [a, b]), N the noisy total; T is taken at its fit plus ``TAIL_Z`` standard
+    deviations of its raw estimate, std·√(Σ distance²), since the fit of an empty tail is
+    about 0 whatever its noise: the search then steps inward only as far as the tails'
+    noise allows. A sum's bias is rows·T/N. The noise: a sum's √2·max(|a|, |b|)·Δ₁/ε
+    (Laplace; Δ₂/√(2ρ) under zCDP), a mean's that of its centred sum ((b − a)/2 per row)
+    and its count at half the budget each, over the rows. Ties go to the wider interval.
+    """
+    e = np.asarray(edges, dtype=np.float64)
+    total = float(np.sum(noisy))
+    if total <= 0:
+        return 0, len(e) - 1
+    fit = unimodal(noisy)
+    low, low_w, high, high_w = _tails(fit, e)
+    a, b = np.triu_indices(len(e), k=1)
+    lo, hi = e[a], e[b]
+    spread = float(TAIL_Z) * std * np.sqrt(low_w[a] + high_w[b])
+    shift = (low[a] + high[b] + spread) / total
+    if statistic == "mean":
+        centre = (lo + hi) / 2
+        mean = np.clip(float(fit @ ((e[:-1] + e[1:]) / 2)) / max(float(fit.sum()), 1e-300),
+                       lo, hi)
+        noise = (_noise_std(contribution, final, Fraction(1, 2))
+                 * np.hypot((hi - lo) / 2, mean - centre) / max(rows, 1.0))
+        bias = shift
+    else:
+        noise = np.maximum(np.abs(lo), np.abs(hi)) * _noise_std(contribution, final,
+                                                                Fraction(1))
+        bias = shift * rows
+    order = np.lexsort((a, -(b - a), np.hypot(bias, noise)))
+    return int(a[order[0]]), int(b[order[0]])
+
+
+def _std(row: NoiseRow) -> float:
+    """A noisy count's standard deviation, about: Laplace b·√2, Gaussian σ."""
+    scale = float(row.scale) if row.scale is not None else 0.0
+    return scale if "gaussian" in row.name.lower() else scale * math.sqrt(2)
 
 
 # -- the error model ------------------------------------------------------------------------
@@ -451,6 +633,13 @@ def _candidates(spec: _Spec, hist: np.ndarray,
                                       -c.max_rows_per_group))
 
 
+def _kept_rows(spec: _Spec, hist: np.ndarray, c: Contribution) -> float:
+    """Rows per cell the final query keeps under ``c`` (estimated from the histogram)."""
+    cells = _cells(hist, spec.grid, bool(spec.groups))
+    total = float(np.sum(cells[0] * cells[1]))
+    return (total - _dropped(cells, c)) / spec.n_keys
+
+
 def _candidate(spec: _Spec, c: Contribution, dropped: float, total: float,
                magnitude: float, width: float) -> Candidate:
     k = spec.n_keys
@@ -473,7 +662,7 @@ def _candidate(spec: _Spec, c: Contribution, dropped: float, total: float,
 
 # -- the entry points -----------------------------------------------------------------------
 def tune(query: Query, *, share: Number | None = None, epsilon: Number | None = None,
-         rho: Number | None = None, cap: int | None = None,
+         rho: Number | None = None, cap: int | None = None, bins: int | None = None,
          levels: Sequence[Number] = DEFAULT_LEVELS) -> BoundsRecommendation:
     """Choose contribution bounds (and a column's bounds) for ``query``, privately.
 
@@ -485,7 +674,7 @@ def tune(query: Query, *, share: Number | None = None, epsilon: Number | None = 
     ----------
     query : Query
         A built query of a session with ``PrivacyUnit.by(column, cap)``.
-    share, epsilon, rho, cap, levels
+    share, epsilon, rho, cap, bins, levels
         As :func:`recommend_bounds`.
 
     Returns
@@ -508,14 +697,15 @@ def tune(query: Query, *, share: Number | None = None, epsilon: Number | None = 
     outer = getattr(first, "bounds", None) or (declared.get(column) if column else None)
     base = replace(query, aggs=())
     return recommend_bounds(base, statistic=statistic, column=column, bounds=outer,
-                            share=share, epsilon=epsilon, rho=rho, cap=cap, levels=levels)
+                            share=share, epsilon=epsilon, rho=rho, cap=cap, bins=bins,
+                            levels=levels)
 
 
 def recommend_bounds(query: Query, *, statistic: str = "count", column: str | None = None,
                      bounds: tuple[Number, Number] | None = None, share: Number | None = None,
                      epsilon: Number | None = None, rho: Number | None = None,
-                     cap: int | None = None, levels: Sequence[Number] = DEFAULT_LEVELS
-                     ) -> BoundsRecommendation:
+                     cap: int | None = None, bins: int | None = None,
+                     levels: Sequence[Number] = DEFAULT_LEVELS) -> BoundsRecommendation:
     """Spend a stated share of the budget to choose contribution bounds and numeric bounds.
 
     Parameters
@@ -535,8 +725,12 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
         An explicit tuning budget instead of ``share`` (one of the three).
     cap : int, optional
         The grid's cap (declared; default the privacy unit's ``max_rows``), ≤ ``MAX_CAP``.
+    bins : int, optional
+        Equal bins of the value histogram over the outer range (declared; default
+        ``DEFAULT_BINS`` = 16), in [2, ``MAX_BINS``]; the chosen bounds are two of its edges.
     levels : (lower, upper)
-        Quantile levels of the numeric bounds (default 1/100 and 99/100).
+        Deprecated and ignored (the levels of the former quantile bounds); a non-default
+        value raises a DeprecationWarning.
 
     Returns
     -------
@@ -548,13 +742,16 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
     ------
     DomainError
         Row-level privacy unit, unknown statistic, share outside (0, 1), a non-positive
-        budget, cap outside [1, ``MAX_CAP``], bad levels. Before any debit.
+        budget, cap outside [1, ``MAX_CAP``], bins outside [2, ``MAX_BINS``]. Before any
+        debit.
     ColumnError
         An unknown group or value column, or a non-numeric ``column``. Before any debit.
     BoundsError
-        A sum or mean without a declared outer range. Before any debit.
+        A sum or mean without a declared outer range, or one with lower ≥ upper. Before
+        any debit.
     BudgetExceededError
-        The tuning does not fit the remaining budget. Before any debit.
+        The tuning does not fit the remaining budget, or leaves none of it for the final
+        query. Before any debit.
 
     Notes
     -----
@@ -563,11 +760,13 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
     group) of grid³ (grouped), each capped at the cap; so one unit changes one count by
     one: Δ₁ = Δ₂ = 1, and the discrete Laplace of scale 1/ε_h (or the discrete Gaussian at
     ρ_h) makes it ε_h-DP (ρ_h-zCDP) (Dwork & Roth Thm 3.6; Canonne, Kamath & Steinke 2020
-    Thm 4). With ``column``, ε_h = ε_t/2 and the two quantiles share the other ε_t/2: each
-    is the exponential mechanism on one row per unit (score sensitivity 1; Dwork & Roth
-    Thm 3.10; Smith 2011);
-    a side whose reported rank error exceeds ``RANK_TOLERANCE`` (1/10) of the units (their
-    noisy count) keeps the declared outer bound (post-processing).
+    Thm 4). With ``column``, ε_h = ε_t/2 and the value histogram gets the other ε_t/2: one
+    uniformly random row per unit (the engine's contribution bounding at M = 1, the one
+    CSPRNG), its value clamped to the outer range [L, U] and counted in one of ``bins``
+    equal bins (a null in none), so again Δ₁ = Δ₂ = 1 and the same noise at ε_t/2 (ρ_t/2)
+    makes it ε_t/2-DP; the bins depend on the declared L, U and ``bins`` only. The
+    interval [a, b] is two of the bins' edges chosen by :func:`choose_interval`
+    (post-processing of the released histograms).
     By basic composition the tuning is ε_t-DP (ρ_t-zCDP), ε_t = share · ε. The choice is
     post-processing. Estimated error per cell of a candidate (M, G, R), after Amin et al.
     2019 §4: D = the rows it drops, Σ_cells n_c·(v − min(v, M, min(G, g)·min(R, r))) over
@@ -580,27 +779,32 @@ def recommend_bounds(query: Query, *, statistic: str = "count", column: str | No
     (D/N)·(upper − lower)/4 (a dropped share D/N of rows σ ≈ width/4 away). Heuristics:
     the bias per dropped row is not released, so it is a stated guess.
     """
-    spec = _spec(query, statistic, column, bounds, cap, share, epsilon, rho, levels)
+    _check_levels(levels)
+    spec = _spec(query, statistic, column, bounds, cap, share, epsilon, rho, bins)
     releases: list[Release[Any]] = []
-    if spec.column is not None:
-        # first: its own plan-time checks (the dry run) run before its debit, and the
-        # histogram's all ran in _spec, so no check can fail between the two debits
-        plan, view = _plan_bounds(spec)
-        releases.append(view.release(plan))
+    values = None
+    if spec.column is not None:  # every check ran in _spec: nothing fails between debits
+        values, second = _release_values(spec)
+        releases.append(second)
     hist, first = _release_histogram(spec)
-    chosen_bounds = None
-    if releases:
-        units = float(np.sum(np.maximum(hist, 0)))
-        chosen_bounds = _kept_bounds(releases[0].values, spec.outer,  # type: ignore[arg-type]
-                                     units)
     releases.append(first)
     session = _session(query)
     loss = sum((convert(r.loss, session.measure) for r in releases if r.loss is not None),
                session.measure.zero())
     clean = denoised(hist, first.noise[0], feasible(spec.grid, bool(spec.groups)))
-    candidates = _candidates(spec, clean, chosen_bounds)
-    best = candidates[0]
-    return BoundsRecommendation(best.bounds(), chosen_bounds, spec.column, spec.statistic,
-                                tuple(candidates), hist, spec.grid, loss,
-                                session.remaining, tuple(releases))
-
+    outer = None if spec.outer is None else (float(spec.outer[0]), float(spec.outer[1]))
+    candidates = _candidates(spec, clean, outer)
+    chosen_bounds: tuple[float, float] | None = None
+    edges: tuple[float, ...] = ()
+    if values is not None and spec.outer is not None:
+        edges = tuple(float(e) for e in value_edges(spec.outer, spec.bins))
+        best = candidates[0]
+        c = (Contribution.of(best.max_rows, best.max_groups, best.max_rows_per_group)
+             if spec.groups else Contribution.of(best.max_rows))
+        i, j = choose_interval(values, _std(releases[0].noise[0]), edges, spec.statistic, c,
+                               _kept_rows(spec, clean, c), spec.final)
+        chosen_bounds = (edges[i], edges[j])
+        candidates = _candidates(spec, clean, chosen_bounds)
+    return BoundsRecommendation(candidates[0].bounds(), chosen_bounds, spec.column,
+                                spec.statistic, tuple(candidates), hist, spec.grid, loss,
+                                session.remaining, tuple(releases), values, edges)
