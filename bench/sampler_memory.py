@@ -2,10 +2,10 @@
 
 Each (sampler, size) runs alone in a child process: the child imports dpkit, warms the
 sampler up on 10^4 values (tables, caches), notes its RSS, then times one call of ``size``
-values. Reported per run: ns per value (wall time of the one call / size), the child's peak
-RSS (``ru_maxrss``), and the extra bytes per value beyond the int64 output
-((peak RSS − RSS before the call − 8·size) / size). numpy's geometric (inexact, seeded,
-for reference only: never noise) is the floor.
+values. Reported per cell: ns per value (wall time of the one call / size, and its CPU time,
+steadier on a shared machine), the child's peak RSS (``ru_maxrss``), and the extra bytes per
+value beyond the int64 output ((peak RSS − RSS before the call − 8·size) / size). numpy's
+geometric (inexact, seeded, for reference only: never noise) is the floor.
 
     python bench/sampler_memory.py [SIZES…] [--scale S] [--repeat R]
     # default: 1e6 1e7 1e8 at scale 10; the best of R runs per cell (default 1)
@@ -38,11 +38,11 @@ else:
     call = lambda n: fn(scale, n)
 call(10_000)
 before = rss()
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 out = call(size)
-elapsed = time.perf_counter() - start
+elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"elapsed": elapsed, "peak": peak, "before": before,
+print(json.dumps({"elapsed": elapsed, "cpu": cpu, "peak": peak, "before": before,
                   "nbytes": int(out.nbytes)}))
 """
 
@@ -63,17 +63,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     print(f"scale {args.scale}; one call per child process, best of {args.repeat}")
-    print(f"{'sampler':<18} {'size':>6} {'ns/value':>9} {'peak RSS MB':>12} "
-          f"{'extra B/value':>14}")
+    print(f"{'sampler':<18} {'size':>6} {'ns/value':>9} {'cpu ns/value':>13} "
+          f"{'peak RSS MB':>12} {'extra B/value':>14}")
     for size in args.sizes:
         n = int(float(size))
         for name in SAMPLERS:
             runs = [run_one(name, n, args.scale) for _ in range(args.repeat)]
             best = min(runs, key=lambda r: r["elapsed"])
+            cpu = min(r["cpu"] for r in runs)
             peak = max(r["peak"] for r in runs)
             extra = (peak - best["before"] - best["nbytes"]) / n
             print(f"{name:<18} {size:>6} {best['elapsed'] / n * 1e9:>9.1f} "
-                  f"{peak / 1e6:>12.0f} {extra:>14.1f}", flush=True)
+                  f"{cpu / n * 1e9:>13.1f} {peak / 1e6:>12.0f} {extra:>14.1f}", flush=True)
 
 
 if __name__ == "__main__":
