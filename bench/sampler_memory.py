@@ -7,7 +7,7 @@ steadier on a shared machine), the child's peak RSS (``ru_maxrss``), and the ext
 value beyond the int64 output ((peak RSS − RSS before the call − 8·size) / size). numpy's
 geometric (inexact, seeded, for reference only: never noise) is the floor.
 
-    python bench/sampler_memory.py [SIZES…] [--scale S] [--repeat R]
+    python bench/sampler_memory.py [SIZES…] [--scale S] [--repeat R] [--samplers A,B]
     # default: 1e6 1e7 1e8 at scale 10; the best of R runs per cell (default 1)
 """
 
@@ -61,13 +61,15 @@ def main() -> None:
     parser.add_argument("sizes", nargs="*", default=["1e6", "1e7", "1e8"])
     parser.add_argument("--scale", default="10")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--samplers", default=",".join(SAMPLERS),
+                        help="comma-separated subset of " + ", ".join(SAMPLERS))
     args = parser.parse_args()
     print(f"scale {args.scale}; one call per child process, best of {args.repeat}")
     print(f"{'sampler':<18} {'size':>6} {'ns/value':>9} {'cpu ns/value':>13} "
           f"{'peak RSS MB':>12} {'extra B/value':>14}")
     for size in args.sizes:
         n = int(float(size))
-        for name in SAMPLERS:
+        for name in args.samplers.split(","):
             runs = [run_one(name, n, args.scale) for _ in range(args.repeat)]
             best = min(runs, key=lambda r: r["elapsed"])
             cpu = min(r["cpu"] for r in runs)
