@@ -305,3 +305,23 @@ def test_peak_memory_per_value(monkeypatch, name):
     assert _peak_extra_per_value(fn, 10**6) <= 24
     monkeypatch.setattr(samplers, "_CHUNK", 1 << 22)
     assert _peak_extra_per_value(fn, 10**6) > 24
+
+
+@pytest.mark.parametrize("scale", [Fraction(200), Fraction(1000, 7)])
+def test_discrete_laplace_exact_fallbacks(monkeypatch, scale):
+    """Widen the float margin so every acceptance test of U that the threshold T_1 does not
+    settle at once takes the exact-integer branch (normally hit with probability ~1e-9):
+    the law is still the discrete Laplace, and a 10% mis-scaled pmf is rejected."""
+    t, s = scale.numerator, scale.denominator
+    sampler = samplers._laplace_sampler(t, s)
+    assert sampler.step & (sampler.step - 1) == 0 and t < 32 * s * sampler.step <= 2 * t
+    monkeypatch.setattr(samplers, "_TOL", 0.2)
+    z = samplers.discrete_laplace(scale, N // 4)
+    width = int(30 * float(scale))  # the mass beyond, e^-30, is no cell of its own
+    support = np.arange(-width, width + 1)
+    cell = (support + width) // 20  # cells of 20 values: power against a 10% mis-scaling
+    bins = np.arange(cell[-1] + 1)
+    for wrong, fit in ((1, True), (Fraction(11, 10), False)):
+        pmf = np.bincount(cell, weights=discrete_laplace_pmf(support, float(scale * wrong)))
+        p = chi2_pvalue((z + width) // 20, bins, pmf)
+        assert (p > FALSE_POSITIVE_RATE) if fit else (p < FALSE_POSITIVE_RATE)
