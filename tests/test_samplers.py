@@ -325,3 +325,20 @@ def test_discrete_laplace_exact_fallbacks(monkeypatch, scale):
         pmf = np.bincount(cell, weights=discrete_laplace_pmf(support, float(scale * wrong)))
         p = chi2_pvalue((z + width) // 20, bins, pmf)
         assert (p > FALSE_POSITIVE_RATE) if fit else (p < FALSE_POSITIVE_RATE)
+
+
+@pytest.mark.parametrize("scale", [Fraction(1, 3), Fraction(10), Fraction(1000, 7)])
+def test_geometric_table_and_search_agree(scale):
+    """Small passes search the thresholds, large ones use the 16-bit table: both give
+    #{v : T_v > W} for every word W that is not a threshold (ties go to the exact path in
+    both). Deterministic: words next to every threshold, and the bucket edges."""
+    sampler = samplers._LaplaceSampler(scale.numerator, scale.denominator)
+    th = np.array(sampler.thresholds, dtype=np.int64)
+    near = np.concatenate([th - 1, th + 1, np.arange(0, 1 << 32, 1 << 16), [(1 << 32) - 1]])
+    w = near[(near >= 0) & (near < 1 << 32) & ~np.isin(near, th)].astype(np.uint32)
+    expected = (th[None, :] > w.astype(np.int64)[:, None]).sum(axis=1)
+    assert (sampler._search(w) == expected).all()
+    assert "table" not in sampler.__dict__
+    big = np.resize(w, max(w.size, samplers._TABLE_MIN))  # a large pass builds the table
+    assert (sampler._geometric(big) == np.resize(expected, big.size)).all()
+    assert "table" in sampler.__dict__

@@ -301,6 +301,7 @@ _TOL = 1e-9  # far above the float error of exp(−γ) (< 2^-40); decisions this
 _SPLIT = 16  # the Laplace magnitude is U + step·V with step ≈ t/16: U is accepted 97% of the time
 _CHUNK = 1 << 15  # candidates per vectorised pass: every temporary stays in the L2 cache
 _ODD = 0xFFFF  # marks a bucket of the geometric lookup table that holds a threshold
+_TABLE_MIN = 1 << 13  # smaller passes search the thresholds rather than build the table
 
 
 def _chunked_draw(size: int, candidates: Callable[[int], np.ndarray]) -> np.ndarray:
@@ -335,22 +336,32 @@ class _SteppedGeometric:
         self.theta = theta.numerator, theta.denominator
         self.thresholds = _geometric_thresholds(*self.theta)
         self.ascending = np.array(self.thresholds[::-1], dtype=np.uint32)
-        self.table = _bucket_table(self.ascending)
         self.v_max = ((1 << 62) - self.step) // self.step  # keeps U + step·V below 2^62
+
+    @functools.cached_property
+    def table(self) -> np.ndarray:
+        """The lookup table over a word's top 16 bits (built once, ~1–3 ms)."""
+        return _bucket_table(self.ascending)
 
     def _geometric(self, w: np.ndarray) -> np.ndarray:
         """V from 32-bit words W: #{v : T_v > W} by a table over W's top 16 bits, or by
-        binary search for the few words sharing their bucket with a threshold; a word equal
-        to a threshold goes to :meth:`_v_given_word`."""
+        binary search for the few words sharing their bucket with a threshold (and for every
+        word of a small pass while the table is not built: one new scale, a few values)."""
+        if w.size < _TABLE_MIN and "table" not in self.__dict__:
+            return self._search(w)
         v = self.table[w >> 16].astype(np.int64)
         odd = np.flatnonzero(v == _ODD)
         if odd.size:
-            wo = w[odd]
-            below = np.searchsorted(self.ascending, wo, side="right")  # ≥ 1: T_last = 0
-            vo = (self.ascending.size - below).astype(np.int64)
-            for j in np.flatnonzero(self.ascending[below - 1] == wo):
-                vo[j] = self._v_given_word(int(wo[j]), int(vo[j]))
-            v[odd] = vo
+            v[odd] = self._search(w[odd])
+        return v
+
+    def _search(self, w: np.ndarray) -> np.ndarray:
+        """#{v : T_v > W} by binary search; a word equal to a threshold goes to
+        :meth:`_v_given_word`."""
+        below = np.searchsorted(self.ascending, w, side="right")  # ≥ 1: T_last = 0
+        v = (self.ascending.size - below).astype(np.int64)
+        for j in np.flatnonzero(self.ascending[below - 1] == w):
+            v[j] = self._v_given_word(int(w[j]), int(v[j]))
         return v
 
     def _v_given_word(self, word: int, v: int) -> int:
