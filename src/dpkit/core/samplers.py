@@ -5,7 +5,10 @@ rational arithmetic; no floating-point noise appears in a sampling path. A float
 a decision (the discrete Gaussian's acceptance test) only where its error is certified far
 below a margin ``_TOL``; every case within that margin is decided with exact integers, so
 the output law is exact. Each loop of the papers' algorithms runs over NumPy arrays of
-candidates, so the cost per value is a few vectorised passes.
+candidates, so the cost per value is a few vectorised passes. The discrete Laplace, the
+geometric and the discrete Gaussian run in passes of at most ``_CHUNK`` (2^15) candidates
+written into one preallocated ``int64`` output: beyond the output, a call holds O(_CHUNK)
+bytes (about 1–2 bytes per value at 10^6 values, ``bench/sampler_memory.py``).
 
 Sources
 -------
