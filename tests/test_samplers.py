@@ -205,3 +205,140 @@ def test_bernoulli_dyadic_fast_path_is_exact(p):
     assert samplers.bernoulli_dyadic(1 << 16, (3, 4), 16).shape == (3, 4)
     with pytest.raises(DomainError):
         samplers.bernoulli_dyadic(3, 5, 12)
+
+
+# --- chunked passes (issue 35): the law across pass boundaries, and memory per value --------
+
+def _laplace_cells(scale: Fraction):
+    """Five cells (≤ −3, −2…−1, 0, 1…2, ≥ 3) of the exact discrete Laplace law."""
+    r = float(np.exp(-1 / float(scale)))
+    p0 = (1 - r) / (1 + r)
+    inner = p0 * (r + r * r)  # P(1 ≤ z ≤ 2) = P(−2 ≤ z ≤ −1)
+    tail = (1 - p0) / 2 - inner
+    return np.array([tail, inner, p0, inner, tail])
+
+
+def _cell(z: np.ndarray) -> np.ndarray:
+    return np.digitize(z, [-2, 0, 1, 3])  # ≤ −3 → 0, −2…−1 → 1, 0 → 2, 1…2 → 3, ≥ 3 → 4
+
+
+def _boundary_pvalues(draw) -> tuple[float, float]:
+    """Draw ~2·10^5 values in calls of sizes around the patched pass length (16 candidates),
+    so that about one value in ten sits at a pass boundary; return the χ² p-values of (a) the
+    marginal law of every value, (b) the joint law of disjoint neighbour pairs (z_2i, z_2i+1)
+    against the product law (independence across boundaries). Each rejects a correct
+    sampler with probability ≤ 1e-6."""
+    from scipy import stats
+
+    scale = Fraction(3)
+    sizes = [15, 16, 17, 31, 32, 33]
+    z = np.concatenate([draw(scale, sizes[i % 6]) for i in range(8_400)])
+    q = _laplace_cells(scale)
+    cells = _cell(z)
+    marginal = stats.chisquare(np.bincount(cells, minlength=5), q * z.size).pvalue
+    pairs = cells[: z.size // 2 * 2].reshape(-1, 2)
+    joint = np.bincount(pairs[:, 0] * 5 + pairs[:, 1], minlength=25)
+    expected = np.outer(q, q).ravel() * pairs.shape[0]
+    return float(marginal), float(stats.chisquare(joint, expected).pvalue)
+
+
+def _skips_last(size, candidates):
+    """Broken: each pass leaves its last slot unwritten (zero) but counts it as filled."""
+    out = np.zeros(size, dtype=np.int64)
+    filled = 0
+    while filled < size:
+        got = candidates(samplers._CHUNK)
+        take = min(got.size, size - filled)
+        out[filled : filled + max(take - 1, 0)] = got[: max(take - 1, 0)]
+        filled += take
+    return out
+
+
+def _stale_head(size, candidates):
+    """Broken: each pass's first value is the previous pass's last one (a buffer not reset)."""
+    out = np.empty(size, dtype=np.int64)
+    filled, last = 0, None
+    while filled < size:
+        got = candidates(samplers._CHUNK).copy()
+        if last is not None and got.size:
+            got[0] = last
+        take = min(got.size, size - filled)
+        out[filled : filled + take] = got[:take]
+        filled += take
+        last = got[-1] if got.size else last
+    return out
+
+
+def test_chunk_boundaries_keep_the_law(monkeypatch):
+    """Sizes around the pass length give i.i.d. discrete Laplace values: the marginal law and
+    the independence of neighbours hold, and both broken pass loops are caught."""
+    monkeypatch.setattr(samplers, "_CHUNK", 16)
+    marginal, joint = _boundary_pvalues(samplers.discrete_laplace)
+    assert marginal > FALSE_POSITIVE_RATE and joint > FALSE_POSITIVE_RATE
+    monkeypatch.setattr(samplers, "_chunked_draw", _skips_last)
+    assert _boundary_pvalues(samplers.discrete_laplace)[0] < FALSE_POSITIVE_RATE
+    monkeypatch.setattr(samplers, "_chunked_draw", _stale_head)
+    marginal, joint = _boundary_pvalues(samplers.discrete_laplace)
+    assert joint < FALSE_POSITIVE_RATE
+
+
+def _peak_extra_per_value(fn, n: int) -> float:
+    """Peak traced bytes of one call beyond its int64 output, per value (tracemalloc sees
+    numpy's buffers and the random bytes objects)."""
+    import tracemalloc
+
+    fn(10, 1_000)  # build the cached tables outside the measurement
+    tracemalloc.start()
+    try:
+        out = fn(10, n)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return (peak - out.nbytes) / n
+
+
+@pytest.mark.parametrize("name", ["discrete_laplace", "discrete_gaussian", "geometric"])
+def test_peak_memory_per_value(monkeypatch, name):
+    """A 10^6-value call holds at most 24 bytes of temporaries per value beyond its output
+    (deterministic: pass sizes are bounded by _CHUNK); one unchunked pass breaks the bound."""
+    fn = getattr(samplers, name)
+    assert _peak_extra_per_value(fn, 10**6) <= 24
+    monkeypatch.setattr(samplers, "_CHUNK", 1 << 22)
+    assert _peak_extra_per_value(fn, 10**6) > 24
+
+
+@pytest.mark.parametrize("scale", [Fraction(200), Fraction(1000, 7)])
+def test_discrete_laplace_exact_fallbacks(monkeypatch, scale):
+    """Widen the float margin so every acceptance test of U that the threshold T_1 does not
+    settle at once takes the exact-integer branch (normally hit with probability ~1e-9):
+    the law is still the discrete Laplace, and a 10% mis-scaled pmf is rejected."""
+    t, s = scale.numerator, scale.denominator
+    sampler = samplers._laplace_sampler(t, s)
+    assert sampler.step & (sampler.step - 1) == 0 and t < 32 * s * sampler.step <= 2 * t
+    monkeypatch.setattr(samplers, "_TOL", 0.2)
+    z = samplers.discrete_laplace(scale, N // 4)
+    width = int(30 * float(scale))  # the mass beyond, e^-30, is no cell of its own
+    support = np.arange(-width, width + 1)
+    cell = (support + width) // 20  # cells of 20 values: power against a 10% mis-scaling
+    bins = np.arange(cell[-1] + 1)
+    for wrong, fit in ((1, True), (Fraction(11, 10), False)):
+        pmf = np.bincount(cell, weights=discrete_laplace_pmf(support, float(scale * wrong)))
+        p = chi2_pvalue((z + width) // 20, bins, pmf)
+        assert (p > FALSE_POSITIVE_RATE) if fit else (p < FALSE_POSITIVE_RATE)
+
+
+@pytest.mark.parametrize("scale", [Fraction(1, 3), Fraction(10), Fraction(1000, 7)])
+def test_geometric_table_and_search_agree(scale):
+    """Small passes search the thresholds, large ones use the 16-bit table: both give
+    #{v : T_v > W} for every word W that is not a threshold (ties go to the exact path in
+    both). Deterministic: words next to every threshold, and the bucket edges."""
+    sampler = samplers._LaplaceSampler(scale.numerator, scale.denominator)
+    th = np.array(sampler.thresholds, dtype=np.int64)
+    near = np.concatenate([th - 1, th + 1, np.arange(0, 1 << 32, 1 << 16), [(1 << 32) - 1]])
+    w = near[(near >= 0) & (near < 1 << 32) & ~np.isin(near, th)].astype(np.uint32)
+    expected = (th[None, :] > w.astype(np.int64)[:, None]).sum(axis=1)
+    assert (sampler._search(w) == expected).all()
+    assert "table" not in sampler.__dict__
+    big = np.resize(w, max(w.size, samplers._TABLE_MIN))  # a large pass builds the table
+    assert (sampler._geometric(big) == np.resize(expected, big.size)).all()
+    assert "table" in sampler.__dict__

@@ -5,7 +5,10 @@ rational arithmetic; no floating-point noise appears in a sampling path. A float
 a decision (the discrete Gaussian's acceptance test) only where its error is certified far
 below a margin ``_TOL``; every case within that margin is decided with exact integers, so
 the output law is exact. Each loop of the papers' algorithms runs over NumPy arrays of
-candidates, so the cost per value is a few vectorised passes.
+candidates, so the cost per value is a few vectorised passes. The discrete Laplace, the
+geometric and the discrete Gaussian run in passes of at most ``_CHUNK`` (2^15) candidates
+written into one preallocated ``int64`` output: beyond the output, a call holds O(_CHUNK)
+bytes (about 1–2 bytes per value at 10^6 values, ``bench/sampler_memory.py``).
 
 Sources
 -------
@@ -150,20 +153,6 @@ def _bernoulli_exp_one(n: int) -> np.ndarray:
     return result
 
 
-def _accept_exp_ratio(u: np.ndarray, t: int) -> np.ndarray:
-    """Bernoulli(exp(−u_i/t)) for integers 0 ≤ u_i < t: Algorithm 1 with steps 1–2 unrolled."""
-    res = ~(rng.uniform_below(t, u.size) < u)  # step 1 fails: result 1
-    idx = np.flatnonzero(~res)
-    uu = u[idx]
-    pass2 = (rng.uniform_below(t, idx.size) < uu) & rng.coins(idx.size)  # fails: result 0
-    idx, uu = np.compress(pass2, idx), np.compress(pass2, uu)
-    if idx.size:
-        res[idx] = _bernoulli_exp_fraction(
-            idx.size, lambda j: rng.uniform_below(t, j.size) < uu[j], k0=3
-        )
-    return res
-
-
 def _all_succeed(counts: np.ndarray) -> np.ndarray:
     """For each element, whether ``counts[i]`` independent Bernoulli(exp(−1)) all succeed."""
     alive = np.ones(counts.size, dtype=bool)
@@ -255,62 +244,12 @@ def _check_scale(scale: Fraction) -> tuple[int, int]:
     return t, s
 
 
-def _geometric_batch(t: int, m: int) -> np.ndarray:
-    """Up to ``m`` draws of X with P(X = x) ∝ exp(−x/t), x ∈ ℕ (CKS20 Alg. 2, steps 1–9)."""
-    u = rng.uniform_below(t, m).astype(np.uint64)
-    if t > 1:
-        u = np.compress(_accept_exp_ratio(u, t), u)
-    return u + np.uint64(t) * _successes_before_failure(u.size)
-
-
-def _successes_before_failure(n: int) -> np.ndarray:
-    """V with P(V ≥ v) = e^{-v}: Bernoulli(exp(−1)) successes before the first failure.
-
-    Small batches draw R = 8 trials per element per round (fewer, larger vectorised passes);
-    an element whose R trials all succeed adds R and continues (memorylessness).
-    """
-    v = np.zeros(n, dtype=np.uint64)
-    active = np.arange(n)
-    if n > 1 << 15:  # large batches: one trial per element per round
-        while active.size:
-            active = np.compress(_bernoulli_exp_one(active.size), active)
-            v[active] += np.uint64(1)
-        return v
-    width = 8
-    while active.size:
-        fails = ~_bernoulli_exp_one(active.size * width).reshape(-1, width)
-        first = np.where(fails.any(axis=1), fails.argmax(axis=1), width).astype(np.uint64)
-        v[active] += first
-        active = np.compress(first == width, active)
-    return v
-
-
-def _fill(size: int, batch: Callable[[int], np.ndarray], rate: float, dtype: type) -> np.ndarray:
-    out: np.ndarray = np.empty(size, dtype=dtype)
-    filled = 0
-    while filled < size:
-        need = size - filled
-        got = batch(int(need / rate) + 64)
-        take = min(got.size, need)
-        out[filled : filled + take] = got[:take]
-        filled += take
-    return out
-
-
 def geometric(scale: Number, size: int) -> np.ndarray:
     """Draw Y ∈ ℕ with P(Y = y) ∝ exp(−y/scale), exactly, as ``int64``.
 
-    ``scale = t/s`` (lowest terms); X with P(X = x) ∝ exp(−x/t) is drawn by CKS20 Alg. 2
-    and Y = ⌊X/s⌋ (the geometric distribution with ratio exp(−s/t)).
-    """
-    t, s = _check_scale(positive(scale, "scale"))
-    return _fill(size, lambda m: _geometric_batch(t, m) // np.uint64(s), 0.55, np.int64)
-
-
-def discrete_laplace(scale: Number, size: int) -> np.ndarray:
-    """Draw ``size`` values of the discrete Laplace distribution, exactly, as ``int64``.
-
-    P(Z = z) ∝ exp(−|z|/scale) for z ∈ ℤ. CKS20 Algorithm 2 with scale = t/s.
+    The geometric distribution with ratio exp(−s/t), ``scale = t/s`` in lowest terms; drawn
+    as the magnitude of :class:`_LaplaceSampler` (CKS20 Algorithm 2, steps 1–9, restructured),
+    in passes of at most ``_CHUNK`` candidates: beyond the output, memory stays O(_CHUNK).
 
     Raises
     ------
@@ -318,17 +257,25 @@ def discrete_laplace(scale: Number, size: int) -> np.ndarray:
         If ``scale`` ≤ 0 or its numerator/denominator exceed 2^44 / 2^32.
     """
     t, s = _check_scale(positive(scale, "scale"))
+    sampler = _laplace_sampler(t, s)
+    return _chunked_draw(size, sampler.magnitudes)
 
-    def batch(m: int) -> np.ndarray:
-        x = _geometric_batch(t, m)
-        y = (x if s == 1 else x // np.uint64(s)).view(np.int64)  # values < 2^63
-        b = rng.coins(y.size)
-        keep = ~(b & (y == 0))
-        return np.compress(keep, np.where(b, -y, y))
 
-    # acceptance is 0.53–0.68 by scale; a slightly short first batch and a small second one
-    # beat one oversized batch whose surplus is thrown away
-    return _fill(size, batch, 0.66, np.int64)
+def discrete_laplace(scale: Number, size: int) -> np.ndarray:
+    """Draw ``size`` values of the discrete Laplace distribution, exactly, as ``int64``.
+
+    P(Z = z) ∝ exp(−|z|/scale) for z ∈ ℤ, ``scale = t/s`` in lowest terms. CKS20 Algorithm 2
+    with its loops vectorised over passes of at most ``_CHUNK`` candidates written into the
+    preallocated output (see :class:`_LaplaceSampler`): beyond the ``int64`` output, memory
+    stays O(_CHUNK) (about 2 MB), whatever ``size``.
+
+    Raises
+    ------
+    DomainError
+        If ``scale`` ≤ 0 or its numerator/denominator exceed 2^44 / 2^32.
+    """
+    t, s = _check_scale(positive(scale, "scale"))
+    return _chunked_draw(size, _laplace_sampler(t, s).candidates)
 
 
 @renamed(sigma="scale")
@@ -357,6 +304,84 @@ _TOL = 1e-9  # far above the float error of exp(−γ) (< 2^-40); decisions this
 _SPLIT = 16  # the Laplace magnitude is U + step·V with step ≈ t/16: U is accepted 97% of the time
 _CHUNK = 1 << 15  # candidates per vectorised pass: every temporary stays in the L2 cache
 _ODD = 0xFFFF  # marks a bucket of the geometric lookup table that holds a threshold
+_TABLE_MIN = 1 << 13  # smaller passes search the thresholds rather than build the table
+
+
+def _chunked_draw(size: int, candidates: Callable[[int], np.ndarray]) -> np.ndarray:
+    """``size`` values from ``candidates(n)`` (the accepted values among n independent
+    candidates), in passes of at most ``_CHUNK`` candidates written into one preallocated
+    ``int64`` output. Accepted values are i.i.d. with the target law, so taking them in order
+    until the output is full gives i.i.d. values; the surplus of the last pass is dropped."""
+    out = np.empty(size, dtype=np.int64)
+    filled = tried = accepted = 0
+    while filled < size:
+        need = size - filled
+        rate = max(accepted / tried, 0.05) if tried else 0.5
+        n = min(_CHUNK, int(need / rate * 1.05) + 16)  # a short last pass, rarely two
+        got = candidates(n)
+        take = min(got.size, need)
+        out[filled : filled + take] = got[:take]
+        filled, tried, accepted = filled + take, tried + n, accepted + got.size
+    return out
+
+
+class _SteppedGeometric:
+    """V with P(V ≥ v) = exp(−v·θ), θ = step·(s/t) > 0, from one 32-bit word per draw.
+
+    V = #{v ≥ 1 : U' < exp(−v·θ)} for a uniform U' (the events are nested, so
+    P(V ≥ v) = exp(−v·θ)). U' lies in [W, W + 1)/2^32 for its first 32-bit word W, and the
+    integer thresholds T_v = ⌊2^32·exp(−v·θ)⌋ are computed exactly once: W < T_v means
+    U' < exp(−v·θ), W > T_v the opposite, and W = T_v is decided by :meth:`_v_given_word`.
+    """
+
+    def __init__(self, step: int, theta: Fraction) -> None:
+        self.step = step
+        self.theta = theta.numerator, theta.denominator
+        self.thresholds = _geometric_thresholds(*self.theta)
+        self.ascending = np.array(self.thresholds[::-1], dtype=np.uint32)
+        self.v_max = ((1 << 62) - self.step) // self.step  # keeps U + step·V below 2^62
+
+    @functools.cached_property
+    def table(self) -> np.ndarray:
+        """The lookup table over a word's top 16 bits (built once, ~1–3 ms)."""
+        return _bucket_table(self.ascending)
+
+    def _geometric(self, w: np.ndarray) -> np.ndarray:
+        """V from 32-bit words W: #{v : T_v > W} by a table over W's top 16 bits, or by
+        binary search for the few words sharing their bucket with a threshold (and for every
+        word of a small pass while the table is not built: one new scale, a few values)."""
+        if w.size < _TABLE_MIN and "table" not in self.__dict__:
+            return self._search(w)
+        v = self.table[w >> 16].astype(np.int64)
+        odd = np.flatnonzero(v == _ODD)
+        if odd.size:
+            v[odd] = self._search(w[odd])
+        return v
+
+    def _search(self, w: np.ndarray) -> np.ndarray:
+        """#{v : T_v > W} by binary search; a word equal to a threshold goes to
+        :meth:`_v_given_word`."""
+        below = np.searchsorted(self.ascending, w, side="right")  # ≥ 1: T_last = 0
+        v = (self.ascending.size - below).astype(np.int64)
+        for j in np.flatnonzero(self.ascending[below - 1] == w):
+            v[j] = self._v_given_word(int(w[j]), int(v[j]))
+        return v
+
+    def _v_given_word(self, word: int, v: int) -> int:
+        """V exactly, given that U' ∈ [W, W + 1)/2^32 and that v = #{v : T_v > W}.
+
+        Events v' ≤ v hold and those with T_v' < W fail (thresholds never increase); while
+        the next threshold equals W, U' is compared with exp(−v'·θ) exactly.
+        """
+        uniform = _LazyUniform(word, 32)
+        n, d = self.theta
+        size = len(self.thresholds)
+        while (self.thresholds[v] if v < size else 0) == word and uniform.below_exp(
+                (v + 1) * n, d):
+            v += 1
+            if v > self.v_max:  # probability below exp(−2^17): no int64 result exists
+                raise OverflowError("sampler candidate beyond 2^62")
+        return v
 
 
 @functools.lru_cache(maxsize=32)
@@ -364,7 +389,7 @@ def _gaussian_sampler(var: Fraction) -> _GaussianSampler:
     return _GaussianSampler(var)
 
 
-class _GaussianSampler:
+class _GaussianSampler(_SteppedGeometric):
     """CKS20 Algorithm 3 for one σ² = a/b, with one acceptance test per candidate.
 
     Candidate. With t = (⌊4σ⌋ + 1)/4 (≈ σ + 1/4, close to the t that maximises acceptance)
@@ -396,13 +421,8 @@ class _GaussianSampler:
         a, b = var.numerator, var.denominator
         t = Fraction(math.isqrt(16 * a // b) + 1, 4)  # ⌊4σ⌋ = ⌊√⌊16σ²⌋⌋
         tn, td = t.numerator, t.denominator
-        self.step = max(tn // (td * _SPLIT), 1)
-        theta = Fraction(self.step) / t  # V's ratio is exp(−θ)
-        self.theta = theta.numerator, theta.denominator
-        self.thresholds = _geometric_thresholds(*self.theta)
-        self.ascending = np.array(self.thresholds[::-1], dtype=np.uint32)
-        self.table = _bucket_table(self.ascending)
-        self.v_max = ((1 << 62) - self.step) // self.step  # keeps G below 2^62
+        step = max(tn // (td * _SPLIT), 1)
+        super().__init__(step, Fraction(step) / t)  # V's ratio is exp(−step/t)
         # γ = N/D exactly, N = 2ab·tn·td·U + (G·b·tn − a·td)², D = 2ab·tn²
         self.k_u, self.k_g, self.k_0 = 2 * a * b * tn * td, b * tn, a * td
         self.denom = 2 * a * b * tn * tn
@@ -414,17 +434,7 @@ class _GaussianSampler:
         self.inv_t = float(Fraction(td, tn))
 
     def draw(self, size: int) -> np.ndarray:
-        out = np.empty(size, dtype=np.int64)
-        filled = tried = accepted = 0
-        while filled < size:
-            need = size - filled
-            rate = max(accepted / tried, 0.05) if tried else 0.5
-            n = min(_CHUNK, int(need / rate * 1.05) + 16)  # a short last pass, rarely two
-            got = self.candidates(n)
-            take = min(got.size, need)
-            out[filled : filled + take] = got[:take]
-            filled, tried, accepted = filled + take, tried + n, accepted + got.size
-        return out
+        return _chunked_draw(size, self.candidates)
 
     def candidates(self, n: int) -> np.ndarray:
         """The accepted values among ``n`` independent candidates (see the class notes)."""
@@ -453,41 +463,80 @@ class _GaussianSampler:
         keep &= ~(sign & (g == 0))  # −0 is rejected: 0 is as likely as each of ±g
         return np.compress(keep, np.where(sign, -g, g))
 
-    def _geometric(self, w: np.ndarray) -> np.ndarray:
-        """V from 32-bit words W: #{v : T_v > W} by a table over W's top 16 bits, or by
-        binary search for the few words sharing their bucket with a threshold; a word equal
-        to a threshold goes to :meth:`_v_given_word`."""
-        v = self.table[w >> 16].astype(np.int64)
-        odd = np.flatnonzero(v == _ODD)
-        if odd.size:
-            wo = w[odd]
-            below = np.searchsorted(self.ascending, wo, side="right")  # ≥ 1: T_last = 0
-            vo = (self.ascending.size - below).astype(np.int64)
-            for j in np.flatnonzero(self.ascending[below - 1] == wo):
-                vo[j] = self._v_given_word(int(wo[j]), int(vo[j]))
-            v[odd] = vo
-        return v
-
-    def _v_given_word(self, word: int, v: int) -> int:
-        """V exactly, given that U' ∈ [W, W + 1)/2^32 and that v = #{v : T_v > W}.
-
-        Events v' ≤ v hold and those with T_v' < W fail (thresholds never increase); while
-        the next threshold equals W, U' is compared with exp(−v'·step/t) exactly.
-        """
-        uniform = _LazyUniform(word, 32)
-        n, d = self.theta
-        size = len(self.thresholds)
-        while (self.thresholds[v] if v < size else 0) == word and uniform.below_exp(
-                (v + 1) * n, d):
-            v += 1
-            if v > self.v_max:  # probability below exp(−2^17): no int64 result exists
-                raise OverflowError("discrete Gaussian candidate beyond 2^62")
-        return v
-
     def _accept_given_word(self, word: int, g: int, u: int) -> bool:
         """Whether U'' < exp(−γ) exactly, given U'' ∈ [W, W + 1)/2^32 (γ from G and U)."""
         diff = g * self.k_g - self.k_0
         return _LazyUniform(word, 32).below_exp(self.k_u * u + diff * diff, self.denom)
+
+
+@functools.lru_cache(maxsize=32)
+def _laplace_sampler(t: int, s: int) -> _LaplaceSampler:
+    return _LaplaceSampler(t, s)
+
+
+class _LaplaceSampler(_SteppedGeometric):
+    """CKS20 Algorithm 2 for one scale t/s, one 32-bit word per geometric draw.
+
+    Magnitude. Y with P(Y = y) ∝ exp(−y·s/t), y ∈ ℕ, as Y = U + step·V: step a power of two
+    with t/(32s) < step ≤ t/(16s) (1 when t < 32s), U uniform on {0, …, step − 1} accepted
+    with probability exp(−U·s/t), V with P(V ≥ v) = exp(−v·step·s/t) (the base class).
+    P(U = u, accepted)·P(V = v) ∝ exp(−u·s/t)·exp(−v·step·s/t) = exp(−y·s/t), so an
+    accepted Y has the geometric law with ratio exp(−s/t): the law of ⌊X/s⌋ in Algorithm 2
+    (X ∝ exp(−x/t)). Since U·s/t < 1/16, U is accepted at least 94% of the time.
+
+    Sign. A fair sign S; (S, Y) = (1, 0) is rejected, so ±Y has P(z) ∝ exp(−|z|·s/t) on ℤ,
+    the discrete Laplace (Algorithm 2, steps 10–12).
+
+    Exactness of the acceptance test. It is "U'' < exp(−γ)", γ = U·s/t, for a uniform
+    U'' ∈ [W, W + 1)/2^32. W < T_1 = ⌊2^32·exp(−step·s/t)⌋ accepts at once, exactly
+    (exp(−γ) > exp(−step·s/t)); the rest (< 6%) are steered by a float p ≈ exp(−γ), within
+    2^-50 of it (γ < 1/16 from one correctly rounded product), and a word within _TOL of p is
+    decided with exact integers by :class:`_LazyUniform`, as in :class:`_GaussianSampler`.
+    """
+
+    def __init__(self, t: int, s: int) -> None:
+        ratio = t // (2 * _SPLIT * s)  # step ≤ t/(16s) as a power of two, or 1
+        step = 1 << ratio.bit_length() if ratio else 1
+        super().__init__(step, Fraction(step * s, t))
+        self.t, self.s = t, s
+        self.inv = float(Fraction(s, t))
+        self.first = np.uint32(self.thresholds[0])
+
+    def magnitudes(self, n: int) -> np.ndarray:
+        """The accepted magnitudes Y among ``n`` candidates, ``int64``."""
+        y = self._geometric(rng._word_view(n, 32))  # V
+        if self.step == 1:
+            return y
+        u = rng.uniform_below(self.step, n)  # a power of two: masked words, no rejection
+        y *= self.step
+        y += u.astype(np.int64)  # Y = U + step·V < 2^62
+        return np.compress(self._accept(u), y)
+
+    def candidates(self, n: int) -> np.ndarray:
+        """The accepted discrete Laplace values among ``n`` candidates, ``int64``."""
+        y = self.magnitudes(n)
+        sign = rng.coins(y.size)
+        keep = ~(sign & (y == 0))  # −0 is rejected: 0 is as likely as each of ±y
+        np.negative(y, out=y, where=sign)
+        return np.compress(keep, y)
+
+    def _accept(self, u: np.ndarray) -> np.ndarray:
+        """Bernoulli(exp(−u_i·s/t)) per element, exactly (see the class notes)."""
+        w = rng._word_view(u.size, 32)
+        keep = w < self.first  # W + 1 ≤ 2^32·exp(−step·s/t) < 2^32·exp(−γ)
+        rest = np.flatnonzero(~keep)
+        wr, ur = w[rest], u[rest]
+        p = ur.astype(np.float64)
+        p *= -self.inv
+        np.exp(p, out=p)
+        p *= 2.0**32  # exp(−γ) in units of the word (exact scaling)
+        diff = wr - p
+        tol = _TOL * 2.0**32
+        ok = diff < -(tol + 1)
+        for j in np.flatnonzero(~(ok | (diff >= tol))):  # neither settled: decide exactly
+            ok[j] = _LazyUniform(int(wr[j]), 32).below_exp(int(ur[j]) * self.s, self.t)
+        keep[rest] = ok
+        return keep
 
 
 class _LazyUniform:
