@@ -15,6 +15,13 @@ Guarantees
   processes and machines serialise and no interleaving overruns a cap. The debit is written
   *before* any noise is drawn; a release that fails later is marked ``failed`` and its loss
   still counts. A crash between debit and response never refunds.
+- Reads (a token lookup, a grant, an entry, the spend, the releases, ``verify``) take no
+  write lock: each is one read transaction (SQLite: a deferred ``BEGIN`` in WAL mode, a
+  snapshot of the last commit; PostgreSQL: ``REPEATABLE READ`` read-only), with the same MAC
+  and chain checks. A snapshot may be one commit old: it can only make a request refuse or
+  be re-checked, since every debit re-reads the cap, the grant and the burn rate under the
+  write lock. A :class:`Ledger` caches its token and grant answers with the chain head's
+  ``seq`` and reuses one only while the head has not moved.
 - Every change is a link of one keyed hash chain (:mod:`dpkit.ledger.chain`): administrative
   changes (datasets and caps, policies, analysts and tokens, grants, studies), debits (with
   the running totals after them) and outcomes (with the hash of the stored answer). The
