@@ -9,6 +9,7 @@ processes on SQLite and PostgreSQL. Before/after: the same commands run the old 
     python bench/ledger_scale.py upgrade --template T.sqlite --out T4.sqlite   # (new code)
     python bench/ledger_scale.py verify --template T.sqlite --dir D
     python bench/ledger_scale.py concurrent --backend sqlite|postgres --dir D
+    python bench/ledger_scale.py reads --dir D [--writers 2] [--readers 1] [--seconds 10]
     python bench/ledger_scale.py report                            # .json -> .md
 
 fill     A version-3 ledger (run with the old code) with dataset ``d`` (cap ε = 10⁹), analyst
@@ -32,6 +33,9 @@ concurrent  8 processes × 200 requests of ε = 1/100 against a cap of 10 (exact
          pass), debit then mark, no work between: checks exactly 1,000 accepted, spend = 10,
          verify clean; reports accepted releases/s from the first start to the last finish.
          PostgreSQL: a throwaway server from tests/pg.py (its data directory under $TMPDIR).
+reads    (issue 35) ``--writers`` processes debit + mark back to back while ``--readers``
+         processes run a server request's ledger reads (``analyst_for_token``, ``grant_of``)
+         back to back; prints the reads' p50 / p99 / max and the debits/s (not saved).
 """
 
 from __future__ import annotations
@@ -330,6 +334,80 @@ def concurrent(backend: str, folder: Path) -> dict[str, Any]:
     return {"backend": "postgres", "dir": str(folder), **result}
 
 
+# -- reads ------------------------------------------------------------------------------------
+def _writer(location: str, proc: int, ready: Any, start: Any, seconds: float, out: Any) -> None:
+    import dpkit as dp
+    from dpkit.ledger import Ledger
+
+    reg = Ledger(location, mac_key=KEY)
+    ready.put(proc)
+    start.wait()
+    done, stop = 0, time.time() + seconds
+    while time.time() < stop:
+        rid = reg.debit("d", dp.PureDP(LOSS), "count()", analyst="ana", noise="[]")
+        reg.mark(rid, "released", "ab" * 32, "{}")
+        done += 1
+    out.put(("write", done))
+
+
+def _reader(location: str, proc: int, ready: Any, start: Any, seconds: float, out: Any) -> None:
+    from dpkit.ledger import Ledger
+
+    reg = Ledger(location, mac_key=KEY)
+    ready.put(proc)
+    start.wait()
+    times: list[float] = []
+    stop = time.time() + seconds
+    while time.time() < stop:
+        t0 = time.perf_counter()
+        assert reg.analyst_for_token("ana-token") == "ana"  # what a request authenticates
+        assert reg.grant_of("ana", "d") is not None  # and authorises
+        times.append(time.perf_counter() - t0)
+    out.put(("read", times))
+
+
+def reads(folder: Path, writers: int, readers: int, seconds: float) -> dict[str, Any]:
+    """``writers`` processes debit + mark (by ``ana``) while ``readers`` processes run a
+    server request's reads (token lookup, grant) back to back, for ``seconds``."""
+    import dpkit as dp
+    from dpkit.ledger import Ledger
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"reads-{os.getpid()}.sqlite"
+    _cleanup(path)
+    reg = Ledger(path, mac_key=KEY)
+    reg.register("d", dp.PureDP(10**9))
+    reg.add_analyst("ana", token="ana-token")
+    reg.grant("ana", "d")
+    reg.dispose()
+    ctx = mp.get_context("spawn")
+    ready, start, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(str(path), p, ready, start, seconds, out))
+             for p in range(writers)]
+    procs += [ctx.Process(target=_reader, args=(str(path), p, ready, start, seconds, out))
+              for p in range(readers)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=120)  # every process has opened the ledger
+    load0 = _load()
+    start.set()
+    got = [out.get(timeout=seconds + 600) for _ in procs]
+    for p in procs:
+        p.join()
+    _cleanup(path)
+    times = sorted(t for kind, ts in got if kind == "read" for t in ts)
+    debits = sum(n for kind, n in got if kind == "write")
+
+    def ms(q: float) -> float:
+        return round(1000 * times[min(len(times) - 1, int(q * len(times)))], 2)
+
+    return {"code": _code(), "dir": str(folder), "writers": writers, "readers": readers,
+            "seconds": seconds, "reads": len(times), "read_p50_ms": ms(0.5),
+            "read_p99_ms": ms(0.99), "read_max_ms": ms(1.0),
+            "debits_per_s": round(debits / seconds, 1), "load": [load0, _load()]}
+
+
 # -- report -----------------------------------------------------------------------------------
 def _save(kind: str, result: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
@@ -441,6 +519,11 @@ def main() -> None:
     c = sub.add_parser("concurrent")
     c.add_argument("--backend", choices=["sqlite", "postgres"], required=True)
     c.add_argument("--dir", type=Path, default=Path("/dev/shm/ledger_scale"))
+    rd = sub.add_parser("reads")
+    rd.add_argument("--dir", type=Path, default=Path("/dev/shm/ledger_scale"))
+    rd.add_argument("--writers", type=int, default=2)
+    rd.add_argument("--readers", type=int, default=1)
+    rd.add_argument("--seconds", type=float, default=10)
     sub.add_parser("report")
     args = parser.parse_args()
     if args.cmd == "report":
@@ -456,6 +539,8 @@ def main() -> None:
         _save("verify", verify(args.template, args.dir, args.after))
     elif args.cmd == "concurrent":
         _save("concurrent", concurrent(args.backend, args.dir))
+    elif args.cmd == "reads":  # printed, not saved
+        print(json.dumps(reads(args.dir, args.writers, args.readers, args.seconds)))
 
 
 if __name__ == "__main__":

@@ -183,6 +183,25 @@ def test_missing_or_wrong_token_is_401(server, headers):
     assert snapshot(server) == before
 
 
+def test_revoked_token_and_grant_are_refused_by_the_next_request(server):
+    """Issue 35: the worker caches token and grant answers; a change made by another process
+    (the command line, another worker) moves the chain head, and the next request re-reads."""
+    from dpkit.ledger import Ledger
+
+    assert post(server, "alice", "/v1/datasets/adult/release", query()).status_code == 200
+    admin = Ledger(server["ledger"].url)
+    old = server["tokens"]["alice"]
+    server["tokens"]["alice"] = admin.rotate_token("alice")
+    refused = server["http"].post("/v1/datasets/adult/release", json=query(),
+                                  headers={"Authorization": f"Bearer {old}"})
+    assert refused.status_code == 401, refused.text
+    assert post(server, "alice", "/v1/datasets/adult/release", query()).status_code == 200
+    admin.grant("alice", "adult", dp.PureDP(Fraction(1, 2)))  # down to her spend
+    before = snapshot(server)
+    assert post(server, "alice", "/v1/datasets/adult/release", query()).status_code != 200
+    assert snapshot(server) == before
+
+
 def test_no_grant_is_403_and_unknown_dataset_404(server):
     before = snapshot(server)
     assert post(server, "carol", "/v1/datasets/adult/release", query()).status_code == 403

@@ -15,6 +15,13 @@ Guarantees
   processes and machines serialise and no interleaving overruns a cap. The debit is written
   *before* any noise is drawn; a release that fails later is marked ``failed`` and its loss
   still counts. A crash between debit and response never refunds.
+- Reads (a token lookup, a grant, an entry, the spend, the releases, ``verify``) take no
+  write lock: each is one read transaction (SQLite: a deferred ``BEGIN`` in WAL mode, a
+  snapshot of the last commit; PostgreSQL: ``REPEATABLE READ`` read-only), with the same MAC
+  and chain checks. A snapshot may be one commit old: it can only make a request refuse or
+  be re-checked, since every debit re-reads the cap, the grant and the burn rate under the
+  write lock. A :class:`Ledger` caches its token and grant answers with the chain head's
+  ``seq`` and reuses one only while the head has not moved.
 - Every change is a link of one keyed hash chain (:mod:`dpkit.ledger.chain`): administrative
   changes (datasets and caps, policies, analysts and tokens, grants, studies), debits (with
   the running totals after them) and outcomes (with the hash of the stored answer). The
@@ -121,6 +128,11 @@ _BUCKET_INSERT = """INSERT INTO "burn" ("dataset", "minute", "spent", "mac")
     VALUES (:dataset, :minute, :spent, :mac)"""
 
 
+_READ = "dpkit_read"  # the execution option that marks a connection of Ledger._read
+_CACHE_SIZE = 4096  # entries of each read cache (tokens, grants): one per analyst and dataset
+_CHAIN_SEQ = """SELECT "value" FROM "meta" WHERE "key" = 'chain_seq'"""
+
+
 def _insert(table: str, names: list[str]) -> str:
     quoted = ", ".join(f'"{n}"' for n in names)
     return f'INSERT INTO "{table}" ({quoted}) VALUES (' + ", ".join(f":{n}" for n in names) + ")"
@@ -152,6 +164,13 @@ def _retired(row: dict[str, Any]) -> bool:
         row["measure"]].zero()
 
 
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    """Store a read cache's entry; a full cache starts over (its size stays bounded)."""
+    if len(cache) >= _CACHE_SIZE:
+        cache.clear()
+    cache[key] = value
+
+
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -177,8 +196,10 @@ def _engine(location: str | Path, pooled: bool = True) -> tuple[Engine, str]:
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
-            conn.connection.dbapi_connection.execute(  # type: ignore[union-attr]
-                "BEGIN IMMEDIATE")  # the write lock, before any read
+            # a write takes the write lock before any read; a read (Ledger._read) begins a
+            # deferred transaction: in WAL mode a snapshot that never waits for a writer
+            statement = "BEGIN" if conn.get_execution_options().get(_READ) else "BEGIN IMMEDIATE"
+            conn.connection.dbapi_connection.execute(statement)  # type: ignore[union-attr]
     else:
         try:
             engine = create_engine(url, pool_pre_ping=True)
@@ -228,6 +249,11 @@ class Ledger:
         self._registered: dict[str, tuple[str, PrivacyLoss, str | None]] = {}
         # the newest checkpoint's seq in the table, the seq it signed, its stream marks
         self._marks_at: tuple[int | None, int, dict[str, Any]] = (-1, 0, {})
+        # answers of reads that authenticate and authorise, each with the chain head's seq
+        # it was read at: reused only while the head has not moved (analyst_for_token,
+        # grant_of)
+        self._tokens: dict[str, tuple[int, str]] = {}
+        self._grants: dict[tuple[str, str], tuple[int, dict[str, PrivacyLoss | None]]] = {}
         database = make_url(self.url).database if self.url.startswith("sqlite") else None
         self._lock_path = (None if database in (None, "", ":memory:") or fcntl is None
                            else f"{database}.lock")
@@ -293,8 +319,8 @@ class Ledger:
         reused, an invalidated one replaced. PostgreSQL and in-memory SQLite: the pool
         (pre-pinged: a PostgreSQL restart costs no request)."""
         if self._write_engine is None:
-            with self.engine.connect() as conn:
-                yield conn
+            with self.engine.connect() as writer_conn:
+                yield writer_conn
             return
         local = self._writers
         writer: Connection | None = getattr(local, "conn", None)
@@ -303,6 +329,28 @@ class Ledger:
             # server's threads keep theirs without starving the pool that reads check out from
             local.pid = os.getpid()
         yield writer
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """A read transaction, outside the writers' queue and lock: on SQLite a deferred
+        ``BEGIN`` (in WAL mode, set on every connection, a snapshot of the last commit that
+        never waits for a writer), on PostgreSQL ``REPEATABLE READ`` read-only (one snapshot
+        for every statement). Every statement inside sees the same committed state, so a
+        row and the chain links it is checked against agree; what a read decides is
+        re-checked under the write lock by any debit that depends on it."""
+        with self.engine.connect() as conn:
+            if self.url.startswith("sqlite"):
+                conn.execution_options(**{_READ: True})
+            else:
+                conn.execution_options(isolation_level="REPEATABLE READ",
+                                       postgresql_readonly=True)
+            with conn.begin():
+                yield conn
+
+    def _chain_seq(self, conn: Connection) -> int:
+        """The chain head's ``seq`` (one row read): it moves with every change, so a cached
+        answer read at the same ``seq`` is still the chain's answer."""
+        return int(store.run(conn, _CHAIN_SEQ).fetchone()[0])
 
     @contextlib.contextmanager
     def _queue(self) -> Iterator[None]:
@@ -504,7 +552,7 @@ class Ledger:
         LedgerIntegrityError
             If its row was changed outside the ledger.
         """
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = self._row(conn, "datasets", (dataset,))
         if row is None:
             return None
@@ -558,7 +606,7 @@ class Ledger:
     def migrations(self, dataset: str) -> list[dict[str, Any]]:
         """The recorded migrations of ``dataset`` (oldest first): each ``migrate`` event's
         body with its ``seq`` and ``time`` (``verify`` checks them)."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             found = conn.execute(select(events.c.seq, events.c.time, events.c.body).where(
                 (events.c.subject == chain.subject("datasets", dataset))
                 & (events.c.kind == entries.MIGRATE)).order_by(events.c.seq)).all()
@@ -599,11 +647,11 @@ class Ledger:
 
     def retired(self, dataset: str) -> bool:
         """Whether ``dataset`` is retired (:meth:`retire`)."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return _retired(self._dataset(conn, dataset))
 
     def _measure(self, dataset: str) -> str:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return str(self._dataset(conn, dataset)["measure"])
 
     def add_analyst(self, name: str, token: str | None = None) -> str:
@@ -634,17 +682,31 @@ class Ledger:
 
     def analyst_for_token(self, token: str) -> str | None:
         """The analyst whose token this is (compared by hash), or None — also when the
-        analyst's row was changed outside the ledger (it authenticates nobody)."""
-        with self.engine.connect() as conn:
+        analyst's row was changed outside the ledger (it authenticates nobody).
+
+        A read transaction (no write lock). An answer is cached with the chain head's
+        ``seq`` it was read at and reused only while the head has not moved (one row read);
+        after any change — a rotated token among them — the row is read and its MAC and
+        place in the chain checked again. Only tokens that authenticated are cached."""
+        digest = token_digest(token)
+        with self._read() as conn:
+            seq = self._chain_seq(conn)
+            cached = self._tokens.get(digest)
+            if cached is not None and cached[0] == seq:
+                return cached[1]
             row = conn.execute(select(store.ROW_TABLES["analysts"].c.name).where(
-                store.ROW_TABLES["analysts"].c.token_sha256 == token_digest(token))).first()
+                store.ROW_TABLES["analysts"].c.token_sha256 == digest)).first()
             if row is None:
                 return None
+            name = str(row[0])
             try:
-                self._row(conn, "analysts", (str(row[0]),))
+                checked = self._row(conn, "analysts", (name,))
             except LedgerIntegrityError:
                 return None
-        return str(row[0])
+        if checked is None or checked["token_sha256"] != digest:
+            return None  # the snapshot's row is the signed one: it must name this token
+        _remember(self._tokens, digest, (seq, name))
+        return name
 
     def grant(self, analyst: str, dataset: str, cap: PrivacyLoss | None = None) -> None:
         """Let ``analyst`` spend on ``dataset``, at most ``cap`` (inside the dataset's cap)."""
@@ -668,18 +730,29 @@ class Ledger:
         """The analyst's grant on the dataset, checked: ``{"cap": loss or None, "spent":
         loss}``, or None without a grant.
 
+        A read transaction (no write lock); a grant is cached with the chain head's ``seq``
+        and reused only while the head has not moved (any debit or change moves it), then
+        read and checked again. A debit re-checks the grant under the write lock.
+
         Raises
         ------
         LedgerIntegrityError
             If the dataset's or the grant's row was changed outside the ledger.
         """
-        with self.engine.connect() as conn:
+        key = (analyst, dataset)
+        with self._read() as conn:
+            seq = self._chain_seq(conn)
+            cached = self._grants.get(key)
+            if cached is not None and cached[0] == seq:
+                return dict(cached[1])
             ds = self._dataset(conn, dataset)
-            row = self._row(conn, "grants", (analyst, dataset))
+            row = self._row(conn, "grants", key)
         if row is None:
             return None
-        return {"cap": None if row["cap"] is None else load(ds["measure"], row["cap"]),
-                "spent": load(ds["measure"], row["spent"])}
+        found = {"cap": None if row["cap"] is None else load(ds["measure"], row["cap"]),
+                 "spent": load(ds["measure"], row["spent"])}
+        _remember(self._grants, key, (seq, found))
+        return dict(found)
 
     def add_study(self, name: str, dataset: str, description: str = "") -> None:
         """Record a study (project) that releases can be filed under."""
@@ -700,7 +773,7 @@ class Ledger:
         known = self._registered.get(dataset)
         if known is not None:
             return known[1]
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = self._dataset(conn, dataset)
         cap = load(row["measure"], row["cap"])
         self._registered[dataset] = (row["measure"], cap, None)  # unit checked at register
@@ -709,7 +782,7 @@ class Ledger:
     def spent(self, dataset: str, analyst: str | None = None) -> PrivacyLoss:
         """Total recorded loss (every debit, released or failed), exact; per analyst if
         given."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = self._dataset(conn, dataset)
             if analyst is None:
                 return load(row["measure"], row["spent"])
@@ -958,7 +1031,7 @@ class Ledger:
             If its mark row or its newest step link was edited, deleted or rolled back
             outside the ledger (the links and row no longer agree).
         """
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return self._stream_mark(conn, release_id)
 
     def advance_stream(self, release_id: int, step: int, state: str | None = None) -> None:
@@ -998,7 +1071,7 @@ class Ledger:
 
     def release(self, release_id: int) -> dict[str, Any] | None:
         """One release row (as :meth:`releases` gives them; one index lookup), or None."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = store.first(conn, _RELEASE_BY_ID, {"rid": int(release_id)})
         if row is None:
             return None
@@ -1012,7 +1085,7 @@ class Ledger:
     def datasets(self) -> list[dict[str, Any]]:
         """Every dataset with its cap, spend and policy, as stored (:meth:`verify` checks
         them)."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(select(datasets).order_by(datasets.c.created)).mappings().all()
         return [{"name": r["name"], "measure": r["measure"], "cap": load(r["measure"], r["cap"]),
                  "privacy_unit": r["privacy_unit"], "created": r["created"],
@@ -1028,7 +1101,7 @@ class Ledger:
             query = query.where(releases.c.dataset == dataset)
         if analyst is not None:
             query = query.where(releases.c.analyst == analyst)
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(query).mappings().all()
         return [{"id": r["id"], "dataset": r["dataset"], "analyst": r["analyst"],
                  "study": r["study"], "time": r["time"], "query": r["query"],
@@ -1040,7 +1113,7 @@ class Ledger:
         """Every analyst's name and creation time, as stored (never a token or its hash;
         :meth:`verify` checks the rows)."""
         table = store.ROW_TABLES["analysts"]
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(select(table.c.name, table.c.created)
                                 .order_by(table.c.created)).mappings().all()
         return [{"name": r["name"], "created": r["created"]} for r in rows]
@@ -1049,7 +1122,7 @@ class Ledger:
         """Every grant: analyst, dataset, cap (None: the dataset's) and spend, as stored
         (:meth:`verify` checks them)."""
         table = store.ROW_TABLES["grants"]
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             measure = {r[0]: r[1] for r in conn.execute(
                 select(datasets.c.name, datasets.c.measure))}
             rows = conn.execute(select(table).order_by(table.c.analyst, table.c.dataset)
@@ -1062,14 +1135,14 @@ class Ledger:
         """Every continual release's mark: its release id and last released step, as
         stored (:meth:`verify` checks them)."""
         table = store.ROW_TABLES["streams"]
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(select(table.c.release_id, table.c.step)
                                 .order_by(table.c.release_id)).all()
         return [{"release_id": int(r[0]), "step": int(r[1])} for r in rows]
 
     def head(self) -> str:
         """The chain head (keep a copy elsewhere to detect a rewritten chain)."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return str(conn.execute(select(meta.c.value).where(meta.c.key == "chain_head")
                                     ).scalar_one())
 
@@ -1082,7 +1155,7 @@ class Ledger:
         chain head that must still be on the chain. ``since_checkpoint``: start from the
         newest signed checkpoint (:meth:`checkpoint`, :mod:`dpkit.ledger.checkpoint`):
         only the links after it are replayed (a full verify if there is none)."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             start, problems = (checkpoint.latest(conn, self._key) if since_checkpoint
                                else (None, []))
             return problems + integrity.verify(conn, self._key, head, start)
@@ -1119,7 +1192,7 @@ class Ledger:
         }
 
     def count(self) -> int:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             return int(conn.execute(select(func.count()).select_from(releases)).scalar_one())
 
     def dispose(self) -> None:
