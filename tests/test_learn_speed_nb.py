@@ -192,7 +192,7 @@ def test_newton_solver_reaches_the_minimiser(c):
     true_grad = -c * (rows.T @ (s / (1 + np.exp(z)))) + w
     assert abs(np.linalg.norm(true_grad) - grad) < 1e-9 * max(1, c * len(s))
     assert grad < 1e-12 * max(1.0, c * len(s))
-    w_ref, _ = L._fit_lbfgs(rows, s, c)
+    w_ref, _ = L._fit_lbfgs(rows, s, c, 1.0, np.zeros(rows.shape[1]))
     assert np.max(np.abs(w - w_ref)) < 1e-8
 
 
@@ -202,8 +202,8 @@ def test_output_perturbation_refuses_a_loose_solution(monkeypatch):
     rows, s = _rows(2000)
     real = L._fit_exact
 
-    def loose(x, sgn, c):
-        w, _ = real(x, sgn, c)
+    def loose(x, sgn, c, *objective):
+        w, _ = real(x, sgn, c, *objective)
         w = w + 1e-3
         z = sgn * (x @ w)
         return w, float(np.linalg.norm(-c * (x.T @ (sgn / (1 + np.exp(z)))) + w))
@@ -212,7 +212,8 @@ def test_output_perturbation_refuses_a_loose_solution(monkeypatch):
     LogisticRegression(1, data_norm=1.0, classes=["no", "yes"], C=0.1).fit(rows[:, :-1], y)
     monkeypatch.setattr(L, "_fit_exact", loose)
     with pytest.raises(DomainError, match="converge"):
-        LogisticRegression(1, data_norm=1.0, classes=["no", "yes"], C=0.1).fit(rows[:, :-1], y)
+        LogisticRegression(1, data_norm=1.0, classes=["no", "yes"], C=0.1,
+                           method="output").fit(rows[:, :-1], y)
 
 
 def test_solver_runs_on_one_blas_thread():

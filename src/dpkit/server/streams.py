@@ -69,7 +69,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -284,13 +284,15 @@ class StreamStore:
     def _repair(self, stream_id: int) -> int:
         """Under the lock: cut a torn tail (a line without its newline) and bring the offsets
         file up to the log's complete lines; the number of logged steps. Reads the offsets
-        file's last entries and the log after the last indexed line only (O(1) in t)."""
+        file's last entries and the log after the last indexed line only (O(1) in t); an
+        offsets file that does not match the log (its last entry not the start of step n's
+        line: the log was edited or replaced) is rebuilt from the log, O(t)."""
         log = self.history_path(stream_id)
         idx = log.with_suffix(".idx")
         if not log.exists():
             log.touch(mode=0o600)
         size = log.stat().st_size
-        with open(idx, "a+b") as f:
+        with open(idx, "a+b") as f, open(log, "rb+") as g:
             n = f.tell() // 8  # a torn entry (not 8 bytes) is dropped below
             last = -1
             while n:  # the last indexed line that the log still holds
@@ -299,13 +301,14 @@ class StreamStore:
                 if last < size:
                     break
                 n, last = n - 1, -1
+            if last >= 0 and not _starts_step(g, last, n):
+                n, last = 0, -1  # rebuild: every entry is suspect
             start = max(last, 0)
-            with open(log, "rb+") as g:
-                g.seek(start)
-                tail = g.read()
-                lines = tail.split(b"\n")
-                if lines[-1]:  # a torn tail: never a complete (released) line
-                    g.truncate(start + len(tail) - len(lines[-1]))
+            g.seek(start)
+            tail = g.read()
+            lines = tail.split(b"\n")
+            if lines[-1]:  # a torn tail: never a complete (released) line
+                g.truncate(start + len(tail) - len(lines[-1]))
             found, pos = [], start
             for text in lines[:-1]:
                 found.append(pos)
@@ -326,6 +329,20 @@ class StreamStore:
         StreamHistoryError
             If a line of the page is missing or fails its check.
         """
+        try:
+            return self._page(stream_id, upto, offset, limit)
+        except StreamHistoryError:
+            with self._locked(stream_id):  # the offsets may be stale (an edited log, since
+                self._rebuild(stream_id)   # restored): rebuild them from the log, once
+            return self._page(stream_id, upto, offset, limit)
+
+    def _rebuild(self, stream_id: int) -> None:
+        """Under the lock: rewrite the offsets file from the whole log (O(t))."""
+        self.history_path(stream_id).with_suffix(".idx").write_bytes(b"")
+        self._repair(stream_id)
+
+    def _page(self, stream_id: int, upto: int, offset: int, limit: int
+              ) -> list[dict[str, Any]]:
         last = min(offset + limit, upto)
         if last <= offset:
             return []
@@ -365,6 +382,21 @@ class StreamStore:
         last = stream.state.get("released")
         if stream.t and isinstance(last, dict) and int(last["t"]) == stream.t:
             self.append(sid, last)
+
+
+def _starts_step(log: BinaryIO, offset: int, t: int) -> bool:
+    """Whether a line of ``log`` starts at ``offset`` and is step ``t``."""
+    if offset:
+        log.seek(offset - 1)
+        if log.read(1) != b"\n":
+            return False
+    else:
+        log.seek(0)
+    try:
+        doc = json.loads(log.readline())
+        return isinstance(doc, dict) and doc.get("t") == t
+    except ValueError:
+        return False
 
 
 def _canonical(step: dict[str, Any]) -> str:
