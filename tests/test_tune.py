@@ -284,17 +284,22 @@ def broken(noisy):
                            noise_row=frontend.noise_row, noisy=noisy)
 
 
-def test_law_check_catches_a_tuner_that_reads_the_true_histogram():
-    exact = broken(lambda values, *a, **k: SimpleNamespace(value=np.asarray(values)))
-    samples, scale = noise_samples(exact)
-    assert not dkw_accepts(samples, scale)
+def _reads_the_truth(values, *a, **k):
+    return SimpleNamespace(value=np.asarray(values))
 
 
-def test_law_check_catches_a_tuner_whose_noise_ignores_the_split():
+def _ignores_the_split(values, sensitivity, budget, **k):
     # the noise drawn at ε = 1 while the plan says 1/2 (scale 1 instead of 2)
-    def double(values, sensitivity, budget, **k):
-        return frontend.noisy(values, sensitivity, dp.PureDP(1), **k)
-    samples, scale = noise_samples(broken(double))
+    return frontend.noisy(values, sensitivity, dp.PureDP(1), **k)
+
+
+@pytest.mark.parametrize("draws", ["contributions", "values"])
+@pytest.mark.parametrize("noisy", [_reads_the_truth, _ignores_the_split])
+def test_law_check_catches_a_broken_tuner(draws, noisy):
+    """The broken variants: a tuner that releases the true histogram, or draws its noise at
+    the whole tuning ε instead of its half, fails the law check (of either histogram)."""
+    samples, scale = (noise_samples if draws == "contributions" else value_samples)(
+        broken(noisy))
     assert not dkw_accepts(samples, scale)
 
 
@@ -321,16 +326,3 @@ def test_value_histogram_release_is_the_planned_discrete_laplace():
     samples, scale = value_samples()
     assert scale == 2  # sensitivity 1 at ε_t/2 = 1/2
     assert dkw_accepts(samples, scale)
-
-
-def test_value_law_check_catches_a_tuner_that_reads_the_true_values():
-    exact = broken(lambda values, *a, **k: SimpleNamespace(value=np.asarray(values)))
-    samples, scale = value_samples(exact)
-    assert not dkw_accepts(samples, scale)
-
-
-def test_value_law_check_catches_noise_that_ignores_the_split():
-    def double(values, sensitivity, budget, **k):
-        return frontend.noisy(values, sensitivity, dp.PureDP(1), **k)
-    samples, scale = value_samples(broken(double))
-    assert not dkw_accepts(samples, scale)
