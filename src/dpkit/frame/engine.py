@@ -205,8 +205,11 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
     scalar = [s for s in stats if s.kind is not StatKind.BINS]
     if scalar:
         distinct = nw.col(unit_column).n_unique() if unit_column else nw.len()
-        exprs = [(distinct if s.kind is StatKind.DISTINCT else s.expr).alias(s.key)
-                 for s in scalar]
+        # on Polars the nulls are filled in the aggregate's own collect (one collect, no
+        # per-column pass afterwards); the fill depends on the backend, never on the data
+        filled = lf.implementation is nw.Implementation.POLARS
+        exprs = [_filled(distinct if s.kind is StatKind.DISTINCT else s.expr, filled)
+                 .alias(s.key) for s in scalar]
         if key_cols:
             res = to_polars(collect(lf.group_by(key_cols).agg(*exprs), streaming))
             joined = _key_index(keys, res, key_cols)  # type: ignore[arg-type]
@@ -216,7 +219,7 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
             rows = np.zeros(len(joined), dtype=np.int64)
         for s in scalar:
             arr = np.zeros(groups, dtype=np.int64)
-            arr[rows] = _saturated(joined[s.key])
+            arr[rows] = _saturated(joined[s.key], filled)
             out[s.key] = arr
     for s in (s for s in stats if s.kind is StatKind.BINS):
         binned = lf.with_columns(s.bin_expr.alias(_BIN)).group_by([*key_cols, _BIN]).agg(
@@ -237,13 +240,19 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
 _SATURATE = (1 << 62) - 1  # |exact statistic| beyond this is reported as ±this
 
 
-def _saturated(values: pl.Series) -> np.ndarray:
+def _filled(expr: nw.Expr, filled: bool) -> nw.Expr:
+    """``expr`` with nulls as 0 when ``filled`` (the Polars backend), else ``expr``."""
+    return expr.fill_null(0) if filled else expr
+
+
+def _saturated(values: pl.Series, filled: bool = False) -> np.ndarray:
     """Exact integer statistics as int64, nulls as 0, anything beyond ±(2^62 − 1) saturated
     there (a 1-Lipschitz map: it never increases a sensitivity). A backend may return a
     wider type than Int64 (DuckDB sums to HUGEINT), and converting such a value must not
-    fail on the data after the debit."""
+    fail on the data after the debit. ``filled``: the collect already filled the nulls
+    (:func:`_filled`), so the integer path is numpy only (no Polars pass per column)."""
     if values.dtype in (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32):
-        ints = values.fill_null(0).to_numpy().astype(np.int64)
+        ints = (values if filled else values.fill_null(0)).to_numpy().astype(np.int64)
         return np.clip(ints, -_SATURATE, _SATURATE, out=ints)
     v = pl.col("v")
     wide = v.cast(pl.Int128, strict=False)  # exact for every integer below 2^127
