@@ -34,7 +34,7 @@ from dpkit.errors import DomainError
 from dpkit.frame import aggregates, engine
 from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.compiler import PlannedStatistic
-from dpkit.frame.language import ProtocolError
+from dpkit.frame.language import ProtocolError, on_change
 from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.query import Plan, Query
 from dpkit.frame.schema import Schema
@@ -95,6 +95,12 @@ class PlanMemo:
             self._schemas[id(table)] = (table, columns, dtypes, schema)
         return schema
 
+    def clear(self) -> None:
+        """Forget every remembered key and schema."""
+        with self._lock:
+            self._keys.clear()
+            self._schemas.clear()
+
     def run_once(self, key: Hashable | None, check: Callable[[], Any]) -> None:
         """Run ``check`` unless ``key`` is remembered; remember ``key`` if it passes
         (``key`` None: always run, remember nothing). ``check``'s errors propagate."""
@@ -109,6 +115,14 @@ class PlanMemo:
                 self._keys[key] = None
                 while len(self._keys) > self.size:
                     self._keys.popitem(last=False)
+
+
+# The release dry runs that passed, shared by the sessions given no ``plan_memo``: a fresh
+# session answering a query already checked on the same schema skips its dry run (the key
+# holds all the dry run reads, so a hit passes exactly when the dry run would). Forgotten
+# when the query language changes (a re-registered tag may lower differently).
+SHARED_DRY_RUNS = PlanMemo(size=256)
+on_change(SHARED_DRY_RUNS.clear)
 
 
 class Session:
@@ -138,7 +152,9 @@ class Session:
         :mod:`dpkit.frame.bounded_cache`). Default: the session's own.
     plan_memo : PlanMemo, optional
         Plan-time dry runs that passed, shared with other sessions (a server shares one per
-        dataset and worker; see :class:`PlanMemo`). Default: the session's own.
+        dataset and worker; see :class:`PlanMemo`). Default: the session's own, except
+        that release dry runs that passed are remembered process-wide
+        (``SHARED_DRY_RUNS``: a fresh session does not repeat a passed dry run).
     schema : Schema or mapping of name → Schema, optional
         The curator's declared metadata (:class:`~dpkit.frame.schema.Schema`; one Schema
         is the first table's): ``group_by(c)`` without ``keys=`` takes the categories of a
@@ -194,6 +210,7 @@ class Session:
         self._bounded.bind(self._cache_tables, str(self.privacy_unit))
         self.default_table = next(iter(self._tables))
         self.plan_memo = PlanMemo() if plan_memo is None else plan_memo
+        self._dry_runs = SHARED_DRY_RUNS if plan_memo is None else plan_memo
         schemas = {name: self.plan_memo.schema(tables[name], t)
                    for name, t in self._tables.items()}
         for name, declared in self._declared.items():  # names and types only
@@ -210,6 +227,9 @@ class Session:
             for name, sc in schemas.items())
         self._schemas = schemas
         self._schema_text = schema_text
+        # what else a plan-time check may read: the declared metadata (with a memo shared
+        # across sessions, two sessions may declare differently over the same schema)
+        self._declared_text = repr(sorted(self._declared.items()))
         self.measure: type[PrivacyLoss] = type(budget)
         self._budget = budget
         self._partitions: dict[int, ParallelAccountant] = {}
@@ -352,8 +372,8 @@ class Session:
             text = json.dumps(query.to_json(), sort_keys=True, separators=(",", ":"))
         except (ProtocolError, TypeError, ValueError):
             return None
-        return (what, text, self._schema_text, str(self.privacy_unit), self.measure.__name__,
-                *extra)
+        return (what, text, self._schema_text, self._declared_text, str(self.privacy_unit),
+                self.measure.__name__, *extra)
 
     def release(self, plan: Plan, *, confidence: float = 0.95,
                 idempotency_key: str | None = None) -> Release[pl.DataFrame]:
@@ -396,7 +416,7 @@ class Session:
         scan = engine.is_scan(lf)
         key = self.plan_key("release", query, repr(plan.arguments), scan,
                             lf.implementation.name)
-        self.plan_memo.run_once(key, lambda: engine.dry_run(
+        self._dry_runs.run_once(key, lambda: engine.dry_run(
             query.lazy(empty=True), query.keys, [p.stat for p in planned],
             self.privacy_unit.column, query.group_columns, scan))
 
