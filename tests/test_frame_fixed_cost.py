@@ -1,0 +1,149 @@
+"""Less fixed cost per release (issue 35, item 4), and that nothing it skips lets a query
+through that the skipped work would refuse.
+
+- Passed release dry runs are remembered process-wide (``SHARED_DRY_RUNS``) for sessions
+  given no ``plan_memo``: a fresh session skips a dry run passed on the same schema, query,
+  declared metadata and budget arguments; a refused plan is refused on every session; a
+  different schema (or declared schema) misses the memo. Paired with a broken key (without
+  the schema) that the schema test catches.
+- On Polars the statistics' nulls are filled in the aggregate's own collect; the exact
+  statistics are still saturated at ±(2^62 − 1), and nulls are still 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import narwhals as nw
+import polars as pl
+import pytest
+
+import dpkit as dp
+from dpkit.errors import DomainError
+from dpkit.frame import engine, language
+from dpkit.frame.aggregates import Statistic
+from dpkit.frame.session import SHARED_DRY_RUNS, PlanMemo, Session
+
+_SATURATE = (1 << 62) - 1
+
+
+def _frame(dtype: type[pl.DataType] = pl.Int64) -> pl.DataFrame:
+    return pl.DataFrame({"g": ["a", "b", "a"], "x": [1, 2, 3]}).with_columns(
+        pl.col("x").cast(dtype))
+
+
+def _release(frame: pl.DataFrame, epsilon: float = 1, **kwargs: Any) -> Session:
+    """A fresh session (no plan_memo: the shared one) and one grouped mean release."""
+    s = dp.Session(frame, budget=dp.PureDP(10), **kwargs)
+    out = s.query().group_by("g", keys=["a", "b"]).agg(
+        dp.mean("x", bounds=(0, 10))).release(epsilon=epsilon)
+    assert out.height == 2
+    return s
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, refuse: Any = lambda empty: False) -> list[str]:
+    """Record every dry run that runs; it refuses (as a backend's binding error would, on
+    zero rows) when ``refuse(empty frame)``."""
+    calls: list[str] = []
+    real = engine.dry_run
+
+    def spy(empty: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append(str(empty.collect_schema()["x"]))
+        if refuse(empty):
+            raise DomainError("the query does not run on this table's schema")
+        real(empty, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "dry_run", spy)
+    return calls
+
+
+def test_a_fresh_session_skips_a_dry_run_already_passed(monkeypatch: pytest.MonkeyPatch):
+    calls = _spy(monkeypatch)
+    frame = _frame()
+    for _ in range(3):
+        _release(frame)
+    assert calls == ["Int64"]
+    _release(frame, epsilon=2)  # other budget arguments: other statistics, checked again
+    assert calls == ["Int64", "Int64"]
+
+
+def test_a_refused_plan_is_refused_on_every_fresh_session(monkeypatch: pytest.MonkeyPatch):
+    calls = _spy(monkeypatch, refuse=lambda empty: True)
+    for _ in range(3):
+        s = dp.Session(_frame(), budget=dp.PureDP(10))
+        with pytest.raises(DomainError):
+            s.query().group_by("g", keys=["a", "b"]).agg(
+                dp.mean("x", bounds=(0, 10))).release(epsilon=1)
+        assert s.spent == dp.PureDP(0)  # refused before the debit
+    assert len(calls) == 3 and len(SHARED_DRY_RUNS) == 0
+
+
+def _another_schema_is_refused(monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Pass the dry run on an Int64 column, then release the same query on an Int32 one
+    whose dry run refuses: True when that release is refused before its debit."""
+    calls = _spy(monkeypatch, refuse=lambda empty: str(empty.collect_schema()["x"]) == "Int32")
+    _release(_frame())
+    s = dp.Session(_frame(pl.Int32), budget=dp.PureDP(10))
+    try:
+        s.query().group_by("g", keys=["a", "b"]).agg(
+            dp.mean("x", bounds=(0, 10))).release(epsilon=1)
+    except DomainError:
+        assert s.spent == dp.PureDP(0) and calls == ["Int64", "Int32"]
+        return True
+    return False
+
+
+def test_another_schema_misses_the_memo(monkeypatch: pytest.MonkeyPatch):
+    assert _another_schema_is_refused(monkeypatch)
+
+
+def test_the_schema_test_catches_a_key_without_the_schema(monkeypatch: pytest.MonkeyPatch):
+    """Broken variant: a memo key without the table's schema lets the Int32 release through
+    on the Int64 session's remembered dry run, and the test above sees it."""
+    def schemaless(self: Session, what: str, query: Any, *extra: Any) -> Any:
+        return (what, repr(query.to_json()), *extra)
+
+    monkeypatch.setattr(Session, "plan_key", schemaless)
+    assert not _another_schema_is_refused(monkeypatch)
+
+
+def test_another_declared_schema_misses_the_memo(monkeypatch: pytest.MonkeyPatch):
+    calls = _spy(monkeypatch)
+    frame = _frame()
+    for upper in (10, 10, 20):
+        _release(frame, schema=dp.Schema({"x": dp.Numeric(0, upper)}))
+    assert len(calls) == 2
+
+
+def test_a_change_of_the_query_language_forgets_the_memo():
+    _release(_frame())
+    assert len(SHARED_DRY_RUNS) == 1
+    language.unregister("no_such_tag")  # any change of the registry notifies
+    assert len(SHARED_DRY_RUNS) == 0
+
+
+def test_a_given_plan_memo_is_used_instead_of_the_shared_one(monkeypatch: pytest.MonkeyPatch):
+    calls = _spy(monkeypatch)
+    memo = PlanMemo()
+    _release(_frame(), plan_memo=memo)
+    assert len(memo) == 1 and len(SHARED_DRY_RUNS) == 0 and len(calls) == 1
+
+
+# -- the folded saturation: statistics beyond ±(2^62 − 1) and nulls on Polars ------------
+def test_polars_statistics_saturate_in_the_folded_collect():
+    big = pl.DataFrame({"v": [(1 << 62) + 5, -(1 << 63)], "k": [0, 1]})
+    lf = engine.to_lazy(big)
+    stat = Statistic("s", "sum", expr=nw.col("v").sum())
+    one = engine.to_lazy(big.head(1))
+    assert engine.compute(one, None, [stat])["s"].tolist() == [_SATURATE]
+    keys = pl.DataFrame({"k": [0, 1, 2]})
+    out = engine.compute(lf, keys, [stat])["s"]
+    assert out.tolist() == [_SATURATE, -_SATURATE, 0]  # saturated, not wrapped; absent: 0
+
+
+def test_polars_null_statistics_are_zero_in_the_folded_collect():
+    nulls = pl.DataFrame({"v": [None, None], "k": [0, 0]}, schema={"v": pl.Int64, "k": pl.Int64})
+    lf = engine.to_lazy(nulls)
+    stat = Statistic("m", "sum", expr=nw.col("v").max())  # max of nulls is null
+    assert engine.compute(lf, None, [stat])["m"].tolist() == [0]
+    assert engine.compute(lf, pl.DataFrame({"k": [0]}), [stat])["m"].tolist() == [0]
