@@ -585,12 +585,31 @@ class Query:
             ``col``/``lit``), ``select``, ``join``, positional ``with_columns``, a partition's
             sub-query, a named table, or values that are not JSON scalars.
         """
+        return self._json(shape=False)
+
+    def shape_json(self) -> dict[str, Any]:
+        """:meth:`to_json` with the public keys as the SHA-256 of their serialisation
+        (``{"columns", "keys_sha256"}``; names, types, nulls and values, exactly): the key
+        of plan-time memos (:class:`dpkit.frame.session.PlanMemo`), without converting
+        every key to JSON on each release.
+
+        Raises
+        ------
+        ProtocolError
+            As :meth:`to_json`, for a query without a JSON form (except its keys).
+        """
+        return self._json(shape=True)
+
+    def _json(self, shape: bool) -> dict[str, Any]:
         if self.part is not None or self.table is not None:
             raise ProtocolError("a partition's sub-query or a named table has no JSON form")
         doc: dict[str, Any] = {"steps": [language.encode_step(t, p) for t, p in self.calls]}
         if self.selection is not None:
             doc["group_by"] = {"columns": list(self.group_columns),
                                "selection": selection_json(self.selection)}
+        elif self.keys is not None and shape:
+            doc["group_by"] = {"columns": list(self.group_columns),
+                               "keys_sha256": _frame_sha256(self.keys)}
         elif self.keys is not None:
             rows = ([language.json_scalar(v) for v in row] for row in self.keys.rows())
             doc["group_by"] = {"columns": list(self.group_columns), "keys": [
@@ -1142,6 +1161,13 @@ def _canonical_keys(frame: pl.DataFrame, schema: Any) -> pl.DataFrame:
             old, _ = _KEYS_MEMO.popitem(last=False)[1]
             _DIGESTS.pop(id(old), None)
     return out
+
+
+def _frame_sha256(frame: pl.DataFrame) -> str:
+    """Full SHA-256 of ``frame``'s binary serialisation (``DataFrame.serialize``: schema,
+    validity and values, which ``deserialize`` gives back exactly; so equal digests mean
+    equal frames, short of a SHA-256 collision)."""
+    return hashlib.sha256(frame.serialize()).hexdigest()
 
 
 def _keys_digest(frame: pl.DataFrame) -> str:

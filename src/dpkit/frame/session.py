@@ -53,9 +53,10 @@ class PlanMemo:
     """The plan-time checks (dry runs on zero rows) that passed, remembered by everything
     they read, so that a server answering the same query again skips them.
 
-    A key is the query's canonical JSON form (:meth:`Query.to_json`), the schema text of
-    the session's tables, the backend, whether the plan reads a file, the privacy unit and
-    the measure, and for a release's dry run its budget arguments (which fix the
+    A key is the query's canonical JSON form (:meth:`Query.shape_json`: the public keys
+    as their SHA-256), the schema text of the session's tables, the declared schema
+    (:class:`~dpkit.frame.schema.Schema`), the backend, whether the plan reads a file, the
+    privacy unit and the measure, and for a release's dry run its budget arguments (which fix the
     statistics): the outcome of a dry run on zero rows is a function of these alone, so a
     remembered key passes exactly when the dry run would. Only successes are remembered
     (a query that fails runs its dry run again, and fails again); queries without a JSON
@@ -367,9 +368,10 @@ class Session:
     def plan_key(self, what: str, query: Query, *extra: Any) -> Hashable | None:
         """The :class:`PlanMemo` key of a plan-time check ``what`` of ``query`` on this
         session's tables (with ``extra``: what else the check reads), or None for a query
-        without a JSON form (never remembered)."""
+        without a JSON form (never remembered). The public keys enter as their SHA-256
+        (:meth:`Query.shape_json`)."""
         try:
-            text = json.dumps(query.to_json(), sort_keys=True, separators=(",", ":"))
+            text = json.dumps(query.shape_json(), sort_keys=True, separators=(",", ":"))
         except (ProtocolError, TypeError, ValueError):
             return None
         return (what, text, self._schema_text, self._declared_text, str(self.privacy_unit),
