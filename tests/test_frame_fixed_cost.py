@@ -147,3 +147,42 @@ def test_polars_null_statistics_are_zero_in_the_folded_collect():
     stat = Statistic("m", "sum", expr=nw.col("v").max())  # max of nulls is null
     assert engine.compute(lf, None, [stat])["m"].tolist() == [0]
     assert engine.compute(lf, pl.DataFrame({"k": [0]}), [stat])["m"].tolist() == [0]
+
+
+# -- the mean's grid sum skips a clamp that cannot change a value --------------------------
+@pytest.mark.parametrize("bounds", [(0, 100), (0.1, 0.7), (-1e150, 1e150), (-3, 4),
+                                    (1e-200, 3e-200), (-7.3, -7.1), (0.5, 2**40 + 0.5)])
+@pytest.mark.parametrize("dtype", [pl.Float64, pl.Float32, pl.Int64])
+def test_the_mean_grid_sum_equals_the_clamped_one(bounds: Any, dtype: Any):
+    """Per record, the mean's grid integer (centred once, not clamped again) equals the one
+    clamped again to [lo − m, hi − m]: extremes, NaN, ±inf, nulls, both bounds and the
+    floats next to them."""
+    import math
+
+    from dpkit.frame import aggregates
+
+    lo, hi = (float(b) for b in bounds)
+    near = [lo, hi, math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf),
+            (lo + hi) / 2, math.nextafter((lo + hi) / 2, math.inf), 0.0, -0.0, 1e308,
+            -1e308, math.inf, -math.inf, math.nan, 5e-324, None]
+    if dtype == pl.Int64:
+        near = [v if v is None or not math.isfinite(v) or abs(v) > 2**62 else int(v)
+                for v in near]
+        near = [v for v in near if v is None or isinstance(v, int)] + [2**63 - 1, -2**63]
+    frame = pl.DataFrame({"x": pl.Series(near, dtype=dtype, strict=False),
+                          "i": range(len(near))})
+    schema = engine.to_lazy(frame).collect_schema()
+    mean = dp.mean("x", bounds=bounds)
+    stat = mean.statistics(schema, "m_")[0]
+    lower, upper = aggregates._bounds(mean.bounds, "mean", "x")
+    lo_f, hi_f = aggregates.float_down(lower), aggregates.float_up(upper)
+    mid = float((lower + upper) / 2)
+    clean = aggregates._clean("x", "float" if dtype != pl.Int64 else "int", None, lower, upper)
+    centred = clean.cast(nw.Float64).clip(lo_f, hi_f) - mid
+    ref, r_lo, r_hi = aggregates._grid_ints(centred, stat.n_bins, lo_f - mid, hi_f - mid)
+    assert (stat.lower, stat.upper) == (r_lo, r_hi)
+    keys = pl.DataFrame({"i": list(range(len(near)))})
+    per_row = [Statistic("a", "sum", expr=stat.expr), Statistic("b", "sum", expr=ref.sum())]
+    out = engine.compute(engine.to_lazy(frame), keys, per_row)
+    assert out["a"].tolist() == out["b"].tolist()
+    assert all(r_lo <= v <= r_hi for v in out["a"].tolist())

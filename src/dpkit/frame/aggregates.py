@@ -140,21 +140,23 @@ def _grid(kind: NumericKind, lower: Fraction, upper: Fraction) -> int:
     return 0 if top == 0 else grid_exponent(top)
 
 
-def _grid_ints(expr: Any, k: int, lo: float, hi: float) -> tuple[Any, int, int]:
+def _grid_ints(expr: Any, k: int, lo: float, hi: float, clamped: bool = False
+               ) -> tuple[Any, int, int]:
     """Per record: x clamped to [lo, hi], times 2^-k (exact), rounded down to Int64.
 
     Returns the expression and its exact integer range, computed in Python with the same
     IEEE operations (clamping, exact scaling and flooring are monotone, so the endpoints
     bound every record). The explicit floor makes every backend agree (a bare cast
     truncates in Polars and Spark but rounds in DuckDB). Flooring moves a value by less than
-    one grid step 2^k.
+    one grid step 2^k. ``clamped``: ``expr`` is already Float64 within [lo, hi] (the
+    caller proved it), so the float path skips its cast and clamp (one pass less).
     """
     step = float(Fraction(2) ** -k)
     if k == 0 and lo.is_integer() and hi.is_integer() and builtins.max(
             abs(lo), abs(hi)) <= _GRID_INT_LIMIT:  # integers stay integers
         return expr.cast(nw.Int64).clip(int(lo), int(hi)), int(lo), int(hi)
     # in Float64, clamping first: the cast to Int64 then cannot fail on any value
-    scaled = (expr.cast(nw.Float64).clip(lo, hi) * step).floor()
+    scaled = ((expr if clamped else expr.cast(nw.Float64).clip(lo, hi)) * step).floor()
     return scaled.cast(nw.Int64), math.floor(lo * step), math.floor(hi * step)
 
 
@@ -379,8 +381,10 @@ class Mean(ColumnAggregation):
             k = _grid("float", lower - mid, upper - mid)
         clean = _clean(self.column, kind, self.fill, lower, upper)
         lo_f, hi_f, mid_f = float_down(lower), float_up(upper), float(mid)
+        # already within [lo_f − mid_f, hi_f − mid_f], these very IEEE differences: x ↦
+        # fl(x − mid_f) is monotone on the clamped x, so _grid_ints need not clamp again
         centred = clean.cast(nw.Float64).clip(lo_f, hi_f) - mid_f
-        s, lo, hi = _grid_ints(centred, k, lo_f - mid_f, hi_f - mid_f)
+        s, lo, hi = _grid_ints(centred, k, lo_f - mid_f, hi_f - mid_f, clamped=True)
         n = clean.count()
         return [
             Statistic(f"{prefix}s", StatKind.SUM, expr=s.sum(), lower=lo, upper=hi, n_bins=k,
