@@ -372,8 +372,8 @@ class Session:
         (:meth:`Query.shape_json`)."""
         try:
             text = json.dumps(query.shape_json(), sort_keys=True, separators=(",", ":"))
-        except (ProtocolError, TypeError, ValueError):
-            return None
+        except (ProtocolError, TypeError, ValueError, pl.exceptions.PolarsError):
+            return None  # no JSON form, or keys that do not serialise: never remembered
         return (what, text, self._schema_text, self._declared_text, str(self.privacy_unit),
                 self.measure.__name__, *extra)
 
