@@ -134,3 +134,44 @@ def test_two_hosts_share_one_ledger(hosts):
     for server in (a, b):
         assert not any('"level": "ERROR"' in line for line in server.stderr)
 
+
+
+def test_a_debit_holds_the_chain_head_for_four_round_trips(postgres_server, monkeypatch):
+    """Issue 35, 3: the lock and every read a debit needs go in one round trip (a pipeline,
+    the head's FOR UPDATE first), then the burn-rate bucket, the writes and the commit: at
+    most 4 round trips hold the head (9 before). Counted at psycopg: a statement outside a
+    pipeline, a pipeline, a commit."""
+    import pg
+    import psycopg
+    from sqlalchemy import event
+
+    ledger = Ledger(pg.fresh_database(postgres_server, "roundtrips"))
+    ledger.register("d", dp.PureDP(1))
+    ledger.add_analyst("ann")
+    ledger.grant("ann", "d")
+    ledger.debit("d", dp.PureDP(Fraction(1, 100)), "q", analyst="ann", idempotency_key="k0")
+    trips: list[str] = []  # a round trip each, but "queued:" statements (in a pipeline)
+    execute, pipeline = psycopg.Cursor.execute, psycopg.Connection.pipeline
+
+    def counted_execute(self, query, *args, **kwargs):
+        queued = self.connection._pipeline is not None
+        trips.append(("queued: " if queued else "") + str(query))
+        return execute(self, query, *args, **kwargs)
+
+    def counted_pipeline(self):
+        trips.append("pipeline")
+        return pipeline(self)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
+    monkeypatch.setattr(psycopg.Connection, "pipeline", counted_pipeline)
+    event.listen(ledger.engine, "commit", lambda _: trips.append("COMMIT"))
+    ledger.debit("d", dp.PureDP(Fraction(1, 100)), "q", analyst="ann", idempotency_key="k1")
+    monkeypatch.undo()
+    assert trips[-1] == "COMMIT"
+    lock = next(i for i, t in enumerate(trips) if "FOR UPDATE" in t)
+    if trips[lock].startswith("queued: "):  # the lock's round trip is its pipeline's
+        lock = max(i for i in range(lock) if trips[i] == "pipeline")
+    held = [t for t in trips[lock:] if not t.startswith("queued: ")]
+    assert len(held) <= 4, held
+    assert ledger.spent("d") == dp.PureDP(Fraction(2, 100)) and ledger.verify() == []
+    ledger.dispose()
