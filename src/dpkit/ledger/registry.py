@@ -14,8 +14,9 @@ Guarantees
   ``BEGIN IMMEDIATE``; PostgreSQL ``SELECT … FOR UPDATE`` on the chain head), so concurrent
   processes and machines serialise and no interleaving overruns a cap. On PostgreSQL the
   lock and the debit's reads travel in one round trip (a pipeline, the lock first; each read
-  starts after it is granted), so a debit holds the head for four round trips: those reads,
-  the burn-rate bucket, the writes, the commit. The debit is written
+  starts after it is granted), so a debit holds the head for four round trips (those reads,
+  the burn-rate bucket, the writes, the commit; a replayed key or an expiring minute adds
+  one). The debit is written
   *before* any noise is drawn; a release that fails later is marked ``failed`` and its loss
   still counts. A crash between debit and response never refunds.
 - Reads (a token lookup, a grant, an entry, the spend, the releases, ``verify``) take no
