@@ -12,7 +12,11 @@ Guarantees
 ----------
 - Check-and-debit is one transaction that first takes the ledger's write lock (SQLite
   ``BEGIN IMMEDIATE``; PostgreSQL ``SELECT … FOR UPDATE`` on the chain head), so concurrent
-  processes and machines serialise and no interleaving overruns a cap. The debit is written
+  processes and machines serialise and no interleaving overruns a cap. On PostgreSQL the
+  lock and the debit's reads travel in one round trip (a pipeline, the lock first; each read
+  starts after it is granted), so a debit holds the head for four round trips (those reads,
+  the burn-rate bucket, the writes, the commit; a replayed key or an expiring minute adds
+  one). The debit is written
   *before* any noise is drawn; a release that fails later is marked ``failed`` and its loss
   still counts. A crash between debit and response never refunds.
 - Reads (a token lookup, a grant, an entry, the spend, the releases, ``verify``) take no
@@ -404,16 +408,18 @@ class Ledger:
         return LedgerIntegrityError(f"ledger {self.shown_url}: {what}; refusing to use it (run "
                                     "`dpkit ledger verify`)")
 
-    def _row(self, conn: Connection, table: str, key: tuple[str, ...]) -> dict[str, Any] | None:
+    def _row(self, conn: Connection, table: str, key: tuple[str, ...], started: Any = None
+             ) -> dict[str, Any] | None:
         """The mutable row ``table`` ``key`` (None if the chain never created it), after
-        checking its MAC and that it is the latest state in the chain.
+        checking its MAC and that it is the latest state in the chain (``started``: its
+        statement's cursor, from :func:`store.start_fetch`).
 
         Raises
         ------
         LedgerIntegrityError
             If the row was edited, deleted, or rolled back outside the ledger.
         """
-        row, latest = store.fetch(conn, table, key)
+        row, latest = store.fetch(conn, table, key, started)
         name = f"{table} {key[0]!r}" if len(key) == 1 else f"{table} {key!r}"
         if row is None:
             if latest:
@@ -428,8 +434,8 @@ class Ledger:
                                  "or a link was deleted, outside the ledger)")
         return row
 
-    def _dataset(self, conn: Connection, name: str) -> dict[str, Any]:
-        row = self._row(conn, "datasets", (name,))
+    def _dataset(self, conn: Connection, name: str, started: Any = None) -> dict[str, Any]:
+        row = self._row(conn, "datasets", (name,), started)
         if row is None:
             raise LedgerError(f"unknown dataset {name!r}")
         return row
@@ -480,12 +486,15 @@ class Ledger:
                 current, exists = window.raw(found.spent), True
         return minute, window.add(total, loss), window.add(current, loss), exists
 
-    def _newest_ok(self, conn: Connection, row: dict[str, Any]) -> None:
+    def _newest_ok(self, conn: Connection, row: dict[str, Any], started: Any = None) -> None:
         """The dataset's newest release link is intact and carries the row's running total
-        (one index lookup: an edit of the last debit is refused at the next one)."""
-        newest = store.first(conn, _NEWEST, {"dataset": row["name"]})
-        if newest is None:
+        (one index lookup: an edit of the last debit is refused at the next one;
+        ``started``: that lookup's cursor, sent with others)."""
+        found = store.rows(started if started is not None
+                           else store.run(conn, _NEWEST, {"dataset": row["name"]}))
+        if not found:
             return
+        newest = found[0]
         if not self._link_ok(newest, chain.release_body(newest._mapping)):
             raise self._tampered(f"release {newest.id} was edited outside the ledger")
         if newest.dataset_spent is not None and newest.dataset_spent != row["spent"]:
@@ -817,17 +826,19 @@ class Ledger:
             attempt is still in progress.
         """
         with self._transaction() as conn:
-            head, seq, last_id = self._lock_head(conn)
+            (head, seq, last_id), sent = self._debit_reads(conn, dataset, analyst,
+                                                           idempotency_key)
             moment = now()  # under the lock: release times grow with seq
-            row = self._dataset(conn, dataset)
-            self._newest_ok(conn, row)
+            row = self._dataset(conn, dataset, sent["dataset"])
+            self._newest_ok(conn, row, sent["newest"])
             measure = row["measure"]
             if type(loss).__name__ != measure:
                 loss = convert(loss, MEASURES[measure])
             loss_text = dump(loss)
             request = chain.request_digest(dataset, analyst, query, loss_text, noise)
             if idempotency_key is not None:
-                self._check_key(conn, dataset, analyst, idempotency_key, request, moment)
+                self._check_key(conn, dataset, analyst, idempotency_key, request, moment,
+                                sent["prior"])
             if _retired(row):
                 raise BudgetExceededError(
                     f"dataset {dataset!r} is retired (`dpkit ledger retire`): it takes no "
@@ -840,8 +851,8 @@ class Ledger:
                     f"ledger {self.shown_url}: dataset {dataset!r} has spent {spent} of its "
                     f"lifetime cap {cap}; this release ({loss}) would exceed it. Nothing was "
                     "released.")
-            grant = None if analyst is None else self._check_grant(conn, analyst, dataset,
-                                                                   measure, loss, loss_raw)
+            grant = None if analyst is None else self._check_grant(
+                conn, analyst, dataset, measure, loss, loss_raw, sent["grant"])
             minute, recent, bucket, exists = self._window(conn, row, moment, loss_raw)
             if row["per_day"] is not None:
                 limit = load(measure, row["per_day"])
@@ -881,15 +892,49 @@ class Ledger:
                 self._advance(conn, digest, seq + 1)
             return last_id + 1
 
+    def _debit_reads(self, conn: Connection, dataset: str, analyst: str | None,
+                     key: str | None) -> tuple[tuple[str, int, int], dict[str, Any]]:
+        """Take the write lock and send every read a debit needs at once: on PostgreSQL one
+        round trip (psycopg's pipeline), the head's ``FOR UPDATE`` first. Each later
+        statement of the pipeline starts after the lock is granted, and under READ
+        COMMITTED takes its snapshot then, so it sees every commit of the lock's previous
+        holder (as if sent after the lock). Returns :meth:`_lock_head`'s triple and the
+        cursors of the dataset row, its newest release, the key's first release and the
+        grant (None when not asked for)."""
+        with store.batch(conn):
+            if self.url.startswith("sqlite"):  # BEGIN IMMEDIATE took the lock
+                locked = None
+                head_cursor = store.run(conn, _HEAD_SEQ_AND_ID)
+            else:
+                locked = store.run(conn, _HEAD + " FOR UPDATE")
+                head_cursor = store.run(conn, _SEQ_AND_ID)
+            sent = {
+                "dataset": store.start_fetch(conn, "datasets", (dataset,)),
+                "newest": store.run(conn, _NEWEST, {"dataset": dataset}),
+                "prior": None if key is None else store.run(
+                    conn, _PRIOR[analyst is not None],
+                    {"dataset": dataset, "key": key, "analyst": analyst}),
+                "grant": None if analyst is None else store.start_fetch(
+                    conn, "grants", (analyst, dataset))}
+        if locked is None:
+            head, seq, last_id = head_cursor.fetchone()
+        else:
+            head = locked.fetchone()[0]
+            seq, last_id = head_cursor.fetchone()
+        return (str(head), int(seq), int(last_id or 0)), sent
+
     def _check_key(self, conn: Connection, dataset: str, analyst: str | None, key: str,
-                   request: str, moment: datetime) -> None:
+                   request: str, moment: datetime, started: Any = None) -> None:
         """Replay, refuse or let through a request with an idempotency key: its first
         release must be intact and for the same request; a recorded answer is returned only
-        if it matches the hash chained in its outcome."""
-        prior = store.first(conn, _PRIOR[analyst is not None],
-                            {"dataset": dataset, "key": key, "analyst": analyst})
-        if prior is None:
+        if it matches the hash chained in its outcome (``started``: the cursor of the
+        key's lookup, sent with others)."""
+        found = store.rows(started if started is not None else store.run(
+            conn, _PRIOR[analyst is not None],
+            {"dataset": dataset, "key": key, "analyst": analyst}))
+        if not found:
             return
+        prior = found[0]
         if not self._link_ok(prior, chain.release_body(prior._mapping)):
             raise self._tampered(f"release {prior.id} was edited outside the ledger")
         if prior.request_sha256 != request:
@@ -919,10 +964,12 @@ class Ledger:
                               f"{prior.id}) is still in progress; retry later")
 
     def _check_grant(self, conn: Connection, analyst: str, dataset: str, measure: str,
-                     loss: PrivacyLoss, loss_raw: window.Raw) -> dict[str, Any]:
+                     loss: PrivacyLoss, loss_raw: window.Raw, started: Any = None
+                     ) -> dict[str, Any]:
         """The analyst's checked grant with their spend after ``loss`` as text (``spent``)
-        and the row (``row``); raises if the grant is missing or ``loss`` would exceed it."""
-        row = self._row(conn, "grants", (analyst, dataset))
+        and the row (``row``); raises if the grant is missing or ``loss`` would exceed it
+        (``started``: the grant's fetch, sent with others)."""
+        row = self._row(conn, "grants", (analyst, dataset), started)
         if row is None:
             raise LedgerError(f"analyst {analyst!r} has no grant on dataset {dataset!r}")
         total = window.compose(window.raw(row["spent"]), loss_raw)

@@ -183,11 +183,18 @@ def latest_seq(conn: Connection, table: str, key: tuple[str, ...]) -> int:
     return max((int(s) for s in found if s is not None), default=0)
 
 
-def fetch(conn: Connection, table: str, key: tuple[str, ...]
+def start_fetch(conn: Connection, table: str, key: tuple[str, ...]) -> Any:
+    """Send :func:`fetch`'s statement (inside :func:`batch`, with others); its cursor, for
+    :func:`fetch`'s ``started``."""
+    return run(conn, _FETCH[table], _params(table, key))
+
+
+def fetch(conn: Connection, table: str, key: tuple[str, ...], started: Any = None
           ) -> tuple[dict[str, Any] | None, int]:
     """The row ``table`` ``key`` as stored (None if absent) and :func:`latest_seq`, in one
-    statement when the row exists."""
-    got = rows(run(conn, _FETCH[table], _params(table, key)))
+    statement when the row exists (``started``: that statement's cursor, from
+    :func:`start_fetch`)."""
+    got = rows(started if started is not None else start_fetch(conn, table, key))
     if not got:
         latest = latest_seq(conn, table, key)
         if not latest:
