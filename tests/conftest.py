@@ -15,3 +15,30 @@ def _fresh_shared_dry_runs():
 
     SHARED_DRY_RUNS.clear()
     yield
+
+
+@pytest.fixture(scope="module")
+def postgres_server():
+    """A throwaway PostgreSQL server for the module (``tests/pg.py``); its SQLAlchemy URL.
+    Skips when none can be started here (CI installs PostgreSQL)."""
+    import pg
+
+    reason = pg.unavailable()
+    if reason:
+        pytest.skip(f"no PostgreSQL server can be started here: {reason}")
+    with pg.server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request, tmp_path, monkeypatch):
+    """A fresh ledger location: a SQLite file, or a new database on the module's throwaway
+    PostgreSQL server (its key file under ``$DPKIT_HOME``, here the test's folder)."""
+    monkeypatch.setenv("DPKIT_HOME", str(tmp_path))
+    monkeypatch.delenv("DPKIT_LEDGER_MAC_KEY", raising=False)
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.sqlite")
+    import pg
+
+    return pg.fresh_database(request.getfixturevalue("postgres_server"),
+                             f"l{abs(hash(request.node.name)) % 10**9}")

@@ -269,29 +269,6 @@ def test_a_migration_is_refused_and_writes_nothing(used, cap, unit, match):
     assert used.head() == head and used.verify() == []
 
 
-@pytest.fixture(scope="module")
-def postgres_server():
-    import pg
-
-    reason = pg.unavailable()
-    if reason:
-        pytest.skip(f"no PostgreSQL server for the migration test: {reason}")
-    with pg.server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request, tmp_path, monkeypatch):
-    """A fresh ledger: a SQLite file, or a new database on a throwaway PostgreSQL server."""
-    monkeypatch.setenv("DPKIT_HOME", str(tmp_path))  # the key file of a URL ledger
-    monkeypatch.delenv("DPKIT_LEDGER_MAC_KEY", raising=False)
-    if request.param == "sqlite":
-        return str(tmp_path / "ledger.sqlite")
-    import pg
-
-    return pg.fresh_database(request.getfixturevalue("postgres_server"), "deploy_migrate")
-
-
 def test_a_migration_on_either_database(location):
     """Migrate with a grant and a release (same measure) and before any release (a new
     measure, the grant's cap converted): SQLite and PostgreSQL alike, verify passes."""

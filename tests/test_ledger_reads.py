@@ -28,30 +28,6 @@ from dpkit.ledger.registry import token_digest
 DEADLINE = 20.0  # seconds a read may take while a writer holds the lock (the old wait: 120)
 
 
-@pytest.fixture(scope="module")
-def postgres_server():
-    import pg
-
-    reason = pg.unavailable()
-    if reason:
-        pytest.skip(f"no PostgreSQL server for the ledger read tests: {reason}")
-    with pg.server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request, tmp_path, monkeypatch):
-    """A fresh ledger: a SQLite file, or a new database on a throwaway PostgreSQL server."""
-    monkeypatch.setenv("DPKIT_HOME", str(tmp_path))
-    monkeypatch.delenv("DPKIT_LEDGER_MAC_KEY", raising=False)
-    if request.param == "sqlite":
-        return str(tmp_path / "ledger.sqlite")
-    import pg
-
-    return pg.fresh_database(request.getfixturevalue("postgres_server"),
-                             f"r{abs(hash(request.node.name)) % 10**9}")
-
-
 def _url(location: str) -> str:
     return location if "://" in location else f"sqlite:///{location}"
 

@@ -35,31 +35,6 @@ from dpkit.ledger.registry import token_digest
 from dpkit.stream import ContinualRelease
 
 
-@pytest.fixture(scope="module")
-def postgres_server():
-    import pg
-
-    reason = pg.unavailable()
-    if reason:
-        pytest.skip(f"no PostgreSQL server for the ledger tamper tests: {reason}")
-    with pg.server() as url:
-        yield url
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request, tmp_path, monkeypatch):
-    """A fresh ledger location: a SQLite file, or a new database on a throwaway PostgreSQL
-    server (its key file under ``$DPKIT_HOME``, here the test's folder)."""
-    monkeypatch.setenv("DPKIT_HOME", str(tmp_path))
-    monkeypatch.delenv("DPKIT_LEDGER_MAC_KEY", raising=False)
-    if request.param == "sqlite":
-        return str(tmp_path / "ledger.sqlite")
-    import pg
-
-    return pg.fresh_database(request.getfixturevalue("postgres_server"),
-                             f"t{abs(hash(request.node.name)) % 10**9}")
-
-
 def tamper(location: str, sql: str, **params) -> None:
     """The attack: SQL straight on the database, outside the ledger (foreign keys are not
     enforced: off by default in SQLite, bypassed by a PostgreSQL superuser)."""

@@ -28,17 +28,6 @@ BODY = {"group_by": {"columns": ["sex"], "keys": {"sex": ["Female", "Male"]}},
         "aggs": [{"agg": "count"}], "budget": {"epsilon": str(STEP)}}
 
 
-@pytest.fixture(scope="module")
-def postgres_server():
-    import pg
-
-    reason = pg.unavailable()
-    if reason:
-        pytest.skip(f"no PostgreSQL server can be started here: {reason}")
-    with pg.server() as url:
-        yield url
-
-
 @pytest.fixture
 def hosts(postgres_server, tmp_path, monkeypatch):
     """Two servers (one worker each) on one fresh PostgreSQL ledger with dataset ``adult``

@@ -67,22 +67,11 @@ def _client(location: str, proc: int, out: mp.Queue) -> None:
     out.put(answers)
 
 
-@pytest.fixture(scope="module")
-def postgres_url():
-    import pg
-
-    reason = pg.unavailable()
-    if reason:
-        pytest.skip(f"PostgreSQL variant skipped, no server can be started here: {reason}")
-    with pg.server() as url:
-        yield url
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_shared_idempotency_keys_across_processes(backend, tmp_path, request):
     location = (str(tmp_path / "l.sqlite") if backend == "sqlite"
-                else request.getfixturevalue("postgres_url"))
+                else request.getfixturevalue("postgres_server"))
     Ledger(location).register("d", dp.PureDP(1))
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
