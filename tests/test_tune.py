@@ -245,16 +245,25 @@ def noise_samples(module_frontend=frontend) -> tuple[np.ndarray, Fraction]:
     """RUNS tunings at ε_t = 1/2: the released counts minus the true ones (4 per run), and
     the planned scale (1/ε_t, sensitivity 1)."""
     s = session(panel(SIZES), budget=dp.PureDP(RUNS))
-    truth = np.array([40, 40, 40, 40])
+    return _released_minus_truth(
+        lambda: s.recommend_bounds(epsilon=Fraction(1, 2)),
+        lambda rec: (rec.histogram - np.array([40, 40, 40, 40]), rec.releases[-1]),
+        module_frontend)
+
+
+def _released_minus_truth(tune, read, module_frontend) -> tuple[np.ndarray, Fraction]:
+    """RUNS calls of ``tune`` with the tuner's front-end kit swapped for
+    ``module_frontend``: the released counts minus the true ones as ``read`` gives them,
+    concatenated, and the planned scale of the release ``read`` names."""
     out = []
     scale = None
     original = tune_module.frontend
     tune_module.frontend = module_frontend
     try:
         for _ in range(RUNS):
-            rec = s.recommend_bounds(epsilon=Fraction(1, 2))
-            out.append(rec.histogram - truth)
-            scale = rec.releases[-1].noise[0].scale
+            errors, release = read(tune())
+            out.append(errors)
+            scale = release.noise[0].scale
     finally:
         tune_module.frontend = original
     return np.concatenate(out), scale
@@ -308,18 +317,9 @@ def value_samples(module_frontend=frontend) -> tuple[np.ndarray, Fraction]:
     """RUNS tunings of a sum at ε_t = 1 (the value histogram at 1/2) on 4 bins: the released
     counts minus the true ones (40 per bin: one row per unit), and the planned scale."""
     s = session(spread_values(), budget=dp.PureDP(RUNS + 1))
-    out = []
-    scale = None
-    original = tune_module.frontend
-    tune_module.frontend = module_frontend
-    try:
-        for _ in range(RUNS):
-            rec = s.recommend_bounds(statistic="sum", column="x", epsilon=1, bins=4)
-            out.append(rec.values - 40)
-            scale = rec.releases[0].noise[0].scale
-    finally:
-        tune_module.frontend = original
-    return np.concatenate(out), scale
+    return _released_minus_truth(
+        lambda: s.recommend_bounds(statistic="sum", column="x", epsilon=1, bins=4),
+        lambda rec: (rec.values - 40, rec.releases[0]), module_frontend)
 
 
 def test_value_histogram_release_is_the_planned_discrete_laplace():
