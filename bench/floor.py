@@ -143,7 +143,6 @@ class Case:
     doc: Callable[[], str] = lambda: ""
     fixed: bool = False
     guard: str = ""
-    owner: str = ""
     trials: int = 5
     cells: dict[str, float] = field(default_factory=dict)
 
@@ -211,10 +210,9 @@ def histogram_case(method: str, ndim: int) -> Case:
         base = release_histogram(x, eps, "identity").counts
         return rmse(w, x, est), rmse(w, x, base)
 
-    owner = ""
     return Case(f"release_histogram {ndim}-D: {method}", "release", "Identity (per-cell Laplace)",
                 "L2 error on random ranges (DPBench's scaled error)", data, trial,
-                doc=lambda: histogram_methods(ndim).get(method, ""), owner=owner,
+                doc=lambda: histogram_methods(ndim).get(method, ""),
                 trials=51)  # cheap, and one draw's range errors are strongly correlated
 
 
@@ -332,8 +330,7 @@ def majority_error(ytr: np.ndarray, yte: np.ndarray) -> float:
     return float(np.mean(yte != values[counts.argmax()]))
 
 
-def classifier_case(name: str, make: Callable[[float], object], owner: str = "",
-                    label: str = "") -> Case:
+def classifier_case(name: str, make: Callable[[float], object], label: str = "") -> Case:
     def trial(ds: str, eps: float) -> tuple[float, float]:
         Xtr, ytr, Xte, yte = learn_data()
         ytr, yte = (ytr >= 4).astype(int), (yte >= 4).astype(int)
@@ -344,7 +341,7 @@ def classifier_case(name: str, make: Callable[[float], object], owner: str = "",
     cls = getattr(learn, name)
     return Case(f"learn.{name}{label}", "learn", "majority class (exact, not private)",
                 "1 − accuracy (rating ≥ 4)", ("movielens ratings",), trial,
-                doc=lambda: cls.__doc__ or "", owner=owner)
+                doc=lambda: cls.__doc__ or "")
 
 
 def categorical_nb_case() -> Case:
@@ -711,7 +708,7 @@ def run(cases: list[Case], trials: int | None, failed: list[str]) -> list[dict]:
         rows.append({"method": case.name, "group": case.group, "baseline": case.baseline,
                      "metric": case.metric, "trials": n, "cells": dict(case.cells),
                      "worst": worst, "worst_cell": worst_cell, "status": status(case, worst),
-                     "owner": case.owner, "guard": case.guard,
+                     "guard": case.guard,
                      "seconds": round(time.perf_counter() - t0, 1)})
         print(f"{case.name}: worst {worst:.3f} ({worst_cell}) {rows[-1]['status']} "
               f"[{rows[-1]['seconds']} s]", file=sys.stderr, flush=True)
@@ -724,10 +721,8 @@ def table(rows: list[dict]) -> list[str]:
     for r in rows:
         by_eps = {e: "; ".join(f"{k.split(' @ ')[0]} {v:.2f}" for k, v in r["cells"].items()
                                if k.endswith(f"ε={e}")) for e in EPSILONS}
-        note = r["status"] + (f" ({r['owner']})" if r["status"] == "open" and r["owner"]
-                              else "")
         lines.append(f"| {r['method']} | {r['baseline']} | {r['metric']} | {r['trials']} | "
-                     f"{by_eps[0.1]} | {by_eps[1.0]} | {r['worst']:.2f} | {note} |")
+                     f"{by_eps[0.1]} | {by_eps[1.0]} | {r['worst']:.2f} | {r['status']} |")
     return lines
 
 
@@ -780,7 +775,7 @@ def write(out: Path, rows: list[dict], seconds: float, cmd: str, failed: list[st
              "Each cell is median(method error) ÷ median(baseline error) over fresh noise "
              "draws: below 1 the default beats the baseline. Status: `ok` worst ≤ 1.10, "
              "`fixed` ok after issue 34's fix, `guarded` falls back by itself, `documented` "
-             "its docstring says where it loses, `open` not yet handled (owner in brackets).",
+             "its docstring says where it loses, `open` not yet handled.",
              "", *table(rows), "", "## Datasets (held out: see bench/README.md)", "",
              "| dataset | size | used for | why held out |", "|---|---|---|---|",
              *("| " + " | ".join(d) + " |" for d in DATASETS), ""]
