@@ -432,22 +432,6 @@ def _release_values(spec: _Spec) -> tuple[np.ndarray, Release[Any]]:
     return frontend.charge_record(_session(query), budget, description, compute, plan)
 
 
-def _monotone(y: np.ndarray) -> np.ndarray:
-    """The non-decreasing least-squares fit of ``y`` (pool adjacent violators)."""
-    means: list[float] = []
-    sizes: list[int] = []
-    for v in y.tolist():
-        means.append(float(v))
-        sizes.append(1)
-        while len(means) > 1 and means[-2] > means[-1]:
-            n = sizes[-2] + sizes[-1]
-            means[-2] = (means[-2] * sizes[-2] + means[-1] * sizes[-1]) / n
-            sizes[-2] = n
-            means.pop()
-            sizes.pop()
-    return np.repeat(np.asarray(means, dtype=np.float64), sizes)
-
-
 def unimodal(counts: np.ndarray) -> np.ndarray:
     """The least-squares unimodal fit of ``counts`` (non-decreasing up to a mode, then
     non-increasing; the best mode by squared error, the first on ties), clipped at 0.
@@ -465,10 +449,13 @@ def unimodal(counts: np.ndarray) -> np.ndarray:
         whatever the counts (the loop's length is set by ``bins``; pooling varies with
         the released counts only).
     """
+    from scipy.optimize import isotonic_regression  # pool adjacent violators; scipy on use
+
     y = np.asarray(counts, dtype=np.float64)
     best, fit = math.inf, np.zeros_like(y)
     for m in range(len(y) + 1):
-        trial = np.concatenate([_monotone(y[:m]), _monotone(y[m:][::-1])[::-1]])
+        trial = np.concatenate([isotonic_regression(y[:m]).x,
+                                isotonic_regression(y[m:][::-1]).x[::-1]])
         sse = float(np.sum((trial - y) ** 2))
         if sse < best:
             best, fit = sse, trial

@@ -160,16 +160,9 @@ def _as_array(values: Any) -> np.ndarray:
 
 def isotonic(y: np.ndarray) -> np.ndarray:
     """The least-squares non-decreasing fit of ``y`` (pool adjacent violators), float64."""
-    means: list[float] = []
-    sizes: list[int] = []
-    for v in np.asarray(y, dtype=np.float64).tolist():
-        m, s = v, 1
-        while means and means[-1] > m:
-            pm, ps = means.pop(), sizes.pop()
-            m, s = (pm * ps + m * s) / (ps + s), ps + s
-        means.append(m)
-        sizes.append(s)
-    return np.repeat(np.array(means), np.array(sizes, dtype=np.int64))
+    from scipy.optimize import isotonic_regression  # scipy loads on use, not at import
+
+    return isotonic_regression(np.asarray(y, dtype=np.float64)).x
 
 
 def _describe(counter: Counter, kind: str, grid: Grid | None = None) -> str:
