@@ -66,6 +66,7 @@ import json
 import os
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -91,6 +92,7 @@ from dpkit.errors import (
 )
 from dpkit.ledger import chain, checkpoint, entries, integrity, store, window
 from dpkit.ledger.codec import MEASURES, dump, load, now, stamp
+from dpkit.ledger.durability import SqliteGroupSync, postgres_barrier
 from dpkit.ledger.keys import resolve_key
 from dpkit.ledger.rechain import rechain
 from dpkit.ledger.schema import (
@@ -206,7 +208,10 @@ def _engine(location: str | Path, pooled: bool = True) -> tuple[Engine, str]:
             conn.connection.dbapi_connection.execute(statement)  # type: ignore[union-attr]
     else:
         try:
-            engine = create_engine(url, pool_pre_ping=True)
+            # commits do not wait for the disk (the head lock is freed at once); a durable
+            # write then commits a barrier that does (Ledger._make_durable: group commit)
+            engine = create_engine(url, pool_pre_ping=True,
+                                   connect_args={"options": "-c synchronous_commit=off"})
         except ModuleNotFoundError as exc:  # the driver of a server URL is an extra
             hint = " (pip install 'dpkit[postgres]')" if url.startswith("postgres") else ""
             raise LedgerError(f"the ledger URL needs the database driver {exc.name!r}"
@@ -267,6 +272,7 @@ class Ledger:
         self._writers = threading.local()
         self._write_engine = (None if database in (None, "", ":memory:")
                               else _engine(self.url, pooled=False)[0])
+        self._group_sync: SqliteGroupSync | None = None  # set once WAL mode is confirmed
         self._fernet: Any = None
         if encryption_key is not None:
             from cryptography.fernet import Fernet
@@ -293,27 +299,47 @@ class Ledger:
         except RuntimeError as exc:
             self.engine.dispose()
             raise LedgerError(str(exc)) from None
+        if self._write_engine is not None and self.url.startswith("sqlite"):
+            # group commit relies on the WAL; where SQLite fell back to a rollback journal
+            # (a file system without shared memory), every commit waits for the disk
+            with self._read() as conn:
+                mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+            if str(mode).lower() == "wal":
+                self._group_sync = SqliteGroupSync(os.path.abspath(str(database)))
 
     # -- plumbing ------------------------------------------------------------------------
     @contextlib.contextmanager
     def _transaction(self, durable: bool = True) -> Iterator[Connection]:
-        """A write transaction. ``durable`` False (outcomes only) commits without waiting
-        for the disk (SQLite ``synchronous=NORMAL`` in WAL mode, PostgreSQL
-        ``synchronous_commit = off``): it survives a crash of the process, and is made
-        durable by the next durable commit; a power loss before then can lose the outcome
-        — never a debit, so never a refund (the release then reads as debited, unanswered)."""
-        with self._queue(), self._writer() as conn:
-            if self.url.startswith("sqlite"):
-                raw = conn.connection
-                mode = "FULL" if durable or not self._fast_outcomes else "NORMAL"
-                if raw.info.get("synchronous") != mode:
-                    dbapi: Any = raw.dbapi_connection
-                    dbapi.execute(f"PRAGMA synchronous={mode}")
-                    raw.info["synchronous"] = mode
-            with conn.begin():
-                if not durable and self._fast_outcomes and not self.url.startswith("sqlite"):
-                    conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
-                yield conn
+        """A write transaction, committed without waiting for the disk under the write
+        lock (SQLite ``synchronous=NORMAL`` in WAL mode, PostgreSQL ``synchronous_commit =
+        off``); a ``durable`` one then waits, after the lock is free, for a flush that
+        covers it (group commit: :mod:`dpkit.ledger.durability`), so that it is on disk
+        when this returns. ``durable`` False (outcomes, unless ``sync_outcomes``): the
+        commit survives a crash of the process and is made durable by the next flush; a
+        power loss before then can lose the outcome — never a debit, so never a refund
+        (the release then reads as debited, unanswered)."""
+        with self._writer() as conn:
+            with self._queue():
+                if self.url.startswith("sqlite"):
+                    raw = conn.connection
+                    mode = "NORMAL" if self._group_sync is not None else "FULL"
+                    if raw.info.get("synchronous") != mode:
+                        dbapi: Any = raw.dbapi_connection
+                        dbapi.execute(f"PRAGMA synchronous={mode}")
+                        raw.info["synchronous"] = mode
+                with conn.begin():
+                    yield conn
+                committed = time.monotonic_ns()
+            if durable or not self._fast_outcomes:  # the lock is free: wait for the disk
+                self._make_durable(conn, committed)
+
+    def _make_durable(self, conn: Connection, committed: int) -> None:
+        """Wait until every commit that returned before ``committed`` is on disk (``conn``:
+        the writer's connection, between transactions)."""
+        if self._group_sync is not None:
+            self._group_sync.wait(committed)
+        elif not self.url.startswith("sqlite"):
+            postgres_barrier(conn)
 
     @contextlib.contextmanager
     def _writer(self) -> Iterator[Connection]:
