@@ -19,6 +19,13 @@ Guarantees
   one). The debit is written
   *before* any noise is drawn; a release that fails later is marked ``failed`` and its loss
   still counts. A crash between debit and response never refunds.
+- Group commit (:mod:`dpkit.ledger.durability`): a write commits without waiting for the
+  disk while it holds the write lock, then waits, with the lock free, for a flush that
+  started after its commit (SQLite: one ``fdatasync`` of the WAL shared by every writer
+  queued behind it, in any process; PostgreSQL: a barrier transaction that PostgreSQL
+  flushes, concurrent barriers sharing one flush). ``debit`` returns only once its debit is
+  on disk, so no release is computed from a debit a power loss could undo; the cap checks
+  are unchanged (one writer at a time), and the chain is the same chain.
 - Reads (a token lookup, a grant, an entry, the spend, the releases, ``verify``) take no
   write lock: each is one read transaction (SQLite: a deferred ``BEGIN`` in WAL mode, a
   snapshot of the last commit; PostgreSQL: ``REPEATABLE READ`` read-only), with the same MAC
