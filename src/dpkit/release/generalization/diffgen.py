@@ -417,15 +417,15 @@ def _leaves(plan: DiffGenPlan, cuts: list[list[Span]], codes: np.ndarray,
 # -- the entries ----------------------------------------------------------------------------
 def _audit() -> list[AuditCase]:
     """The first specialisation on a tiny table: education-like tree {lo: [a, b], hi: [c]},
-    binary class, Max score (Δu = 1), ε′ = 1; x′ adds one record (b, yes), which raises the
-    score of one candidate by 1. Broken: the temperature of a quarter of Δu while the
-    claim stays ε′ = 1."""
+    binary class, Max score (Δu = 1), ε′ = 1; x′ adds one record (c, f, yes), which raises
+    the score of specialising e from 3 to 4 and leaves s's at 3. Broken: the temperature of
+    a quarter of Δu while the claim stays ε′ = 1 (P(s) falls from 1/2 to 0.12: ln 4.2 > 1)."""
     taxes: dict[str, Taxonomy] = {
         "e": Categorical({"all": {"lo": ["a", "b"], "hi": ["c"]}}),
         "s": Categorical({"any": ["m", "f"]})}
     x = pl.DataFrame({"e": ["a", "b", "c", "a"], "s": ["m", "f", "m", "m"],
                       "y": ["no", "no", "yes", "yes"]})
-    x_prime = pl.concat([x, pl.DataFrame({"e": ["b"], "s": ["f"], "y": ["yes"]})])
+    x_prime = pl.concat([x, pl.DataFrame({"e": ["c"], "s": ["f"], "y": ["yes"]})])
     plan = plan_diffgen(taxes, "y", ["no", "yes"], epsilon=2, steps=1, score="max",
                         variant="weighted")  # ε′ = ε/(2h) = 1
 
