@@ -50,7 +50,7 @@ from dpkit.core.measures import PureDP
 from dpkit.core.metrics import AddRemoveDistance
 from dpkit.core.numbers import Number, integer, log_down, log_up, positive
 from dpkit.core.record import NoiseRow
-from dpkit.errors import DomainError
+from dpkit.errors import ColumnError, DomainError
 from dpkit.frame import engine
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike
@@ -64,7 +64,7 @@ from dpkit.release.generalization.taxonomy import (
 )
 
 __all__ = ["DiffGenPlan", "DiffGenRelease", "plan_diffgen", "diffgen", "diffgen_query",
-           "first_step_scores", "MAX_CELLS"]
+           "first_step_scores", "largest_table", "MAX_CELLS"]
 
 MAX_CELLS = 1 << 22  # leaves of the released table, by default (memory: 8 bytes each)
 Span = tuple[int, int]
@@ -205,7 +205,7 @@ def plan_diffgen(taxonomies: Mapping[str, Taxonomy], target: str, classes: Seque
     if h > room:
         raise DomainError(f"steps = {h} exceeds the {room} specialisations the taxonomies "
                           "allow: lower steps or refine the taxonomies")
-    cells = len(names) * _largest_table(list(taxes.values()), h)
+    cells = len(names) * largest_table(list(taxes.values()), h)
     if cells > integer(max_cells, "max_cells", minimum=1):
         raise DomainError(f"after {h} steps the table can have {cells} leaves, above "
                           f"max_cells = {max_cells}: lower steps or raise max_cells")
@@ -262,8 +262,9 @@ def _subtree(tax: Categorical, span: Span, h: int) -> list[int]:
     return best
 
 
-def _largest_table(taxes: list[Taxonomy], h: int) -> int:
-    """The most leaves Π |cutᵢ| any h specialisations can produce (declared quantities)."""
+def largest_table(taxes: Sequence[Taxonomy], h: int) -> int:
+    """The most generalised records Π |cutᵢ| that any h specialisations can produce (the
+    plan's bound on the table, from the taxonomies alone; times |classes| for its leaves)."""
     best = [1] + [0] * h
     for tax in taxes:
         f = _widest(tax, h)
@@ -335,7 +336,8 @@ class _Specialiser:
 
     def candidates(self) -> tuple[list[tuple[int, Span, tuple[Span, ...]]], np.ndarray]:
         """Every (attribute, value, children) the next step may pick, with its score."""
-        cands, scores = [], []
+        cands: list[tuple[int, Span, tuple[Span, ...]]] = []
+        scores: list[float] = []
         weighted = self.plan.variant == "weighted"
         temperature = frontend.exact_scale(self.plan.noise[0]) if weighted else Fraction(0)
         for i, tax in enumerate(self.taxes):
@@ -554,7 +556,9 @@ def diffgen(table: pl.DataFrame, taxonomies: Mapping[str, Taxonomy], target: str
     plan = plan_diffgen(taxonomies, target, classes, epsilon=epsilon, steps=steps,
                         score=score, variant=variant, max_cells=max_cells)
     frontend.check_accountant(accountant)
-    engine.check_columns(table.lazy().collect_schema(), plan.columns)
+    missing = [c for c in plan.columns if c not in table.columns]
+    if missing:
+        raise ColumnError(f"column {missing[0]!r} is not in the table")
     frame = table.select(plan.columns)
     return frontend.charge(accountant, PureDP(plan.epsilon), _description(plan),
                            lambda: _run(plan, frame), plan.noise)

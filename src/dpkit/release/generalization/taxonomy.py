@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Union
+from typing import TypeAlias
 
 import numpy as np
 import polars as pl
@@ -30,7 +30,7 @@ from dpkit.errors import DomainError
 __all__ = ["Categorical", "Numeric", "Taxonomy", "Tree", "check_taxonomies", "ADULT_TAXONOMY",
            "ADULT_TARGET", "ADULT_CLASSES", "MAX_CODES"]
 
-Tree = Union[Mapping[str, "Tree"], Sequence[str]]
+Tree: TypeAlias = "Mapping[str, Tree] | Sequence[str]"
 MAX_CODES = 1 << 16  # leaves or grid cells per attribute: bounds every score vector
 
 
@@ -206,7 +206,7 @@ class Numeric:
         return pl.Series(float(self.lo) + float(self.step) * codes.astype(np.float64))
 
 
-Taxonomy = Union[Categorical, Numeric]
+Taxonomy: TypeAlias = Categorical | Numeric
 
 
 def _text(x: Fraction) -> str:
