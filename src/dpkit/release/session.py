@@ -439,7 +439,7 @@ class ReleaseNamespace:
                             **options)
 
     def diffgen(self, taxonomies: Mapping[str, Any], target: str, classes: Sequence[str], *,
-                epsilon: Number, steps: int = 10, score: str = "infogain",
+                epsilon: Number, steps: int = 10, score: str = "max",
                 variant: str = "diffgen", **options: Any) -> Any:
         """DiffGen's noisy generalised contingency table of the query's declared attributes
         and class (top-down specialisation over declared taxonomies; Mohammed et al., KDD

@@ -29,7 +29,7 @@ the leaves partition the records), drawn through the kit; total ε (sequential c
 The scores (``score=``): ``"infogain"`` — InfoGain(D, v) = H(D_v) − Σ_c |D_c|/|D_v| H(D_c)
 (entropies in bits over the classes), in [0, log₂|classes|], so Δu = log₂|classes| (rounded
 up to a rational); ``"max"`` — Max(D, v) = Σ_c max_cls |D_c^cls|, Δu = 1 (the paper's §4.1).
-A score depends only on the one-attribute class histogram of v's records, so every step
+Max is the default (:func:`diffgen` says why). A score depends only on the one-attribute class histogram of v's records, so every step
 costs O(Σ domain sizes · classes) after one pass.
 """
 
@@ -187,7 +187,7 @@ def _weighted_rows(weights: np.ndarray, n: int) -> np.ndarray:
 
 # -- the plan (data-free) -------------------------------------------------------------------
 def plan_diffgen(taxonomies: Mapping[str, Taxonomy], target: str, classes: Sequence[str], *,
-                 epsilon: Number, steps: int = 10, score: str = "infogain",
+                 epsilon: Number, steps: int = 10, score: str = "max",
                  variant: str = "diffgen", max_cells: int = MAX_CELLS) -> DiffGenPlan:
     """Check a DiffGen request and split its budget, reading no data.
 
@@ -486,7 +486,7 @@ def first_step_scores(plan: DiffGenPlan, table: pl.DataFrame,
 @register(audit=_audit)
 def diffgen(table: pl.DataFrame, taxonomies: Mapping[str, Taxonomy], target: str,
             classes: Sequence[str], *, epsilon: Number, steps: int = 10,
-            score: str = "infogain", variant: str = "diffgen", max_cells: int = MAX_CELLS,
+            score: str = "max", variant: str = "diffgen", max_cells: int = MAX_CELLS,
             accountant: AccountantLike = None) -> DiffGenRelease:
     """DiffGen (Mohammed, Chen, Fung & Yu, KDD 2011, Alg. 1): a noisy generalised
     contingency table of ``table``'s declared attributes and class, by top-down
@@ -527,8 +527,12 @@ def diffgen(table: pl.DataFrame, taxonomies: Mapping[str, Taxonomy], target: str
         ε > 0 (nats).
     steps : int
         h ≥ 1, the specialisations (at most what the taxonomies allow).
-    score : {"infogain", "max"}
-        The exponential mechanism's utility (Δu = log₂|classes| or 1).
+    score : {"max", "infogain"}
+        The exponential mechanism's utility: Max (default, Δu = 1) or the normalised
+        information gain (Δu = log₂|classes|). Why Max: InfoGain lies in [0, log₂|classes|],
+        so its draw at temperature 2Δu/ε′ favours the best candidate over the worst by at
+        most e^{ε′/2} — uniform to within 1% at ε = 1, h = 10 (ε′ = ε/52 on Adult), at any
+        table size; Max's scores are counts, whose spread grows with the table.
     variant : {"diffgen", "weighted"}
         The paper's Alg. 1, or one weighted draw per step (above).
     max_cells : int
@@ -572,7 +576,7 @@ def _description(plan: DiffGenPlan, prefix: str = "") -> str:
 
 def diffgen_query(query: Any, taxonomies: Mapping[str, Taxonomy], target: str,
                   classes: Sequence[str], *, epsilon: Number, steps: int = 10,
-                  score: str = "infogain", variant: str = "diffgen",
+                  score: str = "max", variant: str = "diffgen",
                   max_cells: int = MAX_CELLS) -> DiffGenRelease:
     """DiffGen (:func:`diffgen`) on a session query's rows, charged once to the session at
     its privacy unit (``query.publish.diffgen``).
