@@ -8,7 +8,9 @@ Data: adult.data without missing values (30,162 rows) is released; adult.test wi
 missing values (15,060 rows) is held out and only classified — the paper's split (45,222
 records, train/test as distributed). Nothing was tuned: DiffGen's budget split is the paper's, the taxonomies were written from the census
 categories before any run, and the classifier (scikit-learn's DecisionTreeClassifier,
-entropy criterion, min_samples_leaf=20; on the table, the same 20 records as a weight fraction) was fixed before the first run.
+entropy criterion, min_samples_leaf=20; on the table, whose rows stand for their counts'
+records, the same 20 records as a weight fraction — a fix after the first run, whose leaf
+floor counted table rows) was fixed before the first run.
 
 Rows, for h ∈ {4, 10, 16} and ε ∈ {0.1, 0.25, 0.5, 1} (median accuracy over ``--trials``
 fresh releases, fresh noise each):
