@@ -29,8 +29,9 @@ the leaves partition the records), drawn through the kit; total ε (sequential c
 The scores (``score=``): ``"infogain"`` — InfoGain(D, v) = H(D_v) − Σ_c |D_c|/|D_v| H(D_c)
 (entropies in bits over the classes), in [0, log₂|classes|], so Δu = log₂|classes| (rounded
 up to a rational); ``"max"`` — Max(D, v) = Σ_c max_cls |D_c^cls|, Δu = 1 (the paper's §4.1).
-Max is the default (:func:`diffgen` says why). A score depends only on the one-attribute class histogram of v's records, so every step
-costs O(Σ domain sizes · classes) after one pass.
+Max is the default (:func:`diffgen` says why). A score depends only on the one-attribute
+class histogram of v's records, so every step costs O(Σ domain sizes · classes) after one
+pass.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import numpy as np
 import polars as pl
 
 from dpkit.core.component import Measurement
-from dpkit.core.domains import AnyDomain
+from dpkit.core.domains import CategoricalDomain, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import AddRemoveDistance
 from dpkit.core.numbers import Number, integer, log_down, log_up, positive
@@ -425,22 +426,25 @@ def _audit() -> list[AuditCase]:
     taxes: dict[str, Taxonomy] = {
         "e": Categorical({"all": {"lo": ["a", "b"], "hi": ["c"]}}),
         "s": Categorical({"any": ["m", "f"]})}
-    x = pl.DataFrame({"e": ["a", "b", "c", "a"], "s": ["m", "f", "m", "m"],
-                      "y": ["no", "no", "yes", "yes"]})
-    x_prime = pl.concat([x, pl.DataFrame({"e": ["c"], "s": ["f"], "y": ["yes"]})])
+    x = np.array([("a", "m", "no"), ("b", "f", "no"), ("c", "m", "yes"), ("a", "m", "yes")],
+                 dtype=object)  # records (e, s, y)
+    x_prime = np.vstack([x, np.array([("c", "f", "yes")], dtype=object)])
     plan = plan_diffgen(taxes, "y", ["no", "yes"], epsilon=2, steps=1, score="max",
                         variant="weighted")  # ε′ = ε/(2h) = 1
 
     def sampler(budget: Fraction) -> Sampler:
         def sample(data: Any, n: int) -> np.ndarray:
-            _, scores = first_step_scores(plan, data)
+            table = pl.DataFrame(np.asarray(data).tolist(), schema=["e", "s", "y"],
+                                 orient="row")
+            _, scores = first_step_scores(plan, table)
             return np.asarray(frontend.select(scores, plan.sensitivity, budget,
                                               size=n).value)
         return sample
 
     claim = Measurement(lambda d: sampler(Fraction(1))(d, 1), AddRemoveDistance(), PureDP,
                         lambda d: PureDP(Fraction(d)), "diffgen_step",
-                        input_domain=AnyDomain())
+                        input_domain=VectorDomain(VectorDomain(CategoricalDomain(
+                            ("a", "b", "c", "m", "f", "no", "yes")), size=3)))
     return [AuditCase("diffgen_step", claim, sampler(Fraction(1)), sampler(Fraction(4)),
                       x, x_prime)]
 
