@@ -182,7 +182,7 @@ def test_first_step_law_is_epsilon_prime_dp_by_brute_force(score, variant):
 
 
 def test_infogain_sensitivity_is_log2_classes():
-    plan = plan_diffgen(TAXES, "y", ["a", "b", "c"], epsilon=1, steps=1)
+    plan = plan_diffgen(TAXES, "y", ["a", "b", "c"], epsilon=1, steps=1, score="infogain")
     assert 1.58496 < float(plan.sensitivity) < 1.585 and plan.sensitivity >= Fraction(
         math.log2(3))
 
