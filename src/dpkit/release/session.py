@@ -356,7 +356,8 @@ class ReleaseNamespace:
     bins, epsilon=1)``, ``….publish.pmw(spec, epsilon=1, alpha=50)``,
     ``….publish.median(spec, epsilon=1, alpha=50)``, ``….publish.iterative(spec, cliques,
     epsilon=1)``, ``….publish.synthetic(spec, method="mst", epsilon=1)`` or
-    ``….publish.marginals(spec, [("a", "b")], epsilon=1)``; each bounds the rows to the
+    ``….publish.marginals(spec, [("a", "b")], epsilon=1)`` or ``….publish.diffgen(taxonomies,
+    "income", classes, epsilon=1)``; each bounds the rows to the
     session's privacy unit and debits the session once, before any row is read (see
     :func:`release_query_histogram`, :func:`pmw_query`, :func:`median_query` and the
     functions of :mod:`~dpkit.release.session_tables`).
@@ -436,6 +437,19 @@ class ReleaseNamespace:
         parameters, privacy argument and errors as :func:`median_query`."""
         return median_query(self.query, spec, epsilon=epsilon, alpha=alpha, size=size,
                             **options)
+
+    def diffgen(self, taxonomies: Mapping[str, Any], target: str, classes: Sequence[str], *,
+                epsilon: Number, steps: int = 10, score: str = "max",
+                variant: str = "diffgen", **options: Any) -> Any:
+        """DiffGen's noisy generalised contingency table of the query's declared attributes
+        and class (top-down specialisation over declared taxonomies; Mohammed et al., KDD
+        2011, Alg. 1), debiting ``epsilon`` (nats) per unit once, now (ε/M for a unit of at
+        most M rows); parameters, privacy argument and errors as
+        :func:`~dpkit.release.generalization.diffgen.diffgen_query`."""
+        from dpkit.release.generalization.diffgen import diffgen_query
+
+        return diffgen_query(self.query, taxonomies, target, classes, epsilon=epsilon,
+                             steps=steps, score=score, variant=variant, **options)
 
     def iterative(self, spec: Mapping[str, Any], cliques: Sequence[Sequence[str]], *,
                   epsilon: Number, distinguisher: str = "exponential", updater: str = "mw",
