@@ -19,9 +19,9 @@ SQLite (:class:`SqliteGroupSync`)
     monotonic time at which the newest completed flush *started*; if that is after the
     writer's commit returned, the commit is already on disk. Otherwise this writer leads:
     it notes the time, flushes the WAL file (``fdatasync``, as SQLite's own commits do;
-    its folder too when the WAL file is new), and writes the time as the watermark. Why this is enough: the commit's frames were
-    written to the WAL file's pages before the flush started, and ``fsync`` on any
-    descriptor of a file flushes all its pages; a WAL file that was checkpointed and reset
+    its folder too when the WAL file is new), and writes the time as the watermark. Why
+    this is enough: the commit's frames were written to the WAL file's pages before the
+    flush started, and a flush on any descriptor of a file flushes all its pages; a WAL file that was checkpointed and reset
     or removed in between had its frames copied to the database file by a checkpoint that
     syncs (SQLite syncs at every checkpoint unless ``synchronous=OFF``). The watermark is
     trusted only under the same boot and time namespace (``CLOCK_MONOTONIC`` restarts at a
