@@ -106,16 +106,19 @@ def peer_times(reps: int) -> dict[str, list[float]] | None:
     return json.loads(out.stdout)
 
 
-def measure(reps: int, blocks: int) -> dict[str, list[float]]:
+def measure(reps: int, blocks: int, grouped: bool = True) -> dict[str, list[float]]:
+    """Per-call times (seconds) of every item (module docstring); ``grouped`` False leaves
+    out the grouped release and its floor (bench/run.py's mean section)."""
     items: dict[str, Callable[[], object]] = {}
     for n in SIZES:
         df = mean_data(n)
         x = df["x"].to_numpy()
         items[f"dpkit mean {n}"] = dp_mean(df)
         items[f"numpy mean {n}"] = lambda x=x: x.mean()
-    grouped = grouped_data()
-    items[f"dpkit grouped {GROUPED_ROWS}"] = dp_grouped(grouped)
-    items[f"polars grouped {GROUPED_ROWS}"] = polars_grouped(grouped)
+    if grouped:
+        frame = grouped_data()
+        items[f"dpkit grouped {GROUPED_ROWS}"] = dp_grouped(frame)
+        items[f"polars grouped {GROUPED_ROWS}"] = polars_grouped(frame)
     for fn in items.values():
         fn()  # warm-up
     times: dict[str, list[float]] = {name: [] for name in items}

@@ -10,6 +10,7 @@ processes on SQLite and PostgreSQL. Before/after: the same commands run the old 
     python bench/ledger_scale.py verify --template T.sqlite --dir D
     python bench/ledger_scale.py concurrent --backend sqlite|postgres --dir D
     python bench/ledger_scale.py reads --dir D [--writers 2] [--readers 1] [--seconds 10]
+    python bench/ledger_scale.py disks [--ext4 D] [--tmpfs D] [--accepted 1000]
     python bench/ledger_scale.py report                            # .json -> .md
 
 fill     A version-3 ledger (run with the old code) with dataset ``d`` (cap ε = 10⁹), analyst
@@ -32,7 +33,16 @@ verify   Times a full verify on a copy of the template (new code: ``checkpoint()
 concurrent  8 processes × 200 requests of ε = 1/100 against a cap of 10 (exactly 1,000 can
          pass), debit then mark, no work between: checks exactly 1,000 accepted, spend = 10,
          verify clean; reports accepted releases/s from the first start to the last finish.
-         PostgreSQL: a throwaway server from tests/pg.py (its data directory under $TMPDIR).
+         PostgreSQL: a throwaway server from tests/pg.py (its data directory under --dir).
+disks    (issue 35) the concurrent workload in one run with 1 and 8 processes on an ext4
+         directory (``--ext4``, default /tmp/ledger_scale_disk) and a tmpfs one (``--tmpfs``,
+         default /dev/shm/ledger_scale), both checked with ``df -T``, then with 8 processes
+         on PostgreSQL (tests/pg.py's throwaway server, its data directory under ``--ext4``
+         so that its commits pay a real fsync; ``--no-postgres`` to skip). ``--accepted``
+         (default 3,000: a cap of 30) sets the cap: exactly that many releases pass of 1.6 × as many
+         requests. Reports accepted debits/s of each, and the ratios ext4 ÷ tmpfs at 8
+         processes and ext4 at 8 processes ÷ tmpfs at 1 (group commit's measure: 1 when the
+         disk's fsyncs no longer bound the rate).
 reads    (issue 35) ``--writers`` processes debit + mark back to back while ``--readers``
          processes run a server request's ledger reads (``analyst_for_token``, ``grant_of``)
          back to back; prints the reads' p50 / p99 / max and the debits/s (not saved).
@@ -57,6 +67,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent / "tests"))  # pg.py: the throwaway PostgreSQL server
+
+import disks as fs  # noqa: E402  (bench/: the ext4 and tmpfs directories)
+
 KEY = b"ledger-scale-benchmark-key-32-bytes!"
 LOSS = Fraction(1, 10**7)
 
@@ -266,16 +279,18 @@ def verify(template: Path, folder: Path, after: int) -> dict[str, Any]:
 PROCS, PER_PROC, EPS, CAP = 8, 200, Fraction(1, 100), 10
 
 
-def _worker(location: str, proc: int, start: Any, out: Any) -> None:
+def _worker(location: str, proc: int, requests: int, ready: Any, start: Any, out: Any
+            ) -> None:
     import dpkit as dp
     from dpkit.errors import BudgetExceededError
     from dpkit.ledger import Ledger
 
     reg = Ledger(location, mac_key=KEY)
+    ready.put(proc)
     start.wait()
     ok = refused = 0
     t0, c0 = time.time(), time.process_time()
-    for i in range(PER_PROC):
+    for i in range(requests):
         try:
             rid = reg.debit("d", dp.PureDP(EPS), "count()", idempotency_key=f"p{proc}-{i}",
                             noise="[]")
@@ -287,51 +302,91 @@ def _worker(location: str, proc: int, start: Any, out: Any) -> None:
     out.put((ok, refused, t0, time.time(), time.process_time() - c0))
 
 
-def _concurrent(location: str) -> dict[str, Any]:
+def _concurrent(location: str, procs: int = PROCS, accepted: int = CAP * EPS.denominator
+                ) -> dict[str, Any]:
+    """``procs`` processes debit + mark ε = 1/100 back to back against a cap that admits
+    exactly ``accepted`` releases, sending 1.6 × ``accepted`` requests between them (the
+    default: 8 × 200 against a cap of 10)."""
     import dpkit as dp
     from dpkit.ledger import Ledger
 
+    cap = EPS * accepted
     reg = Ledger(location, mac_key=KEY)
-    reg.register("d", dp.PureDP(CAP))
+    reg.register("d", dp.PureDP(cap))
     reg.dispose()
     ctx = mp.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(location, p, start, out)) for p in range(PROCS)]
-    for p in procs:
+    ready, start, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+    each = accepted * 8 // 5 // procs
+    workers = [ctx.Process(target=_worker, args=(location, p, each, ready, start, out))
+               for p in range(procs)]
+    for p in workers:
         p.start()
-    time.sleep(3)  # every process has opened the ledger
+    for _ in workers:
+        ready.get(timeout=300)  # every process has opened the ledger
     load0 = _load()
     start.set()
-    got = [out.get(timeout=1800) for _ in procs]
-    for p in procs:
+    got = [out.get(timeout=1800) for _ in workers]
+    for p in workers:
         p.join()
     ok = sum(g[0] for g in got)
     wall = max(g[3] for g in got) - min(g[2] for g in got)
     reg = Ledger(location, mac_key=KEY)
     spent, problems = reg.spent("d"), reg.verify()
     reg.dispose()
-    return {"code": _code(), "accepted": ok, "refused": sum(g[1] for g in got),
-            "spent_is_cap": spent == dp.PureDP(CAP), "verify_problems": len(problems),
+    return {"code": _code(), "procs": procs, "requests": each * procs, "accepted": ok,
+            "exactly_cap": ok == accepted, "refused": sum(g[1] for g in got),
+            "spent_is_cap": spent == dp.PureDP(cap), "verify_problems": len(problems),
             "wall_s": round(wall, 2), "accepted_per_s": round(ok / wall, 1),
             "cpu_s": round(sum(g[4] for g in got), 1), "load": [load0, _load()]}
 
 
-def concurrent(backend: str, folder: Path) -> dict[str, Any]:
-    if backend == "sqlite":
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"conc-{os.getpid()}.sqlite"
+def _sqlite_run(folder: Path, procs: int, accepted: int) -> dict[str, Any]:
+    """The concurrent workload on a fresh SQLite ledger in ``folder`` (removed after)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"conc-{os.getpid()}.sqlite"
+    _cleanup(path)
+    try:
+        result = _concurrent(str(path), procs, accepted)
+    finally:
         _cleanup(path)
-        try:
-            result = _concurrent(str(path))
-        finally:
-            _cleanup(path)
-        return {"backend": "sqlite", "dir": str(folder), **result}
+    return {"backend": "sqlite", "dir": str(folder), **result}
+
+
+def _postgres_run(folder: Path, procs: int, accepted: int) -> dict[str, Any]:
+    """The concurrent workload on a throwaway PostgreSQL server whose data directory is
+    under ``folder`` (on a disk, its commits pay a real fsync: initdb's defaults)."""
     import pg
 
-    os.environ["TMPDIR"] = str(folder)  # the server's data directory
-    with pg.server() as url:
-        result = _concurrent(url)
+    reason = pg.unavailable()
+    if reason:
+        raise SystemExit(f"no PostgreSQL server can be started here: {reason}")
+    folder.mkdir(parents=True, exist_ok=True)
+    with pg.server(parent=str(folder)) as url:
+        result = _concurrent(url, procs, accepted)
     return {"backend": "postgres", "dir": str(folder), **result}
+
+
+def concurrent(backend: str, folder: Path) -> dict[str, Any]:
+    run = _sqlite_run if backend == "sqlite" else _postgres_run
+    return run(folder, PROCS, CAP * EPS.denominator)
+
+
+def disks(ext4: Path, tmpfs: Path, accepted: int, postgres: bool) -> dict[str, Any]:
+    """The concurrent workload with 1 and 8 processes on an ext4 and a tmpfs directory, and
+    with 8 processes on PostgreSQL (data directory on the ext4 one), in one run; the ratios
+    that measure group commit (ext4 ÷ tmpfs at 8 processes; ext4 at 8 ÷ tmpfs at 1)."""
+    fs.require(ext4, "ext4")
+    fs.require(tmpfs, "tmpfs")
+    runs = [_sqlite_run(folder, procs, accepted) for folder in (ext4, tmpfs)
+            for procs in (1, PROCS)]
+    if postgres:
+        runs.append(_postgres_run(ext4, PROCS, accepted))
+    rate = {(r["backend"], r["dir"], r["procs"]): r["accepted_per_s"] for r in runs}
+    e8, t8 = rate[("sqlite", str(ext4), PROCS)], rate[("sqlite", str(tmpfs), PROCS)]
+    t1 = rate[("sqlite", str(tmpfs), 1)]
+    return {"code": _code(), "ext4": str(ext4), "tmpfs": str(tmpfs), "accepted": accepted,
+            "runs": runs, "ext4_8_over_tmpfs_8": round(e8 / t8, 3),
+            "ext4_8_over_tmpfs_1": round(e8 / t1, 3)}
 
 
 # -- reads ------------------------------------------------------------------------------------
@@ -494,7 +549,30 @@ def report() -> str:
     out += [f"| {r['backend']} | {r['dir']} | {r['code']} | {r['accepted']} | "
             f"{r['spent_is_cap']} | {r['verify_problems']} problems | {r['accepted_per_s']} |"
             f" {r['load']} |" for r in last.values()]
-    return "\n".join(out) + "\n"
+    return "\n".join(out + disks_table(data.get("disks", []))) + "\n"
+
+
+def disks_table(runs: list[dict[str, Any]]) -> list[str]:
+    """The table of the last ``disks`` run of each code (ext4 vs tmpfs vs PostgreSQL)."""
+    if not runs:
+        return []
+    out = ["", "## ext4 vs tmpfs vs PostgreSQL in one run (issue 35: group commit)", "",
+           "`python bench/ledger_scale.py disks`: the concurrent workload (debit + mark back "
+           "to back, ε = 1/100, a cap admitting exactly `accepted`, 1.6 × as many requests); "
+           "PostgreSQL's data directory on the ext4 directory.", "",
+           "| code | at | backend | dir | processes | accepted (exactly cap) | spend = cap "
+           "| verify | debits/s | load |", "|---|---|---|---|---|---|---|---|---|---|"]
+    last = {r["code"]: r for r in runs}
+    for d in last.values():
+        out += [f"| {d['code']} | {d['at']} | {r['backend']} | {r['dir']} | {r['procs']} | "
+                f"{r['accepted']} ({r['exactly_cap']}) | {r['spent_is_cap']} | "
+                f"{r['verify_problems']} problems | {r['accepted_per_s']} | {r['load']} |"
+                for r in d["runs"]]
+    out += ["", "| code | ext4 ÷ tmpfs, 8 processes | ext4 8 processes ÷ tmpfs 1 process |",
+            "|---|---|---|"]
+    out += [f"| {d['code']} | {d['ext4_8_over_tmpfs_8']} | {d['ext4_8_over_tmpfs_1']} |"
+            for d in last.values()]
+    return out
 
 
 def main() -> None:
@@ -524,6 +602,11 @@ def main() -> None:
     rd.add_argument("--writers", type=int, default=2)
     rd.add_argument("--readers", type=int, default=1)
     rd.add_argument("--seconds", type=float, default=10)
+    dk = sub.add_parser("disks")
+    dk.add_argument("--ext4", type=Path, default=fs.EXT4)
+    dk.add_argument("--tmpfs", type=Path, default=fs.TMPFS)
+    dk.add_argument("--accepted", type=int, default=3000)  # ≥ 2 s per run at 1,500/s
+    dk.add_argument("--no-postgres", action="store_true")
     sub.add_parser("report")
     args = parser.parse_args()
     if args.cmd == "report":
@@ -539,6 +622,9 @@ def main() -> None:
         _save("verify", verify(args.template, args.dir, args.after))
     elif args.cmd == "concurrent":
         _save("concurrent", concurrent(args.backend, args.dir))
+    elif args.cmd == "disks":
+        _save("disks", disks(args.ext4, args.tmpfs, args.accepted, not args.no_postgres))
+        (RESULTS / "ledger_scale.md").write_text(report() + NOTES)
     elif args.cmd == "reads":  # printed, not saved
         print(json.dumps(reads(args.dir, args.writers, args.readers, args.seconds)))
 

@@ -109,7 +109,8 @@ def _postgres_cpu() -> float:
     return _cpu_of(pids, reaped=True)
 
 
-def run(servers: int, clients: int, seconds: float, root: Path, server_url: str) -> dict:
+def run(servers: int, clients: int, seconds: float, root: Path, server_url: str,
+        workers: int = 1) -> dict:
     import pg
     from processes import ServerProcess
 
@@ -125,28 +126,28 @@ def run(servers: int, clients: int, seconds: float, root: Path, server_url: str)
     procs = []
     for n in range(servers):
         config = root / f"host{servers}-{n}.yaml"
-        config.write_text(f"ledger: {url}\nworkers: 1\ndatasets:\n  - name: adult\n"
+        config.write_text(f"ledger: {url}\nworkers: {workers}\ndatasets:\n  - name: adult\n"
                           f"    source: {{kind: csv, path: {root / 'adult.csv'}}}\n"
                           "    budget: {measure: pure, epsilon: 1000000}\n")
         procs.append(ServerProcess(config))
     try:
         for p in procs:
-            p.wait_ready()
+            p.wait_ready(workers)
         ctx = mp.get_context("spawn")
         out = ctx.Queue()
         start = time.time() + WARMUP + 3  # spawned clients import httpx first
-        workers = [ctx.Process(target=_client, args=(procs[i % servers].url, tokens[i],
+        senders = [ctx.Process(target=_client, args=(procs[i % servers].url, tokens[i],
                                                      start, seconds, out))
                    for i in range(clients)]
-        for w in workers:
+        for w in senders:
             w.start()
         time.sleep(max(0.0, start - time.time()))
         busy, server_cpu, pg_cpu = _cpu_busy(), _cpu_seconds(procs), _postgres_cpu()
         time.sleep(max(0.0, start + seconds - time.time()))
         busy, server_cpu = _cpu_busy(busy), _cpu_seconds(procs) - server_cpu
         pg_cpu = _postgres_cpu() - pg_cpu
-        results = [out.get(timeout=seconds + 600) for _ in workers]
-        for w in workers:
+        results = [out.get(timeout=seconds + 600) for _ in senders]
+        for w in senders:
             w.join()
     finally:
         for p in procs:
@@ -159,8 +160,9 @@ def run(servers: int, clients: int, seconds: float, root: Path, server_url: str)
     problems = ledger.verify()
     ledger.dispose()
     q = statistics.quantiles(latencies, n=100)
-    return {"servers": servers, "rps": len(latencies) / seconds, "p50": q[49] * 1e3,
-            "p99": q[98] * 1e3, "errors": dict(errors), "verify": problems, "busy": busy,
+    return {"servers": servers, "workers": workers, "rps": len(latencies) / seconds,
+            "p50": q[49] * 1e3, "p99": q[98] * 1e3, "errors": dict(errors), "verify": problems,
+            "busy": busy,
             "client_ms": client_cpu / len(latencies) * 1e3,
             "server_ms": server_cpu / len(latencies) * 1e3,
             "pg_ms": pg_cpu / len(latencies) * 1e3,

@@ -1,7 +1,7 @@
 """dpkit's benchmarks beside the libraries a user would pick instead, in one run.
 
     python bench/run.py [--peers-python /work/peers-venv/bin/python] [--n 10000000]
-                        [--only samplers,groupby,demo]
+                        [--only samplers,groupby,demo,mean] [--mean-reps 30]
 
 1. Sampler throughput (values/s) on 10^7 values: dpkit discrete Laplace, discrete Gaussian and
    grid (continuous) Laplace, next to numpy.random.Generator.laplace (insecure floating-point
@@ -12,6 +12,11 @@
 2. Grouped DP count + sum, 10^6 rows, 1,000 public keys, ε = 1: time to first result from a
    fresh process and steady state, next to plain Polars (the floor) and OpenDP's Context API.
 3. Peak memory (max RSS) of `dpkit demo`.
+4. A fresh-session DP mean (ε = 1, bounds (0, 100)) at 10^5 and 10^6 rows beside
+   diffprivlib's ``tools.mean`` (peers' virtualenv through ``DPKIT_PEERS_PYTHON``, default
+   /work/venv-peers-logistic/bin/python) and numpy's ``mean`` (the floor): bench/fixed_cost.py's
+   items and timing loop (``--mean-reps`` repetitions in 3 round-robin blocks; medians).
+   ``--only mean`` runs just this section (about a minute).
 
 Writes bench/results/latest.json and prints a Markdown table with ratios. With --only, just
 those sections are re-measured and the others are kept from the existing latest.json. Peers
@@ -25,6 +30,7 @@ import json
 import math
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -110,6 +116,20 @@ def demo_memory() -> dict[str, float]:
     return {"demo_wall_s": wall, "demo_peak_rss_mib": peak_kib / 1024}
 
 
+def mean_bench(reps: int) -> dict[str, object]:
+    """Median seconds of the fresh-session DP mean, numpy's mean and diffprivlib's at each
+    of bench/fixed_cost.py's sizes (its timing loop, without its grouped items)."""
+    import fixed_cost
+
+    times = fixed_cost.measure(reps, blocks=3, grouped=False)
+    return {"reps": reps, "sizes": list(fixed_cost.SIZES),
+            "peers_python": str(fixed_cost.PEERS_PYTHON),
+            "median_s": {name: statistics.median(ts) for name, ts in times.items()}}
+
+
+SECTIONS = ("samplers", "groupby", "demo", "mean")
+
+
 def step(what: str) -> None:
     """Say what runs next (standard error): a full run takes minutes."""
     print(f"[bench/run.py {time.strftime('%H:%M:%S')}] {what}…", file=sys.stderr, flush=True)
@@ -120,18 +140,19 @@ def main() -> None:
     ap.add_argument("--peers-python", default="/work/peers-venv/bin/python")
     ap.add_argument("--n", type=int, default=10_000_000)
     ap.add_argument("--opendp-n", type=int, default=50_000)
-    ap.add_argument("--only", default="samplers,groupby,demo",
-                    help="comma-separated sections to re-measure: samplers, groupby, demo")
+    ap.add_argument("--only", default=",".join(SECTIONS),
+                    help="comma-separated sections to re-measure: " + ", ".join(SECTIONS))
+    ap.add_argument("--mean-reps", type=int, default=30)
     add_flag(ap)
     args = ap.parse_args()
     only = set(args.only.split(","))
-    if not only <= {"samplers", "groupby", "demo"}:
+    if not only <= set(SECTIONS):
         ap.error(f"unknown section in --only: {args.only}")
 
     out_dir = results_dir(args.update_results)
     latest = out_dir / "latest.json"
     results: dict[str, object] = {}
-    if only != {"samplers", "groupby", "demo"} and latest.exists():
+    if only != set(SECTIONS) and latest.exists():
         results = json.loads(latest.read_text())
     if "demo" in only:
         step("the demo's memory")
@@ -151,6 +172,9 @@ def main() -> None:
                                  capture_output=True, text=True, check=True)
         results["dpkit_groupby"] = json.loads(grouped.stdout)
         results["opendp_groupby"] = peer(args.peers_python, "opendp_groupby.py")
+    if "mean" in only:
+        step("the fresh-session mean beside diffprivlib (peers' virtualenv) and numpy")
+        results["mean"] = mean_bench(args.mean_reps)
 
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, text=True,
                           capture_output=True).stdout.strip()
@@ -160,12 +184,30 @@ def main() -> None:
     print(report(results))
 
 
+def mean_lines(m: dict) -> list[str]:
+    """The mean section's table: milliseconds per release and the ratios."""
+    med, sizes = m["median_s"], m["sizes"]
+    lines = ["", "| fresh-session mean, ε = 1 | " + " | ".join(f"{n:,} rows (ms)" for n in sizes)
+             + " |", "|---" * (len(sizes) + 1) + "|"]
+    for label, key in (("numpy mean (floor)", "numpy mean"),
+                       ("diffprivlib tools.mean", "diffprivlib mean"), ("dpkit", "dpkit mean")):
+        lines.append(f"| {label} | " + " | ".join(
+            f"{med[f'{key} {n}'] * 1e3:.3f}" if f"{key} {n}" in med else "—" for n in sizes)
+            + " |")
+    for label, key in (("dpkit ÷ diffprivlib", "diffprivlib mean"),
+                       ("dpkit ÷ numpy", "numpy mean")):
+        lines.append(f"| {label} | " + " | ".join(
+            f"{med[f'dpkit mean {n}'] / med[f'{key} {n}']:.2f}×" if f"{key} {n}" in med
+            else "—" for n in sizes) + " |")
+    return lines
+
+
 def report(r: dict) -> str:
-    s = r["samplers"]
+    s = r.get("samplers") or {}
     od = r.get("opendp_laplace") or {}
     lines = ["| sampler (values/s) | rate | vs numpy (insecure) | vs OpenDP |",
-             "|---|---|---|---|"]
-    numpy_rate = s["numpy_laplace_insecure"]
+             "|---|---|---|---|"] if s else []
+    numpy_rate = s.get("numpy_laplace_insecure", float("nan"))
     odr = od.get("opendp_values_per_s")
     for name in s:
         vs_od = f"{s[name] / odr:,.0f}×" if odr else "—"
@@ -188,6 +230,8 @@ def report(r: dict) -> str:
     if g and og:
         lines.append(f"| OpenDP {og['opendp_version']} | {og['first_result_s']:.2f} | "
                      f"{og['steady_s']:.3f} | {og['steady_s'] / g['polars_floor_steady_s']:.1f}× |")
+    if r.get("mean"):
+        lines += mean_lines(r["mean"])
     d = r.get("demo")
     if d:
         lines += ["", f"`dpkit demo`: {d['demo_wall_s']:.2f} s wall, peak RSS "

@@ -4,6 +4,8 @@
         [--mode ledger|http|both]
     /work/venv/bin/python bench/server.py crash [--kills 100] [--backend sqlite|postgres]
     /work/venv/bin/python bench/server.py load [--seconds 60] [--clients 8] [--workers 2]
+    /work/venv/bin/python bench/server.py disks [--seconds 20] [--clients 8] [--workers 2]
+        [--ext4 /tmp/ledger_scale_disk] [--tmpfs /dev/shm/ledger_scale] [--hosts 1,2,4]
     /work/venv/bin/python bench/server.py report     # rewrite the .md from the .json
 
 concurrency  8 processes × 200 requests of ε = 1/100 (sent as an exact rational) against a
@@ -36,6 +38,15 @@ load         ``--clients`` processes each sending grouped counts by sex on Adult
              ``--clients`` connections, each one request at a time), a load generator that
              leaves the two cores to the server (the Python clients spend ≈ 2 ms of CPU per
              request themselves); ``--client both`` runs the two one after the other.
+disks        (issue 35, item 5) in one run: the ``load`` workload (Python clients) with the
+             SQLite ledger (and the data) in a directory on ext4, then on tmpfs (both checked
+             with ``df -T``): their ratio is the measure of group commit; then ``--hosts``
+             ``dpkit serve`` processes (``--workers`` each, different ports, standing in for
+             hosts) sharing one PostgreSQL ledger, whose data directory is on the ext4
+             directory so that its commits pay a real fsync: bench/multihost.py's ``run``
+             (clients round-robin over the servers, Adult as CSV, one analyst per client,
+             measured for ``--seconds`` after a 2 s warm-up). Requests/s, p50/p99 and the
+             ratios ext4 ÷ tmpfs and N servers ÷ 1.
 
 Everything runs on loopback; PostgreSQL is a throwaway server from tests/pg.py (Debian's
 package). Results: bench/results/server.json (updated after every run) and server.md.
@@ -71,6 +82,8 @@ import httpx
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent / "tests"))  # pg.py: the throwaway PostgreSQL server
+
+import disks as fs  # noqa: E402  (bench/: the ext4 and tmpfs directories)
 
 DATASET = "adult"
 CONCURRENCY_EPS, CONCURRENCY_CAP = Fraction(1, 100), 10
@@ -624,8 +637,12 @@ def load_wrk(seconds: float, clients: int, workers: int, backend: str) -> dict[s
             "errors": {"non_2xx": got["non_2xx"], "socket": got["socket_errors"]}, **figures}
 
 
-def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp, ledger_location(backend, Path(tmp)) as where, \
+def load(seconds: float, clients: int, workers: int, backend: str, root: Path | None = None
+         ) -> dict[str, Any]:
+    """The load run (module docstring); the data and a SQLite ledger in a fresh directory
+    under ``root`` (default: the temporary directory)."""
+    with tempfile.TemporaryDirectory(dir=root) as tmp, \
+            ledger_location(backend, Path(tmp)) as where, \
             Server(Path(tmp), where, workers, Fraction(10**6)) as server:
         ctx = mp.get_context("spawn")
         go, out = ctx.Event(), ctx.Queue()
@@ -658,6 +675,65 @@ def load(seconds: float, clients: int, workers: int, backend: str) -> dict[str, 
             # the 8 client processes' CPU per answered request
             "client_cpu_ms_per_request": round(
                 1000 * sum(r[2] for r in results) / max(1, len(lat)), 2)}
+
+
+# -- disks and hosts -------------------------------------------------------------------------
+def disks(seconds: float, clients: int, workers: int, ext4: Path, tmpfs: Path,
+          hosts: list[int]) -> dict[str, Any]:
+    """The load on SQLite on ext4 and on tmpfs, then on one PostgreSQL with ``hosts``
+    server processes (module docstring), in one run; rows and ratios."""
+    import multihost
+    import pg
+
+    rows: list[dict[str, Any]] = []
+    for kind, folder in (("ext4", ext4), ("tmpfs", tmpfs)):
+        r = load(seconds, clients, workers, "sqlite", root=fs.require(folder, kind))
+        rows.append({"ledger": f"SQLite, {kind}", "dir": str(folder), "servers": 1,
+                     "workers": workers, "requests_per_s": r["requests_per_s"],
+                     "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": r["errors"],
+                     "verify": r["verify"], "spend_equals_logged": r["spend_equals_logged"],
+                     "loadavg_at_start": r["loadavg_at_start"][0]})
+        print(rows[-1], file=sys.stderr)
+    if hosts:
+        reason = pg.unavailable()
+        if reason:
+            raise SystemExit(f"no PostgreSQL server can be started here: {reason}")
+        os.environ.setdefault("DPKIT_LEDGER_MAC_KEY", secrets.token_hex(32))  # as hosts get it
+        with tempfile.TemporaryDirectory(dir=ext4) as tmp, pg.server(parent=str(ext4)) as url:
+            import dpkit as dp
+
+            dp.datasets.load_adult("train").write_csv(Path(tmp) / "adult.csv")
+            for n in hosts:
+                load0 = round(os.getloadavg()[0], 2)
+                r = multihost.run(n, clients, seconds, Path(tmp), url, workers)
+                rows.append({"ledger": "PostgreSQL, data on ext4", "dir": str(ext4),
+                             "servers": n, "workers": workers,
+                             "requests_per_s": round(r["rps"], 1), "p50_ms": round(r["p50"], 1),
+                             "p99_ms": round(r["p99"], 1), "errors": r["errors"],
+                             "verify": r["verify"], "cpu_busy": round(r["busy"], 2),
+                             "loadavg_at_start": load0})
+                print(rows[-1], file=sys.stderr)
+    rate = {(row["ledger"], row["servers"]): row["requests_per_s"] for row in rows}
+    ratios = {"ext4 / tmpfs": round(rate[("SQLite, ext4", 1)] / rate[("SQLite, tmpfs", 1)], 3)}
+    one = rate.get(("PostgreSQL, data on ext4", 1))
+    for n in hosts:
+        if one and n != 1:
+            ratios[f"PostgreSQL {n} servers / 1"] = round(
+                rate[("PostgreSQL, data on ext4", n)] / one, 3)
+    return {"seconds": seconds, "clients": clients, "rows": rows, "ratios": ratios}
+
+
+def disks_lines(name: str, r: dict[str, Any]) -> list[str]:
+    """The ``disks`` run as a table and its ratios."""
+    lines = [f"- **{name}**: {r['clients']} clients, {r['seconds']} s per row; ratios "
+             + ", ".join(f"{k} = {v}" for k, v in r["ratios"].items()), "",
+             "| ledger | dir | servers × workers | requests/s | p50 ms | p99 ms | errors | "
+             "verify | load at start |", "|---|---|---|---:|---:|---:|---|---|---:|"]
+    lines += [f"| {row['ledger']} | {row['dir']} | {row['servers']} × {row['workers']} | "
+              f"{row['requests_per_s']} | {row['p50_ms']} | {row['p99_ms']} | "
+              f"{row['errors'] or 'none'} | {'clean' if not row['verify'] else row['verify']} | "
+              f"{row['loadavg_at_start']} |" for row in r["rows"]]
+    return [*lines, ""]
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -720,6 +796,8 @@ def summary(data: dict[str, Any]) -> list[str]:
                 f"{r['statuses'].get('debited', 0)} never-answered releases still counted; "
                 f"verify {'clean' if not r['verify'] else r['verify']}; "
                 f"{r['problem_count']} problems")
+        elif name.startswith("disks"):
+            lines += disks_lines(name, r)
         elif name.startswith("load"):
             lines.append(
                 f"- **{name}**: {r['requests_per_s']} requests/s, p50 {r['p50_ms']} ms, "
@@ -748,6 +826,14 @@ def main() -> None:
     ld.add_argument("--workers", type=int, default=2)
     ld.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     ld.add_argument("--client", choices=["python", "wrk", "both"], default="python")
+    dk = sub.add_parser("disks")
+    dk.add_argument("--seconds", type=float, default=20)
+    dk.add_argument("--clients", type=int, default=8)
+    dk.add_argument("--workers", type=int, default=2)
+    dk.add_argument("--ext4", type=Path, default=fs.EXT4)
+    dk.add_argument("--tmpfs", type=Path, default=fs.TMPFS)
+    dk.add_argument("--hosts", default="1,2,4", help="server processes on PostgreSQL "
+                    "(comma-separated; empty: skip PostgreSQL)")
     sub.add_parser("report")
     args = parser.parse_args()
     command = "/work/venv/bin/python bench/server.py " + " ".join(sys.argv[1:])
@@ -761,6 +847,11 @@ def main() -> None:
             result = concurrency(mode, args.backend)
             print(mode, args.backend, json.dumps(result, default=str))
             save(f"concurrency {mode} {args.backend}", command, result, before)
+    elif args.what == "disks":
+        hosts = [int(n) for n in args.hosts.split(",") if n]
+        result = disks(args.seconds, args.clients, args.workers, args.ext4, args.tmpfs, hosts)
+        print(json.dumps(result, indent=1, default=str))
+        save(f"disks {args.clients} clients {args.workers} workers", command, result, before)
     elif args.what == "crash":
         result = crash(args.kills, args.backend, args.seed)
         print(json.dumps(result, indent=1, default=str))

@@ -43,9 +43,11 @@ def unavailable() -> str | None:
 
 
 @contextmanager
-def server() -> Iterator[str]:
-    """Start a server; yield its SQLAlchemy URL; stop it and remove its files."""
-    root = tempfile.mkdtemp(prefix="dpkit-pg-")
+def server(parent: str | None = None) -> Iterator[str]:
+    """Start a server; yield its SQLAlchemy URL; stop it and remove its files. Its data
+    directory is made under ``parent`` (default: the temporary directory), so that a
+    benchmark can put it on a real disk, where fsync costs what it costs."""
+    root = tempfile.mkdtemp(prefix="dpkit-pg-", dir=parent)
     data, port = os.path.join(root, "data"), _free_port()
     prefix: list[str] = []
     if os.geteuid() == 0:
