@@ -21,9 +21,10 @@ SQLite (:class:`SqliteGroupSync`)
     it notes the time, flushes the WAL file (``fdatasync``, as SQLite's own commits do;
     its folder too when the WAL file is new), and writes the time as the watermark. Why
     this is enough: the commit's frames were written to the WAL file's pages before the
-    flush started, and a flush on any descriptor of a file flushes all its pages; a WAL file that was checkpointed and reset
-    or removed in between had its frames copied to the database file by a checkpoint that
-    syncs (SQLite syncs at every checkpoint unless ``synchronous=OFF``). The watermark is
+    flush started, and a flush on any descriptor of a file flushes all its pages; a WAL
+    file that was checkpointed and reset or removed in between had its frames copied to
+    the database file by a checkpoint that syncs (SQLite syncs at every checkpoint unless
+    ``synchronous=OFF``). The watermark is
     trusted only under the same boot and time namespace (``CLOCK_MONOTONIC`` restarts at a
     boot and is shifted per time namespace), so a stale file never vouches for a write.
 
