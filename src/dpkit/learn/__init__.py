@@ -41,15 +41,16 @@ from dpkit.learn.bounds import private_bounds  # noqa: E402
 from dpkit.learn.cluster import KMeans  # noqa: E402
 from dpkit.learn.decision_tree import DecisionTreeClassifier  # noqa: E402
 from dpkit.learn.decomposition import PCA  # noqa: E402
+from dpkit.learn.forest import SmoothRandomForestClassifier  # noqa: E402
 from dpkit.learn.itemsets import FrequentItemsets, top_k_itemsets  # noqa: E402
 from dpkit.learn.linear import LinearRegression  # noqa: E402
 from dpkit.learn.logistic import LogisticRegression  # noqa: E402
 from dpkit.learn.naive_bayes import CategoricalNB, GaussianNB  # noqa: E402
 from dpkit.learn.preprocessing import StandardScaler  # noqa: E402
 from dpkit.learn.smarttrunc import frequent_itemsets  # noqa: E402
-from dpkit.learn.forest import SmoothRandomForestClassifier  # noqa: E402
 from dpkit.learn.tree import RandomForestClassifier  # noqa: E402
 
 __all__ = ["CategoricalNB", "DecisionTreeClassifier", "FrequentItemsets", "GaussianNB",
            "KMeans", "LinearRegression", "LogisticRegression", "PCA", "RandomForestClassifier",
-           "SmoothRandomForestClassifier", "StandardScaler", "frequent_itemsets", "private_bounds", "top_k_itemsets"]
+           "SmoothRandomForestClassifier", "StandardScaler", "frequent_itemsets",
+           "private_bounds", "top_k_itemsets"]

@@ -50,8 +50,9 @@ subsets over sequential composition across trees (ε/T each).
       H_ε(P ‖ Q) = Σ_c [P(c) − e^ε·Q(c)]₊,
 
   with P_g the law at gap g (mode weight e^{ε/(2S_g)}, K − 1 others of weight 1), evaluated
-  in float64 plus an allowance that covers its rounding (:func:`leaf_delta`). The ratio r = 1 − 2^{−j} is the smallest of
-  that form (the largest β) whose δ(ε) is at most the declared δ (:func:`smooth_ratio`, at plan time).
+  in float64 plus an allowance that covers its rounding (:func:`leaf_delta`). The ratio
+  r = 1 − 2^{−j} is the smallest of that form (the largest β) whose δ(ε) is at most the
+  declared δ (:func:`smooth_ratio`, at plan time).
 
 Prediction is a majority vote of the trees' leaf labels (``predict_proba``: the vote shares):
 post-processing. Floor: at small ε a leaf's label is close to uniform, and the forest can do
@@ -190,8 +191,8 @@ def _scales(epsilon: Fraction, ratio: Fraction) -> np.ndarray:
 
 @cache
 def smooth_ratio(epsilon: Fraction, delta: Fraction, classes: int) -> Fraction:
-    """The smallest r = 1 − 2^{−j} (1 ≤ j ≤ 16; the largest β) whose :func:`leaf_delta` is ≤ δ (bisection on
-    j, the chosen r checked). Raises DomainError when even j = 16 does not fit."""
+    """The smallest r = 1 − 2^{−j} (1 ≤ j ≤ 16; the largest β) whose :func:`leaf_delta` is
+    ≤ δ (bisection on j, the chosen r checked). Raises DomainError when even j = 16 does not fit."""
     def fits(j: int) -> bool:
         return leaf_delta(epsilon, classes, ratio=1 - Fraction(1, 1 << j)) <= delta
 
