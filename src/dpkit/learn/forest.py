@@ -66,6 +66,7 @@ small β, so S stays near 1 and the leaf is close to uniform unless the budget i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from functools import cache
 
@@ -73,7 +74,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dpkit.core import rng
+from dpkit.core.component import Measurement
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import ApproxDP, PrivacyLoss, PureDP
+from dpkit.core.metrics import AddRemoveDistance
 from dpkit.core.numbers import positive
 from dpkit.errors import DomainError
 from dpkit.learn import _baseline
@@ -82,6 +86,7 @@ from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
 from dpkit.learn.tree import leaves, random_tree
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["SmoothRandomForestClassifier", "paper_depth", "local_sensitivity_within",
            "smooth_scale_at", "cutoff", "leaf_law", "leaf_delta", "smooth_ratio", "LEAF_RULES"]
@@ -206,6 +211,38 @@ def smooth_ratio(epsilon: Fraction, delta: Fraction, classes: int) -> Fraction:
     return 1 - Fraction(1, 1 << high)
 
 
+AUDIT_EPSILON, AUDIT_DELTA = Fraction(1), Fraction(1, 10**6)
+AUDIT_PAIR = (np.array([0, 0, 0, 1]), np.array([0, 0, 0, 0, 1]))  # one leaf: gaps 2 and 3
+
+
+def paper_scale(counts: np.ndarray, epsilon: Fraction) -> Fraction:
+    """The authors' published calibration (β = ε, S = e^{−ε·gap}, not an upper bound at
+    distance gap − 1, and no δ): the audit's broken variant."""
+    return Fraction(math.exp(-float(epsilon) * _gap(counts)))
+
+
+def audit_cases() -> list[AuditCase]:
+    """One leaf of the forest (the forest's loss is one leaf's, module docstring): its rows'
+    labels (K = 2) at gaps 2 and 3, the ``"smooth_sensitivity"`` label at ε = 1, δ = 10^-6.
+    Broken: the paper's published scale e^{−ε·gap} for the same claim."""
+    eps, ratio = AUDIT_EPSILON, smooth_ratio(AUDIT_EPSILON, AUDIT_DELTA, 2)
+
+    def sampler(scale: Callable[[np.ndarray], Fraction]) -> Sampler:
+        def sample(rows: np.ndarray, n: int) -> np.ndarray:
+            counts = np.bincount(np.asarray(rows, dtype=np.int64), minlength=2)
+            return np.asarray(frontend.select(leaf_scores(counts, scale(counts)), 1, eps,
+                                              size=n, statistic=LABELS).value)
+        return sample
+
+    good = sampler(lambda c: smooth_scale(c, eps, ratio))
+    claim = Measurement(lambda rows: good(rows, 1)[0], AddRemoveDistance(), ApproxDP,
+                        lambda d: ApproxDP(eps * d, AUDIT_DELTA * d), "smooth_forest_leaf",
+                        input_domain=VectorDomain(AtomDomain(Kind.INTEGER)))
+    return [AuditCase("smooth_forest_leaf", claim, good,
+                      sampler(lambda c: paper_scale(c, eps)), *AUDIT_PAIR)]
+
+
+@register(audit=lambda: audit_cases())  # the audit battery's case
 class SmoothRandomForestClassifier(ClassifierMixin, BaseEstimator):
     """Random decision forest with exponential-mechanism leaf labels (module docstring:
     Fletcher & Islam 2017, Alg. 1; privacy argument).
