@@ -23,7 +23,7 @@ from dpkit.core.compose import PrivacyFilter  # noqa: E402
 from dpkit.core.measures import ApproxDP  # noqa: E402
 from dpkit.errors import DomainError, TrivialResultWarning  # noqa: E402
 from dpkit.learn import SmoothRandomForestClassifier  # noqa: E402
-from dpkit.learn import forest as F  # noqa: E402
+from dpkit.learn import forest as fo  # noqa: E402
 from dpkit.mechanisms import frontend  # noqa: E402
 
 ALPHA = 1e-6
@@ -70,45 +70,45 @@ def hockey(p: np.ndarray, q: np.ndarray, eps: float) -> float:
 def test_local_sensitivity_within_matches_brute_force(k):
     for counts in vectors(k, 4):
         for dist in range(4):
-            assert F.local_sensitivity_within(counts, dist) == brute_local_within(counts, dist)
+            assert fo.local_sensitivity_within(counts, dist) == brute_local_within(counts, dist)
 
 
 def test_smooth_bound_upper_bounds_every_distance():
     """S(n) ≥ r^k·A_k(n) for every k (NRS07 Def. 2.1 with r = e^{−β}); the paper's published
     e^{−ε·gap} (with β = ε) fails it: the check can fail."""
-    ratio = F.smooth_ratio(EPS, DELTA, 2)
+    ratio = fo.smooth_ratio(EPS, DELTA, 2)
     failures = 0
     for counts in vectors(2, 7) + vectors(3, 4):
-        bound = F.smooth_scale(counts, EPS, ratio)
-        paper = F.paper_scale(counts, EPS)
+        bound = fo.smooth_scale(counts, EPS, ratio)
+        paper = fo.paper_scale(counts, EPS)
         for dist in range(9):
-            need = ratio ** dist * F.local_sensitivity_within(counts, dist)
+            need = ratio ** dist * fo.local_sensitivity_within(counts, dist)
             assert bound >= need
             failures += paper < Fraction(math.exp(-float(EPS) * dist)) * \
-                F.local_sensitivity_within(counts, dist)
+                fo.local_sensitivity_within(counts, dist)
     assert failures > 0
 
 
 def test_smooth_bound_is_smooth():
     """S(n)·r ≤ S(y) for neighbours (β-smoothness, up to the relative 2^-39 of rounding S
     up; δ is computed on the scales as drawn, so privacy does not rest on it)."""
-    ratio = F.smooth_ratio(EPS, DELTA, 3)
+    ratio = fo.smooth_ratio(EPS, DELTA, 3)
     for counts in vectors(3, 5):
         for y in neighbours(counts):
-            assert (F.smooth_scale(counts, EPS, ratio) * ratio
-                    <= F.smooth_scale(y, EPS, ratio) * (1 + Fraction(1, 1 << 39)))
+            assert (fo.smooth_scale(counts, EPS, ratio) * ratio
+                    <= fo.smooth_scale(y, EPS, ratio) * (1 + Fraction(1, 1 << 39)))
 
 
 # ----------------------------------------------------------------- the leaf law
 def test_leaf_law_matches_the_formula():
-    ratio = F.smooth_ratio(EPS, DELTA, 3)
+    ratio = fo.smooth_ratio(EPS, DELTA, 3)
     for counts in vectors(3, 3):
-        law = F.leaf_law(counts, EPS, ratio)
-        s = float(F.smooth_scale(counts, EPS, ratio))
+        law = fo.leaf_law(counts, EPS, ratio)
+        s = float(fo.smooth_scale(counts, EPS, ratio))
         w = np.exp(float(EPS) * modes(counts) / (2 * s))
         np.testing.assert_allclose(law, w / w.sum(), rtol=1e-12)
         c = np.exp(float(EPS) * (counts - counts.max()))
-        np.testing.assert_allclose(F.leaf_law(counts, EPS, None), c / c.sum(), rtol=1e-12)
+        np.testing.assert_allclose(fo.leaf_law(counts, EPS, None), c / c.sum(), rtol=1e-12)
 
 
 @pytest.mark.parametrize("k", [2, 3])
@@ -116,15 +116,15 @@ def test_neighbours_within_the_computed_delta(k):
     """Every neighbouring pair of small count vectors: H_ε(P_x ‖ P_y) ≤ δ(ε) (the module's
     theorem) for the smooth leaf and 0 (ratio ≤ e^ε) for the count leaf. The paper's own
     calibration exceeds δ on the same pairs: the check can fail."""
-    ratio = F.smooth_ratio(EPS, DELTA, k)
-    delta = float(F.leaf_delta(EPS, k, ratio=ratio))
+    ratio = fo.smooth_ratio(EPS, DELTA, k)
+    delta = float(fo.leaf_delta(EPS, k, ratio=ratio))
     assert delta <= float(DELTA)
     worst_paper = 0.0
     for counts in vectors(k, 6 if k == 2 else 4):
         for y in neighbours(counts):
-            assert hockey(F.leaf_law(counts, EPS, ratio), F.leaf_law(y, EPS, ratio),
+            assert hockey(fo.leaf_law(counts, EPS, ratio), fo.leaf_law(y, EPS, ratio),
                           float(EPS)) <= delta + 1e-15
-            assert hockey(F.leaf_law(counts, EPS, None), F.leaf_law(y, EPS, None),
+            assert hockey(fo.leaf_law(counts, EPS, None), fo.leaf_law(y, EPS, None),
                           float(EPS)) <= 1e-15
             worst_paper = max(worst_paper, hockey(_paper_law(counts), _paper_law(y),
                                                   float(EPS)))
@@ -132,30 +132,30 @@ def test_neighbours_within_the_computed_delta(k):
 
 
 def _paper_law(counts: np.ndarray) -> np.ndarray:
-    w = np.exp(np.minimum(700, float(EPS) * modes(counts) / (2 * float(F.paper_scale(counts,
+    w = np.exp(np.minimum(700, float(EPS) * modes(counts) / (2 * float(fo.paper_scale(counts,
                                                                                       EPS)))))
     return w / w.sum()
 
 
 def test_leaf_delta_of_the_papers_calibration_is_large():
     scales = np.array([math.exp(-float(EPS) * g) for g in range(1, 40)])
-    assert F.leaf_delta(EPS, 2, scales=scales) > Fraction(1, 10)
+    assert fo.leaf_delta(EPS, 2, scales=scales) > Fraction(1, 10)
 
 
 def _drawn(counts: np.ndarray, scale: Fraction, n: int) -> np.ndarray:
-    return np.asarray(frontend.select(F.leaf_scores(counts, scale), 1, EPS, size=n).value)
+    return np.asarray(frontend.select(fo.leaf_scores(counts, scale), 1, EPS, size=n).value)
 
 
 def test_sampled_labels_follow_the_law():
     """50 000 exact draws (the kit's select, as fit draws) against the exact law; a draw at
     the paper's scale is rejected against the same law."""
     counts = np.array([3, 1, 1])
-    ratio = F.smooth_ratio(EPS, DELTA, 3)
-    law = F.leaf_law(counts, EPS, ratio)
+    ratio = fo.smooth_ratio(EPS, DELTA, 3)
+    law = fo.leaf_law(counts, EPS, ratio)
     support = np.arange(3)
-    good = _drawn(counts, F.smooth_scale(counts, EPS, ratio), 50_000)
+    good = _drawn(counts, fo.smooth_scale(counts, EPS, ratio), 50_000)
     assert chi2_pvalue(good, support, law) > ALPHA
-    broken = _drawn(counts, F.paper_scale(counts, EPS), 50_000)
+    broken = _drawn(counts, fo.paper_scale(counts, EPS), 50_000)
     assert chi2_pvalue(broken, support, law) < ALPHA
 
 
@@ -165,7 +165,7 @@ def _data(n: int = 2000) -> tuple[np.ndarray, np.ndarray]:
     return x, (x[:, 0] > 0.5).astype(int)
 
 
-@pytest.mark.parametrize("leaf", F.LEAF_RULES)
+@pytest.mark.parametrize("leaf", fo.LEAF_RULES)
 def test_fit_predict_shapes(leaf):
     x, y = _data()
     model = SmoothRandomForestClassifier(5, 3, epsilon=2, delta=1e-6, leaf=leaf, bounds=(0, 1),
@@ -179,10 +179,10 @@ def test_fit_predict_shapes(leaf):
 
 
 def test_paper_depth():
-    assert F.paper_depth(1) == 1
-    assert F.paper_depth(40) == F.MAX_DEPTH  # capped
+    assert fo.paper_depth(1) == 1
+    assert fo.paper_depth(40) == fo.MAX_DEPTH  # capped
     for m in range(2, 24):
-        d = F.paper_depth(m)
+        d = fo.paper_depth(m)
         assert m * (1 - 1 / m) ** d <= m / 2 < m * (1 - 1 / m) ** (d - 1)
 
 
