@@ -477,6 +477,9 @@ def learn_cases() -> list[Case]:
         classifier_case("RandomForestClassifier",
                         lambda e: learn.RandomForestClassifier(epsilon=e, bounds=(0, 1),
                                                                classes=[0, 1])),
+        classifier_case("SmoothRandomForestClassifier",
+                        lambda e: learn.SmoothRandomForestClassifier(epsilon=e, bounds=(0, 1),
+                                                                     classes=[0, 1])),
         categorical_nb_case(), linear_case(), pca_case(), kmeans_case()]
 
 

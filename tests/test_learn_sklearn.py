@@ -22,6 +22,7 @@ from dpkit.learn import (  # noqa: E402
     LinearRegression,
     LogisticRegression,
     RandomForestClassifier,
+    SmoothRandomForestClassifier,
     StandardScaler,
 )
 
@@ -70,6 +71,7 @@ MODELS = [
         **CLASSIFIER,
         "check_estimators_dtypes": BINARY_ONLY, "check_fit2d_1feature": BINARY_ONLY}),
     (RandomForestClassifier(epsilon=10, bounds=(-100, 100), classes=[0, 1, 2]), CLASSIFIER),
+    (SmoothRandomForestClassifier(epsilon=10, bounds=(-100, 100), classes=[0, 1, 2]), CLASSIFIER),
     (DecisionTreeClassifier(epsilon=10, bounds=(-100, 100), classes=[0, 1, 2]), CLASSIFIER),
     (LinearRegression(epsilon=10, bounds=(-100, 100), y_bounds=(-100, 100)), REGRESSOR),
     (StandardScaler(epsilon=10, bounds=(-100, 100)), {

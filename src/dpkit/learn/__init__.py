@@ -17,6 +17,9 @@ them, never reading them off the data.
 - :func:`private_bounds` (ε-DP per-feature bounds from a log-scale histogram, for ``bounds=``)
 - :class:`LinearRegression` (sufficient statistics / functional mechanism, Zhang et al. 2012)
 - :class:`RandomForestClassifier` (random decision trees, Jagannathan et al. 2009)
+- :class:`SmoothRandomForestClassifier` (random trees on disjoint rows, leaf labels by the
+  exponential mechanism: class counts, or the mode with its smooth sensitivity, Fletcher &
+  Islam 2017)
 - :class:`DecisionTreeClassifier` (DiffP-ID3/C4.5, Friedman & Schuster 2010; SuLQ ID3)
 - :func:`frequent_itemsets` (top-k frequent itemsets on sparse transactions; ``method``
   "smarttrunc" by default, :mod:`dpkit.learn.smarttrunc`, truncation after Zeng, Naughton &
@@ -38,6 +41,7 @@ from dpkit.learn.bounds import private_bounds  # noqa: E402
 from dpkit.learn.cluster import KMeans  # noqa: E402
 from dpkit.learn.decision_tree import DecisionTreeClassifier  # noqa: E402
 from dpkit.learn.decomposition import PCA  # noqa: E402
+from dpkit.learn.forest import SmoothRandomForestClassifier  # noqa: E402
 from dpkit.learn.itemsets import FrequentItemsets, top_k_itemsets  # noqa: E402
 from dpkit.learn.linear import LinearRegression  # noqa: E402
 from dpkit.learn.logistic import LogisticRegression  # noqa: E402
@@ -48,4 +52,5 @@ from dpkit.learn.tree import RandomForestClassifier  # noqa: E402
 
 __all__ = ["CategoricalNB", "DecisionTreeClassifier", "FrequentItemsets", "GaussianNB",
            "KMeans", "LinearRegression", "LogisticRegression", "PCA", "RandomForestClassifier",
-           "StandardScaler", "frequent_itemsets", "private_bounds", "top_k_itemsets"]
+           "SmoothRandomForestClassifier", "StandardScaler", "frequent_itemsets",
+           "private_bounds", "top_k_itemsets"]

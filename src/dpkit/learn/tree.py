@@ -26,13 +26,24 @@ from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
-__all__ = ["RandomForestClassifier"]
+__all__ = ["RandomForestClassifier", "random_tree", "leaves"]
 
 LEAVES = "leaf class counts"
 
 
-def _leaves(x: np.ndarray, features: np.ndarray, thresholds: np.ndarray, depth: int
-            ) -> np.ndarray:
+def random_tree(depth: int, lower: np.ndarray, upper: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """A data-independent complete binary tree of depth D, stored level-wise: the feature
+    (uniform over the d declared ones) and threshold (uniform inside that feature's declared
+    bounds) of each of its 2^D − 1 internal nodes (CSPRNG; no row is read). Also the
+    structure of :mod:`dpkit.learn.forest`'s trees."""
+    inner = 2 ** depth - 1
+    features = rng.uniform_below(lower.size, inner).astype(np.int64)
+    return features, lower[features] + uniforms(inner) * (upper - lower)[features]
+
+
+def leaves(x: np.ndarray, features: np.ndarray, thresholds: np.ndarray, depth: int
+           ) -> np.ndarray:
     """The leaf (0 … 2^depth − 1) each row reaches in a complete tree stored level-wise."""
     node = np.zeros(x.shape[0], dtype=np.int64)
     rows = np.arange(x.shape[0])
@@ -91,9 +102,8 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
             clipped = np.clip(x, lower, upper)
             self.trees_: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
             for _ in range(t):
-                features = rng.uniform_below(d, inner).astype(np.int64)
-                thresholds = lower[features] + uniforms(inner) * (upper - lower)[features]
-                leaf = _leaves(clipped, features, thresholds, depth)
+                features, thresholds = random_tree(depth, lower, upper)
+                leaf = leaves(clipped, features, thresholds, depth)
                 counts = np.bincount(leaf * k + label, minlength=(inner + 1) * k)
                 noisy = frontend.noisy(counts.astype(float), 1, eps / t, output="grid",
                                        statistic=LEAVES).value.reshape(-1, k)
@@ -110,7 +120,7 @@ class RandomForestClassifier(ClassifierMixin, BaseEstimator):
         x = predict_features(self, X)
         total = np.zeros((x.shape[0], self.classes_.size))
         for features, thresholds, counts in self.trees_:
-            reached = counts[_leaves(x, features, thresholds, self.depth_)] + 1.0  # smoothing
+            reached = counts[leaves(x, features, thresholds, self.depth_)] + 1.0  # smoothing
             total += reached / reached.sum(axis=1, keepdims=True)
         return total / len(self.trees_)
 
