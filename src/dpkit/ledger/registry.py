@@ -13,10 +13,11 @@ Guarantees
 - Check-and-debit is one transaction that first takes the ledger's write lock (SQLite
   ``BEGIN IMMEDIATE``; PostgreSQL ``SELECT … FOR UPDATE`` on the chain head), so concurrent
   processes and machines serialise and no interleaving overruns a cap. On PostgreSQL the
-  lock and the debit's reads travel in one round trip (a pipeline, the lock first; each read
-  starts after it is granted), so a debit holds the head for four round trips (those reads,
-  the burn-rate bucket, the writes, the commit; a replayed key or an expiring minute adds
-  one). The debit is written
+  lock and the debit's reads, the burn-rate bucket of this minute and the next among them,
+  travel in one round trip (a pipeline, the lock first; each read starts after it is
+  granted), so a debit holds the head for three round trips (those reads, the writes, the
+  commit; a replayed key, an expiring minute or a wait past the next minute adds one). The
+  debit is written
   *before* any noise is drawn; a release that fails later is marked ``failed`` and its loss
   still counts. A crash between debit and response never refunds.
 - Group commit (:mod:`dpkit.ledger.durability`): a write commits without waiting for the
@@ -490,11 +491,14 @@ class Ledger:
                                  f"{bucket.minute} was edited outside the ledger")
 
     def _window(self, conn: Connection, row: dict[str, Any], moment: datetime,
-                loss: window.Raw) -> tuple[int, window.Raw, window.Raw, bool]:
+                loss: window.Raw, sent: tuple[int, Any] | None = None
+                ) -> tuple[int, window.Raw, window.Raw, bool]:
         """The burn-rate window after debiting ``loss`` at ``moment``
         (:mod:`dpkit.ledger.window`): the ledger minute, the window's total, the minute's
         bucket, and whether that bucket exists already. Reads only the buckets that leave
-        the window (each once in the ledger's life) and the current one, each MAC-checked.
+        the window (each once in the ledger's life) and the current one, each MAC-checked
+        (``sent``: a minute m and the cursor of the buckets of m and m + 1, read with the
+        debit's other reads; used when the current bucket is one of them).
 
         Raises
         ------
@@ -511,9 +515,13 @@ class Ledger:
                 total = window.sub(total, window.raw(old.spent))
         current: window.Raw = {}
         exists = False
+        near = [] if sent is None else store.rows(sent[1])  # (read: a cursor is consumed)
         if minute == previous:
-            found = store.first(conn, _BUCKETS, {"dataset": dataset, "lo": minute,
-                                                 "hi": minute})
+            if sent is not None and sent[0] <= minute <= sent[0] + 1:
+                found = next((b for b in near if b.minute == minute), None)
+            else:
+                found = store.first(conn, _BUCKETS, {"dataset": dataset, "lo": minute,
+                                                     "hi": minute})
             if found is not None:
                 self._bucket_ok(found)
                 current, exists = window.raw(found.spent), True
@@ -886,7 +894,8 @@ class Ledger:
                     "released.")
             grant = None if analyst is None else self._check_grant(
                 conn, analyst, dataset, measure, loss, loss_raw, sent["grant"])
-            minute, recent, bucket, exists = self._window(conn, row, moment, loss_raw)
+            minute, recent, bucket, exists = self._window(conn, row, moment, loss_raw,
+                                                          sent["buckets"])
             if row["per_day"] is not None:
                 limit = load(measure, row["per_day"])
                 if not window.as_loss(measure, recent) <= limit:
@@ -932,8 +941,10 @@ class Ledger:
         statement of the pipeline starts after the lock is granted, and under READ
         COMMITTED takes its snapshot then, so it sees every commit of the lock's previous
         holder (as if sent after the lock). Returns :meth:`_lock_head`'s triple and the
-        cursors of the dataset row, its newest release, the key's first release and the
-        grant (None when not asked for)."""
+        cursors of the dataset row, its newest release, the key's first release, the
+        grant (None when not asked for), and the burn-rate buckets of the current minute and
+        the next (with that minute)."""
+        soon = window.minute_of(now())
         with store.batch(conn):
             if self.url.startswith("sqlite"):  # BEGIN IMMEDIATE took the lock
                 locked = None
@@ -948,7 +959,11 @@ class Ledger:
                     conn, _PRIOR[analyst is not None],
                     {"dataset": dataset, "key": key, "analyst": analyst}),
                 "grant": None if analyst is None else store.start_fetch(
-                    conn, "grants", (analyst, dataset))}
+                    conn, "grants", (analyst, dataset)),
+                # the burn-rate buckets of this minute and the next: the debit's minute
+                # (the clock under the lock, so no earlier) is almost always one of them
+                "buckets": (soon, store.run(conn, _BUCKETS, {
+                    "dataset": dataset, "lo": soon, "hi": soon + 1}))}
         if locked is None:
             head, seq, last_id = head_cursor.fetchone()
         else:
