@@ -46,10 +46,12 @@ class _Recorder:
     start (the watermark it writes) and end; the first flush blocks until ``hold`` writers
     are waiting, so that they commit while it runs."""
 
-    def __init__(self, ledger: Ledger, hold: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, ledger: Ledger, hold: int, monkeypatch: pytest.MonkeyPatch,
+                 until_returned: int = 0) -> None:
         sync = ledger._group_sync
         assert sync is not None  # a SQLite file in WAL mode
         self.commits: dict[int, int] = {}
+        self.returned: dict[int, int] = {}
         self.flushes: list[tuple[int, int]] = []
         self.waiting = 0
         self.changed = threading.Condition()
@@ -67,7 +69,9 @@ class _Recorder:
             if self.first:
                 self.first = False
                 with self.changed:
-                    assert self.changed.wait_for(lambda: self.waiting >= hold, timeout=120)
+                    assert self.changed.wait_for(
+                        lambda: self.waiting >= hold and len(self.returned) >= until_returned,
+                        timeout=120)
             return flush()
 
         def recorded_mark(started: int, inode: int) -> None:
@@ -79,13 +83,15 @@ class _Recorder:
         monkeypatch.setattr(sync, "_write_mark", recorded_mark)
 
 
-def _debit_in_threads(ledger: Ledger, threads: int) -> dict[int, int]:
+def _debit_in_threads(ledger: Ledger, threads: int, recorder: _Recorder) -> dict[int, int]:
     """One debit per thread, all at once; each thread's return time."""
-    returned: dict[int, int] = {}
+    returned = recorder.returned
 
     def one() -> None:
         ledger.debit("d", dp.PureDP(EPS), "q")
-        returned[threading.get_ident()] = time.monotonic_ns()
+        with recorder.changed:
+            returned[threading.get_ident()] = time.monotonic_ns()
+            recorder.changed.notify_all()
 
     workers = [threading.Thread(target=one) for _ in range(threads)]
     for worker in workers:
@@ -106,7 +112,7 @@ def _covered(recorder: _Recorder, returned: dict[int, int]) -> list[int]:
 def test_every_debit_returns_after_a_flush_that_started_after_its_commit(tmp_path, monkeypatch):
     ledger = _ledger(tmp_path / "l.sqlite")
     recorder = _Recorder(ledger, hold=3, monkeypatch=monkeypatch)
-    returned = _debit_in_threads(ledger, 3)
+    returned = _debit_in_threads(ledger, 3, recorder)
     assert _covered(recorder, returned) == []
     # the first flush started before the other two commits; the second covered both
     assert len(recorder.flushes) == 2
@@ -114,25 +120,24 @@ def test_every_debit_returns_after_a_flush_that_started_after_its_commit(tmp_pat
 
 
 def test_the_rule_catches_a_follower_that_trusts_a_flush_already_running(tmp_path, monkeypatch):
-    """The broken variant: a writer that finds any flush in progress returns without one
-    that started after its commit (as if the running flush covered it)."""
+    """The broken variant: a writer that finds a flush started by another writer returns
+    without one that started after its commit (as if that flush covered it). The first
+    flush is held until the two others have returned, so neither can be covered."""
+    guard = threading.Lock()
 
     class Trusting(SqliteGroupSync):
-        running = False
+        started = False
 
         def wait(self, committed: int) -> None:
-            if Trusting.running:
-                return
-            Trusting.running = True
-            try:
+            with guard:
+                trusting, Trusting.started = Trusting.started, True
+            if not trusting:
                 super().wait(committed)
-            finally:
-                Trusting.running = False
 
     ledger = _ledger(tmp_path / "l.sqlite")
     ledger._group_sync = Trusting(ledger._group_sync.database)
-    recorder = _Recorder(ledger, hold=3, monkeypatch=monkeypatch)
-    returned = _debit_in_threads(ledger, 3)
+    recorder = _Recorder(ledger, hold=1, monkeypatch=monkeypatch, until_returned=2)
+    returned = _debit_in_threads(ledger, 3, recorder)
     assert len(_covered(recorder, returned)) == 2
 
 

@@ -15,8 +15,8 @@ Guarantees
   processes and machines serialise and no interleaving overruns a cap. On PostgreSQL the
   lock and the debit's reads, the burn-rate bucket of this minute and the next among them,
   travel in one round trip (a pipeline, the lock first; each read starts after it is
-  granted), so a debit holds the head for three round trips (those reads, the writes, the
-  commit; a replayed key, an expiring minute or a wait past the next minute adds one). The
+  granted), and the writes and the commit in another, so a debit holds the head for two
+  round trips (a replayed key, an expiring minute or a wait past the next minute adds one). The
   debit is written
   *before* any noise is drawn; a release that fails later is marked ``failed`` and its loss
   still counts. A crash between debit and response never refunds.
@@ -932,6 +932,7 @@ class Ledger:
                                   {**grant["row"], "spent": fields["grant_spent"], "seq": seq + 1},
                                   new=False)
                 self._advance(conn, digest, seq + 1)
+                conn.commit()  # in the writes' round trip (PostgreSQL: the pipeline's sync)
             return last_id + 1
 
     def _debit_reads(self, conn: Connection, dataset: str, analyst: str | None,
@@ -1048,6 +1049,7 @@ class Ledger:
                 store.run(conn, _MARK, {"rid": release_id, "status": status,
                                         "result_sha256": result_sha256, "result": sealed})
                 self._advance(conn, digest, seq + 1)
+                conn.commit()  # in the writes' round trip
 
     def _seal(self, result: str | None) -> str | None:
         if result is None or self._fernet is None:
