@@ -6,7 +6,8 @@ k-anonymisation generalises every row with a function g fixed before the data ar
 suppresses every generalised row whose value occurs fewer than k times; preceded by
 sampling each row independently with probability β it is (ε, δ)-DP (their Thm. 5):
 
-    for every ε ≥ −ln(1 − β):  δ = d(k, β, ε) = max_{n ≥ ⌈k/γ − 1⌉} Σ_{j > γn}^{n} C(n, j) β^j (1 − β)^{n−j},
+    for every ε ≥ −ln(1 − β):
+    δ = d(k, β, ε) = max_{n ≥ ⌈k/γ − 1⌉} Σ_{j > γn}^{n} C(n, j) β^j (1 − β)^{n−j},
     γ = (e^ε − 1 + β) / e^ε.
 
 :func:`kanon_delta` computes d exactly (Fractions); :func:`safe_k_anonymize` runs the
