@@ -53,8 +53,8 @@ TRIALS = 5
 
 
 def delta_table() -> list[str]:
-    lines = ["| k | β | δ at ε = 0.75 | δ at ε = 1 | δ at ε = 2 | smallest ε (0.01 grid) with δ ≤ 1e-6 |",
-             "|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| k | β | δ at ε = 0.75 | δ at ε = 1 | δ at ε = 2 "
+             "| smallest ε (0.01 grid) with δ ≤ 1e-6 |", "|---:|---:|---:|---:|---:|---:|"]
     for k, beta in product((10, 20, 50), (Fraction(1, 10), Fraction(1, 5), Fraction(1, 2))):
         cells = []
         for eps in (Fraction(3, 4), Fraction(1), Fraction(2)):
@@ -112,7 +112,8 @@ def adult_rows(eps: float, beta: Fraction) -> list[str]:
     train, test = generalised(raw_train), generalised(raw_test)
     cells = all_cells()
     exact = train.group_by(list(SCHEMES)).agg(pl.len().alias("count"))
-    lines = ["| k | δ | rows released / n | fraction of sampled rows suppressed | accuracy: k-anonymous | accuracy: Identity (δ = 0) | accuracy: exact table |",
+    lines = ["| k | δ | rows released / n | fraction of sampled rows suppressed "
+             "| accuracy: k-anonymous | accuracy: Identity (δ = 0) | accuracy: exact table |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     ident = float(np.median([accuracy(identity_counts(train, cells, eps), test)
                              for _ in range(TRIALS)]))
