@@ -187,6 +187,11 @@ def test_data_side_is_total_on_odd_values():
     table = kanon_module._generalise(odd, {"age": AGE, "sex": SEX})
     assert table["age"].to_list() == ["*", "*", "*", "*", "*", "[30, 45)"]
     assert table["sex"].to_list() == ["*", "*", "Male", "*", "Female", "Male"]
+    typed = pl.DataFrame({"age": pl.Series([None, True, False], dtype=pl.Boolean),
+                          "sex": pl.Series(["Male", None, "x"], dtype=pl.Categorical)})
+    out = safe_k_anonymize(typed, {"age": AGE, "sex": SEX}, k=2, beta=Fraction(1, 2),
+                           epsilon=1)
+    assert set(out.groups.columns) == {"age", "sex", "count"}
 
 
 def test_taxonomy_levels():
@@ -238,6 +243,7 @@ def test_charged_once_through_a_session():
     {"epsilon": Fraction(1, 2)},  # below −ln(1 − 1/2) ≈ 0.693
     {"epsilon": -1}, {"schemes": {}}, {"schemes": {"nope": AGE}},
     {"schemes": {"age": (17, 30)}}, {"data": {"age": [1, 2]}},
+    {"data": pl.DataFrame({"age": [[1, 2], [3]]})},  # a nested column: refused up front
 ])
 def test_plan_time_validation(bad):
     budget = PrivacyFilter(ApproxDP(10, Fraction(1, 2)))

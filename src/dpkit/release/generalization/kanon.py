@@ -105,7 +105,8 @@ class Taxonomy:
 
     Notes
     -----
-    A value that is not a declared node, or a null, becomes :data:`OTHER`.
+    Values are compared as text (an integer column's 9 is ``"9"``). A value that is not a
+    declared node, or a null, becomes :data:`OTHER`.
     """
 
     parent: Mapping[str, str]
@@ -312,6 +313,13 @@ def _generalise(data: pl.DataFrame, schemes: Mapping[str, Scheme]) -> pl.DataFra
                          for name, scheme in schemes.items()])
 
 
+def _castable(dtype: pl.DataType) -> bool:
+    """Types whose casts to Float64 / Utf8 (non-strict) cannot raise: the data side is then
+    total (a nested or binary column is refused at plan time)."""
+    return (dtype.is_numeric() or dtype in (pl.Utf8, pl.Boolean, pl.Null)
+            or isinstance(dtype, pl.Categorical | pl.Enum))
+
+
 def _check_schemes(data: Any, schemes: Any) -> dict[str, Scheme]:
     if not isinstance(data, pl.DataFrame):
         raise DomainError("data must be a polars DataFrame")
@@ -324,6 +332,9 @@ def _check_schemes(data: Any, schemes: Any) -> dict[str, Scheme]:
             raise DomainError(f"the scheme of {name!r} must be Ranges or Taxonomy")
         if name not in data.columns or name == "count":
             raise DomainError(f"no column {name!r} to generalise (or a reserved name)")
+        if not _castable(data.schema[name]):  # a cast that could raise after the debit
+            raise DomainError(f"column {name!r} has type {data.schema[name]}: generalise "
+                              "numbers, text, categories or booleans")
         out[name] = scheme
     return out
 
