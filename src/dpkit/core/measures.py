@@ -9,6 +9,9 @@ a user passes is a cap or a target that a mechanism must not exceed.
 - :class:`ApproxDP` — (ε, δ)-DP (Dwork, Kenthapadi, McSherry, Mironov & Naor 2006);
   pairs compare as pairs: (ε₁, δ₁) ≤ (ε₂, δ₂) iff ε₁ ≤ ε₂ and δ₁ ≤ δ₂.
 - :class:`ZCDP` — ρ-zero-concentrated DP (Bun & Steinke 2016).
+- :class:`CrowdBlending` — (k, ε)-crowd-blending privacy (Gehrke, Hay, Lui & Pass 2012): a
+  guarantee a release states, not a loss an accountant debits (it does not compose);
+  with pre-sampling it implies differential privacy (:meth:`CrowdBlending.presampled_epsilon`).
 
 Conversions: ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4); ε-DP ⇒ (ε, 0)-DP;
 ρ-zCDP ⇒ (ε, δ)-DP by the better of Bun & Steinke 2016 Prop. 1.3,
@@ -28,7 +31,9 @@ from dpkit.core.numbers import (
     SHOWN_DIGITS,
     Number,
     as_typed,
+    exp_up,
     float_up,
+    integer,
     is_shown_exactly,
     log_down,
     log_up,
@@ -39,8 +44,8 @@ from dpkit.core.numbers import (
 )
 from dpkit.errors import DomainError, MeasureError
 
-__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "convert", "zcdp_to_epsilon",
-           "largest_rho", "rounding_note"]
+__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "CrowdBlending", "convert",
+           "zcdp_to_epsilon", "largest_rho", "rounding_note"]
 
 
 def _frac(x: Number | Fraction, name: str) -> Fraction:
@@ -282,6 +287,87 @@ class ZCDP(PrivacyLoss):
         dlt = _frac(delta, "delta")
         return ApproxDP(zcdp_to_epsilon(self.rho, dlt), dlt)
 
+
+
+@dataclass(frozen=True)
+class CrowdBlending:
+    """(k, ε)-crowd-blending privacy (Gehrke, Hay, Lui & Pass, CRYPTO 2012, Def. of
+    crowd-blending privacy): for every database D and every individual t ∈ D, either t
+    ε-blends with at least k − 1 other individuals of D (replacing t's row by theirs
+    changes the output law by at most a factor e^ε), or M(D) ≈_ε M(D ∖ {t}).
+
+    Not a :class:`PrivacyLoss`: crowd-blending privacy does not compose, so no accountant
+    takes it; a release states it beside the (ε, δ) it debits. ε-DP implies (k, ε)-crowd
+    blending for every k (the second branch always holds).
+
+    Parameters
+    ----------
+    k : int
+        The crowd size, k ≥ 1 (an individual blends with k − 1 others).
+    epsilon : number
+        ε ≥ 0 in nats; floats are read as typed and rounded down like every measure's.
+
+    Raises
+    ------
+    DomainError
+        k not an integer ≥ 1, or ε negative or not a number.
+    """
+
+    k: int
+    epsilon: Fraction
+
+    def __init__(self, k: int, epsilon: Number) -> None:
+        object.__setattr__(self, "k", integer(k, "k", minimum=1))
+        object.__setattr__(self, "epsilon", _frac(epsilon, "epsilon"))
+
+    def __le__(self, other: object) -> bool:
+        """At least as private as ``other``: a crowd as large and an ε as small
+        (k₁, ε₁) ≤ (k₂, ε₂) iff k₁ ≥ k₂ and ε₁ ≤ ε₂ (a partial order)."""
+        if not isinstance(other, CrowdBlending):
+            return NotImplemented
+        return self.k >= other.k and self.epsilon <= other.epsilon
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, CrowdBlending):
+            return NotImplemented
+        return self <= other and self != other
+
+    def presampled_epsilon(self, p: Number) -> Fraction:
+        """ε′ of the pre-sampled mechanism: each row kept with probability p, then this
+        (k, ε)-crowd-blending mechanism, rounded up.
+
+        ε′ = ln( p · (2 − p)/(1 − p) · e^ε + (1 − p) )   (Gehrke et al. 2012, Thm. "pre-
+        sampling + crowd-blending ⇒ DP", stated for k ≥ 2 and constant p ∈ (0, 1)).
+
+        The theorem's δ′ = e^{−Ω(k(1 − p)²)}: its constant is not reproduced here, so this
+        conversion gives ε′ alone and no accountant debits it; a mechanism that is also
+        covered by an exact (ε, δ) theorem (safe k-anonymisation: Li, Qardaji & Su 2012,
+        Thm. 5) debits that one.
+
+        Parameters
+        ----------
+        p : number
+            The sampling probability, 0 < p < 1 (exact as typed).
+
+        Returns
+        -------
+        Fraction
+            A rational ≥ ε′, in nats; increasing in p and in ε.
+
+        Raises
+        ------
+        DomainError
+            p outside (0, 1), or k < 2 (the theorem needs a crowd).
+        """
+        prob = as_typed(p)
+        if not 0 < prob < 1:
+            raise DomainError(f"p must be in (0, 1), got {p!r}")
+        if self.k < 2:
+            raise DomainError("pre-sampling amplifies crowd-blending privacy only for k ≥ 2")
+        return log_up(prob * (2 - prob) / (1 - prob) * exp_up(self.epsilon) + 1 - prob)
+
+    def __str__(self) -> str:
+        return f"k = {self.k}, ε {_relation(self.epsilon)} {readable(self.epsilon)}"
 
 
 def rounding_note(requested: PrivacyLoss, charged: PrivacyLoss, why: str) -> str | None:
