@@ -31,11 +31,8 @@ median fit seconds (fit only, on the shared 2-core machine).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -121,16 +118,9 @@ def local_rows(d: dict[str, np.ndarray], trials: int) -> list[dict]:
 
 
 def peer_rows(d: dict[str, np.ndarray], trials: int) -> list[dict]:
-    if not PEERS_PYTHON.exists():
-        print(f"diffprivlib skipped: {PEERS_PYTHON} not found (../shared/PEERS.md)")
-        return []
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "adult.npz"
-        np.savez(path, **d)
-        out = subprocess.run([str(PEERS_PYTHON), "-c", PEER, str(path), str(trials),
-                              json.dumps(list(EPSILONS))], check=True, capture_output=True,
-                             text=True).stdout
-    return json.loads(out)
+    from learn_logistic_peers import run_peer_script
+
+    return run_peer_script(PEERS_PYTHON, PEER, d, trials, EPSILONS)
 
 
 def cell(rows: list[dict], system: str, eps: float | None) -> str:

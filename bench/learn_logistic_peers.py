@@ -109,17 +109,24 @@ def dpkit_rows(data: dict[str, np.ndarray], trials: int) -> list[dict]:
     return rows
 
 
-def peer_rows(data: dict[str, np.ndarray], trials: int) -> list[dict]:
-    if not PEERS_PYTHON.exists():
-        print(f"diffprivlib skipped: {PEERS_PYTHON} not found (../shared/PEERS.md)")
+def run_peer_script(python: Path, script: str, data: dict[str, np.ndarray], trials: int,
+                    epsilons: tuple[float, ...]) -> list[dict]:
+    """Run ``script`` (argv: an .npz of ``data``, the trials, the ε list as JSON) in the
+    peers' interpreter ``python``; its JSON rows (none when that Python is missing)."""
+    if not python.exists():
+        print(f"diffprivlib skipped: {python} not found (../shared/PEERS.md)")
         return []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "adult.npz"
         np.savez(path, **data)
-        out = subprocess.run([str(PEERS_PYTHON), "-c", PEER, str(path), str(trials),
-                              json.dumps(list(EPSILONS))], check=True, capture_output=True,
+        out = subprocess.run([str(python), "-c", script, str(path), str(trials),
+                              json.dumps(list(epsilons))], check=True, capture_output=True,
                              text=True).stdout
     return json.loads(out)
+
+
+def peer_rows(data: dict[str, np.ndarray], trials: int) -> list[dict]:
+    return run_peer_script(PEERS_PYTHON, PEER, data, trials, EPSILONS)
 
 
 def table(rows: list[dict], majority: float, trials: int) -> str:
