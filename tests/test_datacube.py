@@ -135,3 +135,16 @@ def test_bad_allocation_is_refused_before_the_debit():
         s.query().publish.marginals(SPEC, [("a", "b")], epsilon=1, allocation="datacube",
                                     objective="median")
     assert s.last_release is None
+
+
+def test_a_unit_of_m_rows_gets_m_times_the_noise():
+    """PrivacyUnit.by(u, M = 3): each cuboid at sensitivity M, scale M/εⱼ (Σⱼ εⱼ = ε)."""
+    rng = np.random.default_rng(7)  # the table only
+    df = pl.DataFrame({"u": rng.integers(0, 50, 300), "a": rng.integers(0, 2, 300),
+                       "b": rng.integers(0, 2, 300), "c": rng.integers(0, 3, 300)})
+    s = dp.Session(df, dp.PrivacyUnit.by("u", 3), dp.PureDP(1))
+    s.query().publish.marginals(SPEC, [("a", "b"), ("a", "c"), ("b", "c")], epsilon=1,
+                                allocation="datacube")
+    rows = s.last_release.noise
+    assert all(r.sensitivity == 3 for r in rows)
+    assert sum(r.sensitivity / r.scale for r in rows) <= 1

@@ -405,8 +405,10 @@ def _datacube_query(query: Any, spec: Mapping[str, Any], codec: Codec,
     description = _describe(query, f"publish.marginals(datacube, {objective}: measured "
                                    f"{names}; {_columns(domain)}; unit ≤ {m} rows, L1 "
                                    f"sensitivity {m} per cuboid)")
-    noise = tuple(noise_row(1, PureDP(e), "cuboid " + ",".join(c))  # the rows drawn
-                  for c, e in zip(plan.measured, plan.epsilons, strict=True))
+    # the rows drawn (scale M/εⱼ at ε/M), with a unit's sensitivity M
+    noise = tuple(replace(row, sensitivity=row.sensitivity * m) for row in (
+        noise_row(1, PureDP(e), "cuboid " + ",".join(c))
+        for c, e in zip(plan.measured, plan.epsilons, strict=True)))
     return charge(query.session, PureDP(eps), description, compute, noise)
 
 
