@@ -406,7 +406,7 @@ def _datacube_query(query: Any, spec: Mapping[str, Any], codec: Codec,
                                    f"{names}; {_columns(domain)}; unit ≤ {m} rows, L1 "
                                    f"sensitivity {m} per cuboid)")
     # the rows drawn (scale M/εⱼ at ε/M), with a unit's sensitivity M
-    noise = tuple(replace(row, sensitivity=row.sensitivity * m) for row in (
+    noise = tuple(replace(row, sensitivity=Fraction(m)) for row in (
         noise_row(1, PureDP(e), "cuboid " + ",".join(c))
         for c, e in zip(plan.measured, plan.epsilons, strict=True)))
     return charge(query.session, PureDP(eps), description, compute, noise)
