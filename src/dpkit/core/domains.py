@@ -44,6 +44,7 @@ from dpkit.core.metrics import (
     L1Distance,
     L2Distance,
     LInfDistance,
+    MahalanobisDistance,
     Metric,
 )
 from dpkit.errors import DomainError
@@ -439,7 +440,7 @@ class VectorDomain(Domain):
         return self._length(len(items))
 
 
-_NUMERIC = (L1Distance, L2Distance, LInfDistance)
+_NUMERIC = (L1Distance, L2Distance, LInfDistance, MahalanobisDistance)
 
 
 def check_space(domain: Domain, metric: Metric) -> None:

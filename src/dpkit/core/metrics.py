@@ -8,11 +8,14 @@ A metric names how far apart two inputs are, so that ``d_in`` has a meaning:
   unit's rows and ``k`` counts units.
 - :class:`L1Distance`, :class:`L2Distance` — vectors; ``d_in`` bounds ‖x − x′‖₁ or ‖x − x′‖₂
   (the L1 / L2 sensitivity of the query that produced them).
+- :class:`MahalanobisDistance` — vectors; ``d_in`` bounds √(vᵀΣ⁻¹v), v = x − x′, for a declared
+  covariance Σ (the Mahalanobis sensitivity of the Gaussian with covariance c²Σ).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 __all__ = [
     "Metric",
@@ -20,6 +23,7 @@ __all__ = [
     "L1Distance",
     "L2Distance",
     "LInfDistance",
+    "MahalanobisDistance",
     "HammingDistance",
 ]
 
@@ -46,6 +50,14 @@ class L1Distance(Metric):
 @dataclass(frozen=True)
 class L2Distance(Metric):
     """‖x − x′‖₂ between numeric vectors."""
+
+
+@dataclass(frozen=True)
+class MahalanobisDistance(Metric):
+    """√((x − x′)ᵀΣ⁻¹(x − x′)) between numeric vectors, for a declared covariance Σ (rows of
+    exact Fractions; Dwork & Roth App. A.1)."""
+
+    covariance: tuple[tuple[Fraction, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ __all__ = [
     "geometric",
     "discrete_laplace",
     "discrete_gaussian",
+    "discrete_gaussian_variance",
     "GRID_BITS",
     "grid_exponent",
     "to_grid",
@@ -298,6 +299,25 @@ def discrete_gaussian(scale: Number, size: int) -> np.ndarray:
         raise DomainError(f"scale σ = {float(sig):.6g} is beyond the exact sampler's range "
                           "(< 2^44)")
     return _gaussian_sampler(sig * sig).draw(size)
+
+
+def discrete_gaussian_variance(variance: Number, size: int) -> np.ndarray:
+    """Draw ``size`` values of N_ℤ(0, v) given the variance parameter v itself, exactly.
+
+    P(Z = z) ∝ exp(−z²/(2v)) for z ∈ ℤ; as :func:`discrete_gaussian` with σ² = v, for a
+    rational v whose square root is irrational (the Mahalanobis Gaussian's per-coordinate
+    variances c²·dᵢ). CKS20 Algorithm 3.
+
+    Raises
+    ------
+    DomainError
+        If v ≤ 0 or √v ≥ 2^44.
+    """
+    var = positive(variance, "variance")
+    if var >= MAX_NUMERATOR * MAX_NUMERATOR:
+        raise DomainError(f"variance {float(var):.6g} is beyond the exact sampler's range "
+                          "(< 2^88)")
+    return _gaussian_sampler(var).draw(size)
 
 
 _TOL = 1e-9  # far above the float error of exp(−γ) (< 2^-40); decisions this close go exact

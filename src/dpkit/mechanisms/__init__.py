@@ -28,6 +28,8 @@ make_randomized_response  k-ary randomized response, exact (pure DP, local)
 make_binary_randomized_response   Warner's randomized response on bits
 SparseVector              interactive AboveThreshold / NumericSparse (Lyu, Su & Li 2017)
 make_vector_laplace       vector mechanism (CMS 2011), exact on a lattice (pure DP, L2)
+make_gaussian_mahalanobis Gaussian N(0, c²Σ) for a Mahalanobis sensitivity (Dwork & Roth
+                          App. A.1), exact on the lattice 2^k·Lℤ^d (zCDP)
 make_analyze_gauss        Analyze Gauss: XᵀX + symmetric grid Gaussian noise (zCDP); no
                           Wishart mechanism — the published one is not DP (see covariance)
 make_staircase            staircase mechanism (Geng & Viswanath 2014), exact on a grid
@@ -71,6 +73,7 @@ from dpkit.mechanisms.gaussian import (
     make_gaussian,
 )
 from dpkit.mechanisms.laplace import make_discrete_laplace, make_geometric, make_laplace
+from dpkit.mechanisms.mahalanobis import make_gaussian_mahalanobis
 from dpkit.mechanisms.randomized_response import (
     make_binary_randomized_response,
     make_randomized_response,
@@ -101,6 +104,7 @@ __all__ = [
     "make_staircase",
     "make_analyze_gauss",
     "make_vector_laplace",
+    "make_gaussian_mahalanobis",
     "make_ptr_median",
     "make_sample_and_aggregate",
     "make_smooth_median",

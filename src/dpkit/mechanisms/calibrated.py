@@ -19,7 +19,13 @@ l2      ε        grid     vector Laplace (d = n)     s = (Δ + 2^k·√n)/ε
 l2      ρ        integer  discrete Gaussian          σ = Δ/√(2ρ)
 l2      ρ        grid     Gaussian on the 2^k grid   σ = (Δ + 2^k·√n)/√(2ρ)
 l2      (ε, δ)   either   the Gaussian at ρ = ``largest_rho(ε, δ)``, as for ρ
+Σ       ρ        grid     Gaussian N(0, c²Σ)         c = (Δ_M + 2^k·√(Σᵢ 1/dᵢ))/√(2ρ)
+Σ       (ε, δ)   grid     the same at ρ = ``largest_rho(ε, δ)``
 ======  =======  =======  =========================  ===============================
+
+The Σ rows (``covariance=``: a Mahalanobis sensitivity Δ_M, vᵀΣ⁻¹v ≤ Δ_M² for neighbours'
+differences v; Σ = L·D·Lᵀ, D = diag(dᵢ)) are :func:`~dpkit.mechanisms.make_gaussian_mahalanobis`
+(Dwork & Roth App. A.1).
 
 Sources: Dwork & Roth Thm 3.6 (Laplace); Chaudhuri, Monteleoni & Sarwate 2011 Thm 6 (vector
 mechanism); Bun & Steinke 2016 Prop. 1.6 and Canonne, Kamath & Steinke 2020 Thm 4
@@ -49,7 +55,7 @@ authority), the scale is found by bisection on the map
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -69,6 +75,12 @@ from dpkit.mechanisms.exponential import (
 )
 from dpkit.mechanisms.gaussian import make_discrete_gaussian, make_gaussian
 from dpkit.mechanisms.laplace import make_discrete_laplace, make_laplace
+from dpkit.mechanisms.mahalanobis import (
+    Matrix,
+    declared_covariance,
+    mahalanobis_plan,
+    make_gaussian_mahalanobis,
+)
 from dpkit.mechanisms.registry import AuditCase, register, vector_sampler
 from dpkit.mechanisms.selection import make_permute_and_flip, make_report_noisy_max
 from dpkit.mechanisms.vector import make_vector_laplace
@@ -151,7 +163,8 @@ def _optional(x: Number | None, name: str) -> Fraction | None:
 def make_noise(sensitivity: Number, *, epsilon: Number | None = None,
                rho: Number | None = None, delta: Number | None = None, norm: str = "l1",
                output: str = "integer", size: int = 1, scale: Number | None = None,
-               cache: bool = True) -> CalibratedNoise:
+               cache: bool = True,
+               covariance: Sequence[Sequence[Number]] | None = None) -> CalibratedNoise:
     """The calibrated, map-checked noise measurement for a sensitivity and a budget.
 
     Parameters
@@ -175,6 +188,11 @@ def make_noise(sensitivity: Number, *, epsilon: Number | None = None,
         False for a data-dependent sensitivity (smooth sensitivity): the measurement is built
         afresh and nothing of it is remembered, so the process keeps no trace of the value
         and a later call's speed does not depend on it.
+    covariance : d × d matrix of rationals, optional
+        Σ (symmetric positive definite): ``sensitivity`` is then the Mahalanobis sensitivity
+        Δ_M (vᵀΣ⁻¹v ≤ Δ_M² for neighbours' differences v), the noise N(0, c²Σ) on a grid
+        (:func:`~dpkit.mechanisms.make_gaussian_mahalanobis`, d = len(Σ); ``norm`` and
+        ``size`` are ignored); the budget is ``rho`` or ``epsilon`` with ``delta``.
 
     Returns
     -------
@@ -192,6 +210,9 @@ def make_noise(sensitivity: Number, *, epsilon: Number | None = None,
     MeasureError
         If the measurement's map exceeds the budget (a ``scale`` that is too small).
     """
+    if covariance is not None:
+        return _mahalanobis_arguments(sensitivity, epsilon, rho, delta, output, scale,
+                                      covariance, cache)
     args = (sensitivity, epsilon, rho, delta, norm, output, size, scale)
     if not cache:
         return _from_arguments(*args, cached=False)
@@ -226,7 +247,7 @@ _by_arguments = lru_cache(maxsize=CACHE_SIZE)(_from_arguments)
 def clear_cache() -> None:
     """Forget every cached calibration (tests; the cached values hold no data: a
     data-dependent sensitivity is never cached, ``make_noise(..., cache=False)``)."""
-    for cached in (_by_arguments, _make_noise, _make_selection):
+    for cached in (_by_arguments, _make_noise, _make_selection, _make_mahalanobis):
         cached.cache_clear()
 
 
@@ -322,6 +343,66 @@ def _make_noise(sens: Fraction, eps: Fraction | None, rho: Fraction | None,
         raise MeasureError(f"{name} calibration failed: {loss} exceeds {budget} at Δ = {sens}")
     scale, k = _effective(kind, raw)
     return _calibrated(m, scale=scale, sensitivity=sens, budget=budget, loss=loss, grid=k,
+                       mechanism=name)
+
+
+def _mahalanobis_arguments(sensitivity: Number, epsilon: Number | None, rho: Number | None,
+                           delta: Number | None, output: str, scale: Number | None,
+                           covariance: Sequence[Sequence[Number]], cache: bool
+                           ) -> CalibratedNoise:
+    """Plan-time checks of a ``covariance=`` call, then the (cached) calibration."""
+    if output != "grid":
+        raise DomainError("a Mahalanobis sensitivity releases floats on a grid: "
+                          "output='grid'")
+    eps, r, dlt = (_optional(epsilon, "epsilon"), _optional(rho, "rho"),
+                   _optional(delta, "delta"))
+    if (eps is None) == (r is None) or (eps is not None and dlt is None) or (
+            r is not None and dlt is not None):
+        raise DomainError("a Mahalanobis sensitivity takes rho= or epsilon= with delta= "
+                          "(the Gaussian); for pure ε, bound an L1 sensitivity (Laplace)")
+    if dlt is not None and dlt >= 1:
+        raise DomainError("delta= must be below 1")
+    make = _make_mahalanobis if cache else _make_mahalanobis.__wrapped__
+    return make(positive(sensitivity, "sensitivity"), eps, r, dlt,
+                declared_covariance(covariance),
+                None if scale is None else positive(scale, "scale"))
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def _make_mahalanobis(sens: Fraction, eps: Fraction | None, rho: Fraction | None,
+                      delta: Fraction | None, cov: Matrix, fixed: Fraction | None
+                      ) -> CalibratedNoise:
+    budget: PrivacyLoss
+    if delta is not None:
+        assert eps is not None
+        budget, rho = ApproxDP(eps, delta), largest_rho(eps, delta)
+    else:
+        assert rho is not None
+        budget = ZCDP(rho)
+    target = ZCDP(rho)
+    name = "Mahalanobis Gaussian (grid)"
+    raw = fixed
+    if raw is None:  # c from the map solved for c; k grows with c, so iterate to the fixed point
+        raw = sqrt_up(sens * sens / (2 * rho))
+        for _ in range(8):
+            relax = mahalanobis_plan(raw, cov).relaxation
+            new = representable_scale(sqrt_up((sens + relax) ** 2 / (2 * rho)))
+            if new <= raw:
+                break
+            raw = new
+    m = make_gaussian_mahalanobis(raw, cov)
+    if not _within(m.privacy_map(sens), target, budget):
+        if fixed is not None:
+            raise MeasureError(f"{name} at scale {float(fixed):.6g} exceeds {budget} at "
+                               f"Δ = {sens}")
+        raw = calibrate_scale(lambda c: make_gaussian_mahalanobis(c, cov), sens, target,
+                              start=raw)
+        m = make_gaussian_mahalanobis(raw, cov)
+    loss = m.privacy_map(sens)
+    if not _within(loss, target, budget):
+        raise MeasureError(f"{name} calibration failed: {loss} exceeds {budget} at Δ = {sens}")
+    return _calibrated(m, scale=mahalanobis_plan(raw, cov).scale, sensitivity=sens,
+                       budget=budget, loss=loss, grid=mahalanobis_plan(raw, cov).k,
                        mechanism=name)
 
 

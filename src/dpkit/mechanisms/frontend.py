@@ -286,7 +286,8 @@ def _grid_size(n: int) -> int:
 def noisy(values: Number | Numbers, sensitivity: Number, budget: PrivacyLoss | Number, *,
           norm: str | None = None, output: str = "integer", size: int | None = None,
           statistic: str | None = None, cache: bool = True,
-          weights: np.ndarray | None = None) -> Drawn:
+          weights: np.ndarray | None = None,
+          covariance: Sequence[Sequence[Number]] | None = None) -> Drawn:
     """``values`` released through the calibrated measurement, with its noise row.
 
     Parameters
@@ -315,6 +316,10 @@ def noisy(values: Number | Numbers, sensitivity: Number, budget: PrivacyLoss | N
         Integer values, pure ε: value i is drawn at sensitivity wᵢ·Δ (scale wᵢ·Δ/ε), one
         batch per distinct weight; Δ then bounds the *weighted* L1 sensitivity
         max Σᵢ |vᵢ − v′ᵢ|/wᵢ (Privelet's generalized sensitivity).
+    covariance : d × d matrix of rationals, optional
+        Σ: ``values`` is a float vector of length d, Δ its Mahalanobis sensitivity
+        (vᵀΣ⁻¹v ≤ Δ² for neighbours' differences), the noise N(0, c²Σ) on a grid
+        (``make_noise(…, covariance=Σ)``); the budget a ZCDP or ApproxDP loss.
 
     Returns
     -------
@@ -338,6 +343,11 @@ def noisy(values: Number | Numbers, sensitivity: Number, budget: PrivacyLoss | N
     """
     if weights is not None:
         return _weighted(np.asarray(values), sensitivity, budget, weights, statistic)
+    if covariance is not None:
+        m = make_noise(sensitivity, output="grid", cache=cache, covariance=covariance,
+                       **_budget(budget))
+        flat = np.asarray(values, dtype=np.float64).reshape(-1)
+        return _drawn(np.asarray(m(flat), dtype=np.float64), _row(m, statistic, 1))
     arr = np.asarray(values)
     n = 1 if size is None and output == "integer" else (
         _grid_size(arr.size) if size is None else size)

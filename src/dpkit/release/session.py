@@ -400,13 +400,16 @@ class ReleaseNamespace:
                                rows=rows, **options)
 
     def marginals(self, spec: Mapping[str, Any], cliques: Sequence[Sequence[str]], *,
-                  epsilon: Number, consistent: bool | str = True) -> MarginalsRelease:
+                  epsilon: Number, consistent: bool | str = True,
+                  allocation: str = "uniform", objective: str = "max") -> MarginalsRelease:
         """Noisy marginals of the query's declared columns (one per clique), debiting
         ``epsilon`` (nats) per privacy unit once, now (discrete Laplace at L1 sensitivity
-        M·m for m marginals and a unit of at most M rows); parameters, privacy argument and
+        M·m for m marginals and a unit of at most M rows; ``allocation="datacube"``: Ding
+        et al. 2011's cuboid selection and budget split); parameters, privacy argument and
         errors as :func:`~dpkit.release.session_tables.marginals_query`."""
         return marginals_query(self.query, spec, cliques, epsilon=epsilon,
-                               consistent=consistent)
+                               consistent=consistent, allocation=allocation,
+                               objective=objective)
 
     def histogram_nd(self, spec: Mapping[str, Any], method: str = "auto", *,
                      epsilon: Number, **options: Any) -> HistogramRelease:

@@ -49,11 +49,12 @@ from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.frame import engine
-from dpkit.mechanisms.frontend import charge
+from dpkit.mechanisms.frontend import charge, noise_row
 from dpkit.release.ranges.gaussian_mm import MAX_CELLS as GAUSSIAN_MAX_CELLS
 from dpkit.release.ranges.gaussian_mm import gaussian_expected_rmse, gaussian_matrix_mechanism
 from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
 from dpkit.release.ranges.registry import bind_options, planned
+from dpkit.release.synthetic.datacube import measure_datacube, plan_datacube
 from dpkit.release.synthetic.domain import Bins, Codec, Domain, marginal_counts, records
 from dpkit.release.synthetic.fourier import fourier_consistent
 from dpkit.release.synthetic.iterative import ICResult, IterativeConstruction, LinearQueries
@@ -297,7 +298,8 @@ def _labels(spec: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
 
 def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Sequence[str]],
                     *, epsilon: Number, consistent: bool | str = True,
-                    max_cells: int = MAX_CELLS) -> MarginalsRelease:
+                    max_cells: int = MAX_CELLS, allocation: str = "uniform",
+                    objective: str = "max") -> MarginalsRelease:
     """Noisy marginals (contingency tables) of a session query's declared columns, charged
     once to the session at its privacy unit.
 
@@ -327,6 +329,17 @@ def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
     max_cells : int
         Largest total number of cells (default 2^22): the release's memory is bounded by
         declared quantities.
+    allocation : {"uniform", "datacube"}
+        "uniform" (default): every marginal measured at ε/m, as above. "datacube": Ding,
+        Winslett, Han & Li's data-cube allocation (SIGMOD 2011, §4–5;
+        :mod:`~dpkit.release.synthetic.datacube`): a data-free greedy chooses which cuboids
+        to measure (a requested marginal or a union of them) and splits ε/M among them
+        (εⱼ ∝ √Sⱼ for ``objective="max"``), each cuboid gets discrete Laplace of scale
+        M/εⱼ (L1 sensitivity M), the requested marginals are projections of their cuboid
+        after ``consistent``. ε-DP per unit: Σⱼ M·(εⱼ/M) = ε (sequential composition,
+        Dwork & Roth Thm 3.16).
+    objective : {"max", "total"}
+        With ``allocation="datacube"``: minimise the largest or the summed cell variance.
 
     Returns
     -------
@@ -350,8 +363,13 @@ def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
     cells = sum(domain.size(c) for c in workload.cliques)
     if cells > max_cells:
         raise DomainError(f"{cells} cells exceed max_cells = {max_cells}")
+    if allocation not in ("uniform", "datacube"):
+        raise DomainError("allocation must be 'uniform' or 'datacube'")
     session = query.session
     m = unit_rows(session)
+    if allocation == "datacube":
+        return _datacube_query(query, spec, codec, workload.cliques, eps, m, consistent,
+                               max_cells, objective)
 
     def compute() -> MarginalsRelease:
         codes = _bounded_codes(query, spec, codec)
@@ -368,6 +386,30 @@ def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
     noise = (NoiseRow("discrete Laplace", None, Fraction(m * len(workload.cliques)),
                       "marginals"),)
     return charge(session, PureDP(eps), description, compute, noise)
+
+
+def _datacube_query(query: Any, spec: Mapping[str, Any], codec: Codec,
+                    cliques: tuple[tuple[str, ...], ...], eps: Fraction, m: int,
+                    consistent: bool | str, max_cells: int, objective: str
+                    ) -> MarginalsRelease:
+    """``marginals_query(allocation="datacube")``: the plan (data-free) before the debit."""
+    domain = codec.domain
+    plan = plan_datacube(domain, cliques, eps / m, objective=objective, max_cells=max_cells)
+
+    def compute() -> MarginalsRelease:
+        codes = _bounded_codes(query, spec, codec)
+        noisy = measure_datacube(codes, domain, plan, cliques, consistent=consistent)
+        return MarginalsRelease(tuple(noisy), _labels(spec), eps, consistent)
+
+    names = "; ".join(",".join(c) for c in plan.measured)
+    description = _describe(query, f"publish.marginals(datacube, {objective}: measured "
+                                   f"{names}; {_columns(domain)}; unit ≤ {m} rows, L1 "
+                                   f"sensitivity {m} per cuboid)")
+    # the rows drawn (scale M/εⱼ at ε/M), with a unit's sensitivity M
+    noise = tuple(replace(row, sensitivity=Fraction(m)) for row in (
+        noise_row(1, PureDP(e), "cuboid " + ",".join(c))
+        for c, e in zip(plan.measured, plan.epsilons, strict=True)))
+    return charge(query.session, PureDP(eps), description, compute, noise)
 
 
 # -- range histograms (1-D to 4-D) -------------------------------------------------------
