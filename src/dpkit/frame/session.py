@@ -72,6 +72,7 @@ class PlanMemo:
     def __init__(self, size: int = 1024) -> None:
         self.size = size
         self._keys: OrderedDict[Hashable, None] = OrderedDict()
+        self._values: OrderedDict[Hashable, Any] = OrderedDict()
         self._schemas: dict[int, tuple[pl.DataFrame, list[str], list[Any], Any]] = {}
         self._lock = threading.Lock()
 
@@ -100,6 +101,7 @@ class PlanMemo:
         """Forget every remembered key and schema."""
         with self._lock:
             self._keys.clear()
+            self._values.clear()
             self._schemas.clear()
 
     def run_once(self, key: Hashable | None, check: Callable[[], Any]) -> None:
@@ -116,6 +118,24 @@ class PlanMemo:
                 self._keys[key] = None
                 while len(self._keys) > self.size:
                     self._keys.popitem(last=False)
+
+    def value(self, key: Hashable | None, build: Callable[[], Any]) -> Any:
+        """``build()``, remembered under ``key`` (None: built every time, never remembered).
+        For what is a function of the key alone (the Polars form of a plan's aggregates):
+        a hit returns what ``build`` would. ``build``'s errors propagate and are not
+        remembered."""
+        if key is None:
+            return build()
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        built = build()
+        with self._lock:
+            self._values[key] = built
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
+        return built
 
 
 # The release dry runs that passed, shared by the sessions given no ``plan_memo``: a fresh
@@ -422,9 +442,15 @@ class Session:
             query.lazy(empty=True), query.keys, [p.stat for p in planned],
             self.privacy_unit.column, query.group_columns, scan))
 
+        # the plan's aggregates in Polars' own form, translated once per key (a function of
+        # the plan and the schema, which the key holds), before the debit
+        stats = [p.stat for p in planned]
+        native = self._dry_runs.value(key, lambda: engine.native_aggregates(
+            lf, stats, self.privacy_unit.column))
+
         def exact(bounded: Any, keys: Any) -> dict[str, np.ndarray]:
-            return engine.compute(bounded, keys, [p.stat for p in planned],
-                                  self.privacy_unit.column, scan)
+            return engine.compute(bounded, keys, stats, self.privacy_unit.column, scan,
+                                  native=native)
 
         def compute() -> pl.DataFrame:
             nonlocal query
