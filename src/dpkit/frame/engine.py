@@ -219,6 +219,20 @@ def native_aggregates(lf: nw.LazyFrame, stats: Sequence[Statistic],
         return None
 
 
+def _native_plan(lf: nw.LazyFrame, keys: pl.DataFrame | None, native: list[pl.Expr]
+                 ) -> pl.LazyFrame:
+    """The Polars plan of :func:`compute`'s scalar statistics: the aggregate, and with
+    ``keys`` its join onto them (as :func:`_key_index`, in the same collect)."""
+    inner = nw.to_native(lf)
+    if keys is None or not keys.columns:
+        return inner.select(native)
+    key_cols = list(keys.columns)
+    schema = inner.collect_schema()  # the result's key types: the grouped columns'
+    index = keys.lazy().with_columns(pl.col(c).cast(schema[c]) for c in key_cols)
+    return inner.group_by(key_cols).agg(native).join(index.with_row_index(_ROW),
+                                                     on=key_cols, how="inner")
+
+
 def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statistic],
             unit_column: str | None = None, streaming: bool | None = None,
             native: list[pl.Expr] | None = None) -> dict[str, np.ndarray]:
@@ -241,19 +255,16 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
         # per-column pass afterwards); the fill depends on the backend, never on the data
         filled = lf.implementation is nw.Implementation.POLARS
         if filled and native is not None:
-            inner = nw.to_native(lf)
-            agg = inner.group_by(key_cols).agg(native) if key_cols else inner.select(native)
-            res = to_polars(collect(nw.from_native(agg), streaming))
+            joined = to_polars(collect(nw.from_native(_native_plan(lf, keys, native)),
+                                       streaming))
+        elif key_cols:
+            exprs = _scalar_exprs(stats, unit_column, filled)
+            res = to_polars(collect(lf.group_by(key_cols).agg(*exprs), streaming))
+            joined = _key_index(keys, res, key_cols)  # type: ignore[arg-type]
         else:
             exprs = _scalar_exprs(stats, unit_column, filled)
-            agg = lf.group_by(key_cols).agg(*exprs) if key_cols else lf.select(*exprs)
-            res = to_polars(collect(agg, streaming))
-        if key_cols:
-            joined = _key_index(keys, res, key_cols)  # type: ignore[arg-type]
-            rows = joined[_ROW].to_numpy()
-        else:
-            joined = res
-            rows = np.zeros(len(joined), dtype=np.int64)
+            joined = to_polars(collect(lf.select(*exprs), streaming))
+        rows = joined[_ROW].to_numpy() if key_cols else np.zeros(len(joined), np.int64)
         for s in scalar:
             arr = np.zeros(groups, dtype=np.int64)
             arr[rows] = _saturated(joined[s.key], filled)
