@@ -255,8 +255,9 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
         # per-column pass afterwards); the fill depends on the backend, never on the data
         filled = lf.implementation is nw.Implementation.POLARS
         if filled and native is not None:
-            joined = to_polars(collect(nw.from_native(_native_plan(lf, keys, native)),
-                                       streaming))
+            plan = _native_plan(lf, keys, native)  # collected by Polars, as collect() would
+            stream = is_scan(lf) if streaming is None else streaming
+            joined = plan.collect(engine="streaming") if stream else plan.collect()
         elif key_cols:
             exprs = _scalar_exprs(stats, unit_column, filled)
             res = to_polars(collect(lf.group_by(key_cols).agg(*exprs), streaming))
