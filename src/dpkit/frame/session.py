@@ -21,7 +21,7 @@ from dataclasses import replace
 from fractions import Fraction
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import polars as pl
@@ -36,7 +36,7 @@ from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.language import ProtocolError, on_change
 from dpkit.frame.privacy_unit import PrivacyUnit
-from dpkit.frame.query import Plan, Query
+from dpkit.frame.query import Plan, PlanParts, Query
 from dpkit.frame.schema import Schema
 from dpkit.mechanisms.frontend import charge_record
 from dpkit.mechanisms.limited_domain import TopKSelection, make_limited_domain_top_k
@@ -396,6 +396,18 @@ class Session:
             return None  # no JSON form, or keys that do not serialise: never remembered
         return (what, text, self._schema_text, self._declared_text, str(self.privacy_unit),
                 self.measure.__name__, *extra)
+
+    def remember_plan(self, query: Query, arguments: tuple[Any, ...],
+                      build: Callable[[], PlanParts]) -> PlanParts:
+        """What :meth:`Query.plan` calibrates for ``query`` and its budget ``arguments``
+        (statistics, loss, noise rows, description, requested budget): ``build()``,
+        remembered in the plan memo under :meth:`plan_key` — the query's shape, the tables'
+        schemas, the declared schema, the privacy unit with its bounds, the measure and the
+        arguments, everything the calibration reads — so a hit returns what ``build`` would.
+        A query without a JSON form is calibrated every time; ``build``'s errors propagate
+        and are never remembered."""
+        return cast("PlanParts", self._dry_runs.value(
+            self.plan_key("plan", query, repr(arguments)), build))
 
     def release(self, plan: Plan, *, confidence: float = 0.95,
                 idempotency_key: str | None = None) -> Release[pl.DataFrame]:
