@@ -63,6 +63,15 @@ class PlanMemo:
     form are never remembered. Holds at most ``size`` keys (least recently used dropped).
     Thread-safe: a server's requests share one per dataset and worker.
 
+    Under keys of the same kind it also keeps values (:meth:`value`), each a function of its
+    key alone: a query's calibration (:meth:`Session.remember_plan`, key ``"plan"``: what
+    :meth:`Query.plan` computes from the query, the schemas, the unit with its bounds, the
+    measure and the budget arguments) and the Polars form of a release's aggregates
+    (:func:`dpkit.frame.engine.native_aggregates`, under the release's dry-run key, looked up
+    only after that dry run passed). At most ``size`` values, least recently used dropped.
+    dpkit's own code is not in a key: whatever replaces it at run time (a test's broken
+    variant) calls :meth:`clear` first.
+
     Parameters
     ----------
     size : int
