@@ -12,6 +12,9 @@ In one run, on the same data (numpy ``default_rng(0)``: benchmark data only, nev
   timings, data made there the same way);
 - **grouped**: a fresh-session grouped DP count + sum over 1,000 public keys at 10^5 rows,
   beside the plain Polars ``group_by("key").agg(len, sum)`` (its floor).
+- **noise**: one exact discrete Laplace call (``dpkit.core.samplers.discrete_laplace``) of 1
+  and of 1,000 values at the scales of the grouped release's count (2) and sum (2^26): the
+  sampler's fixed cost per call, which a release pays once per statistic.
 
 The repetitions are split into ``--blocks`` blocks; each block times every in-process item
 once per repetition, round-robin (so a change of the machine's load falls on all of them),
@@ -40,11 +43,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from outdir import add_flag, results_dir  # noqa: E402
 
 import dpkit as dp  # noqa: E402
+from dpkit.core import samplers  # noqa: E402
 
 PEERS_PYTHON = Path(os.environ.get("DPKIT_PEERS_PYTHON",
                                    "/work/venv-peers-logistic/bin/python"))
 SIZES = (100_000, 1_000_000)
 N_KEYS, GROUPED_ROWS = 1_000, 100_000
+NOISE_SCALES = (2, 2**26)
 
 PEER = """
 import json, sys, time, warnings
@@ -119,6 +124,10 @@ def measure(reps: int, blocks: int, grouped: bool = True) -> dict[str, list[floa
         frame = grouped_data()
         items[f"dpkit grouped {GROUPED_ROWS}"] = dp_grouped(frame)
         items[f"polars grouped {GROUPED_ROWS}"] = polars_grouped(frame)
+        for scale in NOISE_SCALES:
+            for size in (1, N_KEYS):
+                items[f"discrete_laplace scale {scale} × {size}"] = (
+                    lambda scale=scale, size=size: samplers.discrete_laplace(scale, size))
     for fn in items.values():
         fn()  # warm-up
     times: dict[str, list[float]] = {name: [] for name in items}

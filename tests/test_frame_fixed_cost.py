@@ -8,6 +8,15 @@ through that the skipped work would refuse.
   the schema) that the schema test catches.
 - On Polars the statistics' nulls are filled in the aggregate's own collect; the exact
   statistics are still saturated at ±(2^62 − 1), and nulls are still 0.
+- The plan's aggregates in Polars' own form (``engine.native_aggregates``) are remembered
+  under the same key (``PlanMemo.value``): translated once per plan and schema, a different
+  schema translates again (paired with the schema-less broken key), a refused plan is
+  refused on every session and never translated, and the Polars form computes the same
+  exact statistics as narwhals' translation.
+- A query's calibration (``Session.remember_plan``) is remembered under the same kind of key:
+  computed once per query, schema, unit and budget arguments; another unit bound, budget or
+  schema calibrates again (paired with a key without the unit's bounds, which the unit test
+  catches); a query that fails to plan fails on every session.
 """
 
 from __future__ import annotations
@@ -127,6 +136,163 @@ def test_a_given_plan_memo_is_used_instead_of_the_shared_one(monkeypatch: pytest
     memo = PlanMemo()
     _release(_frame(), plan_memo=memo)
     assert len(memo) == 1 and len(SHARED_DRY_RUNS) == 0 and len(calls) == 1
+
+
+# -- the plan's aggregates translated to Polars once per key ------------------------------
+def _translations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every translation of a plan's aggregates (the column's type)."""
+    calls: list[str] = []
+    real = engine.native_aggregates
+
+    def spy(lf: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(str(lf.collect_schema()["x"]))
+        return real(lf, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "native_aggregates", spy)
+    return calls
+
+
+def test_a_plan_is_translated_once(monkeypatch: pytest.MonkeyPatch):
+    calls = _translations(monkeypatch)
+    for _ in range(3):
+        _release(_frame())
+    assert calls == ["Int64"]
+
+
+def _another_schema_translates_again(monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Release on an Int64 column, then the same query on a Float64 one (whose mean sums a
+    grid, not integers): True when the second translates its own aggregates."""
+    calls = _translations(monkeypatch)
+    _release(_frame())
+    _release(_frame(pl.Float64))
+    return calls == ["Int64", "Float64"]
+
+
+def test_another_schema_translates_again(monkeypatch: pytest.MonkeyPatch):
+    assert _another_schema_translates_again(monkeypatch)
+
+
+def test_the_translation_test_catches_a_key_without_the_schema(
+        monkeypatch: pytest.MonkeyPatch):
+    """Broken variant: without the schema in the key the Float64 release would reuse the
+    Int64 column's aggregates (an integer cast of floats), and the test above sees it."""
+    def schemaless(self: Session, what: str, query: Any, *extra: Any) -> Any:
+        return (what, repr(query.to_json()), *extra)
+
+    monkeypatch.setattr(Session, "plan_key", schemaless)
+    assert not _another_schema_translates_again(monkeypatch)
+
+
+def test_a_refused_plan_is_never_translated(monkeypatch: pytest.MonkeyPatch):
+    refused = _spy(monkeypatch, refuse=lambda empty: True)
+    calls = _translations(monkeypatch)
+    for _ in range(3):
+        s = dp.Session(_frame(), budget=dp.PureDP(10))
+        with pytest.raises(DomainError):
+            s.query().group_by("g", keys=["a", "b"]).agg(
+                dp.mean("x", bounds=(0, 10))).release(epsilon=1)
+        assert s.spent == dp.PureDP(0)
+    assert len(refused) == 3 and calls == []
+
+
+@pytest.mark.parametrize("unit", [None, "u"])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_the_polars_form_computes_what_narwhals_does(unit: Any, grouped: bool):
+    """Every scalar statistic kind (count, grid sum, integer sum, distinct units), with
+    nulls, NaN and values out of bounds: the same exact arrays either way."""
+    import math
+
+    frame = pl.DataFrame({"g": ["a", "b", "a", "c", None, "a"],
+                          "u": [1, 1, 2, 3, 3, 4],
+                          "x": [1.5, None, math.nan, 1e300, -7.25, 3.0],
+                          "i": [1, None, 3, -40, 5, 6]})
+    lf = engine.to_lazy(frame)
+    schema = lf.collect_schema()
+    stats = [s for agg in (dp.mean("x", bounds=(-2, 5)), dp.sum("i", bounds=(-3, 4)),
+                           dp.count(), dp.sum("x", bounds=(0.1, 0.7)))
+             for s in agg.statistics(schema, f"{agg.output_name()}_")]
+    stats.append(Statistic("d", "distinct"))
+    keys = pl.DataFrame({"g": ["a", "b", "z"]}) if grouped else None
+    native = engine.native_aggregates(lf, stats, unit)
+    assert native is not None
+    fast = engine.compute(lf, keys, stats, unit, native=native)
+    slow = engine.compute(lf, keys, stats, unit)
+    assert fast.keys() == slow.keys()
+    assert all(fast[k].tolist() == slow[k].tolist() for k in slow)
+
+
+# -- a query's calibration remembered per key -------------------------------------------
+def _calibrations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record every calibration of a plan (its number of statistics)."""
+    from dpkit.frame import query as query_module
+
+    calls: list[int] = []
+    real = query_module.plan_statistics
+
+    def spy(aggs: Any, *args: Any, **kwargs: Any) -> Any:
+        out = real(aggs, *args, **kwargs)
+        calls.append(len(out))
+        return out
+
+    monkeypatch.setattr(query_module, "plan_statistics", spy)
+    return calls
+
+
+def _unit_frame() -> pl.DataFrame:
+    return pl.DataFrame({"u": [1, 1, 2, 3], "g": ["a", "b", "a", "b"], "x": [1, 2, 3, 4]})
+
+
+def _planned(frame: pl.DataFrame, max_rows: int = 1, epsilon: float = 1) -> dp.Plan:
+    s = dp.Session(frame, dp.PrivacyUnit.by("u", max_rows), budget=dp.PureDP(10))
+    return s.query().group_by("g", keys=["a", "b"]).agg(
+        dp.count(), dp.sum("x", bounds=(0, 10))).plan(epsilon=epsilon)
+
+
+def test_a_query_is_calibrated_once(monkeypatch: pytest.MonkeyPatch):
+    calls = _calibrations(monkeypatch)
+    plans = [_planned(_unit_frame()) for _ in range(3)]
+    assert calls == [2]
+    assert len({(p.loss, p.noise, p.description) for p in plans}) == 1
+    _planned(_unit_frame(), epsilon=2)  # other arguments: calibrated again
+    _planned(_unit_frame().with_columns(pl.col("x").cast(pl.Float64)))  # another schema
+    assert calls == [2, 2, 2]
+
+
+def _another_unit_bound_calibrates_again(monkeypatch: pytest.MonkeyPatch) -> bool:
+    """A unit with up to 2 rows doubles the sensitivities of one with 1: True when its plan
+    is calibrated for it (twice the scales), not taken from the first."""
+    calls = _calibrations(monkeypatch)
+    one, two = _planned(_unit_frame(), 1), _planned(_unit_frame(), 2)
+    scales = [(a.scale, b.scale) for a, b in zip(one.noise, two.noise, strict=True)]
+    return calls == [2, 2] and all(b == 2 * a for a, b in scales)
+
+
+def test_another_unit_bound_calibrates_again(monkeypatch: pytest.MonkeyPatch):
+    assert _another_unit_bound_calibrates_again(monkeypatch)
+
+
+def test_the_unit_test_catches_a_key_without_the_unit(monkeypatch: pytest.MonkeyPatch):
+    """Broken variant: a key without the privacy unit's bounds hands the max_rows = 2
+    session the max_rows = 1 calibration (half the noise), and the test above sees it."""
+    def unitless(self: Session, what: str, query: Any, *extra: Any) -> Any:
+        return (what, repr(query.to_json()), self._schema_text, *extra)
+
+    monkeypatch.setattr(Session, "plan_key", unitless)
+    assert not _another_unit_bound_calibrates_again(monkeypatch)
+
+
+def test_a_query_that_fails_to_plan_fails_on_every_session(monkeypatch: pytest.MonkeyPatch):
+    calls = _calibrations(monkeypatch)
+    _planned(_unit_frame())  # the same shape planned once with a valid budget
+    for _ in range(3):
+        s = dp.Session(_unit_frame(), dp.PrivacyUnit.by("u", 1), budget=dp.PureDP(10))
+        query = s.query().group_by("g", keys=["a", "b"]).agg(dp.count(),
+                                                             dp.sum("x", bounds=(0, 10)))
+        with pytest.raises(DomainError):
+            query.plan(epsilon=1, split=[1])  # a split that does not match the statistics
+        with pytest.raises(DomainError):
+            query.plan(epsilon=-1)
+    assert calls == [2]  # the failures never reached (or were never kept from) a memo
 
 
 # -- the folded saturation: statistics beyond ±(2^62 − 1) and nulls on Polars ------------

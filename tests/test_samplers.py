@@ -342,3 +342,19 @@ def test_geometric_table_and_search_agree(scale):
     big = np.resize(w, max(w.size, samplers._TABLE_MIN))  # a large pass builds the table
     assert (sampler._geometric(big) == np.resize(expected, big.size)).all()
     assert "table" in sampler.__dict__
+
+
+def test_repeated_small_passes_build_the_table_and_agree():
+    """A scale drawn again and again in small passes (a server's repeated release) searches
+    until ``_SEARCHED_MAX`` words, then builds its table: every pass, before and after,
+    gives #{v : T_v > W} for words off the thresholds. Deterministic."""
+    sampler = samplers._LaplaceSampler(1000, 7)
+    th = np.array(sampler.thresholds, dtype=np.int64)
+    near = np.concatenate([th - 1, th + 1, np.arange(0, 1 << 32, 1 << 20)])
+    w = near[(near >= 0) & (near < 1 << 32) & ~np.isin(near, th)].astype(np.uint32)
+    expected = (th[None, :] > w.astype(np.int64)[:, None]).sum(axis=1)
+    passes = -(-samplers._SEARCHED_MAX // w.size) + 1
+    for i in range(passes):  # pass i searches while the i·|w| words before it are too few
+        assert (sampler._geometric(w) == expected).all()
+        assert ("table" in sampler.__dict__) == (i * w.size >= samplers._SEARCHED_MAX)
+    assert "table" in sampler.__dict__

@@ -325,6 +325,9 @@ _SPLIT = 16  # the Laplace magnitude is U + step·V with step ≈ t/16: U is acc
 _CHUNK = 1 << 15  # candidates per vectorised pass: every temporary stays in the L2 cache
 _ODD = 0xFFFF  # marks a bucket of the geometric lookup table that holds a threshold
 _TABLE_MIN = 1 << 13  # smaller passes search the thresholds rather than build the table
+# ...until a sampler has searched this many words in all: a scale used again and again
+# (a server's repeated release) then builds its table once and looks every word up
+_SEARCHED_MAX = 1 << 16
 
 
 def _chunked_draw(size: int, candidates: Callable[[int], np.ndarray]) -> np.ndarray:
@@ -360,6 +363,7 @@ class _SteppedGeometric:
         self.thresholds = _geometric_thresholds(*self.theta)
         self.ascending = np.array(self.thresholds[::-1], dtype=np.uint32)
         self.v_max = ((1 << 62) - self.step) // self.step  # keeps U + step·V below 2^62
+        self.searched = 0  # words searched so far (a race only moves when the table is built)
 
     @functools.cached_property
     def table(self) -> np.ndarray:
@@ -369,8 +373,12 @@ class _SteppedGeometric:
     def _geometric(self, w: np.ndarray) -> np.ndarray:
         """V from 32-bit words W: #{v : T_v > W} by a table over W's top 16 bits, or by
         binary search for the few words sharing their bucket with a threshold (and for every
-        word of a small pass while the table is not built: one new scale, a few values)."""
-        if w.size < _TABLE_MIN and "table" not in self.__dict__:
+        word of a small pass while the table is not built: one new scale, a few values;
+        after ``_SEARCHED_MAX`` searched words the table is built). Both give the same V
+        for every word, so which one runs never changes the law."""
+        if (w.size < _TABLE_MIN and self.searched < _SEARCHED_MAX
+                and "table" not in self.__dict__):
+            self.searched += w.size
             return self._search(w)
         v = self.table[w >> 16].astype(np.int64)
         odd = np.flatnonzero(v == _ODD)

@@ -114,9 +114,11 @@ def resolve_target(measure: type, epsilon: Number | None, rho: Number | None,
     return Target(Noise.GAUSSIAN, delta=dlt, rho=largest_rho(eps or Fraction(0), dlt))
 
 
-@dataclass
+@dataclass(frozen=True)
 class PlannedStatistic:
-    """A statistic with its noise measurement (input: the engine's dict of exact arrays)."""
+    """A statistic with its noise measurement (input: the engine's dict of exact arrays).
+    Frozen: a plan's statistics are shared by the sessions that plan the same query
+    (:meth:`dpkit.frame.Session.remember_plan`)."""
 
     stat: Statistic
     aggregation: int

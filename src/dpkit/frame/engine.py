@@ -32,7 +32,7 @@ from dpkit.frame.privacy_unit import PrivacyUnit
 from dpkit.frame.rowwise import check_step
 
 __all__ = ["to_lazy", "to_polars", "apply_steps", "bound_contributions", "compute",
-           "is_scan", "collect"]
+           "is_scan", "collect", "native_aggregates"]
 
 _RAND = "__dpkit_rand"
 _ROW = "__dpkit_row"
@@ -188,9 +188,54 @@ def _key_index(keys: pl.DataFrame, result: pl.DataFrame, key_cols: list[str]) ->
     return result.join(indexed, on=key_cols, how="inner")
 
 
+def _scalar_exprs(stats: Sequence[Statistic], unit_column: str | None, filled: bool
+                  ) -> list[nw.Expr]:
+    """The aggregate expressions of the scalar statistics, named by their keys (nulls filled
+    in the aggregate itself when ``filled``: the Polars backend)."""
+    distinct = nw.col(unit_column).n_unique() if unit_column else nw.len()
+    return [_filled(distinct if s.kind is StatKind.DISTINCT else s.expr, filled).alias(s.key)
+            for s in stats if s.kind is not StatKind.BINS]
+
+
+def native_aggregates(lf: nw.LazyFrame, stats: Sequence[Statistic],
+                      unit_column: str | None = None) -> list[pl.Expr] | None:
+    """The scalar statistics' aggregates of :func:`compute` as Polars expressions, or None
+    (not a Polars plan, or a narwhals without the translation used here).
+
+    Narwhals translates an expression anew on every ``select`` / ``agg`` (~1.5 ms for a
+    mean or a grouped count and sum), although the translation is a function of the
+    expression and the backend alone; a session translates once per plan key
+    (:meth:`dpkit.frame.session.PlanMemo.value`) and :func:`compute` hands the result to
+    Polars. Reads no data.
+    """
+    if lf.implementation is not nw.Implementation.POLARS:
+        return None
+    exprs = _scalar_exprs(stats, unit_column, filled=True)
+    try:  # narwhals' expression → its Polars expression (the step of its own select/agg)
+        namespace = lf.__narwhals_namespace__()
+        compliant: list[Any] = [e._to_compliant_expr(namespace) for e in exprs]
+        return [c.native for c in compliant]
+    except AttributeError:  # another narwhals: compute translates through narwhals
+        return None
+
+
+def _native_plan(lf: nw.LazyFrame, keys: pl.DataFrame | None, native: list[pl.Expr]
+                 ) -> pl.LazyFrame:
+    """The Polars plan of :func:`compute`'s scalar statistics: the aggregate, and with
+    ``keys`` its join onto them (as :func:`_key_index`, in the same collect)."""
+    inner = nw.to_native(lf)
+    if keys is None or not keys.columns:
+        return inner.select(native)
+    key_cols = list(keys.columns)
+    schema = inner.collect_schema()  # the result's key types: the grouped columns'
+    index = keys.lazy().with_columns(pl.col(c).cast(schema[c]) for c in key_cols)
+    return inner.group_by(key_cols).agg(native).join(index.with_row_index(_ROW),
+                                                     on=key_cols, how="inner")
+
+
 def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statistic],
             unit_column: str | None = None, streaming: bool | None = None,
-            ) -> dict[str, np.ndarray]:
+            native: list[pl.Expr] | None = None) -> dict[str, np.ndarray]:
     """Exact statistics per public group, aligned with the rows of ``keys``.
 
     Returns arrays of int64: shape (G,) for ``count``/``sum``/``distinct`` (privacy units:
@@ -198,25 +243,29 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
     statistics, G = len(keys) (1 without group-by). Rows whose keys are not in
     ``keys`` are dropped; keys absent from the data get zeros. Each collect streams as
     :func:`collect` decides (``streaming``: None for "when ``lf`` reads a file").
+    ``native``: :func:`native_aggregates` of the same statistics, when ``lf`` is a Polars
+    plan (the aggregation then skips narwhals' translation).
     """
     key_cols = list(keys.columns) if keys is not None else []
     groups = len(keys) if keys is not None else 1
     out: dict[str, np.ndarray] = {}
     scalar = [s for s in stats if s.kind is not StatKind.BINS]
     if scalar:
-        distinct = nw.col(unit_column).n_unique() if unit_column else nw.len()
         # on Polars the nulls are filled in the aggregate's own collect (one collect, no
         # per-column pass afterwards); the fill depends on the backend, never on the data
         filled = lf.implementation is nw.Implementation.POLARS
-        exprs = [_filled(distinct if s.kind is StatKind.DISTINCT else s.expr, filled)
-                 .alias(s.key) for s in scalar]
-        if key_cols:
+        if filled and native is not None:
+            plan = _native_plan(lf, keys, native)  # collected by Polars, as collect() would
+            stream = is_scan(lf) if streaming is None else streaming
+            joined = plan.collect(engine="streaming") if stream else plan.collect()
+        elif key_cols:
+            exprs = _scalar_exprs(stats, unit_column, filled)
             res = to_polars(collect(lf.group_by(key_cols).agg(*exprs), streaming))
             joined = _key_index(keys, res, key_cols)  # type: ignore[arg-type]
-            rows = joined[_ROW].to_numpy()
         else:
+            exprs = _scalar_exprs(stats, unit_column, filled)
             joined = to_polars(collect(lf.select(*exprs), streaming))
-            rows = np.zeros(len(joined), dtype=np.int64)
+        rows = joined[_ROW].to_numpy() if key_cols else np.zeros(len(joined), np.int64)
         for s in scalar:
             arr = np.zeros(groups, dtype=np.int64)
             arr[rows] = _saturated(joined[s.key], filled)

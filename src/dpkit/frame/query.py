@@ -80,6 +80,14 @@ class SessionLike(Protocol):
     def release(self, plan: Plan, *, confidence: float = 0.95,
                 idempotency_key: str | None = None) -> Release[pl.DataFrame]: ...
 
+    def remember_plan(self, query: Query, arguments: tuple[Any, ...],
+                      build: Callable[[], PlanParts]) -> PlanParts: ...
+
+
+# what Query.plan computes from the query's shape, schema and budget arguments alone
+PlanParts = tuple[tuple[PlannedStatistic, ...], PrivacyLoss, tuple[NoiseRow, ...], str,
+                  PrivacyLoss]
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -710,13 +718,21 @@ class Query:
         BoundsError, ColumnError, DomainError, MeasureError
             For a query or budget that cannot be released.
         """
-        lf, planner = self._planner(split)
-        planned = tuple(planner(resolve_target(self.session.measure, epsilon, rho, delta)))
+        lf, planner = self._planner(split)  # the query's checks run on every plan
         query = replace(self, aggs=self._with_declared_bounds())
-        return Plan(query, lf, planned, self.session.total_loss(planned, self.selection),
+        arguments = (epsilon, rho, delta, None if split is None else tuple(split))
+
+        def parts() -> PlanParts:
+            planned = tuple(planner(resolve_target(self.session.measure, epsilon, rho, delta)))
+            return (planned, self.session.total_loss(planned, self.selection),
                     noise_rows(planned, self.selection), query.describe(),
-                    (epsilon, rho, delta, None if split is None else tuple(split)),
                     self._requested(epsilon, rho, delta))
+
+        # calibrated once per query shape, schema, unit, measure and arguments (the session
+        # remembers what passed; a failure raises again on every plan)
+        planned, loss, noise, description, requested = self.session.remember_plan(
+            self, arguments, parts)
+        return Plan(query, lf, planned, loss, noise, description, arguments, requested)
 
     def _requested(self, epsilon: Number | None, rho: Number | None, delta: Number | None
                    ) -> PrivacyLoss:

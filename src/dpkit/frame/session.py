@@ -21,7 +21,7 @@ from dataclasses import replace
 from fractions import Fraction
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import polars as pl
@@ -36,7 +36,7 @@ from dpkit.frame.bounded_cache import BoundedCache
 from dpkit.frame.compiler import PlannedStatistic
 from dpkit.frame.language import ProtocolError, on_change
 from dpkit.frame.privacy_unit import PrivacyUnit
-from dpkit.frame.query import Plan, Query
+from dpkit.frame.query import Plan, PlanParts, Query
 from dpkit.frame.schema import Schema
 from dpkit.mechanisms.frontend import charge_record
 from dpkit.mechanisms.limited_domain import TopKSelection, make_limited_domain_top_k
@@ -63,6 +63,15 @@ class PlanMemo:
     form are never remembered. Holds at most ``size`` keys (least recently used dropped).
     Thread-safe: a server's requests share one per dataset and worker.
 
+    Under keys of the same kind it also keeps values (:meth:`value`), each a function of its
+    key alone: a query's calibration (:meth:`Session.remember_plan`, key ``"plan"``: what
+    :meth:`Query.plan` computes from the query, the schemas, the unit with its bounds, the
+    measure and the budget arguments) and the Polars form of a release's aggregates
+    (:func:`dpkit.frame.engine.native_aggregates`, under the release's dry-run key, looked up
+    only after that dry run passed). At most ``size`` values, least recently used dropped.
+    dpkit's own code is not in a key: whatever replaces it at run time (a test's broken
+    variant) calls :meth:`clear` first.
+
     Parameters
     ----------
     size : int
@@ -72,6 +81,7 @@ class PlanMemo:
     def __init__(self, size: int = 1024) -> None:
         self.size = size
         self._keys: OrderedDict[Hashable, None] = OrderedDict()
+        self._values: OrderedDict[Hashable, Any] = OrderedDict()
         self._schemas: dict[int, tuple[pl.DataFrame, list[str], list[Any], Any]] = {}
         self._lock = threading.Lock()
 
@@ -100,6 +110,7 @@ class PlanMemo:
         """Forget every remembered key and schema."""
         with self._lock:
             self._keys.clear()
+            self._values.clear()
             self._schemas.clear()
 
     def run_once(self, key: Hashable | None, check: Callable[[], Any]) -> None:
@@ -116,6 +127,24 @@ class PlanMemo:
                 self._keys[key] = None
                 while len(self._keys) > self.size:
                     self._keys.popitem(last=False)
+
+    def value(self, key: Hashable | None, build: Callable[[], Any]) -> Any:
+        """``build()``, remembered under ``key`` (None: built every time, never remembered).
+        For what is a function of the key alone (the Polars form of a plan's aggregates):
+        a hit returns what ``build`` would. ``build``'s errors propagate and are not
+        remembered."""
+        if key is None:
+            return build()
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        built = build()
+        with self._lock:
+            self._values[key] = built
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
+        return built
 
 
 # The release dry runs that passed, shared by the sessions given no ``plan_memo``: a fresh
@@ -377,6 +406,18 @@ class Session:
         return (what, text, self._schema_text, self._declared_text, str(self.privacy_unit),
                 self.measure.__name__, *extra)
 
+    def remember_plan(self, query: Query, arguments: tuple[Any, ...],
+                      build: Callable[[], PlanParts]) -> PlanParts:
+        """What :meth:`Query.plan` calibrates for ``query`` and its budget ``arguments``
+        (statistics, loss, noise rows, description, requested budget): ``build()``,
+        remembered in the plan memo under :meth:`plan_key` — the query's shape, the tables'
+        schemas, the declared schema, the privacy unit with its bounds, the measure and the
+        arguments, everything the calibration reads — so a hit returns what ``build`` would.
+        A query without a JSON form is calibrated every time; ``build``'s errors propagate
+        and are never remembered."""
+        return cast("PlanParts", self._dry_runs.value(
+            self.plan_key("plan", query, repr(arguments)), build))
+
     def release(self, plan: Plan, *, confidence: float = 0.95,
                 idempotency_key: str | None = None) -> Release[pl.DataFrame]:
         """Run a planned release: debit its loss, then read the data and draw the noise.
@@ -422,9 +463,15 @@ class Session:
             query.lazy(empty=True), query.keys, [p.stat for p in planned],
             self.privacy_unit.column, query.group_columns, scan))
 
+        # the plan's aggregates in Polars' own form, translated once per key (a function of
+        # the plan and the schema, which the key holds), before the debit
+        stats = [p.stat for p in planned]
+        native = self._dry_runs.value(key, lambda: engine.native_aggregates(
+            lf, stats, self.privacy_unit.column))
+
         def exact(bounded: Any, keys: Any) -> dict[str, np.ndarray]:
-            return engine.compute(bounded, keys, [p.stat for p in planned],
-                                  self.privacy_unit.column, scan)
+            return engine.compute(bounded, keys, stats, self.privacy_unit.column, scan,
+                                  native=native)
 
         def compute() -> pl.DataFrame:
             nonlocal query
