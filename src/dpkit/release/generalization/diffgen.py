@@ -210,13 +210,13 @@ def plan_diffgen(taxonomies: Mapping[str, Taxonomy], target: str, classes: Seque
     if cells > integer(max_cells, "max_cells", minimum=1):
         raise DomainError(f"after {h} steps the table can have {cells} leaves, above "
                           f"max_cells = {max_cells}: lower steps or raise max_cells")
-    delta = _score_sensitivity(score, len(names))
+    sensitivity = _score_sensitivity(score, len(names))
     numeric = sum(1 for t in taxes.values() if isinstance(t, Numeric) and t.size > 1)
     draws = numeric + 2 * h if variant == "diffgen" else h
     step_eps = eps / 2 / draws
-    noise = (frontend.selection_row(delta, step_eps, "specialisation"),
+    noise = (frontend.selection_row(sensitivity, step_eps, "specialisation"),
              frontend.noise_row(1, eps / 2, "leaf counts"))
-    return DiffGenPlan(taxes, target, names, eps, h, score, variant, delta, step_eps, eps / 2,
+    return DiffGenPlan(taxes, target, names, eps, h, score, variant, sensitivity, step_eps, eps / 2,
                        noise)
 
 
@@ -279,7 +279,7 @@ def _xlog2x(x: np.ndarray) -> np.ndarray:
     return np.where(x > 0, x * np.log2(np.where(x > 0, x, 1.0)), 0.0)
 
 
-def _scores(parts: np.ndarray, score: str, delta: Fraction) -> np.ndarray:
+def _scores(parts: np.ndarray, score: str, sensitivity: Fraction) -> np.ndarray:
     """Scores of P candidate splits, ``parts`` of shape (P, children, classes) (counts)."""
     if score == "max":
         return parts.max(axis=2).sum(axis=1).astype(np.int64)
@@ -288,7 +288,7 @@ def _scores(parts: np.ndarray, score: str, delta: Fraction) -> np.ndarray:
             - _xlog2x(parts.sum(axis=2)).sum(axis=1) + _xlog2x(parts).sum(axis=(1, 2)))
     gain = np.where(n > 0, gain / np.where(n > 0, n, 1.0), 0.0)
     # clipped to the range that bounds Δu, so float rounding can never widen it
-    return np.clip(gain, 0.0, float(delta))
+    return np.clip(gain, 0.0, float(sensitivity))
 
 
 class _Specialiser:
