@@ -2,8 +2,8 @@
 "Google COVID-19 Community Mobility Reports: Anonymization Process Description (version
 1.1)", arXiv:2004.04145, 2020), run day by day as a continual release.
 
-What is released (their §2–§3, as built here)
-----------------------------------------------
+What is released (the paper's process, as built here)
+-----------------------------------------------------
 Each day t = 1 … T and each public category c (a place type there; casual and registered
 rentals on the Bike Sharing data): the number of visits, each user's visits first bounded to
 at most ``per_day`` per day and category (the paper bounds a user's contribution to each
@@ -173,13 +173,17 @@ class MobilityReport:
     -----
     Privacy: ε-DP at the user level (add/remove one user, with per_day per day and category
     and w in all). A user moves the vector of all T·C daily counts by at most w in L1, so
-    "increments" with discrete Laplace of scale w/ε on each count is ε-DP (Dwork, McSherry,
-    Nissim & Smith 2006, Thm 1, on the integers: Canonne, Kamath & Steinke 2020); the other
+    "increments" with discrete Laplace of scale w/ε on each count is ε-DP (the Laplace
+    mechanism, Dwork & Roth 2014, Thm 3.6; on the integers, the discrete Laplace of Canonne,
+    Kamath & Steinke 2020); the other
     mechanisms are ε-DP by :mod:`dpkit.stream.frames`. Error bars ("increments"): the
     smallest integer h with P(|Z| > h) ≤ β for Z the discrete Laplace of scale w/ε
     (:func:`dpkit.core.accuracy.laplace_tail`), so [raw − h, raw + h] covers the bounded
     count with probability ≥ 1 − β; other mechanisms use the stream's window half-width.
-    Source: Aktay et al. 2020 (arXiv:2004.04145 v1.1), §2–§3.
+    Source: Aktay et al. 2020 (arXiv:2004.04145 v1.1), the anonymization process: bounded
+    contributions per user, day and metric, Laplace noise, suppression of unreliable
+    metrics, percent change from a weekday-median baseline. The bound and the per-day ε are
+    parameters here, not the paper's published values.
     """
 
     def __init__(self, horizon: int, *, epsilon: Number, categories: Sequence[str],
