@@ -250,6 +250,11 @@ class MobilityReport:
             missing = [c for c in (self.unit, self.by) if c not in day.columns]
             if missing:
                 raise DomainError(f"the day's frame lacks the columns {missing}")
+            try:  # on zero rows first: a schema the grouping refuses fails here, no row read
+                bound_visits(day.clear(), self.unit, self.by, self.per_day)
+            except Exception as exc:  # noqa: BLE001 - a type error of the schema
+                raise DomainError(f"the day's unit or category column cannot be grouped: "
+                                  f"{type(exc).__name__}") from None
             day = bound_visits(day, self.unit, self.by, self.per_day)
         step = self.stream.feed(day)
         h = self.half_width(step.windows[self.categories[0]].half_width)
