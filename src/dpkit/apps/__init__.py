@@ -26,6 +26,9 @@ network     McSherry & Mahajan 2010's trace analyses as Session queries
 equilibrium private_equilibrium: a jointly DP mediator for a parallel-links congestion game
             (Kearns, Pai, Roth & Ullman 2014; Rogers & Roth 2014): noisy type histogram,
             Wardrop split, suggestions by the Billboard Lemma; approximately truthful
+mobility    MobilityReport: Google-style mobility reports (Aktay et al. 2020), per-day,
+            per-category counts with user-level bounds on one ContinualRelease, exact-law
+            error bars, suppression, percent change from a weekday baseline
 """
 
 from dpkit.apps.graph import (

@@ -11,6 +11,7 @@ from fractions import Fraction
 import dpkit.apps.auction  # noqa: F401  (registers the applications' own mechanisms' cases)
 import dpkit.apps.equilibrium  # noqa: F401
 import dpkit.apps.holdout  # noqa: F401
+import dpkit.apps.mobility  # noqa: F401  (the mobility report's case)
 import dpkit.apps.posterior  # noqa: F401
 import dpkit.local  # noqa: F401  (registers the local randomizers' cases)
 import dpkit.release.generalization.diffgen  # noqa: F401  (DiffGen's case)
