@@ -44,8 +44,9 @@ from dpkit.learn.logistic import LogisticRegression  # noqa: E402
 from dpkit.learn.naive_bayes import CategoricalNB, GaussianNB  # noqa: E402
 from dpkit.learn.preprocessing import StandardScaler  # noqa: E402
 from dpkit.learn.smarttrunc import frequent_itemsets  # noqa: E402
+from dpkit.learn.svm import LinearSVC  # noqa: E402
 from dpkit.learn.tree import RandomForestClassifier  # noqa: E402
 
 __all__ = ["CategoricalNB", "DecisionTreeClassifier", "FrequentItemsets", "GaussianNB",
-           "KMeans", "LinearRegression", "LogisticRegression", "PCA", "RandomForestClassifier",
+           "KMeans", "LinearRegression", "LinearSVC", "LogisticRegression", "PCA", "RandomForestClassifier",
            "StandardScaler", "frequent_itemsets", "private_bounds", "top_k_itemsets"]

@@ -20,10 +20,18 @@ with the budget split ε = ε₁ + ε₂ + ε₃ and δ₁, δ₂ (:func:`amp_pl
   sensitivity Δ₃ and budget (ε₃, δ₂) makes the release (ε, e^ε₃·δ₁ + δ₂)-DP (the
   output part conditioned on w*; δ₁ is taken as (δ − δ₂)·e^−ε₃ so the total is ≤ δ).
 
-Both Gaussians are drawn through :func:`dpkit.mechanisms.frontend.noisy` (ApproxDP budget,
-L2, grid output: the kit's exact lattice Gaussian, whose calibration is at most the paper's
-σ = Δ(1 + √(2 ln(1/δ)))/ε: :func:`paper_sigma`, checked in the tests). The caveat of the
-lattice for objective perturbation is the pure-ε method's (logistic module docstring).
+Both Gaussians have the paper's scale σ = Δ·(1 + √(2 ln(1/δ)))/ε (Alg. 1 lines 4 and 7;
+:func:`paper_sigma`) and are drawn through the calibrated-noise entry
+(:func:`dpkit.mechanisms.make_noise` with ``scale=σ``: the kit's exact lattice Gaussian,
+whose map check certifies b₂'s (ε₃, δ₂) as a Gaussian mechanism). b₁ needs more than the
+Gaussian mechanism's guarantee, because the shift b_{D′}(w) − b_D(w) = φ′·x̃ varies with w:
+its direction u = x̃/‖x̃‖ is fixed, so with A = √(2 ln(2/δ₁)) the event |⟨b₁, u⟩| > σ₁A has
+probability ≤ δ₁ and outside it the log density ratio is ≤ (2L·|⟨b₁, u⟩| + L²)/(2σ₁²) ≤
+L·A/σ₁ + L²/(2σ₁²); :func:`objective_noise_ok` checks that this is ≤ ε₂ exactly, and
+:func:`amp_plan` widens σ₁ by 1/8 steps until it is (the paper's σ₁ passes for ε₂ up to
+about 10 at δ₁ = 10⁻⁶). The caveat of the lattice for objective perturbation is the
+pure-ε method's (logistic module docstring): the argument is for b₁ plus a uniform offset
+in its grid cell of side 2^k, k = ⌊log₂ σ₁⌋ − 30.
 
 The solver is Newton's method with step halving, capped at ``MAX_NEWTON`` iterations (a plan-
 time constant). If ‖∇J_b‖ ≤ γ is not reached, the data side still releases (it never raises
@@ -49,10 +57,11 @@ from dpkit.core.numbers import dyadic_up, exp_up, log_up, sqrt_up
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import single_threaded_blas
-from dpkit.mechanisms import frontend
+from dpkit.mechanisms import CalibratedNoise, frontend, make_noise
 
 __all__ = ["AmpPlan", "amp_plan", "paper_sigma", "solve_amp", "amp_rows", "GLMLoss",
-           "LOGISTIC", "HUBER_HINGE", "huber_regression", "OBJECTIVE_NOISE", "OUTPUT_NOISE"]
+           "LOGISTIC", "HUBER_HINGE", "huber_regression", "OBJECTIVE_NOISE", "OUTPUT_NOISE",
+           "objective_noise_ok", "huber_hinge"]
 
 OBJECTIVE_NOISE = "b₁ (AMP objective)"
 OUTPUT_NOISE = "b₂ (AMP output)"
@@ -137,6 +146,8 @@ class AmpPlan:
     ridge: Fraction  # Λ
     gamma: Fraction  # γ, the gradient-norm tolerance
     output_sensitivity: Fraction  # Δ₃ = 2γ/Λ
+    sigma1: Fraction  # b₁'s scale
+    sigma2: Fraction  # b₂'s scale
     dim: int
 
     @property
@@ -166,7 +177,8 @@ def amp_plan(epsilon: Fraction, delta: Fraction, loss: GLMLoss, r2: Fraction, di
     AmpPlan
         ε₃ = ε/100, ε₂ = (9/10)(ε − ε₃), ε₁ = ε − ε₃ − ε₂; δ₂ = δ/100,
         δ₁ = (δ − δ₂)/e^ε₃ (e^ε₃ rounded up, so δ₁ down); L = a·√R′² (rounded up to 2^-40),
-        β = c·R′², Λ = β/ε₁, Δ₃ = 2γ/Λ.
+        β = c·R′², Λ = β/ε₁, Δ₃ = 2γ/Λ, σ₂ = :func:`paper_sigma` (Δ₃, ε₃, δ₂) and σ₁ the
+        paper's σ at (L, ε₂, δ₁), widened by factors 9/8 until :func:`objective_noise_ok`.
 
     Raises
     ------
@@ -186,8 +198,21 @@ def amp_plan(epsilon: Fraction, delta: Fraction, loss: GLMLoss, r2: Fraction, di
     g = ridge / (1 << GAMMA_BITS) if gamma is None else Fraction(gamma)
     if not g > 0:
         raise DomainError("gamma must be positive")
+    sigma1 = dyadic_up(paper_sigma(lipschitz, eps2, delta1), 40)
+    while not objective_noise_ok(sigma1, lipschitz, eps2, delta1):
+        sigma1 = sigma1 * Fraction(9, 8)
+    sens3 = 2 * g / ridge
     return AmpPlan(epsilon, delta, eps1, eps2, eps3, delta1, delta2, lipschitz, beta, ridge,
-                   g, 2 * g / ridge, dim)
+                   g, sens3, sigma1, dyadic_up(paper_sigma(sens3, eps3, delta2), 60), dim)
+
+
+def objective_noise_ok(sigma: Fraction, lipschitz: Fraction, epsilon: Fraction,
+                       delta: Fraction) -> bool:
+    """Whether b₁ of scale σ gives objective perturbation's noise part (ε, δ) for shifts
+    c·u, |c| ≤ L, u a fixed unit vector (module docstring): L·A/σ + L²/(2σ²) ≤ ε with
+    A = √(2 ln(2/δ)) rounded up, exactly."""
+    a = sqrt_up(2 * log_up(2 / delta))
+    return lipschitz * a / sigma + lipschitz ** 2 / (2 * sigma ** 2) <= epsilon
 
 
 def paper_sigma(sensitivity: Fraction, epsilon: Fraction, delta: Fraction) -> Fraction:
@@ -196,18 +221,24 @@ def paper_sigma(sensitivity: Fraction, epsilon: Fraction, delta: Fraction) -> Fr
     return sensitivity * (1 + sqrt_up(2 * log_up(1 / delta))) / epsilon
 
 
+def _mechanisms(plan: AmpPlan) -> tuple[CalibratedNoise, CalibratedNoise]:
+    """b₁'s and b₂'s measurements from the calibrated-noise entry at the plan's scales (its
+    map check: each Gaussian is within its (ε, δ) as a Gaussian mechanism)."""
+    d = plan.dim
+    return (make_noise(plan.lipschitz, epsilon=plan.eps2, delta=plan.delta1, norm="l2",
+                       output="grid", size=d, scale=plan.sigma1),
+            make_noise(plan.output_sensitivity, epsilon=plan.eps3, delta=plan.delta2,
+                       norm="l2", output="grid", size=d, scale=plan.sigma2))
+
+
 def amp_rows(plan: AmpPlan) -> tuple[NoiseRow, NoiseRow]:
     """The two planned noise rows (b₁, b₂), written with the debit."""
-    d = plan.dim
-    return (frontend.noise_row(plan.lipschitz, ApproxDP(plan.eps2, plan.delta1),
-                               OBJECTIVE_NOISE, norm="l2", output="grid", size=d),
-            frontend.noise_row(plan.output_sensitivity, ApproxDP(plan.eps3, plan.delta2),
-                               OUTPUT_NOISE, norm="l2", output="grid", size=d))
+    b1, b2 = _mechanisms(plan)
+    return frontend.row_of(b1, OBJECTIVE_NOISE), frontend.row_of(b2, OUTPUT_NOISE)
 
 
-def _gaussian(sensitivity: Fraction, budget: ApproxDP, d: int, label: str) -> np.ndarray:
-    return np.asarray(frontend.noisy(np.zeros(d), sensitivity, budget, norm="l2",
-                                     output="grid", size=d, statistic=label).value)
+def _draw(mechanism: CalibratedNoise, d: int) -> np.ndarray:
+    return np.asarray(mechanism(np.zeros(d)), dtype=np.float64)
 
 
 def newton(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, ridge: float, linear: np.ndarray,
@@ -258,13 +289,13 @@ def solve_amp(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPlan,
     ``rows`` are already clipped to ‖x̃‖ ≤ R′."""
     d = plan.dim
     with single_threaded_blas():
-        b1 = _gaussian(plan.lipschitz, ApproxDP(plan.eps2, plan.delta1), d, OBJECTIVE_NOISE)
+        objective, output = _mechanisms(plan)
+        b1 = _draw(objective, d)
         w, norm = newton(rows, t, loss, float(plan.ridge), b1, float(plan.gamma), max_iter)
         # the float gradient is within a few ulps of the exact one: a margin of 2^-10
         if np.isfinite(norm) and norm <= float(plan.gamma) * (1 - 2.0 ** -10):
-            b2 = _gaussian(plan.output_sensitivity, ApproxDP(plan.eps3, plan.delta2), d,
-                           OUTPUT_NOISE)
-            return w + b2, True
+            return w + _draw(output, d), True
         w = gradient_descent(rows, t, loss, plan, FALLBACK_STEPS)
-        noise = _gaussian(plan.lipschitz / plan.ridge, plan.loss, d, FALLBACK_NOISE)
+        noise = frontend.noisy(np.zeros(d), plan.lipschitz / plan.ridge, plan.loss, norm="l2",
+                               output="grid", size=d, statistic=FALLBACK_NOISE).value
         return np.nan_to_num(w) + noise, False

@@ -105,8 +105,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 
 from dpkit.core.measures import PureDP
-from dpkit.core.numbers import positive
-from dpkit.core.numbers import dyadic_up, exp_down, log_up, sqrt_up
+from dpkit.core.numbers import dyadic_up, exp_down, log_up, positive, sqrt_up
 from dpkit.errors import DomainError
 from dpkit.learn._amp import LOGISTIC, amp_plan, amp_rows, solve_amp
 from dpkit.learn._baseline import LEVEL, one_sign, warn, within_noise
