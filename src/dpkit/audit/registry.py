@@ -5,6 +5,7 @@ registers its own next to its code — never kept by hand here."""
 
 from __future__ import annotations
 
+import importlib.util
 from fractions import Fraction
 
 import dpkit.apps.auction  # noqa: F401  (registers the applications' own mechanisms' cases)
@@ -16,6 +17,9 @@ import dpkit.release.generalization.diffgen  # noqa: F401  (DiffGen's case)
 import dpkit.stream  # noqa: F401  (registers the continual counters' cases)
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.mechanisms.registry import AuditCase, audit_cases
+
+if importlib.util.find_spec("sklearn") is not None:  # dpkit.learn is the [learn] extra
+    import dpkit.learn.svm  # noqa: F401  (approximate minima perturbation's case)
 
 __all__ = ["AuditCase", "CASES", "claimed_epsilon_delta", "GAUSSIAN_DELTA"]
 

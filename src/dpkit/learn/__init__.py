@@ -15,7 +15,11 @@ them, never reading them off the data.
   Wishart mechanism is refused: its pure-DP claim does not hold, see decomposition)
 - :class:`StandardScaler` (ε-DP means and variances)
 - :func:`private_bounds` (ε-DP per-feature bounds from a log-scale histogram, for ``bounds=``)
-- :class:`LinearRegression` (sufficient statistics / functional mechanism, Zhang et al. 2012)
+- :class:`LinearRegression` (sufficient statistics / functional mechanism, Zhang et al. 2012;
+  approximate minima perturbation on Huber's loss, Iyengar et al. 2019, ``method="amp"``)
+- :class:`LinearSVC` (approximate minima perturbation on the Huber hinge, Iyengar et al.
+  2019 Alg. 1; Chaudhuri, Monteleoni & Sarwate 2011 §3.4.2); ``LogisticRegression`` has it
+  as ``method="amp"``
 - :class:`RandomForestClassifier` (random decision trees, Jagannathan et al. 2009)
 - :class:`DecisionTreeClassifier` (DiffP-ID3/C4.5, Friedman & Schuster 2010; SuLQ ID3)
 - :func:`frequent_itemsets` (top-k frequent itemsets on sparse transactions; ``method``
@@ -48,5 +52,6 @@ from dpkit.learn.svm import LinearSVC  # noqa: E402
 from dpkit.learn.tree import RandomForestClassifier  # noqa: E402
 
 __all__ = ["CategoricalNB", "DecisionTreeClassifier", "FrequentItemsets", "GaussianNB",
-           "KMeans", "LinearRegression", "LinearSVC", "LogisticRegression", "PCA", "RandomForestClassifier",
-           "StandardScaler", "frequent_itemsets", "private_bounds", "top_k_itemsets"]
+           "KMeans", "LinearRegression", "LinearSVC", "LogisticRegression", "PCA",
+           "RandomForestClassifier", "StandardScaler", "frequent_itemsets", "private_bounds",
+           "top_k_itemsets"]

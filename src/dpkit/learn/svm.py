@@ -25,19 +25,78 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from dpkit.core.component import Measurement
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
+from dpkit.core.measures import ApproxDP
+from dpkit.core.metrics import AddRemoveDistance
 from dpkit.core.numbers import positive
 from dpkit.errors import DomainError
-from dpkit.learn._amp import amp_plan, amp_rows, huber_hinge, solve_amp
+from dpkit.learn._amp import HUBER_HINGE, AmpPlan, amp_plan, amp_rows, huber_hinge, solve_amp
 from dpkit.learn._baseline import one_sign, warn
 from dpkit.learn._privacy import check_bounds, check_epsilon, clip_rows
 from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
+from dpkit.mechanisms import make_noise
 from dpkit.mechanisms.frontend import AccountantLike, charge
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["LinearSVC"]
 
 SLACK = 1 + Fraction(1, 1 << 20)  # allowance for the float rounding of clip_rows
 
 
+AUDIT_EPSILON, AUDIT_DELTA = Fraction(1), Fraction(1, 10**6)
+BISECTIONS = 60  # the audit's 1-D solver: the bracket shrinks to 2^-60 of its width
+
+
+def _audit_minimisers(rows: np.ndarray, b: np.ndarray, ridge: float) -> np.ndarray:
+    """The exact minimisers (to 2^-60 of the bracket) of the 1-D AMP objectives
+    Σ ℓ_h(yᵢxᵢw) + (Λ/2)w² + b·w, one per b, by bisection on the increasing gradient."""
+    x, y = rows[:, 0], rows[:, 1]
+    reach = (np.abs(b) + np.abs(x).sum()) / ridge  # |w*| ≤ (|b| + Σ|ℓ′||x|)/Λ
+    low, high = -reach, reach
+    for _ in range(BISECTIONS):
+        mid = (low + high) / 2
+        slopes = HUBER_HINGE.derivs(np.outer(mid, x), y[None, :])[1]
+        grad = (slopes * x).sum(axis=1) + ridge * mid + b
+        low, high = np.where(grad > 0, low, mid), np.where(grad > 0, mid, high)
+    return (low + high) / 2
+
+
+def _audit_sampler(plan: AmpPlan, shrink: int) -> Sampler:
+    """n releases of 1-D AMP on ``data`` (rows (x, y), |x| ≤ 1, y = ±1): b₁ and b₂ from the
+    entry at the plan's scales divided by ``shrink`` (1: the mechanism; more: broken)."""
+    def sample(data: object, n: int) -> np.ndarray:
+        rows = np.asarray(data, dtype=np.float64).reshape(-1, 2)
+        # broken: scale and declared sensitivity both shrunk (the entry's map still holds
+        # for the declared one; the data move b by the real L)
+        b1 = make_noise(plan.lipschitz / shrink, epsilon=plan.eps2, delta=plan.delta1,
+                        norm="l2", output="grid", size=n,
+                        scale=plan.sigma1 / shrink)(np.zeros(n))
+        b2 = make_noise(plan.output_sensitivity / shrink, epsilon=plan.eps3,
+                        delta=plan.delta2, norm="l2", output="grid", size=n,
+                        scale=plan.sigma2 / shrink)(np.zeros(n))
+        w = _audit_minimisers(rows, np.asarray(b1, dtype=np.float64), float(plan.ridge))
+        return w + np.asarray(b2, dtype=np.float64)
+    return sample
+
+
+def _audit() -> list[AuditCase]:
+    """AMP on the Huber hinge in one dimension (x̃ = x, |x| ≤ 1, so R′ = 1, L = 1, β = 1,
+    h = 1/2) at (ε, δ) = (1, 10⁻⁶): x is one row (1, +1), x′ adds (1, −1), whose gradient
+    −ℓ′ pushes b_D(w) by the full L at every w near 0. Broken: both Gaussians at a tenth of
+    their scale while the claim stays (1, 10⁻⁶) (b₁'s σ₁ ≈ 7 becomes ≈ 0.7 against a shift
+    of w* by ≈ 1/Λ ≈ 0.1 per unit of b: a loss far above 1)."""
+    plan = amp_plan(AUDIT_EPSILON, AUDIT_DELTA, HUBER_HINGE, Fraction(1), 1)
+    rows = VectorDomain(VectorDomain(AtomDomain(Kind.FLOAT, infinity=False), size=2))
+    claim = Measurement(lambda d: _audit_sampler(plan, 1)(d, 1), AddRemoveDistance(),
+                        ApproxDP, lambda d: ApproxDP(AUDIT_EPSILON * d, AUDIT_DELTA * d),
+                        "amp_svm", input_domain=rows)
+    x = [[1.0, 1.0]]
+    return [AuditCase("amp_svm", claim, _audit_sampler(plan, 1), _audit_sampler(plan, 10),
+                      x, x + [[1.0, -1.0]])]
+
+
+@register(audit=_audit)
 class LinearSVC(ClassifierMixin, BaseEstimator):
     """(ε, δ)-DP linear SVM: approximate minima perturbation on the Huber hinge (module
     docstring).
