@@ -283,7 +283,7 @@ def gradient_descent(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPl
 
 
 def solve_amp(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPlan,
-              max_iter: int = MAX_NEWTON) -> tuple[np.ndarray, bool]:
+              max_iter: int | None = None) -> tuple[np.ndarray, bool]:
     """The data side of AMP (module docstring), total: the released weights and whether the
     tolerance γ was reached (False: the fallback's output perturbation was released).
     ``rows`` are already clipped to ‖x̃‖ ≤ R′."""
@@ -291,7 +291,8 @@ def solve_amp(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPlan,
     with single_threaded_blas():
         objective, output = _mechanisms(plan)
         b1 = _draw(objective, d)
-        w, norm = newton(rows, t, loss, float(plan.ridge), b1, float(plan.gamma), max_iter)
+        cap = MAX_NEWTON if max_iter is None else max_iter
+        w, norm = newton(rows, t, loss, float(plan.ridge), b1, float(plan.gamma), cap)
         # the float gradient is within a few ulps of the exact one: a margin of 2^-10
         if np.isfinite(norm) and norm <= float(plan.gamma) * (1 - 2.0 ** -10):
             return w + _draw(output, d), True
