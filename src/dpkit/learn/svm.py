@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import type_of_target
 
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
@@ -166,6 +167,10 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
     def fit(self, X: ArrayLike, y: ArrayLike) -> LinearSVC:
         if self.classes is None or len(self.classes) != 2:
             raise DomainError("declare the two class labels: classes=[negative, positive]")
+        kind = type_of_target(y, input_name="y") if y is not None else "binary"
+        if kind == "multiclass":
+            raise DomainError(f"Only binary classification is supported. The type of the "
+                              f"target is {kind}.")
         x, classes, label = fit_labelled(X, y, self.classes)
         eps = check_epsilon(self.epsilon)
         if self.delta is None:
