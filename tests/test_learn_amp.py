@@ -97,7 +97,8 @@ def test_the_noise_check_catches_a_small_sigma_and_a_large_epsilon():
 
 def test_planned_rows_are_the_kits_gaussians_at_the_plans_scales():
     plan = amp_plan(Fraction(1), Fraction(1, 10**6), HUBER_HINGE, Fraction(2), 4)
-    b1, b2 = amp_rows(plan)
+    b1, b2, fallback = amp_rows(plan)
+    assert fallback.sensitivity == plan.lipschitz / plan.ridge
     # the entry keeps a short representation of the scale, rounded up (never less noise)
     assert plan.sigma1 <= b1.scale <= plan.sigma1 * (1 + Fraction(1, 10**6))
     assert plan.sigma2 <= b2.scale <= plan.sigma2 * (1 + Fraction(1, 10**6))
@@ -222,8 +223,8 @@ def test_a_converged_fit_is_charged_its_plan():
                                    method="amp", accountant=budget)):
         model.fit(x, y)
         assert model.converged_
-        assert [r.statistic for r in model.release_.noise] == [_amp.OBJECTIVE_NOISE,
-                                                                _amp.OUTPUT_NOISE]
+        assert [r.statistic for r in model.release_.noise] == [
+            _amp.OBJECTIVE_NOISE, _amp.OUTPUT_NOISE, _amp.FALLBACK_NOISE]
     assert budget.spent == dp.ApproxDP(2, 2 * Fraction(1e-6))
 
 

@@ -40,8 +40,8 @@ after the debit): ``FALLBACK_STEPS`` of gradient descent on J₀ = J_b − ⟨b�
 whatever the number of steps (Wu, Li, Kumar, Chaudhuri, Jha & Naughton, SIGMOD 2017,
 bolt-on output perturbation) — plus Gaussian noise at L/Λ and the whole (ε, δ). Which branch
 runs depends on the data; the proof covers each branch alone. Newton reaches γ on these
-smooth, strongly convex objectives in a few steps; ``release_.noise`` shows which noise was
-drawn only through the plan (both rows are planned).
+smooth, strongly convex objectives in a few steps; the plan (``release_.noise``) lists
+b₁, b₂ and the fallback's Gaussian, and ``converged_`` on the model says which was drawn.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from dpkit.mechanisms import CalibratedNoise, frontend, make_noise
 
 __all__ = ["AmpPlan", "amp_plan", "paper_sigma", "solve_amp", "amp_rows", "GLMLoss",
            "LOGISTIC", "HUBER_HINGE", "huber_regression", "OBJECTIVE_NOISE", "OUTPUT_NOISE",
-           "objective_noise_ok", "huber_hinge"]
+           "FALLBACK_NOISE", "objective_noise_ok", "huber_hinge"]
 
 OBJECTIVE_NOISE = "b₁ (AMP objective)"
 OUTPUT_NOISE = "b₂ (AMP output)"
@@ -231,10 +231,17 @@ def _mechanisms(plan: AmpPlan) -> tuple[CalibratedNoise, CalibratedNoise]:
                        norm="l2", output="grid", size=d, scale=plan.sigma2))
 
 
-def amp_rows(plan: AmpPlan) -> tuple[NoiseRow, NoiseRow]:
-    """The two planned noise rows (b₁, b₂), written with the debit."""
+def amp_rows(plan: AmpPlan) -> tuple[NoiseRow, NoiseRow, NoiseRow]:
+    """The planned noise rows, written with the debit: b₁, b₂ and the fallback's Gaussian
+    (drawn instead of b₂ only when the solver misses γ)."""
     b1, b2 = _mechanisms(plan)
-    return frontend.row_of(b1, OBJECTIVE_NOISE), frontend.row_of(b2, OUTPUT_NOISE)
+    return (frontend.row_of(b1, OBJECTIVE_NOISE), frontend.row_of(b2, OUTPUT_NOISE),
+            _fallback_row(plan))
+
+
+def _fallback_row(plan: AmpPlan) -> NoiseRow:
+    return frontend.noise_row(plan.lipschitz / plan.ridge, plan.loss, FALLBACK_NOISE,
+                              norm="l2", output="grid", size=plan.dim)
 
 
 def _draw(mechanism: CalibratedNoise, d: int) -> np.ndarray:
