@@ -9,8 +9,8 @@ methods spend ε only). Nothing here was tuned: AMP's constants are the paper's 
 δ₂ = δ/100, ε₂ = 0.9·(ε − ε₃), γ = 2^-20·Λ), the other methods run at their defaults.
 
 Tasks and held-out rows:
-- Adult income (logistic, SVM): UCI's published train split (30,162 rows after dropping
-  rows missing a used column) to fit, its test split (15,060 rows) to score; the 10
+- Adult income (logistic, SVM): UCI's published train split (30,169 rows after dropping
+  rows missing a used column) to fit, its test split (15,063 rows) to score; the 10
   columns of bench/learn_logistic_peers.py (five numeric, log for the capital columns,
   five indicators) mapped by declared bounds to [−1, 1] and rows divided by √10, so
   data_norm = 1. Accuracy on the test split.
