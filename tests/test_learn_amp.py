@@ -246,3 +246,13 @@ def test_bad_declarations_raise_before_the_debit(make, message):
     with pytest.raises(DomainError, match=message):
         make().set_params(accountant=budget).fit(x, y)
     assert budget.spent == dp.ApproxDP(0, 0)
+
+
+def test_convergence_allows_for_the_rounding_of_the_gradient():
+    plan = amp_plan(Fraction(1), Fraction(1, 10**6), LOGISTIC, Fraction(1), 3)
+    gamma, w, b = float(plan.gamma), np.zeros(3), np.ones(3)
+    assert _amp.converged(gamma / 2, w, b, 1000, plan)
+    # just under γ as computed, but the rounding of a sum of 10⁹ rows could hide the excess
+    assert not _amp.converged(gamma * (1 - 1e-9), w, b, 10**9, plan)
+    assert not _amp.converged(float("nan"), w, b, 10, plan)
+    assert not _amp.converged(gamma / 2, np.array([np.inf, 0, 0]), b, 10, plan)

@@ -1,6 +1,7 @@
 """Logistic regression by output perturbation (Chaudhuri, Monteleoni & Sarwate, "Differentially
 private empirical risk minimization", JMLR 2011, Alg. 1 / Thm 6, in the add/remove form),
-objective perturbation (Alg. 2 / Thm 9) or the functional mechanism. Pure ε-DP.
+objective perturbation (Alg. 2 / Thm 9) or the functional mechanism, pure ε-DP; or
+approximate minima perturbation, (ε, δ)-DP.
 
 The model minimises J(w) = C·Σᵢ ℓ(yᵢ⟨w, x̃ᵢ⟩) + ½‖w‖² (scikit-learn's parametrisation),
 ℓ the logistic loss, x̃ᵢ = (xᵢ, s) with xᵢ scaled into the L2 ball of the declared
@@ -50,8 +51,15 @@ computed by Newton/L-BFGS to ‖∇J_b‖ < 10⁻¹²·max(1, n) (so within that
 minimiser). Like every implementation of objective perturbation (diffprivlib's
 included) the proof covers the exact minimiser only: an approximate one is not covered
 (Iyengar, Near, Song, Thakkar, Thakurta & Wang, "Towards practical differentially private
-convex optimization", IEEE S&P 2019, §3, approximate minima perturbation), nor are
-floating-point effects (Mironov 2012). Charged: PureDP(ε), one noise row (b's).
+convex optimization", IEEE S&P 2019, §3, approximate minima perturbation: ``"amp"``
+below), nor are floating-point effects (Mironov 2012). Charged: PureDP(ε), one noise row
+(b's).
+
+``method="amp"``: approximate minima perturbation (Iyengar, Near, Song, Thakkar, Thakurta &
+Wang, IEEE S&P 2019, Alg. 1 / Thm 1; :mod:`dpkit.learn._amp`), (ε, δ)-DP with ``delta``:
+the objective above with a Gaussian b₁, Λ = β/ε₁ (β = R′²/4), solved only to ‖∇J_b‖ ≤ γ,
+plus a Gaussian b₂ at sensitivity 2γ/Λ that covers the solver's error — so, unlike
+``"objective"``, its guarantee does not assume the exact minimiser.
 
 ``method="functional"``: the functional mechanism (Zhang, Zhang, Xiao, Yang & Winslett,
 "Functional mechanism: regression analysis under differential privacy", PVLDB 2012, §5 for
