@@ -29,9 +29,9 @@ its direction u = x̃/‖x̃‖ is fixed, so with A = √(2 ln(2/δ₁)) the eve
 probability ≤ δ₁ and outside it the log density ratio is ≤ (2L·|⟨b₁, u⟩| + L²)/(2σ₁²) ≤
 L·A/σ₁ + L²/(2σ₁²); :func:`objective_noise_ok` checks that this is ≤ ε₂ exactly, and
 :func:`amp_plan` widens σ₁ by 1/8 steps until it is (the paper's σ₁ passes for ε₂ up to
-about 10 at δ₁ = 10⁻⁶). The caveat of the lattice for objective perturbation is the
-pure-ε method's (logistic module docstring): the argument is for b₁ plus a uniform offset
-in its grid cell of side 2^k, k = ⌊log₂ σ₁⌋ − 30.
+about 11 at δ₁ ≈ 10⁻⁶: ε = 12 passes, 15 does not). The caveat of the lattice for
+objective perturbation is the pure-ε method's (logistic module docstring): the argument is
+for b₁ plus a uniform offset in its grid cell of side 2^k, k = ⌊log₂ σ₁⌋ − 30.
 
 The solver is Newton's method with step halving, capped at ``MAX_NEWTON`` iterations (a plan-
 time constant). If ‖∇J_b‖ ≤ γ is not reached, the data side still releases (it never raises
@@ -42,7 +42,7 @@ bolt-on output perturbation) — plus Gaussian noise at L/Λ and the whole (ε, 
 plainly: which branch runs depends on the data, and the proof covers each branch alone, not
 their mixture (a data-dependent choice between two private releases is not private in
 general); the fallback's contraction argument takes one step size for both neighbours,
-while this one depends on n. Neither limit is reached in practice: Newton reaches γ on
+while this one depends on n. Neither case arose in practice: Newton reaches γ on
 these smooth, strongly convex objectives in a few steps (every fit of the tests and of
 bench/learn_amp.py did). The plan (``release_.noise``) lists b₁, b₂ and the fallback's
 Gaussian; ``converged_`` on the model says which was drawn. As for every ERM mechanism here,
