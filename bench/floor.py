@@ -469,16 +469,17 @@ def categorical_nb_case() -> Case:
                 doc=lambda: learn.CategoricalNB.__doc__ or "")
 
 
-def linear_case() -> Case:
+def linear_case(**amp: object) -> Case:
     def trial(ds: str, eps: float) -> tuple[float, float]:
         Xtr, ytr, Xte, yte = learn_data()
-        model = learn.LinearRegression(epsilon=eps, bounds=(0, 1), y_bounds=(1, 5))
+        model = learn.LinearRegression(epsilon=eps, bounds=(0, 1), y_bounds=(1, 5), **amp)
         model.fit(Xtr, ytr)
         pred = model.predict(Xte)
         return (float(np.sqrt(np.mean((pred - yte) ** 2))),
                 float(np.sqrt(np.mean((ytr.mean() - yte) ** 2))))
 
-    return Case("learn.LinearRegression", "learn", "training mean (exact, not private)",
+    label = " (amp, δ = 1e-6)" if amp else ""
+    return Case(f"learn.LinearRegression{label}", "learn", "training mean (exact, not private)",
                 "test RMSE of the rating", ("movielens ratings",), trial,
                 doc=lambda: learn.LinearRegression.__doc__ or "")
 
@@ -539,6 +540,16 @@ def learn_cases() -> list[Case]:
         classifier_case("SmoothRandomForestClassifier",
                         lambda e: learn.SmoothRandomForestClassifier(epsilon=e, bounds=(0, 1),
                                                                      classes=[0, 1])),
+        # approximate minima perturbation (issue 36 item 6), (ε, 10⁻⁶)
+        classifier_case("LogisticRegression",
+                        lambda e: learn.LogisticRegression(epsilon=e, bounds=(0, 1),
+                                                           classes=[0, 1], method="amp",
+                                                           delta=1e-6),
+                        label=" (amp, δ = 1e-6)"),
+        classifier_case("LinearSVC",
+                        lambda e: learn.LinearSVC(epsilon=e, delta=1e-6, bounds=(0, 1),
+                                                  classes=[0, 1]), label=" (amp, δ = 1e-6)"),
+        linear_case(method="amp", delta=1e-6),
         categorical_nb_case(), linear_case(), pca_case(), kmeans_case()]
 
 

@@ -48,6 +48,8 @@ CASES: dict[str, Callable[[Any], Any]] = {
         2, accountant=a, **BOUNDS, **TWO).fit(X, LABELS),
     "LinearRegression": lambda a: learn.LinearRegression(
         2, y_bounds=(-4, 6), accountant=a, **BOUNDS).fit(X[:, :2], X[:, 2]),
+    "LinearSVC": lambda a: learn.LinearSVC(2, 1e-6, accountant=a, **BOUNDS, **TWO).fit(
+        X, LABELS),
     "KMeans": lambda a: learn.KMeans(2, 2, accountant=a, **BOUNDS).fit(X),
     "PCA": lambda a: learn.PCA(1, 2, accountant=a, **BOUNDS).fit(X),
     "StandardScaler": lambda a: learn.StandardScaler(2, accountant=a, **BOUNDS).fit(X),
@@ -63,6 +65,11 @@ CASES: dict[str, Callable[[Any], Any]] = {
 
 # more paths through the same public names (methods with their own plans)
 VARIANTS: dict[str, Callable[[Any], Any]] = {
+    "LogisticRegression(amp)": lambda a: learn.LogisticRegression(
+        2, data_norm=5, method="amp", delta=1e-6, accountant=a, **TWO).fit(X, LABELS),
+    "LinearRegression(amp)": lambda a: learn.LinearRegression(
+        2, y_bounds=(-4, 6), method="amp", delta=1e-6, accountant=a, **BOUNDS).fit(
+        X[:, :2], X[:, 2]),
     "LogisticRegression(output)": lambda a: learn.LogisticRegression(
         2, data_norm=5, method="output", accountant=a, **TWO).fit(X, LABELS),
     "KMeans(sample_and_aggregate, halving)": lambda a: learn.KMeans(

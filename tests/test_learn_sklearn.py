@@ -20,6 +20,7 @@ from dpkit.learn import (  # noqa: E402
     GaussianNB,
     KMeans,
     LinearRegression,
+    LinearSVC,
     LogisticRegression,
     RandomForestClassifier,
     SmoothRandomForestClassifier,
@@ -74,6 +75,9 @@ MODELS = [
     (SmoothRandomForestClassifier(epsilon=10, bounds=(-100, 100), classes=[0, 1, 2]), CLASSIFIER),
     (DecisionTreeClassifier(epsilon=10, bounds=(-100, 100), classes=[0, 1, 2]), CLASSIFIER),
     (LinearRegression(epsilon=10, bounds=(-100, 100), y_bounds=(-100, 100)), REGRESSOR),
+    (LinearSVC(epsilon=10, delta=1e-6, bounds=(-100, 100), classes=[0, 1]), {
+        **CLASSIFIER,
+        "check_estimators_dtypes": BINARY_ONLY, "check_fit2d_1feature": BINARY_ONLY}),
     (StandardScaler(epsilon=10, bounds=(-100, 100)), {
         **TRANSFORMER,
         "check_estimator_sparse_array": "scikit-learn sets with_mean=False on any estimator "

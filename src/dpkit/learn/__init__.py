@@ -15,7 +15,11 @@ them, never reading them off the data.
   Wishart mechanism is refused: its pure-DP claim does not hold, see decomposition)
 - :class:`StandardScaler` (ε-DP means and variances)
 - :func:`private_bounds` (ε-DP per-feature bounds from a log-scale histogram, for ``bounds=``)
-- :class:`LinearRegression` (sufficient statistics / functional mechanism, Zhang et al. 2012)
+- :class:`LinearRegression` (sufficient statistics / functional mechanism, Zhang et al. 2012;
+  approximate minima perturbation on Huber's loss, Iyengar et al. 2019, ``method="amp"``)
+- :class:`LinearSVC` (approximate minima perturbation on the Huber hinge, Iyengar et al.
+  2019 Alg. 1; Chaudhuri, Monteleoni & Sarwate 2011 §3.4.2); ``LogisticRegression`` has it
+  as ``method="amp"``
 - :class:`RandomForestClassifier` (random decision trees, Jagannathan et al. 2009)
 - :class:`SmoothRandomForestClassifier` (random trees on disjoint rows, leaf labels by the
   exponential mechanism: class counts, or the mode with its smooth sensitivity, Fletcher &
@@ -48,9 +52,10 @@ from dpkit.learn.logistic import LogisticRegression  # noqa: E402
 from dpkit.learn.naive_bayes import CategoricalNB, GaussianNB  # noqa: E402
 from dpkit.learn.preprocessing import StandardScaler  # noqa: E402
 from dpkit.learn.smarttrunc import frequent_itemsets  # noqa: E402
+from dpkit.learn.svm import LinearSVC  # noqa: E402
 from dpkit.learn.tree import RandomForestClassifier  # noqa: E402
 
 __all__ = ["CategoricalNB", "DecisionTreeClassifier", "FrequentItemsets", "GaussianNB",
-           "KMeans", "LinearRegression", "LogisticRegression", "PCA", "RandomForestClassifier",
-           "SmoothRandomForestClassifier", "StandardScaler", "frequent_itemsets",
-           "private_bounds", "top_k_itemsets"]
+           "KMeans", "LinearRegression", "LinearSVC", "LogisticRegression", "PCA",
+           "RandomForestClassifier", "SmoothRandomForestClassifier", "StandardScaler",
+           "frequent_itemsets", "private_bounds", "top_k_itemsets"]

@@ -20,13 +20,16 @@ the declared bounds and d only.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from dpkit.core.measures import PureDP
+from dpkit.core.numbers import positive
 from dpkit.errors import DomainError
+from dpkit.learn._amp import amp_plan, amp_rows, huber_regression, solve_amp
 from dpkit.learn._baseline import FLAT_FRACTION, flat, warn
 from dpkit.learn._privacy import check_bounds, check_epsilon
 from dpkit.learn._validation import ArrayLike, fit_regression, predict_features
@@ -51,6 +54,24 @@ class LinearRegression(RegressorMixin, BaseEstimator):
         Ridge added to the noisy X̃ᵀX̃ after the PSD projection, in the centred rows' units
         (default None: ½·b·√(d + 1), module docstring).
     accountant : None, PrivacyFilter or Session
+    method : {"functional", "amp"}
+        Sufficient-statistics perturbation (pure ε, the default) or approximate minima
+        perturbation ((ε, δ), module docstring).
+    delta : float, optional
+        ``"amp"`` only (required there): δ ∈ (0, 1).
+    huber : float
+        ``"amp"``: Huber's threshold k > 0 in units of the scaled target (default 1).
+    gamma : float, optional
+        ``"amp"``: the solver's gradient-norm tolerance γ (default 2^-20·Λ).
+
+    Notes
+    -----
+    ``"amp"``: (ε, δ)-DP for add/remove neighbours, ε = ε₁ + ε₂ + ε₃, δ = e^ε₃·δ₁ + δ₂
+    (Iyengar et al. 2019 Thm 1, add/remove form of :mod:`dpkit.learn._amp`), L = k·R′,
+    β = R′², Λ = β/ε₁, b₁ of scale σ₁ ≥ L(1 + √(2 ln(1/δ₁)))/ε₂, b₂ of scale
+    (2γ/Λ)(1 + √(2 ln(1/δ₂)))/ε₃. If the capped Newton solver misses ‖∇J_b‖ ≤ γ, output
+    perturbation is released instead (gradient descent on the unperturbed objective,
+    Gaussian at L/Λ and (ε, δ)); ``converged_`` says which. Nothing raises after the debit.
 
     Attributes
     ----------
@@ -67,11 +88,17 @@ class LinearRegression(RegressorMixin, BaseEstimator):
     Raises
     ------
     DomainError
-        Missing bounds, ε ≤ 0.
+        Missing bounds, ε ≤ 0; ``"amp"``: δ ∉ (0, 1), k ≤ 0, γ ≤ 0 (before the debit).
     """
 
     def __init__(self, epsilon: float = 1.0, bounds: Any = None, y_bounds: Any = None,
-                 alpha: float | None = None, accountant: AccountantLike = None) -> None:
+                 alpha: float | None = None, accountant: AccountantLike = None,
+                 method: str = "functional", delta: float | None = None, huber: float = 1.0,
+                 gamma: float | None = None) -> None:
+        self.method = method
+        self.delta = delta
+        self.huber = huber
+        self.gamma = gamma
         self.epsilon = epsilon
         self.bounds = bounds
         self.y_bounds = y_bounds
@@ -83,6 +110,10 @@ class LinearRegression(RegressorMixin, BaseEstimator):
         eps = check_epsilon(self.epsilon)
         lower, upper = check_bounds(self.bounds, x.shape[1])
         y_lower, y_upper = check_bounds(self.y_bounds, 1)
+        if self.method not in ("functional", "amp"):
+            raise DomainError(f"method must be 'functional' or 'amp', not {self.method!r}")
+        if self.method == "amp":
+            return self._fit_amp(x, t, eps, (lower, upper), (y_lower, y_upper))
         d = x.shape[1] + 1
         h = np.append((upper - lower) / 2, 1.0)
         h_y = float((y_upper - y_lower)[0] / 2)
@@ -117,10 +148,45 @@ class LinearRegression(RegressorMixin, BaseEstimator):
                 frontend.noise_row(sens_xy, eps / 2, "Xᵀy", output="grid", count=d))  # as drawn
         charge(self.accountant, PureDP(eps), f"LinearRegression(ε={eps}, d={d - 1})",
                compute, plan)
-        spread = float(np.abs(self.coef_) @ (upper - lower))
-        if flat(spread, float((y_upper - y_lower)[0])):
+        self._warn_flat(upper - lower, float((y_upper - y_lower)[0]))
+        return self
+
+    def _warn_flat(self, widths: np.ndarray, target_range: float) -> None:
+        spread = float(np.abs(self.coef_) @ widths)
+        if flat(spread, target_range):
             warn("LinearRegression", f"its predictions over the declared feature box span "
                  f"{spread:.3g}, under {FLAT_FRACTION:.0%} of the declared target range")
+
+    def _fit_amp(self, x: np.ndarray, t: np.ndarray, eps: Fraction,
+                 box: tuple[np.ndarray, np.ndarray], y_box: tuple[np.ndarray, np.ndarray]
+                 ) -> LinearRegression:
+        """Approximate minima perturbation on Huber's loss (module docstring)."""
+        if self.delta is None:
+            raise DomainError("method='amp' needs delta (0 < δ < 1)")
+        (lower, upper), (y_lower, y_upper) = box, y_box
+        d = x.shape[1] + 1
+        root = math.sqrt(d - 1)
+        loss = huber_regression(float(positive(self.huber, "huber", up=False)))
+        gamma = None if self.gamma is None else positive(self.gamma, "gamma", up=False)
+        r2 = 1 + Fraction(1, d - 1)  # ‖x̃‖² ≤ (d − 1)/(d − 1) + 1/(d − 1)
+        plan = amp_plan(eps, positive(self.delta, "delta", up=False), loss,
+                        r2 * (1 + Fraction(1, 1 << 20)), d, gamma)  # float rounding of the map
+        mid, half = (lower + upper) / 2, (upper - lower) / 2
+        y_mid, y_half = float((y_lower + y_upper)[0] / 2), float((y_upper - y_lower)[0] / 2)
+
+        def compute() -> LinearRegression:
+            rows = np.column_stack([(np.clip(x, lower, upper) - mid) / half / root,
+                                    np.full(x.shape[0], 1 / root)])
+            target = (np.clip(t, y_lower[0], y_upper[0]) - y_mid) / y_half
+            w, self.converged_ = solve_amp(rows, target, loss, plan)
+            self.coef_ = y_half * w[:-1] / (half * root)
+            self.intercept_ = float(y_mid + y_half * (w[-1] / root) - self.coef_ @ mid)
+            self.n_features_in_ = d - 1
+            return self
+
+        charge(self.accountant, plan.loss, f"LinearRegression(amp, ε={eps}, δ={plan.delta}, "
+               f"d={d - 1})", compute, amp_rows(plan))
+        self._warn_flat(upper - lower, 2 * y_half)
         return self
 
     def predict(self, X: ArrayLike) -> np.ndarray:

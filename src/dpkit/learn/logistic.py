@@ -1,6 +1,7 @@
 """Logistic regression by output perturbation (Chaudhuri, Monteleoni & Sarwate, "Differentially
 private empirical risk minimization", JMLR 2011, Alg. 1 / Thm 6, in the add/remove form),
-objective perturbation (Alg. 2 / Thm 9) or the functional mechanism. Pure ε-DP.
+objective perturbation (Alg. 2 / Thm 9) or the functional mechanism, pure ε-DP; or
+approximate minima perturbation, (ε, δ)-DP.
 
 The model minimises J(w) = C·Σᵢ ℓ(yᵢ⟨w, x̃ᵢ⟩) + ½‖w‖² (scikit-learn's parametrisation),
 ℓ the logistic loss, x̃ᵢ = (xᵢ, s) with xᵢ scaled into the L2 ball of the declared
@@ -50,8 +51,15 @@ computed by Newton/L-BFGS to ‖∇J_b‖ < 10⁻¹²·max(1, n) (so within that
 minimiser). Like every implementation of objective perturbation (diffprivlib's
 included) the proof covers the exact minimiser only: an approximate one is not covered
 (Iyengar, Near, Song, Thakkar, Thakurta & Wang, "Towards practical differentially private
-convex optimization", IEEE S&P 2019, §3, approximate minima perturbation), nor are
-floating-point effects (Mironov 2012). Charged: PureDP(ε), one noise row (b's).
+convex optimization", IEEE S&P 2019, §3, approximate minima perturbation: ``"amp"``
+below), nor are floating-point effects (Mironov 2012). Charged: PureDP(ε), one noise row
+(b's).
+
+``method="amp"``: approximate minima perturbation (Iyengar, Near, Song, Thakkar, Thakurta &
+Wang, IEEE S&P 2019, Alg. 1 / Thm 1; :mod:`dpkit.learn._amp`), (ε, δ)-DP with ``delta``:
+the objective above with a Gaussian b₁, Λ = β/ε₁ (β = R′²/4), solved only to ‖∇J_b‖ ≤ γ,
+plus a Gaussian b₂ at sensitivity 2γ/Λ that covers the solver's error — so, unlike
+``"objective"``, its guarantee does not assume the exact minimiser.
 
 ``method="functional"``: the functional mechanism (Zhang, Zhang, Xiao, Yang & Winslett,
 "Functional mechanism: regression analysis under differential privacy", PVLDB 2012, §5 for
@@ -105,8 +113,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 
 from dpkit.core.measures import PureDP
-from dpkit.core.numbers import dyadic_up, exp_down, log_up, sqrt_up
+from dpkit.core.numbers import dyadic_up, exp_down, log_up, positive, sqrt_up
 from dpkit.errors import DomainError
+from dpkit.learn._amp import LOGISTIC, amp_plan, amp_rows, solve_amp
 from dpkit.learn._baseline import LEVEL, one_sign, warn, within_noise
 from dpkit.learn._privacy import check_bounds, check_epsilon, clip_rows, single_threaded_blas
 from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
@@ -117,7 +126,7 @@ __all__ = ["LogisticRegression"]
 
 MAX_VECTOR_DIM = 40
 WEIGHTS, GRAM, LINEAR = "weights", "ΦᵀΦ (released pairs)", "Σ (y − ½)φ"
-METHODS = ("auto", "output", "functional", "objective")
+METHODS = ("auto", "output", "functional", "objective", "amp")
 CURVATURE = Fraction(1, 4)  # c ≥ ℓ″ = σ(z)σ(−z) for the logistic loss
 OBJECTIVE_NOISE = "b (objective perturbation)"
 SLACK = 1 + Fraction(1, 1 << 20)  # allowance for the float rounding of clip_rows
@@ -323,7 +332,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         and scaled to [−1, 1], divided by √d (so R = 1); prediction applies the same map.
         Required by ``method="functional"`` (there without the √d; one-hot columns must
         be declared (0, 1)).
-    method : {"auto", "output", "objective", "functional"}
+    method : {"auto", "output", "objective", "functional", "amp"}
         Output perturbation (CMS11 Alg. 1), objective perturbation (CMS11 Alg. 2; ``C``
         sets λ = 1/C, default λ = 0 and the paper's Δ: module docstring) or the functional
         mechanism (Zhang et al. 2012), all pure ε-DP. ``"auto"`` (default): the functional
@@ -339,6 +348,21 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         ``method="functional"`` only: declared one-hot groups, each the column indices of
         one categorical feature's indicators (0/1, at most one 1 per row; all zeros for a
         missing value). Other columns are numeric.
+    delta : float, optional
+        ``method="amp"`` only (required there): δ ∈ (0, 1) of the (ε, δ) guarantee.
+    gamma : float, optional
+        ``method="amp"``: the solver's gradient-norm tolerance γ (default 2^-20·Λ).
+
+    Notes
+    -----
+    ``method="amp"``: approximate minima perturbation (Iyengar et al., IEEE S&P 2019,
+    Alg. 1 / Thm 1; :mod:`dpkit.learn._amp`), (ε, δ)-DP: the minimiser, to ‖∇J_b‖ ≤ γ, of
+    Σℓ + (Λ/2)‖w‖² + ⟨b₁, w⟩ plus Gaussian b₂, with L = R′, β = R′²/4, Λ = β/ε₁,
+    b₁ ~ Gaussian at L2 sensitivity L and (ε₂, δ₁), b₂ at 2γ/Λ and (ε₃, δ₂),
+    ε = ε₁ + ε₂ + ε₃, δ = e^ε₃·δ₁ + δ₂. If the capped solver (a plan-time number of
+    Newton steps) misses γ, the fit releases output perturbation instead (gradient descent
+    on the unperturbed objective, Gaussian at L/Λ and (ε, δ)): nothing raises after the
+    debit. ``converged_`` says which branch ran.
 
     Warns
     -----
@@ -379,7 +403,10 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
                  classes: Any = None, C: float | None = None, n_hint: int | None = None,
                  accountant: AccountantLike = None, bounds: Any = None,
                  intercept_scaling: float | None = None, method: str = "auto",
-                 one_hot: Any = None) -> None:
+                 one_hot: Any = None, delta: float | None = None,
+                 gamma: float | None = None) -> None:
+        self.delta = delta
+        self.gamma = gamma
         self.intercept_scaling = intercept_scaling
         self.method = method
         self.one_hot = one_hot
@@ -420,6 +447,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
             raise DomainError("intercept_scaling must be positive")
         if self._method() == "objective":
             return self._fit_objective(x, pos, classes, eps, r, b)
+        if self._method() == "amp":
+            return self._fit_amp(x, pos, classes, eps, r, b)
         c = self._output_c(eps, r, b, d)
         if not c > 0:
             raise DomainError("C must be positive")
@@ -488,6 +517,35 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
 
         charge(self.accountant, PureDP(eps), f"LogisticRegression(objective, ε={eps}, "
                f"d={d - 1}, λ={total:g})", compute, (row,))
+        w, b0 = self.coef_[0], float(self.intercept_[0])
+        if one_sign(b0, -r * float(np.linalg.norm(w)), r * float(np.linalg.norm(w))):
+            warn("LogisticRegression", "it predicts one class for every input in the "
+                 "declared domain")
+        else:
+            self._warn_one_class_on_training_rows(x, r)
+        return self
+
+    def _fit_amp(self, x: np.ndarray, pos: np.ndarray, classes: np.ndarray,
+                 eps: Fraction, r: float, scaling: float) -> LogisticRegression:
+        """Approximate minima perturbation (:mod:`dpkit.learn._amp`): (ε, δ)-DP."""
+        if self.delta is None:
+            raise DomainError("method='amp' needs delta (0 < δ < 1)")
+        r2 = (Fraction(r) ** 2 + Fraction(scaling) ** 2) * SLACK ** 2  # clip_rows' rounding
+        d = x.shape[1] + 1
+        gamma = None if self.gamma is None else positive(self.gamma, "gamma", up=False)
+        plan = amp_plan(eps, positive(self.delta, "delta", up=False), LOGISTIC, r2, d, gamma)
+
+        def compute() -> LogisticRegression:
+            rows = np.column_stack([clip_rows(x, r), np.full(x.shape[0], scaling)])
+            w, self.converged_ = solve_amp(rows, np.where(pos, 1.0, -1.0), LOGISTIC, plan)
+            self.coef_ = w[None, :-1]
+            self.intercept_ = w[-1:] * scaling
+            self.classes_ = classes
+            self.n_features_in_ = x.shape[1]
+            return self
+
+        charge(self.accountant, plan.loss, f"LogisticRegression(amp, ε={eps}, "
+               f"δ={plan.delta}, d={d - 1}, Λ={float(plan.ridge):g})", compute, amp_rows(plan))
         w, b0 = self.coef_[0], float(self.intercept_[0])
         if one_sign(b0, -r * float(np.linalg.norm(w)), r * float(np.linalg.norm(w))):
             warn("LogisticRegression", "it predicts one class for every input in the "
