@@ -55,6 +55,8 @@ CASES: dict[str, Callable[[Any], Any]] = {
     "StandardScaler": lambda a: learn.StandardScaler(2, accountant=a, **BOUNDS).fit(X),
     "RandomForestClassifier": lambda a: learn.RandomForestClassifier(
         2, 2, epsilon=2, accountant=a, **BOUNDS, **TWO).fit(X, LABELS),
+    "SmoothRandomForestClassifier": lambda a: learn.SmoothRandomForestClassifier(
+        epsilon=2, accountant=a, **BOUNDS, **TWO).fit(X, LABELS),
     "DecisionTreeClassifier": lambda a: learn.DecisionTreeClassifier(
         2, 2, accountant=a, **BOUNDS, **TWO).fit(X, LABELS),
     "frequent_itemsets": lambda a: learn.frequent_itemsets(TX, range(8), 4, 2, accountant=a),
