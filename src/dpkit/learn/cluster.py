@@ -59,33 +59,42 @@ read.
 
 from __future__ import annotations
 
+import warnings
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from scipy.spatial.distance import cdist
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.cluster import KMeans as _PlainKMeans
 
 from dpkit.core import rng
-from dpkit.core.measures import PureDP
-from dpkit.core.numbers import to_fraction
+from dpkit.core.measures import ApproxDP, PrivacyLoss, PureDP
+from dpkit.core.numbers import fraction_down, log_up, to_fraction
 from dpkit.core.record import NoiseRow
 from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon, exact_sums, plan
 from dpkit.learn._validation import ArrayLike, fit_features, predict_features
+from dpkit.learn.coreset import MAX_DEPTH_BITS, private_coreset
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
-__all__ = ["KMeans", "budget_schedule", "grid_start", "sphere_packing"]
+__all__ = ["KMeans", "budget_schedule", "grid_start", "sphere_packing", "attention_beta",
+           "centre_of_attention", "release_centre_of_attention"]
 
-METHODS = ("lloyd", "sample_and_aggregate")
+METHODS = ("lloyd", "sample_and_aggregate", "coreset")
 INITS = ("auto", "sphere_packing", "random", "grid")
 MAX_CELLS = 1 << 16
 BLOCK_ITERATIONS = 20
 CELLS, SIZES, SUMS, MATCHED = ("grid start cells", "cluster sizes", "cluster sums",
                                "matched centre sums")
+ATTENTION = "centre of attention"
+ATTENTION_ETA = Fraction(1, 1 << 34)  # smoothness lost to float distances and rounding up
+ATTENTION_GRID = 20  # the output lattice 2^-20 of the [−1, 1] scale (fixed: data-free)
+MAX_ATTENTION_BLOCKS = 4096  # the m × m distances stay ≤ 128 MiB
+MAX_ATTENTION_DIM = 256  # k·d: float ℓ1 distances then err by < 2^-44 (relative)
 
 
 def sphere_packing(k: int, lower: np.ndarray, upper: np.ndarray, tries: int = 5
@@ -155,6 +164,67 @@ def grid_start(z: np.ndarray, k: int, bins: int, epsilon: Fraction) -> np.ndarra
     return np.asarray(plain.fit(points, sample_weight=noisy[keep]).cluster_centers_)
 
 
+def attention_beta(epsilon: Fraction, delta: Fraction, dim: int) -> Fraction:
+    """The smoothness β of the centre-of-attention release: β + η ≤ min(ε/(2D), ε/(4T), 1/2)
+    with T = 2 ln(1/δ) + 2D ln 2 + ε/2 and η = 2^-34 (module docstring), ln rounded up.
+
+    Raises DomainError when no β > 0 fits (ε too small)."""
+    tail = 2 * log_up(1 / delta) + 2 * dim * log_up(Fraction(2)) + epsilon / 2
+    beta = min(epsilon / (2 * dim), epsilon / (4 * tail), Fraction(1, 2)) - ATTENTION_ETA
+    if beta <= 0:
+        raise DomainError("epsilon is too small for the centre-of-attention release")
+    return beta
+
+
+def centre_of_attention(points: np.ndarray, beta: Fraction) -> tuple[int, Fraction]:
+    """The centre of attention of m points in [−1, 1]^D (ℓ1) and S̃, a (β + η)-smooth upper
+    bound on its local sensitivity (module docstring, NRS07 §4).
+
+    Parameters
+    ----------
+    points : ndarray of shape (m, D)
+        The block answers, entries in [−1, 1]; m ≥ 2.
+    beta : Fraction
+        β > 0.
+
+    Returns
+    -------
+    (int, Fraction)
+        The index i* = argmin_i r_i(t₀) (smallest index on ties) and S̃ ≥ max_j e^{−βj}·U_j.
+    """
+    m, dim = points.shape
+    diameter = 2.0 * dim
+    t0 = (m + 1) // 2 + 1
+    radii = np.sort(cdist(points, points, "cityblock"), axis=1)  # radii[i, t−1] = r_i(t)
+    centre = int(np.argmin(radii[:, t0 - 1]))
+    # rho[j] = (j+1)-th smallest over i of r_i(t0 + j); the diameter once t0 + j > m
+    columns = np.sort(radii[:, t0 - 1:], axis=0)
+    span = columns.shape[1]
+    rho = np.full(span + 2, diameter)
+    rho[:span] = columns[np.arange(span), np.arange(span)]
+    bound = np.minimum(rho[:-1] + rho[1:], diameter)  # U_j, j = 0 … span
+    decay = np.exp(-float(beta) * np.arange(bound.size))
+    smooth = float(np.max(bound * decay))
+    # float error < 2^-40 relative (D ≤ 256 terms, j ≤ 4096): rounding up by 2^-38 covers it
+    return centre, Fraction(smooth) * (1 + Fraction(1, 1 << 38))
+
+
+def release_centre_of_attention(points: np.ndarray, epsilon: Fraction, delta: Fraction,
+                                size: int = 1) -> np.ndarray:
+    """``size`` releases of the centre of attention of ``points`` ((m, D) in [−1, 1]) with
+    discrete Laplace noise on the 2^-20 lattice at the smooth scale
+    b = (S̃ + D·2^-20)/(2^-20·ε/2), drawn through :func:`dpkit.mechanisms.frontend.noisy`
+    (module docstring). Returns (size, D) floats in [−1, 1]; (ε, δ)-DP in one point."""
+    dim = points.shape[1]
+    centre, smooth = centre_of_attention(points, attention_beta(epsilon, delta, dim))
+    grid = Fraction(1, 1 << ATTENTION_GRID)
+    steps = np.rint(points[centre] * float(1 << ATTENTION_GRID)).astype(np.int64)
+    noisy = frontend.noisy(np.tile(steps, size), smooth / grid + dim, epsilon / 2,
+                           statistic=ATTENTION, cache=False).value
+    return np.clip(np.asarray(noisy, dtype=np.float64).reshape(size, dim) * float(grid),
+                   -1.0, 1.0)
+
+
 class KMeans(ClusterMixin, BaseEstimator):
     """ε-DP k-means (module docstring).
 
@@ -206,7 +276,8 @@ class KMeans(ClusterMixin, BaseEstimator):
     def __init__(self, n_clusters: int = 8, epsilon: float = 1.0, bounds: Any = None,
                  max_iter: int = 5, schedule: str = "fixed", accountant: AccountantLike = None,
                  init: str = "auto", method: str = "lloyd",
-                 init_fraction: float = 0.5, grid_bins: int = 3, n_blocks: int = 1000) -> None:
+                 init_fraction: float = 0.5, grid_bins: int = 3, n_blocks: int = 1000,
+                 delta: float | None = None, levels: int = 3, max_cells: int = 4096) -> None:
         self.init = init
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -218,6 +289,9 @@ class KMeans(ClusterMixin, BaseEstimator):
         self.init_fraction = init_fraction
         self.grid_bins = grid_bins
         self.n_blocks = n_blocks
+        self.delta = delta
+        self.levels = levels
+        self.max_cells = max_cells
 
     def fit(self, X: ArrayLike, y: ArrayLike | None = None) -> KMeans:
         x = fit_features(X)
@@ -236,6 +310,9 @@ class KMeans(ClusterMixin, BaseEstimator):
             start_eps = self._grid_share(eps, d)
         parts = budget_schedule(eps - start_eps, int(self.max_iter), self.schedule)
         blocks = self._blocks() if self.method == "sample_and_aggregate" else 0
+        attention = self._attention(eps - start_eps, k * d, blocks)
+        if self.method == "coreset":
+            return self._fit_coreset(x, eps, k, lower, upper)
 
         def compute() -> KMeans:
             mid, half = (lower + upper) / 2, (upper - lower) / 2
@@ -249,6 +326,8 @@ class KMeans(ClusterMixin, BaseEstimator):
                 start = uniforms(k * d).reshape(k, d) * 2 - 1
             if self.method == "lloyd":
                 centres = self._lloyd(clipped, mid + start * half, parts, lower, upper)
+            elif attention is not None:
+                centres = mid + self._attend(z, start, blocks, *attention) * half
             else:
                 centres = mid + self._sample_and_aggregate(z, start, parts, blocks) * half
             self.cluster_centers_ = centres
@@ -257,10 +336,82 @@ class KMeans(ClusterMixin, BaseEstimator):
             self.n_iter_ = len(parts)
             return self
 
-        rows = self._plan(k, lower, upper, start_eps, parts)
-        return charge(self.accountant, PureDP(eps),
+        loss: PrivacyLoss = PureDP(eps)
+        if attention is None:
+            rows = self._plan(k, lower, upper, start_eps, parts)
+        else:  # the attention's scale is data-dependent: an open row in the plan
+            loss = ApproxDP(eps, attention[1])
+            rows = self._plan(k, lower, upper, start_eps, []) + (
+                NoiseRow("discrete Laplace", None, None, ATTENTION),)
+        return charge(self.accountant, loss,
                       f"KMeans(ε={eps}, k={k}, T={len(parts)}, {self.method}, {init})",
                       compute, rows)
+
+    def _attention(self, eps: Fraction, dim: int, blocks: int
+                   ) -> tuple[Fraction, Fraction] | None:
+        """(ε, δ) of the centre-of-attention release, or None for the deprecated matched
+        mean (sample-and-aggregate without δ). Checked before the debit."""
+        if self.method != "sample_and_aggregate":
+            return None
+        if self.delta is None:
+            warnings.warn("KMeans(method='sample_and_aggregate') without delta runs the "
+                          "deprecated matched-mean aggregator; pass delta= for NRS07's "
+                          "centre of attention", DeprecationWarning, stacklevel=3)
+            return None
+        try:
+            delta = fraction_down(self.delta)
+        except (TypeError, ValueError, DomainError) as err:
+            raise DomainError("delta must be a number in (0, 1/2]") from err
+        if not 0 < delta <= Fraction(1, 2):
+            raise DomainError("delta must be in (0, 1/2]")
+        if blocks > MAX_ATTENTION_BLOCKS or dim > MAX_ATTENTION_DIM:
+            raise DomainError(f"the centre of attention takes n_blocks ≤ {MAX_ATTENTION_BLOCKS}"
+                              f" and n_clusters·d ≤ {MAX_ATTENTION_DIM}")
+        attention_beta(eps, delta, dim)  # raises for an ε too small
+        return eps, delta
+
+    @staticmethod
+    def _attend(z: np.ndarray, start: np.ndarray, m: int, eps: Fraction, delta: Fraction
+                ) -> np.ndarray:
+        """NRS07 §4 with the centre of attention (module docstring): block answers in the
+        start's order, then one (ε, δ) release of their centre of attention."""
+        k, d = start.shape
+        answers = KMeans._block_answers(z, start, m)
+        ordered = np.empty((m, k * d))
+        for b in range(m):  # each block's centres matched to the public start
+            cost = ((answers[b][:, None, :] - start[None, :, :]) ** 2).sum(axis=2)
+            mine, theirs = linear_sum_assignment(cost)
+            for i, j in zip(mine, theirs, strict=True):
+                ordered[b, j * d:(j + 1) * d] = answers[b][i]
+        return release_centre_of_attention(ordered, eps, delta)[0].reshape(k, d)
+
+    def _fit_coreset(self, x: np.ndarray, eps: Fraction, k: int, lower: np.ndarray,
+                     upper: np.ndarray) -> KMeans:
+        """ε-DP coreset (:mod:`dpkit.learn.coreset`), then weighted Lloyd on it."""
+        d = x.shape[1]
+        levels = _integer_at_least(self.levels, "levels", 1)
+        cells = _integer_at_least(self.max_cells, "max_cells", 1 << min(d, 62))
+        if levels * d > MAX_DEPTH_BITS:
+            raise DomainError(f"levels·d must be ≤ {MAX_DEPTH_BITS}")
+
+        def compute() -> KMeans:
+            mid, half = (lower + upper) / 2, (upper - lower) / 2
+            clipped = np.clip(x, lower, upper)
+            points, weights = private_coreset((clipped - mid) / half, eps, levels, cells)
+            if points.shape[0] < k:  # too few cells cleared the noise: a data-free start
+                start = sphere_packing(k, -np.ones(d), np.ones(d))
+            else:
+                plain = _PlainKMeans(k, n_init=10, random_state=_seed())
+                start = np.asarray(plain.fit(points, sample_weight=weights).cluster_centers_)
+            self.cluster_centers_ = mid + start * half
+            self.labels_ = self._nearest(clipped, self.cluster_centers_)
+            self.n_features_in_ = d
+            self.n_iter_ = levels
+            return self
+
+        rows = plan(frontend.noise_row(1, eps / levels, "coreset cell counts"))
+        return charge(self.accountant, PureDP(eps),
+                      f"KMeans(ε={eps}, k={k}, L={levels}, coreset)", compute, rows)
 
     def _plan(self, k: int, lower: np.ndarray, upper: np.ndarray, start_eps: Fraction,
               parts: list[Fraction]) -> tuple[NoiseRow, ...]:
@@ -331,16 +482,7 @@ class KMeans(ClusterMixin, BaseEstimator):
                               m: int) -> np.ndarray:
         """NRS07 §4 (module docstring): block answers, then T matched noisy means."""
         k, d = start.shape
-        block = rng.uniform_below(m, size=z.shape[0]).astype(np.int64)  # independent per row
-        answers = np.broadcast_to(start, (m, k, d)).copy()
-        for _ in range(BLOCK_ITERATIONS):  # plain Lloyd in every block at once, from the start
-            label = ((z[:, None, :] - answers[block]) ** 2).sum(axis=2).argmin(axis=1)
-            cell = block * k + label
-            counts = np.bincount(cell, minlength=m * k)
-            sums = np.stack([np.bincount(cell, z[:, j], minlength=m * k) for j in range(d)], 1)
-            filled = counts > 0  # an empty cluster keeps its centre
-            flat = answers.reshape(m * k, d)
-            flat[filled] = sums[filled] / counts[filled, None]
+        answers = KMeans._block_answers(z, start, m)
         centres = start.copy()
         for eps_t in parts:
             total = np.zeros((k, d))
@@ -352,6 +494,23 @@ class KMeans(ClusterMixin, BaseEstimator):
                                    statistic=MATCHED).value.reshape(k, d)
             centres = np.clip(noisy / m, -1.0, 1.0)
         return centres
+
+    @staticmethod
+    def _block_answers(z: np.ndarray, start: np.ndarray, m: int) -> np.ndarray:
+        """(m, k, d): plain Lloyd in every block at once, from the public start; each row's
+        block drawn independently and uniformly (CSPRNG)."""
+        k, d = start.shape
+        block = rng.uniform_below(m, size=z.shape[0]).astype(np.int64)  # independent per row
+        answers = np.broadcast_to(start, (m, k, d)).copy()
+        for _ in range(BLOCK_ITERATIONS):  # plain Lloyd in every block at once, from the start
+            label = ((z[:, None, :] - answers[block]) ** 2).sum(axis=2).argmin(axis=1)
+            cell = block * k + label
+            counts = np.bincount(cell, minlength=m * k)
+            sums = np.stack([np.bincount(cell, z[:, j], minlength=m * k) for j in range(d)], 1)
+            filled = counts > 0  # an empty cluster keeps its centre
+            flat = answers.reshape(m * k, d)
+            flat[filled] = sums[filled] / counts[filled, None]
+        return answers
 
     @staticmethod
     def _nearest(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
