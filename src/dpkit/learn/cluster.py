@@ -1,4 +1,4 @@
-"""k-means under pure ε-DP, three ways to start and two ways to fit.
+"""k-means under ε-DP (and (ε, δ)-DP), three ways to start and three ways to fit.
 
 ``method="lloyd"`` (default) — noisy Lloyd iterations (SuLQ k-means: Blum, Dwork, McSherry
 & Nissim, PODS 2005, §5; budget schedules after Dwork, "A firm foundation for private data
@@ -31,30 +31,64 @@ Starting centres:
   the noise here: on Adult's 5 numeric columns (k = 5, ε = 1) noiseless Lloyd from a
   sphere-packing start ends at ≈ 1.13× the best within-cluster sum of squares.
 
-``method="sample_and_aggregate"`` — Nissim, Raskhodnikova & Smith, STOC 2007, §4 (the
-framework; Smith, STOC 2011, for its use with estimators): every row is put in one of
-m = ``n_blocks`` blocks, its block drawn independently and uniformly (CSPRNG); each block is
-clustered by non-private k-means — 20 plain Lloyd iterations from the public start, on the
-rows clipped and scaled to [−1, 1]^d, an empty cluster keeping its centre (a function of the
-block and of public values only);
-then T rounds aggregate the m block answers C_b (k × d, entries in [−1, 1]): round t matches
-each C_b's rows one-to-one to the current public centres (minimum total squared distance,
-Hungarian algorithm), releases S_t = Σ_b C_b[π_b] (k × d) with the grid Laplace mechanism at
-L1 sensitivity 2kd and ε_t, and takes the new centres as clamp(S_t/m) — post-processing.
+``method="sample_and_aggregate"`` with ``delta`` — Nissim, Raskhodnikova & Smith, "Smooth
+sensitivity and sampling in private data analysis", STOC 2007 (NRS07), §4: sample and
+aggregate with the *centre of attention* as the aggregation g. Every row is put in one of
+m = ``n_blocks`` blocks, its block drawn independently and uniformly (CSPRNG): the blocks
+partition the rows, so one row (or, under a Session, one privacy unit, whose rows are
+bounded before the fit) changes one block. Each block is clustered by non-private k-means
+(20 plain Lloyd iterations from the public start on the rows clipped and scaled to
+[−1, 1]^d, an empty cluster keeping its centre), and its k centres are ordered by a
+minimum-cost matching to the public start (Hungarian algorithm): block b's answer is a
+point z_b ∈ [−1, 1]^D, D = kd, a function of the block and public values only.
 
-Privacy of sample-and-aggregate (add/remove or substitution of one row): condition on the
-blocks of the rows the neighbours share (independent of the data); the differing row is in
-one block b, so only C_b changes, and each round's S_t moves by ≤ 2 in each of its kd
-entries (every entry in [−1, 1], the matching a function of C_b and public centres only):
-L1 ≤ 2kd, so round t is ε_t-DP (Dwork, McSherry, Nissim & Smith 2006, Prop. 1) and the T
-rounds are Σ ε_t = ε-DP (sequential composition). Averaging over the differing row's
-block (a mixture of ε-DP pairs) keeps ε. Its noise on a centre coordinate is ≈ 2kd/(ε_t·m)
-against ≈ 1/(ε_t·n_c) for a Lloyd step on a cluster of n_c rows, so on data where Lloyd
-works it is the weaker method; it is the one whose guarantee does not rest on the
-sensitivity of the Lloyd statistics, and it never reads the clustering of the whole data.
+The centre of attention (NRS07 §4): with r_i(t) the ℓ1 distance from z_i to its t-th
+nearest point among z_1 … z_m (itself first; the diameter Λ = 2D for t > m) and
+t₀ = ⌊(m + 1)/2⌋ + 1, g(z) = z_{i*}, i* = argmin_i r_i(t₀). Its smooth bound: with
+ρ_j = the (j+1)-th smallest of r_1(t₀ + j), …, r_m(t₀ + j) (Λ past m) and
+U_j = min(ρ_j + ρ_{j+1}, Λ), S(z) = max_{j ≥ 0} e^{−βj}·U_j(z). Why it is a β-smooth upper
+bound on the local sensitivity (NRS07 Def. 2.1 and Prop. 3.3's pattern): (i) if z′ differs
+from z in ≤ j points, one of the j + 1 indices achieving ρ_j is unchanged, and its ball of
+radius ρ_j holds ≥ t₀ points of z′, so g(z′) has ≥ t₀ points of z′ within ρ_j; (ii) for a
+neighbour z″ of z′ the two balls (radii ρ_j, ρ_{j+1}) each hold ≥ t₀ − 1 of the m − 1
+shared points, and 2(t₀ − 1) > m − 1, so they meet: ‖g(z′) − g(z″)‖₁ ≤ U_j (j = 0 bounds
+the local sensitivity); (iii) for neighbours x, y, r_i^x(t) ≤ r_i^y(t + 1) at every
+unchanged i, hence ρ_j(x) ≤ ρ_{j+1}(y), U_j(x) ≤ U_{j+1}(y) and S(x) ≤ e^β·S(y). Floats
+compute S with a relative error < 2^-40 (D ≤ 256, m ≤ 4096); S̃ = S·(1 + 2^-38) rounded
+up is ≥ S and (β + 2^-36)-smooth.
 
-Every method is pure ε-DP: PureDP(ε) is debited through the accountant before any row is
-read.
+Release: g(z) is rounded to the fixed lattice 2^-20 (adding D·2^-20 to the ℓ1 local
+sensitivity) and D independent discrete Laplace draws of scale b(z) = (S̃ + D·2^-20)/(2^-20·a),
+a = ε/2, are added in lattice units (:func:`dpkit.mechanisms.frontend.noisy`, the scale
+rounded up by < 2^-40: b is (β + η)-smooth, η = 2^-34), then clamped to [−1, 1].
+
+Privacy ((ε, δ), one block changed; NRS07 Lemma 2.5 for a D-dimensional discrete Laplace,
+redone here). Let β′ = β + η with D·β′ ≤ ε/2, 2β′·T ≤ ε/2, β′ ≤ 1/2 (so e^{β′} − 1 ≤ 2β′),
+T = 2 ln(1/δ) + 2D ln 2 + ε/2 (:func:`attention_beta`). For an output o, the centres differ
+by ‖c_x − c_y‖₁ ≤ a·min(b_x, b_y). If b_x ≤ b_y, P_x(o)/P_y(o) ≤ (Z(b_y)/Z(b_x))^D·e^{a} ≤
+e^{Dβ′ + a} ≤ e^ε (Z(b) = coth(1/(2b)), Z(b_y)/Z(b_x) ≤ b_y/b_x as u·coth u increases). If
+b_x > b_y, it is ≤ exp(a + W·(e^{β′} − 1)) with W = ‖o − c_x‖₁/b_x, ≤ e^ε unless W > T;
+under P_x, W is a sum of D discrete-Laplace magnitudes, E e^{|Y|/(2b)} ≤ 2e^{1/(2b)} and
+D/b ≤ a, so P(W > T) ≤ e^{−T/2}·2^D·e^{ε/4} = δ (Chernoff). Hence the release is (ε, δ)-DP
+in one block answer, and so in one row; conditioning on the blocks of the shared rows and
+averaging over the changed row's block (a mixture of (ε, δ) pairs) keeps (ε, δ). With the
+``"grid"`` start (pure ε₀ = ``init_fraction``·ε) the whole fit is (ε, δ)-DP by sequential
+composition, the release running at ε − ε₀. ``max_iter`` and ``schedule`` are unused.
+The cost is O(n·d·k + m²·D) — declared quantities and the row count only.
+
+``method="sample_and_aggregate"`` without ``delta`` (deprecated, DeprecationWarning) — the
+earlier aggregator: T rounds match each block answer C_b (k × d) to the current public
+centres and release S_t = Σ_b C_b[π_b] with the grid Laplace mechanism at L1 sensitivity
+2kd and ε_t (one row moves one C_b, every entry in [−1, 1]); new centres clamp(S_t/m).
+Pure ε-DP by sequential composition over the rounds.
+
+``method="coreset"`` — Feldman, Xiang, Zhu & Rus, IPSN 2017: an ε-DP weighted coreset
+(:mod:`dpkit.learn.coreset`: noisy counts of a hierarchical grid's cells, ``levels`` L,
+``max_cells``), then weighted k-means (scikit-learn, k-means++ seeded from the CSPRNG) on
+it — post-processing. Pure ε-DP; ``init`` and ``max_iter`` are unused.
+
+Every method but the centre of attention is pure ε-DP: PureDP(ε) (ApproxDP(ε, δ) for the
+centre of attention) is debited through the accountant before any row is read.
 """
 
 from __future__ import annotations
@@ -70,6 +104,8 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.cluster import KMeans as _PlainKMeans
 
 from dpkit.core import rng
+from dpkit.core.component import Measurement
+from dpkit.core.metrics import AddRemoveDistance, HammingDistance
 from dpkit.core.measures import ApproxDP, PrivacyLoss, PureDP
 from dpkit.core.numbers import fraction_down, log_up, to_fraction
 from dpkit.core.record import NoiseRow
@@ -77,9 +113,10 @@ from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon, exact_sums, plan
 from dpkit.learn._validation import ArrayLike, fit_features, predict_features
-from dpkit.learn.coreset import MAX_DEPTH_BITS, private_coreset
+from dpkit.learn.coreset import COUNTS, MAX_DEPTH_BITS, level_counts, private_coreset
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
+from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["KMeans", "budget_schedule", "grid_start", "sphere_packing", "attention_beta",
            "centre_of_attention", "release_centre_of_attention"]
@@ -225,6 +262,47 @@ def release_centre_of_attention(points: np.ndarray, epsilon: Fraction, delta: Fr
                    -1.0, 1.0)
 
 
+AUDIT_DELTA = Fraction(1, 10**6)
+# six block answers in [−1, 1] (D = 1) with one changed: centres of attention −1 and +1
+ATTENTION_PAIR = (np.array([[-1.0], [-1.0], [-1.0], [1.0], [1.0], [1.0]]),
+                  np.array([[1.0], [-1.0], [-1.0], [1.0], [1.0], [1.0]]))
+CORESET_PAIR = (np.full((3, 1), 0.5), np.full((4, 1), 0.5))  # one row added
+
+
+def audit_cases() -> list[AuditCase]:
+    """The centre of attention on six block answers (ε = 1, δ = 10^-6, one answer changed)
+    and the coreset (L = 1, d = 1, ε = 1, one row added; output: the weight of the cell
+    that holds the rows). Broken: 4ε for the same claim."""
+    def attention(epsilon: int) -> Sampler:
+        return lambda x, n: release_centre_of_attention(np.asarray(x), Fraction(epsilon),
+                                                        AUDIT_DELTA, n)[:, 0]
+
+    def coreset(epsilon: int) -> Sampler:
+        def sample(x: np.ndarray, n: int) -> np.ndarray:
+            # level 1 of private_coreset (L = 1), n times: its counts, its noise, its weights
+            counts = level_counts(np.asarray(x), np.arange(2), 1)
+            noisy = frontend.noisy(np.tile(counts, n), 1, Fraction(epsilon), statistic=COUNTS)
+            return np.maximum(np.asarray(noisy.value).reshape(n, 2)[:, 1], 0).astype(float)
+        return sample
+
+    def claim(name: str, loss: PrivacyLoss, metric: HammingDistance | AddRemoveDistance,
+              sample: Sampler) -> Measurement:
+        return Measurement(lambda x: sample(x, 1)[0], metric, type(loss),
+                           lambda d: loss, name)
+
+    eps = Fraction(1)
+    return [
+        AuditCase("kmeans_centre_of_attention",
+                  claim("kmeans_centre_of_attention", ApproxDP(eps, AUDIT_DELTA),
+                        HammingDistance(), attention(1)),
+                  attention(1), attention(4), *ATTENTION_PAIR),
+        AuditCase("kmeans_coreset", claim("kmeans_coreset", PureDP(eps), AddRemoveDistance(),
+                                          coreset(1)),
+                  coreset(1), coreset(4), *CORESET_PAIR),
+    ]
+
+
+@register(audit=lambda: audit_cases())  # the audit battery's cases, next to the code
 class KMeans(ClusterMixin, BaseEstimator):
     """ε-DP k-means (module docstring).
 
@@ -248,8 +326,10 @@ class KMeans(ClusterMixin, BaseEstimator):
         Adult (k = 5, ε = 1, T = 3) it ends at ≈ 1.07× the non-private WCSS against
         ≈ 1.15–1.2× from ``"sphere_packing"``. ``"auto"`` (default) takes ``"grid"`` where
         b^d ≤ 65,536.
-    method : {"lloyd", "sample_and_aggregate"}
-        Noisy Lloyd iterations (SuLQ) or sample-and-aggregate (NRS07 §4), module docstring.
+    method : {"lloyd", "sample_and_aggregate", "coreset"}
+        Noisy Lloyd iterations (SuLQ), sample-and-aggregate with the centre of attention
+        (NRS07 §4; needs ``delta``, without it the deprecated matched mean runs) or Lloyd on
+        a private coreset (Feldman et al. 2017), module docstring.
     init_fraction : float
         Share of ε for the ``"grid"`` histogram, in (0, 1) (default 1/2; rounded down to an
         exact fraction with denominator ≤ 2^20).
@@ -257,7 +337,14 @@ class KMeans(ClusterMixin, BaseEstimator):
         b ≥ 2, cells per feature for ``"grid"``; b^d ≤ 65536 (default 3).
     n_blocks : int
         m ≥ 2, blocks for sample-and-aggregate (default 1000). Declared, never taken from n;
-        its noise per centre coordinate has scale 2kd/(ε_t·m).
+        at most 4096 for the centre of attention (m² distances).
+    delta : float, optional
+        δ ∈ (0, 1/2] of the centre of attention (``"sample_and_aggregate"``); its fit is
+        (ε, δ)-DP, ApproxDP(ε, δ) debited. Omitted: the deprecated pure-ε matched mean.
+    levels : int
+        L ≥ 1 grid levels of the coreset (default 3), L·d ≤ 62.
+    max_cells : int
+        Candidate cells per coreset level, ≥ 2^d (default 4096).
 
     Attributes
     ----------
@@ -270,7 +357,23 @@ class KMeans(ClusterMixin, BaseEstimator):
     ------
     DomainError
         Missing bounds, ε ≤ 0, k < 1, a bad schedule, method, init, init_fraction, grid_bins
-        (or b^d > 65536) or n_blocks — all before any budget is debited.
+        (or b^d > 65536), n_blocks, delta (or n_blocks > 4096, k·d > 256, an ε too small
+        for the centre of attention), levels or max_cells — all before any budget is
+        debited.
+
+    Warns
+    -----
+    DeprecationWarning
+        ``method="sample_and_aggregate"`` without ``delta``.
+
+    Notes
+    -----
+    Guarantee (add/remove or substitution of one row; one privacy unit under a Session):
+    ``"lloyd"``, ``"coreset"`` and the deprecated matched mean: ε-DP; the centre of
+    attention: (ε, δ)-DP with β from :func:`attention_beta` (module docstring: the smooth
+    bound after NRS07 §4, the noise after NRS07 Lemma 2.5, redone for D-dimensional
+    discrete Laplace). Sources: Blum et al. 2005 §5, Su et al. 2016 §4–6, Nissim,
+    Raskhodnikova & Smith STOC 2007 §4, Feldman, Xiang, Zhu & Rus IPSN 2017.
     """
 
     def __init__(self, n_clusters: int = 8, epsilon: float = 1.0, bounds: Any = None,
@@ -409,7 +512,7 @@ class KMeans(ClusterMixin, BaseEstimator):
             self.n_iter_ = levels
             return self
 
-        rows = plan(frontend.noise_row(1, eps / levels, "coreset cell counts"))
+        rows = plan(frontend.noise_row(1, eps / levels, COUNTS))
         return charge(self.accountant, PureDP(eps),
                       f"KMeans(ε={eps}, k={k}, L={levels}, coreset)", compute, rows)
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from dpkit.mechanisms import frontend
 
-__all__ = ["private_coreset", "refine_threshold", "MAX_DEPTH_BITS"]
+__all__ = ["private_coreset", "level_counts", "refine_threshold", "MAX_DEPTH_BITS", "COUNTS"]
 
 MAX_DEPTH_BITS = 62  # a level's cell code ℓ·d must fit an int64
 COUNTS = "coreset cell counts"
@@ -69,6 +69,15 @@ def _centres(codes: np.ndarray, level: int, d: int) -> np.ndarray:
     side = 1 << level
     cells = np.array(np.unravel_index(codes, (side,) * d), dtype=np.float64).T
     return (cells + 0.5) * (2 / side) - 1
+
+
+def level_counts(z: np.ndarray, candidates: np.ndarray, level: int) -> np.ndarray:
+    """The rows in each candidate cell (sorted codes) of ``level``; a row outside every
+    candidate is not counted (each row adds 1 to at most one count: L1 sensitivity 1)."""
+    codes = _codes(z, level)
+    slot = np.minimum(np.searchsorted(candidates, codes), candidates.size - 1)
+    inside = candidates[slot] == codes
+    return np.bincount(slot[inside], minlength=candidates.size).astype(np.int64)
 
 
 def private_coreset(z: np.ndarray, epsilon: Fraction, levels: int, max_cells: int
@@ -107,13 +116,8 @@ def private_coreset(z: np.ndarray, epsilon: Fraction, levels: int, max_cells: in
     candidates = np.arange(1 << d, dtype=np.int64)
     points, weights = [], []
     for level in range(1, levels + 1):
-        codes = _codes(z, level)
-        slot = np.searchsorted(candidates, codes)  # candidates are sorted
-        slot = np.minimum(slot, candidates.size - 1)
-        inside = candidates[slot] == codes
-        counts = np.bincount(slot[inside], minlength=candidates.size)
-        noisy = np.asarray(frontend.noisy(counts.astype(np.int64), 1, share,
-                                          statistic=COUNTS).value)
+        counts = level_counts(z, candidates, level)
+        noisy = np.asarray(frontend.noisy(counts, 1, share, statistic=COUNTS).value)
         heavy = np.flatnonzero(noisy >= theta)
         if level == levels:
             heavy = heavy[:0]
