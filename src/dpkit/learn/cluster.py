@@ -105,8 +105,8 @@ from sklearn.cluster import KMeans as _PlainKMeans
 
 from dpkit.core import rng
 from dpkit.core.component import Measurement
-from dpkit.core.metrics import AddRemoveDistance, HammingDistance
 from dpkit.core.measures import ApproxDP, PrivacyLoss, PureDP
+from dpkit.core.metrics import AddRemoveDistance, HammingDistance
 from dpkit.core.numbers import fraction_down, log_up, to_fraction
 from dpkit.core.record import NoiseRow
 from dpkit.core.rng import uniforms
