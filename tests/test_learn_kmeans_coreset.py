@@ -136,8 +136,8 @@ def test_without_delta_the_matched_mean_is_deprecated():
     {"method": "sample_and_aggregate", "delta": "small"},
     {"method": "sample_and_aggregate", "delta": 1e-6, "n_blocks": 5000},
     {"method": "sample_and_aggregate", "delta": 1e-6, "epsilon": 1e-12},
-    {"method": "coreset", "levels": 0}, {"method": "coreset", "levels": 40},
-    {"method": "coreset", "max_cells": 2}, {"method": "coreset", "levels": True},
+    {"method": "coreset", "levels": 0}, {"method": "coreset", "levels": 32},
+    {"method": "coreset", "max_cells": 1}, {"method": "coreset", "levels": True},
 ])
 def test_bad_inputs_raise_before_any_debit(kwargs):
     acct = PrivacyFilter(ApproxDP(5, Fraction(1, 100)))
@@ -150,11 +150,11 @@ def test_bad_inputs_raise_before_any_debit(kwargs):
 # -- the coreset --
 
 def _levels(z: np.ndarray, z2: np.ndarray, epsilon: Fraction, claimed: Fraction,
-            monkeypatch: pytest.MonkeyPatch) -> bool:
+            monkeypatch: pytest.MonkeyPatch, max_cells: int = 64) -> bool:
     """Run the coreset on z with noise-free counts, then on its neighbour z2 replaying z's
     outputs (so both take z's path: the candidates are public); every level's counts must
-    differ by ≤ 1 in L1 at sensitivity 1, and the levels' budgets must add up to ``claimed``
-    (deterministic)."""
+    differ by ≤ 1 in L1 at sensitivity 1, and each of the ≤ L = 3 levels must run at
+    ``claimed``/L, so that they add up to at most ``claimed`` (deterministic)."""
     calls: list[tuple[np.ndarray, Fraction]] = []
 
     def record(values, sensitivity, budget, **kw):
@@ -163,7 +163,7 @@ def _levels(z: np.ndarray, z2: np.ndarray, epsilon: Fraction, claimed: Fraction,
         return km.frontend.Drawn(np.asarray(values), None)
 
     monkeypatch.setattr(cs.frontend, "noisy", record)
-    cs.private_coreset(z, epsilon, 3, 64)
+    cs.private_coreset(z, epsilon, 3, max_cells)
     first = list(calls)
     calls.clear()
     replay = iter(first)
@@ -171,15 +171,26 @@ def _levels(z: np.ndarray, z2: np.ndarray, epsilon: Fraction, claimed: Fraction,
                         lambda v, s, b, **kw: (calls.append((np.asarray(v).copy(),
                                                              Fraction(b))),
                                                km.frontend.Drawn(next(replay)[0], None))[1])
-    cs.private_coreset(z2, epsilon, 3, 64)
+    cs.private_coreset(z2, epsilon, 3, max_cells)
     moved = all(np.abs(a[0] - b[0]).sum() <= 1 for a, b in zip(first, calls, strict=True))
-    return moved and sum(b for _, b in first) == claimed
+    return moved and len(first) <= 3 and all(b == claimed / 3 for _, b in first)
 
 
 def test_coreset_levels_have_sensitivity_one_and_split_eps(monkeypatch):
     z = np.clip(GEN.normal(0, 0.3, (60, 2)), -1, 1)
     for extra in ([0.1, 0.1], [-0.9, 0.7], [1.0, -1.0]):
         assert _levels(z, np.vstack([z, extra]), Fraction(2), Fraction(2), monkeypatch)
+
+
+def test_coreset_splits_a_few_coordinates_a_level_in_high_dimension(monkeypatch):
+    """d = 7 with 8 cells a level: s = 3 coordinates split a level, cyclically."""
+    assert cs.split_width(7, 8) == 3
+    assert cs.resolution(7, 3, 3).tolist() == [2, 2, 1, 1, 1, 1, 1]
+    z = np.clip(GEN.normal(0, 0.3, (80, 7)), -1, 1)
+    assert _levels(z, np.vstack([z, np.full(7, 0.05)]), Fraction(2), Fraction(2),
+                   monkeypatch, max_cells=8)
+    points, _ = cs.private_coreset(z, Fraction(50), 3, 8)
+    assert points.shape[1] == 7 and np.all(np.abs(points) < 1)
 
 
 def test_a_coreset_spending_eps_per_level_is_caught(monkeypatch):

@@ -113,7 +113,13 @@ from dpkit.core.rng import uniforms
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import check_bounds, check_epsilon, exact_sums, plan
 from dpkit.learn._validation import ArrayLike, fit_features, predict_features
-from dpkit.learn.coreset import COUNTS, MAX_DEPTH_BITS, level_counts, private_coreset
+from dpkit.learn.coreset import (
+    COUNTS,
+    MAX_DEPTH_BITS,
+    level_counts,
+    private_coreset,
+    split_width,
+)
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
@@ -280,7 +286,7 @@ def audit_cases() -> list[AuditCase]:
     def coreset(epsilon: int) -> Sampler:
         def sample(x: np.ndarray, n: int) -> np.ndarray:
             # level 1 of private_coreset (L = 1), n times: its counts, its noise, its weights
-            counts = level_counts(np.asarray(x), np.arange(2), 1)
+            counts = level_counts(np.asarray(x), np.arange(2), 1, 1)
             noisy = frontend.noisy(np.tile(counts, n), 1, Fraction(epsilon), statistic=COUNTS)
             return np.maximum(np.asarray(noisy.value).reshape(n, 2)[:, 1], 0).astype(float)
         return sample
@@ -342,9 +348,9 @@ class KMeans(ClusterMixin, BaseEstimator):
         δ ∈ (0, 1/2] of the centre of attention (``"sample_and_aggregate"``); its fit is
         (ε, δ)-DP, ApproxDP(ε, δ) debited. Omitted: the deprecated pure-ε matched mean.
     levels : int
-        L ≥ 1 grid levels of the coreset (default 3), L·d ≤ 62.
+        L ≥ 1 grid levels of the coreset (default 3), L·min(d, ⌊log₂ max_cells⌋) ≤ 62.
     max_cells : int
-        Candidate cells per coreset level, ≥ 2^d (default 4096).
+        Candidate cells per coreset level, ≥ 2 (default 4096).
 
     Attributes
     ----------
@@ -493,9 +499,9 @@ class KMeans(ClusterMixin, BaseEstimator):
         """ε-DP coreset (:mod:`dpkit.learn.coreset`), then weighted Lloyd on it."""
         d = x.shape[1]
         levels = _integer_at_least(self.levels, "levels", 1)
-        cells = _integer_at_least(self.max_cells, "max_cells", 1 << min(d, 62))
-        if levels * d > MAX_DEPTH_BITS:
-            raise DomainError(f"levels·d must be ≤ {MAX_DEPTH_BITS}")
+        cells = _integer_at_least(self.max_cells, "max_cells", 2)
+        if levels * split_width(d, cells) > MAX_DEPTH_BITS:
+            raise DomainError(f"levels·min(d, log2 max_cells) must be ≤ {MAX_DEPTH_BITS}")
 
         def compute() -> KMeans:
             mid, half = (lower + upper) / 2, (upper - lower) / 2

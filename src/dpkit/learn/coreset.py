@@ -7,15 +7,16 @@ post-processing), built here as its core step at small scale: noisy counts of th
 a hierarchical grid (the private-coreset construction of Feldman, Fiat, Kaplan & Nissim,
 "Private coresets", STOC 2009, §4, that the IPSN paper refines). Simplified: the paper's
 dimension reduction (which makes its error sub-linear in d) is not built; the grid is the
-dyadic one of the declared box, and a cell is refined when its noisy count clears a
-threshold fixed by the declared (ε, levels) only.
+dyadic one of the declared box, split along s = min(d, ⌊log₂ max_cells⌋) coordinates a
+level in cyclic order (all of them when 2^d ≤ max_cells), and a cell is refined when its
+noisy count clears a threshold fixed by the declared (ε, levels) only.
 
 Construction on rows z ∈ [−1, 1]^d (clipped and scaled by the declared bounds, a public
 map of each row). Level ℓ = 1 … L has the dyadic cells of side 2^{1−ℓ}. The candidates of
 level 1 are its 2^d cells; level ℓ's counts of the rows in each candidate cell are
 released with discrete Laplace noise at ε/L (each row lies in at most one candidate cell
-of a level: L1 sensitivity 1); the candidates of level ℓ + 1 are the 2^d children of the
-≤ ``max_cells``/2^d candidates whose noisy count is ≥ θ = 4L/ε, largest first (a function
+of a level: L1 sensitivity 1); the candidates of level ℓ + 1 are the 2^s children of the
+≤ ``max_cells``/2^s candidates whose noisy count is ≥ θ = 4L/ε, largest first (a function
 of released values and declared quantities only). The coreset is every released cell that
 was not refined, at its centre, weighted by its noisy count where positive.
 
@@ -35,10 +36,16 @@ import numpy as np
 
 from dpkit.mechanisms import frontend
 
-__all__ = ["private_coreset", "level_counts", "refine_threshold", "MAX_DEPTH_BITS", "COUNTS"]
+__all__ = ["private_coreset", "level_counts", "refine_threshold", "split_width", "resolution",
+           "MAX_DEPTH_BITS", "COUNTS"]
 
 MAX_DEPTH_BITS = 62  # a level's cell code ℓ·d must fit an int64
 COUNTS = "coreset cell counts"
+
+
+def split_width(d: int, max_cells: int) -> int:
+    """s = min(d, ⌊log₂ max_cells⌋): coordinates split per level (2^s children a cell)."""
+    return min(d, max_cells.bit_length() - 1)
 
 
 def refine_threshold(epsilon: Fraction, levels: int) -> Fraction:
@@ -46,35 +53,46 @@ def refine_threshold(epsilon: Fraction, levels: int) -> Fraction:
     return 4 * levels / epsilon
 
 
-def _codes(z: np.ndarray, level: int) -> np.ndarray:
-    """Each row's dyadic cell at ``level`` (side 2^{1−level}), as one int64 code."""
-    side = 1 << level
-    cells = np.clip(((z + 1) * (side / 2)).astype(np.int64), 0, side - 1)
-    code = np.zeros(z.shape[0], dtype=np.int64)
-    for j in range(z.shape[1]):
-        code = code * side + cells[:, j]
-    return code
+def resolution(d: int, split: int, level: int) -> np.ndarray:
+    """Splits per coordinate after ``level`` levels, ``split`` coordinates split a level in
+    cyclic order (all d at once when split = d: the dyadic grid)."""
+    slots = np.arange(level * split) % d
+    return np.bincount(slots, minlength=d).astype(np.int64)
 
 
-def _children(codes: np.ndarray, level: int, d: int) -> np.ndarray:
-    """The 2^d children at ``level + 1`` of the cells ``codes`` of ``level``."""
-    side = 1 << level
-    cells = np.array(np.unravel_index(codes, (side,) * d)).T  # (c, d)
-    offsets = np.array(np.unravel_index(np.arange(1 << d), (2,) * d)).T  # (2^d, d)
-    kids = (2 * cells[:, None, :] + offsets[None, :, :]).reshape(-1, d)
-    return np.ravel_multi_index(kids.T, (2 * side,) * d).astype(np.int64)
+def _shape(d: int, split: int, level: int) -> tuple[int, ...]:
+    return tuple(int(1 << r) for r in resolution(d, split, level))
 
 
-def _centres(codes: np.ndarray, level: int, d: int) -> np.ndarray:
-    side = 1 << level
-    cells = np.array(np.unravel_index(codes, (side,) * d), dtype=np.float64).T
-    return (cells + 0.5) * (2 / side) - 1
+def _codes(z: np.ndarray, level: int, split: int) -> np.ndarray:
+    """Each row's cell at ``level``, as one int64 code."""
+    shape = _shape(z.shape[1], split, level)
+    cells = [np.clip(((z[:, j] + 1) * (side / 2)).astype(np.int64), 0, side - 1)
+             for j, side in enumerate(shape)]
+    return np.ravel_multi_index(cells, shape).astype(np.int64)
 
 
-def level_counts(z: np.ndarray, candidates: np.ndarray, level: int) -> np.ndarray:
+def _children(codes: np.ndarray, level: int, d: int, split: int) -> np.ndarray:
+    """The 2^split children at ``level + 1`` of the cells ``codes`` of ``level``."""
+    cells = np.array(np.unravel_index(codes, _shape(d, split, level))).T  # (c, d)
+    grows = resolution(d, split, level + 1) > resolution(d, split, level)
+    offsets = np.zeros((1 << split, d), dtype=np.int64)
+    offsets[:, grows] = np.array(np.unravel_index(np.arange(1 << split), (2,) * split)).T
+    kids = (np.where(grows, 2, 1) * cells[:, None, :] + offsets[None, :, :]).reshape(-1, d)
+    return np.ravel_multi_index(kids.T, _shape(d, split, level + 1)).astype(np.int64)
+
+
+def _centres(codes: np.ndarray, level: int, d: int, split: int) -> np.ndarray:
+    shape = _shape(d, split, level)
+    cells = np.array(np.unravel_index(codes, shape), dtype=np.float64).T
+    return (cells + 0.5) * (2 / np.array(shape, dtype=np.float64)) - 1
+
+
+def level_counts(z: np.ndarray, candidates: np.ndarray, level: int, split: int
+                 ) -> np.ndarray:
     """The rows in each candidate cell (sorted codes) of ``level``; a row outside every
     candidate is not counted (each row adds 1 to at most one count: L1 sensitivity 1)."""
-    codes = _codes(z, level)
+    codes = _codes(z, level, split)
     slot = np.minimum(np.searchsorted(candidates, codes), candidates.size - 1)
     inside = candidates[slot] == codes
     return np.bincount(slot[inside], minlength=candidates.size).astype(np.int64)
@@ -91,9 +109,9 @@ def private_coreset(z: np.ndarray, epsilon: Fraction, levels: int, max_cells: in
     epsilon : Fraction
         ε > 0 (nats) for the whole coreset: ε/L per level.
     levels : int
-        L ≥ 1 levels; L·d ≤ 62.
+        L ≥ 1 levels; L·s ≤ 62, s = :func:`split_width` (d, max_cells).
     max_cells : int
-        Candidate cells per level ≥ 2^d (at most max_cells/2^d cells are refined).
+        Candidate cells per level ≥ 2 (at most max_cells/2^s cells are refined).
 
     Returns
     -------
@@ -110,13 +128,14 @@ def private_coreset(z: np.ndarray, epsilon: Fraction, levels: int, max_cells: in
     The caller checks ``levels``, ``max_cells`` and ε before any debit.
     """
     d = z.shape[1]
+    split = split_width(d, max_cells)
     share = epsilon / levels
     theta = float(refine_threshold(epsilon, levels))
-    keep = max(max_cells >> d, 1)
-    candidates = np.arange(1 << d, dtype=np.int64)
+    keep = max(max_cells >> split, 1)
+    candidates = np.arange(1 << split, dtype=np.int64)
     points, weights = [], []
     for level in range(1, levels + 1):
-        counts = level_counts(z, candidates, level)
+        counts = level_counts(z, candidates, level, split)
         noisy = np.asarray(frontend.noisy(counts, 1, share, statistic=COUNTS).value)
         heavy = np.flatnonzero(noisy >= theta)
         if level == levels:
@@ -125,9 +144,9 @@ def private_coreset(z: np.ndarray, epsilon: Fraction, levels: int, max_cells: in
         leaf = np.ones(candidates.size, dtype=bool)
         leaf[heavy] = False
         leaf &= noisy > 0
-        points.append(_centres(candidates[leaf], level, d))
+        points.append(_centres(candidates[leaf], level, d, split))
         weights.append(noisy[leaf].astype(np.float64))
         if heavy.size == 0:
             break
-        candidates = np.sort(_children(candidates[heavy], level, d))
+        candidates = np.sort(_children(candidates[heavy], level, d, split))
     return np.concatenate(points), np.concatenate(weights)
