@@ -187,10 +187,10 @@ def test_coreset_splits_a_few_coordinates_a_level_in_high_dimension(monkeypatch)
     assert cs.split_width(7, 8) == 3
     assert cs.resolution(7, 3, 3).tolist() == [2, 2, 1, 1, 1, 1, 1]
     z = np.clip(GEN.normal(0, 0.3, (80, 7)), -1, 1)
-    assert _levels(z, np.vstack([z, np.full(7, 0.05)]), Fraction(2), Fraction(2),
-                   monkeypatch, max_cells=8)
     points, _ = cs.private_coreset(z, Fraction(50), 3, 8)
     assert points.shape[1] == 7 and np.all(np.abs(points) < 1)
+    assert _levels(z, np.vstack([z, np.full(7, 0.05)]), Fraction(2), Fraction(2),
+                   monkeypatch, max_cells=8)
 
 
 def test_a_coreset_spending_eps_per_level_is_caught(monkeypatch):
