@@ -105,6 +105,7 @@ from sklearn.cluster import KMeans as _PlainKMeans
 
 from dpkit.core import rng
 from dpkit.core.component import Measurement
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import ApproxDP, PrivacyLoss, PureDP
 from dpkit.core.metrics import AddRemoveDistance, HammingDistance
 from dpkit.core.numbers import fraction_down, log_up, to_fraction
@@ -293,8 +294,9 @@ def audit_cases() -> list[AuditCase]:
 
     def claim(name: str, loss: PrivacyLoss, metric: HammingDistance | AddRemoveDistance,
               sample: Sampler) -> Measurement:
+        rows = VectorDomain(VectorDomain(AtomDomain(Kind.FLOAT)))  # a 2-D array of floats
         return Measurement(lambda x: sample(x, 1)[0], metric, type(loss),
-                           lambda d: loss, name)
+                           lambda d: loss, name, input_domain=rows)
 
     eps = Fraction(1)
     return [
