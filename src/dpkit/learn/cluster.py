@@ -523,7 +523,10 @@ class KMeans(ClusterMixin, BaseEstimator):
                 start = sphere_packing(k, -np.ones(d), np.ones(d))
             else:
                 plain = _PlainKMeans(k, n_init=10, random_state=_seed())
-                start = np.asarray(plain.fit(points, sample_weight=weights).cluster_centers_)
+                with warnings.catch_warnings():  # no data-dependent text after the debit
+                    warnings.simplefilter("ignore")
+                    fitted = plain.fit(points, sample_weight=weights)
+                start = np.asarray(fitted.cluster_centers_)
             self.cluster_centers_ = mid + start * half
             self.labels_ = self._nearest(clipped, self.cluster_centers_)
             self.n_features_in_ = d
