@@ -519,6 +519,25 @@ def kmeans_case() -> Case:
                 doc=lambda: learn.KMeans.__doc__ or "")
 
 
+def kmeans_method_case(label: str, **method: object) -> Case:
+    """A non-default KMeans method (issue 36, item 5) against the same baseline as the
+    default's row: one centre at the exact mean."""
+    def cost(X: np.ndarray, centres: np.ndarray) -> float:
+        d = ((X[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+        return float(d.min(axis=1).sum())
+
+    def trial(ds: str, eps: float) -> tuple[float, float]:
+        Xtr, _, _, _ = learn_data()
+        X = Xtr[: size(20_000, 5_000)]
+        model = learn.KMeans(n_clusters=8, epsilon=eps, bounds=(0, 1), **method)
+        model.fit(X)
+        return cost(X, np.asarray(model.cluster_centers_)), cost(X, X.mean(axis=0)[None, :])
+
+    return Case(f"learn.KMeans({label})", "learn", "one centre at the mean (exact, not private)",
+                "k-means cost", ("movielens ratings",), trial,
+                doc=lambda: learn.KMeans.__doc__ or "")
+
+
 def learn_cases() -> list[Case]:
     return [
         classifier_case("LogisticRegression",
@@ -550,7 +569,10 @@ def learn_cases() -> list[Case]:
                         lambda e: learn.LinearSVC(epsilon=e, delta=1e-6, bounds=(0, 1),
                                                   classes=[0, 1]), label=" (amp, δ = 1e-6)"),
         linear_case(method="amp", delta=1e-6),
-        categorical_nb_case(), linear_case(), pca_case(), kmeans_case()]
+        categorical_nb_case(), linear_case(), pca_case(), kmeans_case(),
+        kmeans_method_case("coreset", method="coreset"),
+        kmeans_method_case("centre of attention", method="sample_and_aggregate",
+                           delta=1e-6)]
 
 
 # apps ------------------------------------------------------------------------------------

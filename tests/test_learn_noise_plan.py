@@ -77,6 +77,11 @@ VARIANTS: dict[str, Callable[[Any], Any]] = {
     "KMeans(sample_and_aggregate, halving)": lambda a: learn.KMeans(
         2, 2, method="sample_and_aggregate", schedule="halving", n_blocks=10,
         init="sphere_packing", accountant=a, **BOUNDS).fit(X),
+    "KMeans(sample_and_aggregate, centre of attention)": lambda a: learn.KMeans(
+        2, 2, method="sample_and_aggregate", delta=1e-6, n_blocks=10, init="grid",
+        grid_bins=2, accountant=a, **BOUNDS).fit(X),
+    "KMeans(coreset)": lambda a: learn.KMeans(2, 2, method="coreset", levels=2,
+                                              accountant=a, **BOUNDS).fit(X),
     "DecisionTreeClassifier(sulq_id3)": lambda a: learn.DecisionTreeClassifier(
         2, 2, method="sulq_id3", accountant=a, **BOUNDS, **TWO).fit(X, LABELS),
     "privbasis": lambda a: learn.frequent_itemsets(TX, range(8), 4, 2, method="privbasis",
