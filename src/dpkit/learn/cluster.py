@@ -76,10 +76,12 @@ averaging over the changed row's block (a mixture of (ε, δ) pairs) keeps (ε, 
 composition, the release running at ε − ε₀. ``max_iter`` and ``schedule`` are unused.
 The cost is O(n·d·k + m²·D) — declared quantities and the row count only.
 
-``method="sample_and_aggregate"`` without ``delta`` (deprecated, DeprecationWarning) — the
-earlier aggregator: T rounds match each block answer C_b (k × d) to the current public
-centres and release S_t = Σ_b C_b[π_b] with the grid Laplace mechanism at L1 sensitivity
-2kd and ε_t (one row moves one C_b, every entry in [−1, 1]); new centres clamp(S_t/m).
+``method="sample_and_aggregate"`` without ``delta`` — the matched-mean aggregator (kept, not
+deprecated: on Adult's held-out rows it is 1.2–7.4× scikit-learn's cost where the centre of
+attention is 8.5–25×, ``bench/results/learn_kmeans_coreset.md``): T rounds match each
+block answer C_b (k × d) to the current public centres and release S_t = Σ_b C_b[π_b]
+with the grid Laplace mechanism at L1 sensitivity 2kd and ε_t (one row moves one C_b,
+every entry in [−1, 1]); new centres clamp(S_t/m).
 Pure ε-DP by sequential composition over the rounds.
 
 ``method="coreset"`` — Feldman, Xiang, Zhu & Rus, IPSN 2017: an ε-DP weighted coreset
@@ -336,7 +338,7 @@ class KMeans(ClusterMixin, BaseEstimator):
         b^d ≤ 65,536.
     method : {"lloyd", "sample_and_aggregate", "coreset"}
         Noisy Lloyd iterations (SuLQ), sample-and-aggregate with the centre of attention
-        (NRS07 §4; needs ``delta``, without it the deprecated matched mean runs) or Lloyd on
+        (NRS07 §4; needs ``delta``, without it the matched mean runs) or Lloyd on
         a private coreset (Feldman et al. 2017), module docstring.
     init_fraction : float
         Share of ε for the ``"grid"`` histogram, in (0, 1) (default 1/2; rounded down to an
@@ -348,7 +350,7 @@ class KMeans(ClusterMixin, BaseEstimator):
         at most 4096 for the centre of attention (m² distances).
     delta : float, optional
         δ ∈ (0, 1/2] of the centre of attention (``"sample_and_aggregate"``); its fit is
-        (ε, δ)-DP, ApproxDP(ε, δ) debited. Omitted: the deprecated pure-ε matched mean.
+        (ε, δ)-DP, ApproxDP(ε, δ) debited. Omitted: the pure-ε matched mean.
     levels : int
         L ≥ 1 grid levels of the coreset (default 3), L·min(d, ⌊log₂ max_cells⌋) ≤ 62.
     max_cells : int
@@ -369,15 +371,10 @@ class KMeans(ClusterMixin, BaseEstimator):
         for the centre of attention), levels or max_cells — all before any budget is
         debited.
 
-    Warns
-    -----
-    DeprecationWarning
-        ``method="sample_and_aggregate"`` without ``delta``.
-
     Notes
     -----
     Guarantee (add/remove or substitution of one row; one privacy unit under a Session):
-    ``"lloyd"``, ``"coreset"`` and the deprecated matched mean: ε-DP; the centre of
+    ``"lloyd"``, ``"coreset"`` and the matched mean: ε-DP; the centre of
     attention: (ε, δ)-DP with β from :func:`attention_beta` (module docstring: the smooth
     bound after NRS07 §4, the noise after NRS07 Lemma 2.5, redone for D-dimensional
     discrete Laplace). Sources: Blum et al. 2005 §5, Su et al. 2016 §4–6, Nissim,
@@ -470,14 +467,11 @@ class KMeans(ClusterMixin, BaseEstimator):
 
     def _attention(self, eps: Fraction, dim: int, blocks: int
                    ) -> tuple[Fraction, Fraction] | None:
-        """(ε, δ) of the centre-of-attention release, or None for the deprecated matched
+        """(ε, δ) of the centre-of-attention release, or None for the matched
         mean (sample-and-aggregate without δ). Checked before the debit."""
         if self.method != "sample_and_aggregate":
             return None
-        if self.delta is None:
-            warnings.warn("KMeans(method='sample_and_aggregate') without delta runs the "
-                          "deprecated matched-mean aggregator; pass delta= for NRS07's "
-                          "centre of attention", DeprecationWarning, stacklevel=3)
+        if self.delta is None:  # the matched mean (pure ε)
             return None
         try:
             delta = fraction_down(self.delta)
