@@ -12,6 +12,7 @@ import dpkit.apps.equilibrium  # noqa: F401
 import dpkit.apps.holdout  # noqa: F401
 import dpkit.apps.posterior  # noqa: F401
 import dpkit.local  # noqa: F401  (registers the local randomizers' cases)
+import dpkit.release.synthetic.onthemap  # noqa: F401  (the OnTheMap synthesizer's case)
 import dpkit.stream  # noqa: F401  (registers the continual counters' cases)
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.mechanisms.registry import AuditCase, audit_cases

@@ -489,11 +489,22 @@ def onthemap(table: pl.DataFrame, *, origin: str, destination: str,
     return charge(accountant, loss, description, compute, alternatives=(loss.to_approx(),))
 
 
+def _urn_many(weights: list[int], step: int, m: int, n: int) -> np.ndarray:
+    """n independent runs of :func:`_urn` at once (int64 weights: the audit's small urns),
+    each draw an exact uniform integer from :func:`dpkit.core.rng.uniform_below`."""
+    w = np.tile(np.asarray(weights, dtype=np.int64), (n, 1))
+    drawn = np.zeros_like(w)
+    rows = np.arange(n)
+    for _ in range(m):
+        cum = np.cumsum(w, axis=1)
+        u = rng.uniform_below(cum[:, -1].astype(np.uint64)).astype(np.int64)
+        i = (cum <= u[:, None]).sum(axis=1)
+        w[rows, i] += step
+        drawn[rows, i] += 1
+    return drawn
+
+
 # -- audit -------------------------------------------------------------------------------------
-def _code(s: np.ndarray) -> int:
-    return int(s[0])  # k = 2: the first cell's count names the output
-
-
 def audit_cases() -> list[AuditCase]:
     """One destination, k = 2 origins, m = 4, ε = 1, δ_d = 1/100: x has one worker at
     origin 1, x′ one more at origin 0 (add one row). The claim is the (ε, δ)-DP conversion
@@ -506,10 +517,11 @@ def audit_cases() -> list[AuditCase]:
     def sampler(a: Fraction) -> Sampler:
         def sample(data: Any, n: int) -> np.ndarray:
             counts = np.bincount(np.asarray(data, dtype=np.int64), minlength=k).tolist()
-            return np.array([_code(polya_urn(counts, a, m)) for _ in range(n)])
+            weights = [a.denominator * c + a.numerator for c in counts]
+            return _urn_many(weights, a.denominator, m, n)[:, 0]  # the first cell's count
         return sample
 
-    measurement = Measurement(lambda d: sampler(alpha)(d, 1), AddRemoveDistance(), ApproxDP,
+    measurement = Measurement(lambda d: sampler(alpha)(d, 1)[0], AddRemoveDistance(), ApproxDP,
                               lambda d: claim if d <= 1 else ApproxDP(d * eps, 1), "onthemap",
                               input_domain=VectorDomain(AtomDomain(Kind.INTEGER)))
     return [AuditCase("onthemap", measurement, sampler(alpha), sampler(alpha / 16),
