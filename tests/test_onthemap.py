@@ -94,8 +94,7 @@ def test_sampler_passes_chi_square_and_broken_prior_fails():
 
 # -- α ↔ (ε, δ) -----------------------------------------------------------------------------
 def _histograms(k, max_n):
-    for n in itertools.product(range(max_n + 1), repeat=k):
-        yield n
+    yield from itertools.product(range(max_n + 1), repeat=k)
 
 
 def _brute_worst(m, alpha, k, max_n=4):
