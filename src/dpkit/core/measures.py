@@ -43,7 +43,8 @@ from dpkit.core.numbers import (
 )
 from dpkit.errors import DomainError, MeasureError
 
-__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "ProbabilisticDP", "convert", "zcdp_to_epsilon",
+__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "ProbabilisticDP", "convert",
+            "zcdp_to_epsilon",
            "largest_rho", "rounding_note"]
 
 

@@ -318,8 +318,8 @@ def shrink_domain(weights: Mapping[Hashable, Mapping[Hashable, Number]], keep: i
     keep = integer(keep, "keep", minimum=1)
     out: dict[Hashable, tuple[Hashable, ...]] = {}
     for dest, row in weights.items():
-        order = sorted(range(len(row)), key=lambda j, w=list(row.values()): -Fraction(w[j]))
         names = list(row)
+        order = sorted(range(len(names)), key=lambda j, r=row, o=names: -Fraction(r[o[j]]))
         out[dest] = tuple(names[j] for j in sorted(order[:keep]))
     return out
 
