@@ -44,8 +44,7 @@ from dpkit.core.numbers import (
 from dpkit.errors import DomainError, MeasureError
 
 __all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "ProbabilisticDP", "convert",
-            "zcdp_to_epsilon",
-           "largest_rho", "rounding_note"]
+           "zcdp_to_epsilon", "largest_rho", "rounding_note"]
 
 
 def _frac(x: Number | Fraction, name: str) -> Fraction:

@@ -228,8 +228,11 @@ def _delta(m: int, alpha: Fraction, k: int, epsilon: Fraction) -> Fraction:
 
 
 def _tail_work(m: int, alpha: Fraction, epsilon: Fraction) -> int:
+    """Terms :func:`_delta` sums at α: ≤ m per tail, one tail per x with (x − 1 + α)(e^ε − 1)
+    < m (ε ≤ e^ε − 1 stands in for the growth: an over-count, never an under-count). At
+    α = 0 it bounds every α, so :func:`choose_alpha`'s whole search."""
     growth = float(epsilon) if epsilon < 1 else math.expm1(float(epsilon))
-    return m * (int(m / max(growth, 1e-12)) + 2) if alpha < m else m
+    return m * (max(0, math.ceil(m / max(growth, 1e-12) - float(alpha))) + 2)
 
 
 def disclosure_delta(m: int, alpha: Number, k: int, epsilon: Number) -> Fraction:
@@ -278,7 +281,8 @@ def choose_alpha(m: int, k: int, epsilon: Number, delta: Number) -> Fraction:
     Raises
     ------
     DomainError
-        Bad arguments (as :func:`disclosure_delta`), δ not in (0, 1).
+        Bad arguments (as :func:`disclosure_delta`), δ not in (0, 1), or a search costing
+        more than :data:`MAX_TAIL_WORK` terms (its cost at α → 0, m · (m/(e^ε − 1) + 2)).
     """
     eps = positive(epsilon, "epsilon", up=False)
     dlt = positive(delta, "delta", up=False)
@@ -287,7 +291,10 @@ def choose_alpha(m: int, k: int, epsilon: Number, delta: Number) -> Fraction:
     m = integer(m, "m", minimum=1)
     unit = Fraction(1, 1 << _ALPHA_BITS)
     pure = dyadic_up(m / (exp_down(eps) - 1), _ALPHA_BITS)  # δ_d = 0 here (ε-DP)
-    disclosure_delta(m, pure, k, eps)  # the cost check, before the search
+    disclosure_delta(m, pure, k, eps)  # the arguments' checks
+    if _tail_work(m, Fraction(0), eps) > MAX_TAIL_WORK:  # the search reaches small α
+        raise DomainError(f"m = {m} at ε = {float(eps):g} needs more than {MAX_TAIL_WORK} "
+                          "terms to choose α; lower m or raise ε")
     lo, hi = 0, int(pure / unit)  # δ_d(hi·unit) ≤ δ; lo·unit is below the search
     while hi - lo > 1:
         mid = (lo + hi) // 2
