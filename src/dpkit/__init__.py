@@ -16,8 +16,8 @@ errors       DPError and its subclasses
 
 Top-level names: ``Session``, ``KeySet``, ``PrivacyUnit``, ``PureDP``, ``ApproxDP``, ``ZCDP``,
 ``ProbabilisticDP``, ``count``, ``count_distinct``, ``sum``, ``mean``, ``variance``, ``std``,
-``histogram``, ``quantile``, ``median``, ``min``, ``max``, ``PartitionSelection``, ``TopKSelection``,
-``Ledger``, ``Release``, ``tune`` (private contribution-bound tuning)
+``histogram``, ``quantile``, ``median``, ``min``, ``max``, ``PartitionSelection``,
+``TopKSelection``, ``Ledger``, ``Release``, ``tune`` (private contribution-bound tuning)
 (the record of a release: ``session.last_release``).
 """
 

@@ -65,7 +65,15 @@ from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import ApproxDP, ProbabilisticDP
 from dpkit.core.metrics import AddRemoveDistance
-from dpkit.core.numbers import Number, dyadic_up, exp_down, integer, log_up, positive
+from dpkit.core.numbers import (
+    Number,
+    dyadic_up,
+    exp_down,
+    integer,
+    log_up,
+    positive,
+    to_fraction,
+)
 from dpkit.errors import DomainError
 from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
@@ -326,7 +334,8 @@ def shrink_domain(weights: Mapping[Hashable, Mapping[Hashable, Number]], keep: i
     out: dict[Hashable, tuple[Hashable, ...]] = {}
     for dest, row in weights.items():
         names = list(row)
-        order = sorted(range(len(names)), key=lambda j, r=row, o=names: -Fraction(r[o[j]]))
+        w = [to_fraction(row[o]) for o in names]
+        order = sorted(range(len(names)), key=w.__getitem__, reverse=True)  # stable: ties
         out[dest] = tuple(names[j] for j in sorted(order[:keep]))
     return out
 
