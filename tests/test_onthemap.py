@@ -8,6 +8,7 @@ the histogram test's 9-vote majority (< 1e-11)."""
 
 import itertools
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -19,7 +20,7 @@ import dpkit as dp
 from dpkit.audit import run_audit
 from dpkit.core.accountant import FilterAccountant
 from dpkit.core.measures import ApproxDP, ProbabilisticDP, convert
-from dpkit.errors import DomainError, MeasureError
+from dpkit.errors import BaselineWarning, BudgetExceededError, DomainError, MeasureError
 from dpkit.release.synthetic import onthemap as otm
 
 FPR = 1e-6
@@ -174,7 +175,9 @@ def _run(**kw):
     args = dict(origin="o", destination="d", origins=["a", "b", "c"], destinations=["x", "y"],
                 m=5, epsilon=1, delta=Fraction(1, 1000))
     args.update(kw)
-    return otm.onthemap(_table(), **args)
+    with warnings.catch_warnings():  # the floor's warning has its own tests below
+        warnings.simplefilter("ignore", BaselineWarning)
+        return otm.onthemap(_table(), **args)
 
 
 def test_release_shape_and_charge():
@@ -222,3 +225,43 @@ def test_audit_case_passes_and_broken_alpha_is_flagged():
     assert good.histogram_passed and good.lower_bound <= good.claimed_epsilon
     bad = run_audit(case, 20_000, broken=True, confidence=1 - FPR)
     assert (not bad.histogram_passed) or bad.lower_bound > bad.claimed_epsilon
+
+
+# -- the floor: the warning naming per-cell noisy counts ----------------------------------
+def test_expected_errors_match_enumeration():
+    # synthesizer: the exact E Σ|sᵢ − m/k| on the even table n = (2, 2) by enumerating the
+    # law; identity: k·E|Z| for the two-sided geometric by summing its pmf
+    m, k, alpha, eps = 4, 2, Fraction(3, 2), 1
+    exact = sum(otm.dirichlet_multinomial_pmf(s, (2, 2), alpha) * sum(abs(v - 2) for v in s)
+                for s in _compositions(m, k))
+    q = math.exp(-eps)
+    mean_abs = sum((1 - q) / (1 + q) * q ** abs(z) * abs(z) for z in range(-400, 401))
+    synth, ident = otm.expected_errors(m, alpha, k, eps)
+    assert synth == pytest.approx(float(exact), rel=1e-9)
+    assert ident == pytest.approx(k * mean_abs, rel=1e-9)
+    # broken variant: the prior dropped from the reference law changes the figure
+    assert otm._sampling_error(m, 2.0, k) != pytest.approx(synth, rel=1e-3)
+
+
+def test_warning_names_noisy_counts_from_declared_quantities_before_the_debit():
+    big = pl.DataFrame({"o": ["a"] * 40 + ["b"] * 3, "d": ["x"] * 20 + ["y"] * 23})
+    for table in (_table(), big):  # the data never decides: both tables warn alike
+        acc = FilterAccountant(dp.ApproxDP(Fraction(1, 2), Fraction(1, 100)))
+        with pytest.warns(BaselineWarning, match="per-cell noisy counts"), \
+                pytest.raises(BudgetExceededError):  # warned at plan time, nothing spent
+            otm.onthemap(table, origin="o", destination="d", origins=["a", "b", "c"],
+                         destinations=["x", "y"], m=40, epsilon=2, delta=Fraction(1, 1000),
+                         accountant=acc)
+        assert acc.spent == ApproxDP(0, 0)
+
+
+def test_no_warning_where_the_noisy_counts_are_worse():
+    # m = 2 records over 10 origins at ε = 1/2: the counts' noise (10/sinh ½ ≈ 19 records)
+    # exceeds anything 2 records can get wrong (≤ 4)
+    origins = list("abcdefghij")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BaselineWarning)
+        out = otm.onthemap(pl.DataFrame({"o": ["a"], "d": ["x"]}), origin="o", destination="d",
+                           origins=origins, destinations=["x"], m=2, epsilon=Fraction(1, 2),
+                           delta=Fraction(1, 100))
+    assert int(out.counts["x"].sum()) == 2
