@@ -88,9 +88,9 @@ from dpkit.errors import BaselineWarning, DomainError
 from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
-__all__ = ["OnTheMapRelease", "onthemap", "polya_urn", "dirichlet_multinomial_pmf",
-           "pure_epsilon", "disclosure_delta", "choose_alpha", "shrink_domain",
-           "expected_errors", "audit_cases"]
+__all__ = ["OnTheMapRelease", "OnTheMapPlan", "onthemap", "plan_onthemap", "polya_urn",
+           "dirichlet_multinomial_pmf", "pure_epsilon", "disclosure_delta", "choose_alpha",
+           "shrink_domain", "expected_errors", "audit_cases"]
 
 MAX_RECORDS = 100_000  # m per destination: the urn's draws
 MAX_TAIL_WORK = 400_000  # plan-time terms of disclosure_delta (m × the thresholds' range)
@@ -411,7 +411,8 @@ def _sampling_error(m: int, a: float, k: int) -> float:
 
 
 def _advise(sizes: Mapping[Hashable, int], alphas: Mapping[Hashable, Fraction],
-            doms: Mapping[Hashable, tuple[Hashable, ...]], eps: Fraction) -> None:
+            doms: Mapping[Hashable, tuple[Hashable, ...]], eps: Fraction,
+            stacklevel: int) -> None:
     """Warn, before the debit, when per-cell noisy counts are the better release (declared
     quantities only: summed over destinations, :func:`expected_errors`)."""
     pairs = [expected_errors(sizes[d], alphas[d], len(doms[d]), eps) for d in doms]
@@ -424,7 +425,7 @@ def _advise(sizes: Mapping[Hashable, int], alphas: Mapping[Hashable, Fraction],
             "origin × destination cell, ε-DP at the same ε) — release those "
             "(dpkit.mechanisms.make_noise on the counts, or a Session count grouped by "
             "destination and origin) unless synthetic records (microdata) are what you need",
-            BaselineWarning, stacklevel=3)
+            BaselineWarning, stacklevel=stacklevel)
 
 
 # -- the release ------------------------------------------------------------------------------
@@ -583,29 +584,84 @@ def onthemap(table: pl.DataFrame, *, origin: str, destination: str,
     BaselineWarning
         When the rule above says per-cell noisy counts are more accurate.
     """
-    rng.require_secure()
-    eps = positive(epsilon, "epsilon", up=False)
-    dlt = positive(delta, "delta", up=False)
-    if dlt >= 1:
-        raise DomainError("delta must be below 1")
     check_accountant(accountant)
     if not isinstance(table, pl.DataFrame):
         raise DomainError("table must be a polars DataFrame")
     for col in (origin, destination):
         if col not in table.columns:
             raise DomainError(f"unknown column {col!r}")
+    plan = plan_onthemap(origins=origins, destinations=destinations, m=m, epsilon=epsilon,
+                         delta=delta, domains=domains, stacklevel=3)
+    return charge(accountant, plan.loss, plan.description,
+                  lambda: plan.draw(table[origin].to_numpy(), table[destination].to_numpy()),
+                  alternatives=(plan.loss.to_approx(),))
+
+
+@dataclass(frozen=True)
+class OnTheMapPlan:
+    """The data-free half of :func:`onthemap` (:func:`plan_onthemap`): everything checked,
+    α chosen and the loss known, before any debit; :meth:`draw` is the data side.
+
+    Attributes
+    ----------
+    domains : dict destination → tuple of origins
+    m : dict destination → int
+    alpha : dict destination → Fraction
+    loss : ProbabilisticDP
+        (ε, Σ_d δ_d); the accountant is charged its (ε, δ)-DP conversion.
+    description : str
+        The ledger's text (declared quantities only).
+    """
+
+    domains: dict[Hashable, tuple[Hashable, ...]]
+    m: dict[Hashable, int]
+    alpha: dict[Hashable, Fraction]
+    loss: ProbabilisticDP
+    description: str
+
+    def draw(self, origin: np.ndarray, destination: np.ndarray) -> OnTheMapRelease:
+        """The release from one worker per entry (origin[i], destination[i]), shape (N,):
+        rows outside the declared domains dropped; total (never raises on the data)."""
+        hist = _histograms(origin, destination, self.domains)
+        counts = {d: polya_urn(hist[d], self.alpha[d], self.m[d]) for d in self.domains}
+        return OnTheMapRelease(counts, self.domains, self.alpha, self.loss)
+
+
+def plan_onthemap(*, origins: Sequence[Hashable], destinations: Sequence[Hashable],
+                  m: int | Mapping[Hashable, int], epsilon: Number, delta: Number,
+                  domains: Mapping[Hashable, Sequence[Hashable]] | None = None,
+                  stacklevel: int = 2) -> OnTheMapPlan:
+    """Check the declarations, choose α per destination and emit the floor's warning — the
+    part of :func:`onthemap` that reads no data (parameters as there; ``stacklevel`` for the
+    warning).
+
+    Returns
+    -------
+    OnTheMapPlan
+
+    Raises
+    ------
+    DomainError
+        Bad declarations, m, ε or δ, or a plan too costly to certify.
+    InsecureRandomnessError
+        Under the seeded test stream.
+
+    Warns
+    -----
+    BaselineWarning
+        As :func:`onthemap`.
+    """
+    rng.require_secure()
+    eps = positive(epsilon, "epsilon", up=False)
+    dlt = positive(delta, "delta", up=False)
+    if dlt >= 1:
+        raise DomainError("delta must be below 1")
     doms, sizes, alphas, spent = _plan(list(destinations), list(origins), domains, m, eps, dlt)
-    _advise(sizes, alphas, doms, eps)
+    _advise(sizes, alphas, doms, eps, stacklevel + 1)
     loss = ProbabilisticDP(eps, spent)
-
-    def compute() -> OnTheMapRelease:
-        hist = _histograms(table[origin].to_numpy(), table[destination].to_numpy(), doms)
-        counts = {d: polya_urn(hist[d], alphas[d], sizes[d]) for d in doms}
-        return OnTheMapRelease(counts, doms, alphas, loss)
-
     description = (f"onthemap: {len(doms)} destinations, {len(origins)} origins, "
                    f"m {sorted(set(sizes.values()))}, {loss} (probabilistic DP)")
-    return charge(accountant, loss, description, compute, alternatives=(loss.to_approx(),))
+    return OnTheMapPlan(doms, sizes, alphas, loss, description)
 
 
 def _urn_many(weights: list[int], step: int, m: int, n: int) -> np.ndarray:
