@@ -15,9 +15,9 @@ datasets     load_adult
 errors       DPError and its subclasses
 
 Top-level names: ``Session``, ``KeySet``, ``PrivacyUnit``, ``PureDP``, ``ApproxDP``, ``ZCDP``,
-``count``, ``count_distinct``, ``sum``, ``mean``, ``variance``, ``std``, ``histogram``,
-``quantile``, ``median``, ``min``, ``max``, ``PartitionSelection``, ``TopKSelection``,
-``Ledger``, ``Release``, ``tune`` (private contribution-bound tuning)
+``ProbabilisticDP``, ``count``, ``count_distinct``, ``sum``, ``mean``, ``variance``, ``std``,
+``histogram``, ``quantile``, ``median``, ``min``, ``max``, ``PartitionSelection``,
+``TopKSelection``, ``Ledger``, ``Release``, ``tune`` (private contribution-bound tuning)
 (the record of a release: ``session.last_release``).
 """
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from dpkit import core, datasets, errors, mechanisms
 from dpkit.core import record as _record
-from dpkit.core.measures import ZCDP, ApproxDP, PureDP
+from dpkit.core.measures import ZCDP, ApproxDP, ProbabilisticDP, PureDP
 from dpkit.core.record import Release
 from dpkit.core.renyi import RenyiDP
 from dpkit.frame import (
@@ -75,6 +75,7 @@ __all__ = [
     "PureDP",
     "ApproxDP",
     "ZCDP",
+    "ProbabilisticDP",
     "RenyiDP",
     "Session",
     "Query",

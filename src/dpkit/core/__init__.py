@@ -6,7 +6,7 @@ Contents
 numbers    exact Fraction arithmetic with directed rounding
 rng        the one source of randomness (a CSPRNG)
 samplers   exact, vectorised samplers (Canonne, Kamath & Steinke 2020)
-measures   PureDP, ApproxDP, ZCDP and their conversions
+measures   PureDP, ApproxDP, ZCDP, ProbabilisticDP and their conversions
 metrics    neighbouring relations and vector distances
 domains    input domains (AtomDomain, CategoricalDomain, VectorDomain) and their
            metric-space check
@@ -44,7 +44,15 @@ from dpkit.core.domains import (
     Kind,
     VectorDomain,
 )
-from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert, zcdp_to_epsilon
+from dpkit.core.measures import (
+    ZCDP,
+    ApproxDP,
+    PrivacyLoss,
+    ProbabilisticDP,
+    PureDP,
+    convert,
+    zcdp_to_epsilon,
+)
 from dpkit.core.metrics import (
     AddRemoveDistance,
     HammingDistance,
@@ -79,6 +87,7 @@ __all__ = [
     "PureDP",
     "ApproxDP",
     "ZCDP",
+    "ProbabilisticDP",
     "zcdp_to_epsilon",
     "Metric",
     "AddRemoveDistance",

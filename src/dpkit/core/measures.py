@@ -12,8 +12,12 @@ a user passes is a cap or a target that a mechanism must not exceed.
 - :class:`CrowdBlending` — (k, ε)-crowd-blending privacy (Gehrke, Hay, Lui & Pass 2012): a
   guarantee a release states, not a loss an accountant debits (it does not compose);
   with pre-sampling it implies differential privacy (:meth:`CrowdBlending.presampled_epsilon`).
+- :class:`ProbabilisticDP` — (ε, δ)-probabilistic DP (Machanavajjhala, Kifer, Abowd, Gehrke
+  & Vilhuber, ICDE 2008, Def. 4): for every table, outside a disclosure set of output
+  probability ≤ δ the ratio bound e^ε holds pointwise against every neighbour.
 
 Conversions: ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4); ε-DP ⇒ (ε, 0)-DP;
+(ε, δ)-probabilistic DP ⇒ (ε, δ)-DP (:meth:`ProbabilisticDP.to_approx`; the converse fails);
 ρ-zCDP ⇒ (ε, δ)-DP by the better of Bun & Steinke 2016 Prop. 1.3,
 ε = ρ + 2√(ρ ln(1/δ)), and Canonne, Kamath & Steinke 2020 Cor. 13,
 ε = inf_{α>1} αρ + (ln(1/δ) + (α−1) ln(1 − 1/α) − ln α)/(α − 1).
@@ -44,8 +48,8 @@ from dpkit.core.numbers import (
 )
 from dpkit.errors import DomainError, MeasureError
 
-__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "CrowdBlending", "convert",
-           "zcdp_to_epsilon", "largest_rho", "rounding_note"]
+__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "CrowdBlending", "ProbabilisticDP",
+           "convert", "zcdp_to_epsilon", "largest_rho", "rounding_note"]
 
 
 def _frac(x: Number | Fraction, name: str) -> Fraction:
@@ -370,6 +374,72 @@ class CrowdBlending:
         return f"k = {self.k}, ε {_relation(self.epsilon)} {readable(self.epsilon)}"
 
 
+@dataclass(frozen=True, repr=False)
+class ProbabilisticDP(PrivacyLoss):
+    """(ε, δ)-probabilistic differential privacy (Machanavajjhala, Kifer, Abowd, Gehrke &
+    Vilhuber, "Privacy: Theory meets Practice on the Map", ICDE 2008, Def. 4).
+
+    For every table x the outputs split into Ω₁ ∪ Ω₂ with Pr[M(x) ∈ Ω₂] ≤ δ (Ω₂, the
+    disclosure set, may depend on x) and, for every neighbour x′ and every output ω ∈ Ω₁,
+    e^−ε ≤ Pr[M(x) = ω] / Pr[M(x′) = ω] ≤ e^ε. The probability is over the mechanism's
+    coins, for every table (not over a distribution of tables).
+
+    Conversion: (ε, δ)-probabilistic DP ⇒ (ε, δ)-DP (:meth:`to_approx`): for any event S,
+    Pr[M(x) ∈ S] ≤ Pr[M(x) ∈ S ∩ Ω₁] + δ ≤ e^ε Pr[M(x′) ∈ S] + δ (Machanavajjhala et al.
+    2008, §4; Meiser 2018, "Approximate and probabilistic differential privacy
+    definitions", Lemma 1). The converse does not hold, so an accountant charges the
+    converted (ε, δ); composition adds both parameters (the disclosure sets' union).
+
+    Parameters
+    ----------
+    epsilon : number
+        ε ≥ 0 in nats.
+    delta : number
+        δ ∈ [0, 1]. Floats are rounded down.
+    """
+
+    epsilon: Fraction
+    delta: Fraction
+
+    def __init__(self, epsilon: Number, delta: Number) -> None:
+        approx = ApproxDP(epsilon, delta)  # the same checks
+        object.__setattr__(self, "epsilon", approx.epsilon)
+        object.__setattr__(self, "delta", approx.delta)
+
+    @classmethod
+    def zero(cls) -> ProbabilisticDP:
+        return cls(0, 0)
+
+    def __add__(self, other: Any) -> PrivacyLoss:
+        if isinstance(other, ProbabilisticDP):  # the disclosure sets' union bound
+            return ProbabilisticDP(self.epsilon + other.epsilon,
+                                   min(Fraction(1), self.delta + other.delta))
+        if isinstance(other, PureDP | ApproxDP):
+            return self.to_approx() + other
+        return NotImplemented
+
+    def __sub__(self, other: ProbabilisticDP) -> ProbabilisticDP:
+        if not isinstance(other, ProbabilisticDP):
+            raise MeasureError("only a probabilistic-DP loss is taken from a probabilistic-DP "
+                               "budget")
+        return ProbabilisticDP(max(Fraction(0), self.epsilon - other.epsilon),
+                               max(Fraction(0), self.delta - other.delta))
+
+    def __le__(self, other: Any) -> bool:
+        if isinstance(other, ProbabilisticDP):
+            return self.epsilon <= other.epsilon and self.delta <= other.delta
+        if isinstance(other, ApproxDP):
+            return self.to_approx() <= other
+        if isinstance(other, PureDP | ZCDP):
+            raise MeasureError("a probabilistic-DP loss does not bound a pure or zCDP loss")
+        return NotImplemented
+
+    def to_approx(self) -> ApproxDP:
+        """(ε, δ)-probabilistic DP ⇒ (ε, δ)-DP (class docstring)."""
+        return ApproxDP(self.epsilon, self.delta)
+
+
+
 def rounding_note(requested: PrivacyLoss, charged: PrivacyLoss, why: str) -> str | None:
     """What a person reads when a release is charged other than the budget it asked for:
     ``"requested ρ = 0.1; charged ρ = 0.09999999999845 (1.5e-12 less): <why>"``, or None
@@ -418,7 +488,8 @@ def _relation_at(v: Fraction, digits: int) -> str:
 
 
 def convert(loss: PrivacyLoss, target: type) -> Any:
-    """``loss`` in the measure ``target`` (identity, or pure ⇒ zCDP / (ε, 0)).
+    """``loss`` in the measure ``target`` (identity, pure ⇒ zCDP / (ε, 0), or probabilistic
+    (ε, δ) ⇒ (ε, δ)).
 
     Raises
     ------
@@ -430,6 +501,8 @@ def convert(loss: PrivacyLoss, target: type) -> Any:
     if isinstance(loss, PureDP) and target is ZCDP:
         return loss.to_zcdp()
     if isinstance(loss, PureDP) and target is ApproxDP:
+        return loss.to_approx()
+    if isinstance(loss, ProbabilisticDP) and target is ApproxDP:
         return loss.to_approx()
     raise MeasureError(f"cannot convert {type(loss).__name__} to {target.__name__} without a δ")
 

@@ -39,14 +39,16 @@ from dpkit.release.session_tables import (
     in_domain,
     iterative_query,
     marginals_query,
+    onthemap_query,
     synthetic_query,
 )
 from dpkit.release.synthetic.iterative import ICResult
+from dpkit.release.synthetic.onthemap import OnTheMapRelease
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["ReleaseNamespace", "release_query_histogram", "pmw_query", "median_query",
            "SessionPMW", "synthetic_query", "marginals_query", "histogram_nd_query",
-           "gaussian_mm_query", "iterative_query", "in_domain"]
+           "gaussian_mm_query", "iterative_query", "onthemap_query", "in_domain"]
 
 
 def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
@@ -355,9 +357,10 @@ class ReleaseNamespace:
     ``….publish.histogram_nd(spec, "quadtree", epsilon=1)``, ``….publish.gaussian_mm("age",
     bins, epsilon=1)``, ``….publish.pmw(spec, epsilon=1, alpha=50)``,
     ``….publish.median(spec, epsilon=1, alpha=50)``, ``….publish.iterative(spec, cliques,
-    epsilon=1)``, ``….publish.synthetic(spec, method="mst", epsilon=1)`` or
-    ``….publish.marginals(spec, [("a", "b")], epsilon=1)`` or ``….publish.diffgen(taxonomies,
-    "income", classes, epsilon=1)``; each bounds the rows to the
+    epsilon=1)``, ``….publish.synthetic(spec, method="mst", epsilon=1)``,
+    ``….publish.onthemap("home", "work", origins=…, destinations=…, m=100, epsilon=1,
+    delta=1e-6)``, ``….publish.marginals(spec, [("a", "b")], epsilon=1)`` or
+    ``….publish.diffgen(taxonomies, "income", classes, epsilon=1)``; each bounds the rows to the
     session's privacy unit and debits the session once, before any row is read (see
     :func:`release_query_histogram`, :func:`pmw_query`, :func:`median_query` and the
     functions of :mod:`~dpkit.release.session_tables`).
@@ -463,3 +466,15 @@ class ReleaseNamespace:
         :func:`~dpkit.release.session_tables.iterative_query`."""
         return iterative_query(self.query, spec, cliques, epsilon=epsilon,
                                distinguisher=distinguisher, updater=updater, T=T, **options)
+
+    def onthemap(self, origin: str, destination: str, *, origins: Sequence[Any],
+                 destinations: Sequence[Any], m: int | Mapping[Any, int], epsilon: Number,
+                 delta: Number, domains: Mapping[Any, Sequence[Any]] | None = None
+                 ) -> OnTheMapRelease:
+        """A synthetic origin → destination table by the OnTheMap synthesizer (one worker =
+        one row), debiting (``epsilon``, ``delta``) once, now; parameters, privacy argument
+        ((ε, δ)-probabilistic DP ⇒ (ε, δ)-DP per worker) and errors as
+        :func:`~dpkit.release.session_tables.onthemap_query`."""
+        return onthemap_query(self.query, origin, destination, origins=origins,
+                              destinations=destinations, m=m, epsilon=epsilon, delta=delta,
+                              domains=domains)

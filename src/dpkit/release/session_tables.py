@@ -64,6 +64,7 @@ from dpkit.release.synthetic.marginals import (
     make_consistent,
     measure_marginals,
 )
+from dpkit.release.synthetic.onthemap import OnTheMapRelease, plan_onthemap
 from dpkit.release.synthetic.synthesize import (
     METHODS,
     check_options,
@@ -76,7 +77,7 @@ from dpkit.release.synthetic.synthesize import (
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["declared_codec", "synthetic_query", "marginals_query", "MarginalsRelease", "unit_rows",
-           "in_domain", "MAX_CELLS", "histogram_nd_query", "gaussian_mm_query",
+           "onthemap_query", "in_domain", "MAX_CELLS", "histogram_nd_query", "gaussian_mm_query",
            "GaussianRangesRelease", "iterative_query", "zcdp_budget",
            "check_histogram_options"]
 
@@ -745,3 +746,70 @@ def iterative_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
                       f"(1 − {ic.share})·ε/{2 * ic.T} each", None, Fraction(m),
                       "workload marginals"))
     return charge(query.session, PureDP(eps), description, compute, noise)
+
+
+# -- the OnTheMap synthesizer ------------------------------------------------------------
+
+def onthemap_query(query: Any, origin: str, destination: str, *,
+                   origins: Sequence[Any], destinations: Sequence[Any],
+                   m: int | Mapping[Any, int], epsilon: Number, delta: Number,
+                   domains: Mapping[Any, Sequence[Any]] | None = None) -> OnTheMapRelease:
+    """The OnTheMap synthesizer (:func:`~dpkit.release.synthetic.onthemap.onthemap`) on the
+    rows of a session query, one row per worker.
+
+    Privacy: the unit is one worker, one row — a row-level unit, or ``PrivacyUnit.by(column,
+    1)`` (each person's rows bounded to one) — so a unit adds or removes one row, which is
+    the synthesizer's neighbouring relation: ProbabilisticDP(ε, Σ_d δ_d) ⇒ ApproxDP(ε, δ)
+    per unit (Machanavajjhala et al., ICDE 2008, Def. 4). A unit of M > 1 rows is refused
+    (group privacy for probabilistic DP is not offered). The session (an ApproxDP budget) is
+    debited (ε, δ) once, before any row is read.
+
+    Parameters
+    ----------
+    query : dpkit.frame.Query
+        Ungrouped, without aggregations (filters and transformations allowed).
+    origin, destination : str
+        The two columns.
+    origins, destinations, m, epsilon, delta, domains
+        As :func:`~dpkit.release.synthetic.onthemap.onthemap` (declared, never the data's).
+
+    Returns
+    -------
+    OnTheMapRelease
+        The release record is ``query.session.last_release``.
+
+    Raises
+    ------
+    DomainError, ColumnError
+        A grouped query, aggregations, a unit of more than one row, unknown columns or bad
+        declarations (as :func:`~dpkit.release.synthetic.onthemap.plan_onthemap`) — before
+        the debit. MeasureError in a PureDP or zCDP session; BudgetExceededError if (ε, δ)
+        exceeds what remains (nothing debited). Rows outside the declared domains are
+        dropped, never an error.
+
+    Warns
+    -----
+    BaselineWarning
+        As :func:`~dpkit.release.synthetic.onthemap.onthemap` (before the debit).
+    """
+    if query.aggs or query.group_columns:
+        raise DomainError("publish.onthemap runs on an ungrouped query without agg()")
+    session = query.session
+    if unit_rows(session) != 1:
+        raise DomainError("publish.onthemap's unit is one worker, one row: use "
+                          "PrivacyUnit.rows() or PrivacyUnit.by(column, 1)")
+    columns = [origin, destination]
+    empty = query.lazy(empty=True)
+    engine.check_columns(empty.collect_schema(), columns)
+    engine.bound_contributions(empty, session.privacy_unit, columns, []).collect()
+    plan = plan_onthemap(origins=origins, destinations=destinations, m=m, epsilon=epsilon,
+                         delta=delta, domains=domains, stacklevel=4)
+
+    def compute() -> OnTheMapRelease:
+        bounded = engine.bound_contributions(query.lazy(), session.privacy_unit, columns, [])
+        table = engine.to_polars(bounded.select(columns).collect())
+        return plan.draw(table[origin].to_numpy(), table[destination].to_numpy())
+
+    description = _describe(query, f"publish.{plan.description}")
+    return charge(session, plan.loss, description, compute,
+                  alternatives=(plan.loss.to_approx(),))
