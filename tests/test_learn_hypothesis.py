@@ -19,14 +19,14 @@ from scipy import stats as sps
 
 pytest.importorskip("sklearn")
 
+from stats import FALSE_POSITIVE_RATE, chi2_pvalue  # noqa: E402
+
 import dpkit as dp  # noqa: E402
 from dpkit.core import rng  # noqa: E402
 from dpkit.core.compose import PrivacyFilter  # noqa: E402
 from dpkit.errors import DomainError  # noqa: E402
 from dpkit.learn import PrivateLearner  # noqa: E402
 from dpkit.learn import hypothesis as hyp  # noqa: E402
-
-from stats import FALSE_POSITIVE_RATE, chi2_pvalue  # noqa: E402
 
 GEN = np.random.default_rng(37)  # test inputs only, never production noise
 
