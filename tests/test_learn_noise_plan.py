@@ -57,6 +57,9 @@ CASES: dict[str, Callable[[Any], Any]] = {
         2, 2, epsilon=2, accountant=a, **BOUNDS, **TWO).fit(X, LABELS),
     "SmoothRandomForestClassifier": lambda a: learn.SmoothRandomForestClassifier(
         epsilon=2, accountant=a, **BOUNDS, **TWO).fit(X, LABELS),
+    "PrivateLearner": lambda a: learn.PrivateLearner(
+        learn.hypothesis.Stumps([[-1, 0, 1, 2]] * 3), 2, classes=["no", "yes"],
+        accountant=a).fit(X, LABELS),
     "DecisionTreeClassifier": lambda a: learn.DecisionTreeClassifier(
         2, 2, accountant=a, **BOUNDS, **TWO).fit(X, LABELS),
     "frequent_itemsets": lambda a: learn.frequent_itemsets(TX, range(8), 4, 2, accountant=a),

@@ -25,6 +25,7 @@ from dpkit.mechanisms.registry import AuditCase, audit_cases
 if importlib.util.find_spec("sklearn") is not None:  # dpkit.learn is the [learn] extra
     import dpkit.learn.cluster  # noqa: F401  (KMeans: centre of attention and coreset)
     import dpkit.learn.forest  # noqa: F401  (registers the smooth forest's leaf case)
+    import dpkit.learn.hypothesis  # noqa: F401  (the generic private learner's case)
     import dpkit.learn.svm  # noqa: F401  (approximate minima perturbation's case)
 
 __all__ = ["AuditCase", "CASES", "claimed_epsilon_delta", "GAUSSIAN_DELTA"]

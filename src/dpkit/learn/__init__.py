@@ -24,6 +24,9 @@ them, never reading them off the data.
 - :class:`SmoothRandomForestClassifier` (random trees on disjoint rows, leaf labels by the
   exponential mechanism: class counts, or the mode with its smooth sensitivity, Fletcher &
   Islam 2017)
+- :class:`PrivateLearner` (the generic private learner: the exponential mechanism over a
+  declared finite class — thresholds, intervals, conjunctions, stumps — scored by
+  −mistakes, with its sample-complexity bound; Kasiviswanathan et al. 2011 Thm 3.4)
 - :class:`DecisionTreeClassifier` (DiffP-ID3/C4.5, Friedman & Schuster 2010; SuLQ ID3)
 - :func:`frequent_itemsets` (top-k frequent itemsets on sparse transactions; ``method``
   "smarttrunc" by default, :mod:`dpkit.learn.smarttrunc`, truncation after Zeng, Naughton &
@@ -46,6 +49,7 @@ from dpkit.learn.cluster import KMeans  # noqa: E402
 from dpkit.learn.decision_tree import DecisionTreeClassifier  # noqa: E402
 from dpkit.learn.decomposition import PCA  # noqa: E402
 from dpkit.learn.forest import SmoothRandomForestClassifier  # noqa: E402
+from dpkit.learn.hypothesis import PrivateLearner  # noqa: E402
 from dpkit.learn.itemsets import FrequentItemsets, top_k_itemsets  # noqa: E402
 from dpkit.learn.linear import LinearRegression  # noqa: E402
 from dpkit.learn.logistic import LogisticRegression  # noqa: E402
@@ -57,5 +61,5 @@ from dpkit.learn.tree import RandomForestClassifier  # noqa: E402
 
 __all__ = ["CategoricalNB", "DecisionTreeClassifier", "FrequentItemsets", "GaussianNB",
            "KMeans", "LinearRegression", "LinearSVC", "LogisticRegression", "PCA",
-           "RandomForestClassifier", "SmoothRandomForestClassifier", "StandardScaler",
-           "frequent_itemsets", "private_bounds", "top_k_itemsets"]
+           "PrivateLearner", "RandomForestClassifier", "SmoothRandomForestClassifier",
+           "StandardScaler", "frequent_itemsets", "private_bounds", "top_k_itemsets"]
