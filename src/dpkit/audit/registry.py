@@ -18,6 +18,7 @@ import dpkit.release.generalization.diffgen  # noqa: F401  (DiffGen's case)
 import dpkit.release.generalization.kanon  # noqa: F401  (safe k-anonymisation's case)
 import dpkit.release.synthetic.datacube  # noqa: F401  (the data cube's case)
 import dpkit.stream  # noqa: F401  (registers the continual counters' cases)
+import dpkit.audit.attacks  # noqa: F401  (the differencing attack's case)
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.mechanisms.registry import AuditCase, audit_cases
 
