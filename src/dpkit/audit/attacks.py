@@ -11,7 +11,7 @@ claimed ε and the bound it implies.
   count(4) example).
 - :func:`tracker` — Denning, Denning & Schwartz (1979), the general tracker: a server that
   answers only query sets of size in [k, n − k] still reveals q(C) = q(C ∨ T) + q(C ∨ ¬T)
-  − q(T) − q(¬T) for any characteristic C, T a tracker with k ≤ |T| ≤ n − k − 1.
+  − q(T) − q(¬T) for any characteristic C, T a tracker with k + 1 ≤ |T| ≤ n − k − 1 (for |C| ≤ 1).
 - :func:`reconstruction` — Dinur & Nissim (PODS 2003), LP decoding as in Dwork, McSherry &
   Talwar (STOC 2007) and Dwork & Roth §8.1: m random subset sums of a hidden bit column,
   then min Σⱼ |aⱼ − Σ_{i∈Sⱼ} xᵢ| over x ∈ [0, 1]ⁿ, rounded at 1/2.
@@ -45,13 +45,13 @@ from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import HammingDistance
-from dpkit.core.numbers import Number
+from dpkit.core.numbers import Number, positive
 from dpkit.errors import DomainError
 from dpkit.frame import KeySet, PrivacyUnit, Session, count
 from dpkit.mechanisms.frontend import noisy
 from dpkit.mechanisms.registry import AuditCase, register
 
-__all__ = ["AttackResult", "Oracle", "QueryRefused", "exact_oracle", "restricted_oracle",
+__all__ = ["AttackResult", "Oracle", "QueryRefusedError", "exact_oracle", "restricted_oracle",
            "session_oracle", "differencing", "tracker", "reconstruction", "linkage",
            "audit_differencing", "guessing_bound"]
 
@@ -59,7 +59,7 @@ Oracle = Callable[[pl.Expr], float]
 """``oracle(predicate)``: the (possibly noisy) number of rows where ``predicate`` holds."""
 
 
-class QueryRefused(Exception):
+class QueryRefusedError(Exception):
     """A query-set-size-restricted server refused a query (its only defence)."""
 
 
@@ -125,13 +125,14 @@ def exact_oracle(table: pl.DataFrame) -> Oracle:
 
 def restricted_oracle(table: pl.DataFrame, min_size: int) -> Oracle:
     """Exact counts, but only of query sets of size in [k, n − k] (query-set-size control,
-    the defence Denning et al. 1979 defeat). Raises :class:`QueryRefused` otherwise."""
+    the defence Denning et al. 1979 defeat). Raises :class:`QueryRefusedError` otherwise."""
     n = table.height
 
     def ask(predicate: pl.Expr) -> float:
         size = table.filter(predicate).height
         if not min_size <= size <= n - min_size:
-            raise QueryRefused(f"query set of size {size} outside [{min_size}, {n - min_size}]")
+            raise QueryRefusedError(f"query set of size {size} is outside "
+                                    f"[{min_size}, {n - min_size}]")
         return float(size)
     return ask
 
@@ -150,9 +151,9 @@ def _oracle(table: pl.DataFrame, session: Session | None, epsilon: Number | None
     """Exact answers, or ``session``'s at ε/queries each (ε the attack's total)."""
     if session is None:
         return exact_oracle(table), None
-    if epsilon is None or Fraction(epsilon) <= 0:
+    if epsilon is None:
         raise DomainError("through a Session, give the attack's total ε > 0")
-    total = Fraction(epsilon)
+    total = positive(epsilon, "epsilon")
     return session_oracle(session, total / queries), total
 
 
@@ -236,7 +237,7 @@ def tracker(table: pl.DataFrame, targets: Sequence[int], *, secret: pl.Expr,
 
     For target t let C = (id = t) ∧ secret. The server (exact answers) answers only query
     sets of size in [k, n − k], so q(C) ∈ {0, 1} is refused; with a tracker T,
-    k ≤ |T| ≤ n − k − 1, the four sets C ∨ T, C ∨ ¬T, T, ¬T are all answered and
+    k + 1 ≤ |T| ≤ n − k − 1, the four sets C ∨ T, C ∨ ¬T, T, ¬T are all answered and
 
         q(C) = q(C ∨ T) + q(C ∨ ¬T) − q(T) − q(¬T)
 
@@ -251,7 +252,7 @@ def tracker(table: pl.DataFrame, targets: Sequence[int], *, secret: pl.Expr,
     secret : polars.Expr
         The hidden bit.
     tracker_set : polars.Expr
-        T, a predicate with k ≤ |T| ≤ n − k − 1 (e.g. ``pl.col("rid") < n // 2``).
+        T, a predicate with k + 1 ≤ |T| ≤ n − k − 1 (e.g. ``pl.col("rid") < n // 2``).
     min_size : int
         k, the server's smallest answered query set (exact answers only).
     id_column : str
@@ -271,17 +272,17 @@ def tracker(table: pl.DataFrame, targets: Sequence[int], *, secret: pl.Expr,
     Raises
     ------
     DomainError
-        T's size is outside [k, n − k − 1], or a session without ε > 0 (before any query).
+        T's size is outside [k + 1, n − k − 1], or a session without ε > 0 (before any query).
 
     Notes
     -----
     Guarantee through dpkit: four counts at ε/4 are ε-DP under the rows unit; balanced
     success ≤ e^{2ε}/(1 + e^{2ε}). Source: Denning, Denning & Schwartz, ACM TODS 4(1), 1979,
-    Theorem 1 (the general tracker) and the formula above.
+    the general tracker (their 2k ≤ |T| ≤ n − 2k for |C| ≤ k; here |C| ≤ 1).
     """
     n, size = table.height, table.filter(tracker_set).height
-    if not min_size <= size <= n - min_size - 1:
-        raise DomainError(f"|T| = {size} is outside [{min_size}, {n - min_size - 1}]")
+    if not min_size + 1 <= size <= n - min_size - 1:  # then all four sets are answered
+        raise DomainError(f"|T| = {size} is outside [{min_size + 1}, {n - min_size - 1}]")
     if session is None:
         ask, claim = restricted_oracle(table, min_size), None
     else:
@@ -293,7 +294,7 @@ def tracker(table: pl.DataFrame, targets: Sequence[int], *, secret: pl.Expr,
         if session is None:
             try:
                 ask(c)
-            except QueryRefused:
+            except QueryRefusedError:
                 refused += 1
         q = ask(c | tracker_set) + ask(c | ~tracker_set) - ask(tracker_set) - ask(~tracker_set)
         guesses.append(q >= 0.5)
@@ -415,7 +416,8 @@ def linkage(table: pl.DataFrame, *, quasi_identifiers: Sequence[str], secret: pl
     Returns
     -------
     AttackResult
-        Over the unique rows; ``parameters["unique_fraction"]``: their share of the table.
+        Over the rows unique on the quasi-identifiers (none of them missing);
+        ``parameters["unique_fraction"]``: their share of the table.
 
     Raises
     ------
@@ -434,15 +436,17 @@ def linkage(table: pl.DataFrame, *, quasi_identifiers: Sequence[str], secret: pl
         raise DomainError(f"no public domain for {sorted(set(qi) - set(domains))}")
     marked = table.with_columns(secret.fill_null(False).alias("_secret"))
     sizes = marked.group_by(qi).len()
+    # a row with a missing quasi-identifier links to nothing (the attacker's list has it)
     unique = marked.join(sizes.filter(pl.col("len") == 1).drop("len"), on=qi, how="semi")
+    unique = unique.drop_nulls(qi)
     if unique.height == 0:
         raise DomainError("no row is unique on the quasi-identifiers")
     if session is None:
         cells, claim = marked.group_by([*qi, "_secret"]).len().rename({"len": "count"}), None
     else:
-        if epsilon is None or Fraction(epsilon) <= 0:
+        if epsilon is None:
             raise DomainError("through a Session, give the release's ε > 0")
-        claim = Fraction(epsilon)
+        claim = positive(epsilon, "epsilon")
         keys = KeySet({**{c: list(domains[c]) for c in qi}, "_secret": [False, True]})
         cells = (session.query().with_columns(secret.fill_null(False).alias("_secret"))
                  .group_by(*qi, "_secret", keys=keys).agg(count()).release(epsilon=claim))
@@ -505,8 +509,10 @@ def audit_differencing(table: pl.DataFrame, target: int, *, secret: pl.Expr,
     DomainError
         From :func:`~dpkit.audit.audit_release`.
     """
-    claim = Fraction(epsilon)
-    budget = PureDP(claim * (samples + 1))
+    claim = positive(epsilon, "epsilon")
+    # the sessions are the audit's instruments: each release's claim is ε, and the budget
+    # only has to outlast the samples (a broken ``answer`` may spend more than ε)
+    budget = PureDP(64 * claim * (samples + 1))
     neighbours = {"x": table, "x'": table.filter(pl.col(id_column) != target)}
     asks = {key: answer(Session(t, PrivacyUnit.rows(), budget), claim / 2)
             for key, t in neighbours.items()}

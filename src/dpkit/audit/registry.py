@@ -13,12 +13,12 @@ import dpkit.apps.equilibrium  # noqa: F401
 import dpkit.apps.holdout  # noqa: F401
 import dpkit.apps.mobility  # noqa: F401  (the mobility report's case)
 import dpkit.apps.posterior  # noqa: F401
+import dpkit.audit.attacks  # noqa: F401  (the differencing attack's case)
 import dpkit.local  # noqa: F401  (registers the local randomizers' cases)
 import dpkit.release.generalization.diffgen  # noqa: F401  (DiffGen's case)
 import dpkit.release.generalization.kanon  # noqa: F401  (safe k-anonymisation's case)
 import dpkit.release.synthetic.datacube  # noqa: F401  (the data cube's case)
 import dpkit.stream  # noqa: F401  (registers the continual counters' cases)
-import dpkit.audit.attacks  # noqa: F401  (the differencing attack's case)
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.mechanisms.registry import AuditCase, audit_cases
 
