@@ -20,8 +20,7 @@ import polars as pl
 import pytest
 
 import dpkit as dp
-from dpkit.audit import CASES, claimed_epsilon_delta, epsilon_lower_bound
-from dpkit.audit import attacks
+from dpkit.audit import CASES, attacks, claimed_epsilon_delta, epsilon_lower_bound
 
 SECRET = pl.col("income") == ">50K"
 QI = ["age", "sex", "race", "native-country"]
