@@ -29,9 +29,9 @@ sys.path.insert(0, str(HERE))
 from outdir import add_flag, results_dir  # noqa: E402
 
 from dpkit.audit import attacks  # noqa: E402
+from dpkit.core.measures import PureDP  # noqa: E402
 from dpkit.datasets import load_adult  # noqa: E402
 from dpkit.frame import PrivacyUnit, Session  # noqa: E402
-from dpkit.core.measures import PureDP  # noqa: E402
 
 SECRET = pl.col("income") == ">50K"
 QI = ["age", "sex", "race", "native-country"]
