@@ -38,7 +38,6 @@ from fractions import Fraction
 
 import numpy as np
 import polars as pl
-from scipy.optimize import linprog
 
 from dpkit.audit.release import ReleaseAudit, audit_release
 from dpkit.core.component import Measurement
@@ -311,6 +310,8 @@ def lp_decode(subsets: np.ndarray, answers: np.ndarray) -> np.ndarray:
     Variables (x, e) ∈ [0, 1]ⁿ × [0, ∞)ᵐ, minimise Σ e subject to A x − e ≤ a and
     −A x − e ≤ −a (Dwork, McSherry & Talwar 2007, §2; solved by HiGHS).
     """
+    from scipy.optimize import linprog  # here: the audit's import stays light without it
+
     m, n = subsets.shape
     a = subsets.astype(np.float64)
     eye = np.eye(m)
