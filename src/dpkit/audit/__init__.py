@@ -10,6 +10,8 @@ CASES                 every case of dpkit.mechanisms.registry (each make_* regis
                       neighbours, claim and broken variant; no list is kept here)
 run_audit             histogram test + lower bound for one registered case
 audit_release         both tests on a whole release pipeline (a Session query, a server request)
+attacks               the attacks DP answers (differencing, tracker, Dinur–Nissim reconstruction,
+                      linkage), against exact answers and a Session (dpkit.audit.attacks)
 """
 
 from __future__ import annotations
