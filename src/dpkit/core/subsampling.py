@@ -301,5 +301,7 @@ def dpsgd_noise_multiplier(epsilon: Number, delta: Number, steps: int,
         lo, hi = (lo, mid) if ok else (mid, hi)
     while dpsgd_epsilon(count, rate, hi * grid, dlt) > target:  # certify (float ≠ exact)
         hi += 1
+    if hi > 1 and dpsgd_epsilon(count, rate, (hi - 1) * grid, dlt) <= target:
+        hi -= 1  # the float search's rounding can land one grid step high
     return hi * grid
 

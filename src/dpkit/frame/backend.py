@@ -22,6 +22,7 @@ uniform, only on every unit respecting the bounds, which uniqueness guarantees.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import narwhals as nw
@@ -31,7 +32,7 @@ import polars as pl
 from dpkit.core import rng
 from dpkit.errors import DomainError
 
-__all__ = ["with_row_keys", "materialise", "public_like", "bound_polars", "bound_polars_lazy",
+__all__ = ["sample_units", "keep_threshold", "with_row_keys", "materialise", "public_like", "bound_polars", "bound_polars_lazy",
            "bound_spark", "stream_buckets", "SUPPORTED"]
 
 SUPPORTED = (nw.Implementation.POLARS, nw.Implementation.DUCKDB, nw.Implementation.PYSPARK)
@@ -40,6 +41,48 @@ _DUCKDB_ROW_BITS = 40  # row numbers below 2^40 (10^12 rows)
 
 def _salt() -> int:
     return int(rng.words(1)[0] >> np.uint64(2))  # fits a signed 64-bit literal
+
+
+def keep_threshold(rate: Fraction) -> int:
+    """⌊p · 2⁶⁴⌋: a uniform 64-bit word is below it with probability ≤ p (within 2⁻⁶⁴), so
+    the amplification charged at p is never too small (it is increasing in p)."""
+    return rate.numerator * (1 << 64) // rate.denominator
+
+
+def sample_units(lf: nw.LazyFrame, unit: str | None, rate: Fraction) -> nw.LazyFrame:
+    """Poisson sampling of the privacy units (``Query.sample``): keep a unit's rows when a
+    keyed 64-bit hash of its id (of the row index for row-level units, ``unit`` None) is below
+    :func:`keep_threshold`. The key is drawn from :mod:`dpkit.core.rng` on every call, so
+    every release draws its own sample; within a release the lazy plan holds one key, so
+    every read of it sees the same sample (as contribution bounding's row keys). A null id
+    is one unit. The hash is the backend's own keyed hash (Polars' ``hash`` of the id's hash XOR a
+    CSPRNG word, under CSPRNG seeds, DuckDB's ``hash`` of (key, id), Spark's ``xxhash64``): pseudo-random, not a PRF —
+    its law (each unit kept with probability p) is what ``tests/test_sampling.py`` checks."""
+    if rate == 1:
+        return lf
+    limit = keep_threshold(rate)
+    impl = lf.implementation
+    if impl is nw.Implementation.POLARS:
+        native = nw.to_native(lf)
+        ident = pl.col(unit) if unit is not None else pl.int_range(pl.len(), dtype=pl.UInt64)
+        s0, s1, s2 = (int(w) for w in rng.words(3))  # as bound_polars_lazy's row keys
+        keyed = (ident.hash(s0) ^ pl.lit(s1, pl.UInt64)).hash(s2)
+        keep = keyed < pl.lit(limit, pl.UInt64)
+        return nw.from_native(native.filter(keep))
+    if impl is nw.Implementation.DUCKDB:
+        quoted = None if unit is None else unit.replace('"', '""')
+        ident = f'"{quoted}"' if quoted is not None else "row_number() OVER ()"
+        return nw.from_native(nw.to_native(lf).filter(
+            f"hash({_salt()}::UBIGINT, {ident}) < {limit}::UBIGINT"))
+    if impl is nw.Implementation.PYSPARK:
+        from pyspark.sql import functions as F  # noqa: N812 - the usual alias
+        if unit is None:  # Spark has no stable row number; equal rows would be sampled alike
+            raise DomainError("sample() on Spark needs a privacy unit column "
+                              "(PrivacyUnit.by(...))")
+        ident_col = F.col(unit)
+        signed = F.xxhash64(F.lit(_salt()), ident_col)  # a signed word: shift to unsigned
+        return nw.from_native(nw.to_native(lf).filter(signed < F.lit(limit - (1 << 63))))
+    raise DomainError(f"backend {impl} is not supported; use Polars, DuckDB or Spark")
 
 
 def with_row_keys(lf: nw.LazyFrame, name: str) -> nw.LazyFrame:
