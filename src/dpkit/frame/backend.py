@@ -30,9 +30,16 @@ import numpy as np
 import polars as pl
 
 from dpkit.core import rng
+from dpkit.core.component import Measurement
+from dpkit.core.measures import PureDP
+from dpkit.core.metrics import AddRemoveDistance
+from dpkit.core.subsampling import amplified_epsilon
 from dpkit.errors import DomainError
+from dpkit.mechanisms import make_noise
+from dpkit.mechanisms.registry import AuditCase, register
 
-__all__ = ["sample_units", "keep_threshold", "with_row_keys", "materialise", "public_like", "bound_polars", "bound_polars_lazy",
+__all__ = ["sample_units", "keep_threshold", "with_row_keys", "materialise", "public_like",
+           "bound_polars", "bound_polars_lazy",
            "bound_spark", "stream_buckets", "SUPPORTED"]
 
 SUPPORTED = (nw.Implementation.POLARS, nw.Implementation.DUCKDB, nw.Implementation.PYSPARK)
@@ -56,7 +63,8 @@ def sample_units(lf: nw.LazyFrame, unit: str | None, rate: Fraction) -> nw.LazyF
     every release draws its own sample; within a release the lazy plan holds one key, so
     every read of it sees the same sample (as contribution bounding's row keys). A null id
     is one unit. The hash is the backend's own keyed hash (Polars' ``hash`` of the id's hash XOR a
-    CSPRNG word, under CSPRNG seeds, DuckDB's ``hash`` of (key, id), Spark's ``xxhash64``): pseudo-random, not a PRF —
+    CSPRNG word, under CSPRNG seeds, DuckDB's ``hash`` of (key, id), Spark's ``xxhash64``):
+    pseudo-random, not a PRF —
     its law (each unit kept with probability p) is what ``tests/test_sampling.py`` checks."""
     if rate == 1:
         return lf
@@ -71,9 +79,9 @@ def sample_units(lf: nw.LazyFrame, unit: str | None, rate: Fraction) -> nw.LazyF
         return nw.from_native(native.filter(keep))
     if impl is nw.Implementation.DUCKDB:
         quoted = None if unit is None else unit.replace('"', '""')
-        ident = f'"{quoted}"' if quoted is not None else "row_number() OVER ()"
+        sql_id = f'"{quoted}"' if quoted is not None else "row_number() OVER ()"
         return nw.from_native(nw.to_native(lf).filter(
-            f"hash({_salt()}::UBIGINT, {ident}) < {limit}::UBIGINT"))
+            f"hash({_salt()}::UBIGINT, {sql_id}) < {limit}::UBIGINT"))
     if impl is nw.Implementation.PYSPARK:
         from pyspark.sql import functions as F  # noqa: N812 - the usual alias
         if unit is None:  # Spark has no stable row number; equal rows would be sampled alike
@@ -474,3 +482,33 @@ def public_like(lf: nw.LazyFrame, table: pl.DataFrame) -> nw.LazyFrame:
         session: Any = nw.to_native(lf).sparkSession
         return nw.from_native(table).lazy(backend=impl, session=session)
     return nw.from_native(table).lazy(backend=impl)
+
+
+def _sampled_count_audit() -> list[AuditCase]:
+    """The audit case of :func:`sample_units`: a count of one unit (x = 0 or x′ = 1) on a
+    Poisson sample of rate p = 1/10, with geometric noise for ε = 2 (``make_noise``),
+    claimed ln(1 + p(e^ε − 1)) ≈ 0.49 (Balle, Barthe & Gaboardi 2018, Thm 8). Broken: the
+    same claim without the sampling step (amplification claimed, no unit dropped: ε = 2)."""
+    eps, rate = Fraction(2), Fraction(1, 10)
+    noise = make_noise(1, epsilon=eps)
+    claimed = amplified_epsilon(eps, rate)
+
+    def kept(n: int) -> np.ndarray:  # n independent draws of the unit's inclusion
+        units = nw.from_native(pl.LazyFrame({"u": np.arange(n, dtype=np.int64)}))
+        ids = nw.to_native(sample_units(units, "u", rate)).collect()["u"].to_numpy()
+        mask = np.zeros(n, dtype=np.int64)
+        mask[ids] = 1
+        return mask
+
+    def sampled(data: object, n: int) -> np.ndarray:
+        return np.asarray(noise(int(data) * kept(n)))  # type: ignore[call-overload]
+
+    def unsampled(data: object, n: int) -> np.ndarray:
+        return np.asarray(noise(np.full(n, int(data))))  # type: ignore[call-overload]
+
+    claim = Measurement(lambda d: sampled(d, 1), AddRemoveDistance(), PureDP,
+                        lambda d: PureDP(claimed * d), "poisson_sampled_count")
+    return [AuditCase("poisson_sampled_count", claim, sampled, unsampled, 0, 1)]
+
+
+register(audit=_sampled_count_audit)(sample_units)
