@@ -10,7 +10,7 @@ from scipy import stats
 
 import dpkit as dp
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
-from dpkit.core.numbers import exp_down, log_down
+from dpkit.core.numbers import exp_down, log_down, log_up
 from dpkit.core.subsampling import (
     amplified_epsilon,
     amplify,
@@ -119,3 +119,22 @@ def test_sampled_query_charges_the_amplified_loss():
     zcdp = Session(df, PrivacyUnit.by("u", 1), ZCDP(1))
     with pytest.raises(MeasureError):
         zcdp.query().sample(Fraction(1, 2)).agg(dp.count()).plan(rho=Fraction(1, 10))
+
+
+def test_brute_force_law_of_a_sampled_geometric_count():
+    """Exact law on the smallest neighbours: D = {} and D' = {one unit}, a count on a Poisson
+    sample of rate p with two-sided geometric noise P(k) ∝ (1/2)^|k| (ε = ln 2). The largest
+    ratio of the two output laws over every output is exactly 1 + p = e^{ln(1 + p(e^ε − 1))},
+    and the amplified ε computed from an upper bound on ln 2 covers it."""
+    p, a = Fraction(1, 10), Fraction(1, 2)
+
+    def geometric(k: int) -> Fraction:
+        return (1 - a) / (1 + a) * a ** abs(k)
+
+    ratios = []
+    for k in range(-40, 41):
+        without = geometric(k)
+        with_unit = p * geometric(k - 1) + (1 - p) * geometric(k)
+        ratios += [with_unit / without, without / with_unit]
+    assert max(ratios) == 1 + p
+    assert amplified_epsilon(log_up(Fraction(2)), p) >= log_down(1 + p)
