@@ -138,3 +138,16 @@ def test_brute_force_law_of_a_sampled_geometric_count():
         ratios += [with_unit / without, without / with_unit]
     assert max(ratios) == 1 + p
     assert amplified_epsilon(log_up(Fraction(2)), p) >= log_down(1 + p)
+
+
+@pytest.mark.parametrize("unit", ["u", None])
+def test_poisson_sampling_law_on_duckdb(unit):
+    """The same binomial test (FPR 1e-6) on DuckDB, by unit id and by row number."""
+    duckdb = pytest.importorskip("duckdb")
+    rate, n = Fraction(1, 10), 200_000
+    frame = pl.DataFrame({"u": np.arange(n)})  # noqa: F841 (read by DuckDB's replacement scan)
+    rel = duckdb.connect().sql("select * from frame")
+    out = nw.to_native(sample_units(nw.from_native(rel), unit, rate))
+    kept = out.aggregate("count(*)").fetchall()[0][0]
+    assert out.columns == ["u"]
+    assert stats.binomtest(kept, n, keep_threshold(rate) / 2 ** 64).pvalue >= FPR

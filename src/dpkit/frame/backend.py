@@ -43,6 +43,7 @@ __all__ = ["sample_units", "keep_threshold", "with_row_keys", "materialise", "pu
            "bound_spark", "stream_buckets", "SUPPORTED"]
 
 SUPPORTED = (nw.Implementation.POLARS, nw.Implementation.DUCKDB, nw.Implementation.PYSPARK)
+_SAMPLE_ROW = "__dpkit_sample_row"  # DuckDB's row number while sampling row-level units
 _DUCKDB_ROW_BITS = 40  # row numbers below 2^40 (10^12 rows)
 
 
@@ -78,10 +79,16 @@ def sample_units(lf: nw.LazyFrame, unit: str | None, rate: Fraction) -> nw.LazyF
         keep = keyed < pl.lit(limit, pl.UInt64)
         return nw.from_native(native.filter(keep))
     if impl is nw.Implementation.DUCKDB:
-        quoted = None if unit is None else unit.replace('"', '""')
-        sql_id = f'"{quoted}"' if quoted is not None else "row_number() OVER ()"
-        return nw.from_native(nw.to_native(lf).filter(
-            f"hash({_salt()}::UBIGINT, {sql_id}) < {limit}::UBIGINT"))
+        rel = nw.to_native(lf)
+        below = f"< {limit}::UBIGINT"
+        if unit is not None:
+            quoted = unit.replace('"', '""')
+            return nw.from_native(rel.filter(f'hash({_salt()}::UBIGINT, "{quoted}") {below}'))
+        # a window cannot sit in WHERE: number the rows first, then drop the number
+        columns = ", ".join('"' + c.replace('"', '""') + '"' for c in rel.columns)
+        numbered = rel.project(f'*, row_number() OVER () AS "{_SAMPLE_ROW}"')
+        kept = numbered.filter(f'hash({_salt()}::UBIGINT, "{_SAMPLE_ROW}") {below}')
+        return nw.from_native(kept.project(columns))
     if impl is nw.Implementation.PYSPARK:
         from pyspark.sql import functions as F  # noqa: N812 - the usual alias
         if unit is None:  # Spark has no stable row number; equal rows would be sampled alike
