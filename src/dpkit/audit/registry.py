@@ -14,6 +14,7 @@ import dpkit.apps.holdout  # noqa: F401
 import dpkit.apps.mobility  # noqa: F401  (the mobility report's case)
 import dpkit.apps.posterior  # noqa: F401
 import dpkit.audit.attacks  # noqa: F401  (the differencing attack's case)
+import dpkit.frame.backend  # noqa: F401  (Poisson sampling's case: Query.sample)
 import dpkit.local  # noqa: F401  (registers the local randomizers' cases)
 import dpkit.release.generalization.diffgen  # noqa: F401  (DiffGen's case)
 import dpkit.release.generalization.kanon  # noqa: F401  (safe k-anonymisation's case)

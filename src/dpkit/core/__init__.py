@@ -14,6 +14,8 @@ component  Transformation (stability map), Measurement (privacy map), chaining w
 compose    sequential composition, privacy filters and odometers, scale calibration
 composition  advanced (DRV10) and optimal (KOV15) composition, group privacy, parallel
 renyi      Rényi DP curves and their conversions
+subsampling  amplification by Poisson sampling (Balle et al. 2018), the sampled Gaussian's
+             RDP (Mironov et al. 2019) and DP-SGD's ε at δ and its inverse
 stability  sensitivities of the aggregations interface mode compiles to
 accuracy   tail bounds that size confidence intervals
 accountant the one accountant: check and debit, run, record, never refund

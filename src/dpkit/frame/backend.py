@@ -22,6 +22,7 @@ uniform, only on every unit respecting the bounds, which uniqueness guarantees.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import narwhals as nw
@@ -29,17 +30,74 @@ import numpy as np
 import polars as pl
 
 from dpkit.core import rng
+from dpkit.core.component import Measurement
+from dpkit.core.measures import PureDP
+from dpkit.core.metrics import AddRemoveDistance
+from dpkit.core.subsampling import amplified_epsilon
 from dpkit.errors import DomainError
+from dpkit.mechanisms import make_noise
+from dpkit.mechanisms.registry import AuditCase, register
 
-__all__ = ["with_row_keys", "materialise", "public_like", "bound_polars", "bound_polars_lazy",
+__all__ = ["sample_units", "keep_threshold", "with_row_keys", "materialise", "public_like",
+           "bound_polars", "bound_polars_lazy",
            "bound_spark", "stream_buckets", "SUPPORTED"]
 
 SUPPORTED = (nw.Implementation.POLARS, nw.Implementation.DUCKDB, nw.Implementation.PYSPARK)
+_SAMPLE_ROW = "__dpkit_sample_row"  # DuckDB's row number while sampling row-level units
 _DUCKDB_ROW_BITS = 40  # row numbers below 2^40 (10^12 rows)
 
 
 def _salt() -> int:
     return int(rng.words(1)[0] >> np.uint64(2))  # fits a signed 64-bit literal
+
+
+def keep_threshold(rate: Fraction) -> int:
+    """⌊p · 2⁶⁴⌋: a uniform 64-bit word is below it with probability ≤ p (within 2⁻⁶⁴), so
+    the amplification charged at p is never too small (it is increasing in p)."""
+    return rate.numerator * (1 << 64) // rate.denominator
+
+
+def sample_units(lf: nw.LazyFrame, unit: str | None, rate: Fraction) -> nw.LazyFrame:
+    """Poisson sampling of the privacy units (``Query.sample``): keep a unit's rows when a
+    keyed 64-bit hash of its id (of the row index for row-level units, ``unit`` None) is below
+    :func:`keep_threshold`. The key is drawn from :mod:`dpkit.core.rng` on every call, so
+    every release draws its own sample; within a release the lazy plan holds one key, so
+    every read of it sees the same sample (as contribution bounding's row keys). A null id
+    is one unit. The hash is the backend's own keyed hash (Polars' ``hash`` of the id's hash XOR a
+    CSPRNG word, under CSPRNG seeds, DuckDB's ``hash`` of (key, id), Spark's ``xxhash64``):
+    pseudo-random, not a PRF —
+    its law (each unit kept with probability p) is what ``tests/test_sampling.py`` checks."""
+    if rate == 1:
+        return lf
+    limit = keep_threshold(rate)
+    impl = lf.implementation
+    if impl is nw.Implementation.POLARS:
+        native = nw.to_native(lf)
+        ident = pl.col(unit) if unit is not None else pl.int_range(pl.len(), dtype=pl.UInt64)
+        s0, s1, s2 = (int(w) for w in rng.words(3))  # as bound_polars_lazy's row keys
+        keyed = (ident.hash(s0) ^ pl.lit(s1, pl.UInt64)).hash(s2)
+        keep = keyed < pl.lit(limit, pl.UInt64)
+        return nw.from_native(native.filter(keep))
+    if impl is nw.Implementation.DUCKDB:
+        rel = nw.to_native(lf)
+        below = f"< {limit}::UBIGINT"
+        if unit is not None:
+            quoted = unit.replace('"', '""')
+            return nw.from_native(rel.filter(f'hash({_salt()}::UBIGINT, "{quoted}") {below}'))
+        # a window cannot sit in WHERE: number the rows first, then drop the number
+        columns = ", ".join('"' + c.replace('"', '""') + '"' for c in rel.columns)
+        numbered = rel.project(f'*, row_number() OVER () AS "{_SAMPLE_ROW}"')
+        kept = numbered.filter(f'hash({_salt()}::UBIGINT, "{_SAMPLE_ROW}") {below}')
+        return nw.from_native(kept.project(columns))
+    if impl is nw.Implementation.PYSPARK:
+        from pyspark.sql import functions as F  # noqa: N812 - the usual alias
+        if unit is None:  # Spark has no stable row number; equal rows would be sampled alike
+            raise DomainError("sample() on Spark needs a privacy unit column "
+                              "(PrivacyUnit.by(...))")
+        ident_col = F.col(unit)
+        signed = F.xxhash64(F.lit(_salt()), ident_col)  # a signed word: shift to unsigned
+        return nw.from_native(nw.to_native(lf).filter(signed < F.lit(limit - (1 << 63))))
+    raise DomainError(f"backend {impl} is not supported; use Polars, DuckDB or Spark")
 
 
 def with_row_keys(lf: nw.LazyFrame, name: str) -> nw.LazyFrame:
@@ -431,3 +489,33 @@ def public_like(lf: nw.LazyFrame, table: pl.DataFrame) -> nw.LazyFrame:
         session: Any = nw.to_native(lf).sparkSession
         return nw.from_native(table).lazy(backend=impl, session=session)
     return nw.from_native(table).lazy(backend=impl)
+
+
+def _sampled_count_audit() -> list[AuditCase]:
+    """The audit case of :func:`sample_units`: a count of one unit (x = 0 or x′ = 1) on a
+    Poisson sample of rate p = 1/10, with geometric noise for ε = 2 (``make_noise``),
+    claimed ln(1 + p(e^ε − 1)) ≈ 0.49 (Balle, Barthe & Gaboardi 2018, Thm 8). Broken: the
+    same claim without the sampling step (amplification claimed, no unit dropped: ε = 2)."""
+    eps, rate = Fraction(2), Fraction(1, 10)
+    noise = make_noise(1, epsilon=eps)
+    claimed = amplified_epsilon(eps, rate)
+
+    def kept(n: int) -> np.ndarray:  # n independent draws of the unit's inclusion
+        units = nw.from_native(pl.LazyFrame({"u": np.arange(n, dtype=np.int64)}))
+        ids = nw.to_native(sample_units(units, "u", rate)).collect()["u"].to_numpy()
+        mask = np.zeros(n, dtype=np.int64)
+        mask[ids] = 1
+        return mask
+
+    def sampled(data: object, n: int) -> np.ndarray:
+        return np.asarray(noise(int(data) * kept(n)))  # type: ignore[call-overload]
+
+    def unsampled(data: object, n: int) -> np.ndarray:
+        return np.asarray(noise(np.full(n, int(data))))  # type: ignore[call-overload]
+
+    claim = Measurement(lambda d: sampled(d, 1), AddRemoveDistance(), PureDP,
+                        lambda d: PureDP(claimed * d), "poisson_sampled_count")
+    return [AuditCase("poisson_sampled_count", claim, sampled, unsampled, 0, 1)]
+
+
+register(audit=_sampled_count_audit)(sample_units)

@@ -108,6 +108,9 @@ def apply_steps(lf: nw.LazyFrame, steps: Sequence[tuple[str, tuple[Any, ...], di
         if op == "join":  # a public table with unique keys (checked by Query.join)
             lf = lf.join(backend.public_like(lf, args[0]), **kwargs)
             continue
+        if op == "sample":  # a fresh key per call: every release draws its own sample
+            lf = backend.sample_units(lf, unit, args[0])
+            continue
         if op == "drop_nulls":
             lf = lf.drop_nulls()
             continue

@@ -18,6 +18,7 @@ import polars as pl
 from dpkit.core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP, convert, rounding_note
 from dpkit.core.numbers import ExactNumbers, Number, as_typed, exact_text, readable
 from dpkit.core.record import NoiseRow, Release
+from dpkit.core.subsampling import amplify, check_rate
 from dpkit.errors import BoundsError, ColumnError, DomainError, MeasureError
 from dpkit.frame import aggregates, engine, language
 from dpkit.frame.compiler import PlannedStatistic, Target, plan_statistics, resolve_target
@@ -159,6 +160,10 @@ class Plan:
                     "composed, then converted back at δ")
         if isinstance(self.loss, ZCDP) and isinstance(self.requested, PureDP):
             why = "each statistic's ε is charged as ρ = ε²/2 (Bun & Steinke 2016, Prop. 1.4)"
+        if self.query.sampling is not None:
+            why = (f"the query runs on a Poisson sample of rate {readable(self.query.sampling)}"
+                   ": ε is amplified to ln(1 + p(e^ε − 1)) and δ to pδ (Balle, Barthe & "
+                   "Gaboardi 2018, Thm 8)")
         return rounding_note(self.requested, self.loss, why)
 
     def _pair(self) -> tuple[Any, list[PlannedStatistic]]:
@@ -213,6 +218,7 @@ class Query:
     table: str | None = None  # which private table (None: the session's first)
     # columns written by a row-wise step: no longer the declared columns (None: any may be)
     rewritten: frozenset[str] | None = frozenset()
+    sampling: Fraction | None = None  # the Poisson rate of a sample() step (amplification)
 
     # -- transformations -------------------------------------------------------------
     def _record(self, tag: str, params: dict[str, Any] | None) -> Query:
@@ -385,6 +391,50 @@ class Query:
         if cond is None:
             return self._step("drop_nulls")
         return self._step("filter", cond)
+
+    def sample(self, p: Number) -> Query:
+        """Keep each privacy unit (all its rows) independently with probability ``p``
+        (Poisson sampling); the release is charged the amplified loss.
+
+        Privacy map (add/remove-one unit; Balle, Barthe & Gaboardi, NeurIPS 2018, Thm 8):
+        a release that is ε-DP on the sample is ln(1 + p(e^ε − 1))-DP, and (ε, δ)-DP becomes
+        (ln(1 + p(e^ε − 1)), pδ)-DP (:func:`dpkit.core.subsampling.amplify`, ε rounded up).
+        The draw is a keyed hash of the unit id (the row for row-level units) under a fresh
+        CSPRNG key per release (:func:`dpkit.frame.backend.sample_units`): a unit is kept
+        when its 64-bit hash is below ⌊p · 2⁶⁴⌋, a probability ≤ p.
+
+        Parameters
+        ----------
+        p : number
+            The rate in (0, 1], exact as typed (0.01 is 1/100); declared, never inferred.
+
+        Returns
+        -------
+        Query
+            The query on the sample (row-wise steps may follow; one sample per query).
+
+        Raises
+        ------
+        DomainError
+            p outside (0, 1], a second sample step, or a step after agg().
+        MeasureError
+            At plan time, in a zCDP session (zCDP has no closed-form amplification).
+
+        Notes
+        -----
+        Sampling *n units without replacement* is not a query step: its amplification holds
+        for substitute-one neighbours with the number of units N public (the same paper,
+        Thm 9), while a session's ledger composes add/remove-one losses, where N is data.
+        :func:`dpkit.core.subsampling.amplified_epsilon` with p = n/N gives its map.
+        """
+        return self._record("sample", {"p": p})
+
+    @language.step("sample", Param("p", "number"))
+    def _sample(self, p: Number) -> Query:
+        rate = check_rate(p)
+        if self.sampling is not None:
+            raise DomainError("a query takes one sample() step")
+        return replace(self._step("sample", rate), sampling=rate)
 
     def join(self, public: Any, on: str | Sequence[str], *, how: str = "left") -> Query:
         """Join a public table, or another private table of the session.
@@ -724,7 +774,7 @@ class Query:
 
         def parts() -> PlanParts:
             planned = tuple(planner(resolve_target(self.session.measure, epsilon, rho, delta)))
-            return (planned, self.session.total_loss(planned, self.selection),
+            return (planned, self._amplified(self.session.total_loss(planned, self.selection)),
                     noise_rows(planned, self.selection), query.describe(),
                     self._requested(epsilon, rho, delta))
 
@@ -733,6 +783,16 @@ class Query:
         planned, loss, noise, description, requested = self.session.remember_plan(
             self, arguments, parts)
         return Plan(query, lf, planned, loss, noise, description, arguments, requested)
+
+    def _amplified(self, loss: PrivacyLoss) -> PrivacyLoss:
+        """The loss charged: amplified by the query's sample() rate, if any (Thm 8 of Balle,
+        Barthe & Gaboardi 2018; see :meth:`sample`)."""
+        if self.sampling is None:
+            return loss
+        if not isinstance(loss, PureDP | ApproxDP):
+            raise MeasureError("sample() amplifies ε-DP and (ε, δ)-DP losses: use a session "
+                               "with an ε or (ε, δ) budget (zCDP has no closed form)")
+        return amplify(loss, self.sampling)
 
     def _requested(self, epsilon: Number | None, rho: Number | None, delta: Number | None
                    ) -> PrivacyLoss:

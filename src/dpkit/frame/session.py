@@ -389,8 +389,9 @@ class Session:
         """The bounded-table cache key of the query (and the objects it refers to), or None
         when its bounded table is not cached (a scan, or a private join)."""
         table = query.table or self.default_table
-        if table not in self._in_memory or query.has_private_join():
-            return None
+        if table not in self._in_memory or query.has_private_join() \
+                or query.sampling is not None:
+            return None  # a sampled table is drawn afresh for each release, never reused
         return BoundedCache.key(table, query.steps, query.columns(), key_columns)
 
     # -- release -----------------------------------------------------------------------
@@ -475,7 +476,9 @@ class Session:
 
         def compute() -> pl.DataFrame:
             nonlocal query
-            frame = query.lazy(bound_joins=True) if query.has_private_join() else lf
+            # a sample is drawn afresh for each release (its key is drawn by lazy())
+            fresh = query.has_private_join() or query.sampling is not None
+            frame = query.lazy(bound_joins=True) if fresh else lf
             key_columns = list(query.group_columns)
             cached = self._bounded_key(query, key_columns)
             if cached is not None and key is not None and query.selection is None:
