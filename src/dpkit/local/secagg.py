@@ -28,7 +28,7 @@ Rounds (client u ∈ {1, …, n}, Shamir point x = u):
    them the server rebuilds the dropped clients' pairwise masks and the survivors' self
    masks and removes them: the pairwise masks of survivors cancel in the sum.
 
-Every round needs at least t clients, or the protocol aborts (:class:`ProtocolAbort`).
+Every round needs at least t clients, or the protocol aborts (:class:`ProtocolAbortError`).
 Shamir's scheme runs over GF(2³¹ − 1), each 32-byte secret split into nine 30-bit limbs,
 so every product fits an int64 exactly. Every random bit (keys, seeds, coefficients)
 comes from :mod:`dpkit.core.rng`; the masks are deterministic expansions of those seeds.
@@ -55,7 +55,8 @@ from dpkit.core.numbers import integer
 from dpkit.errors import DomainError
 
 __all__ = ["PRIME", "Advertise", "Client", "EncryptedShares", "MaskedInput",
-           "ProtocolAbort", "SecureSum", "Server", "Unmasking", "default_threshold",
+           "ProtocolAbortError", "SecureSum", "Server", "Unmasking", "check_round",
+           "default_threshold",
            "expand", "secure_sum", "shamir_reconstruct", "shamir_share"]
 
 PRIME = (1 << 31) - 1  # the Shamir field; a product of two residues is below 2^62
@@ -64,7 +65,7 @@ _LIMBS = 9  # 9 × 30 ≥ 256 bits: one 32-byte secret
 _RAW = serialization.Encoding.Raw, serialization.PublicFormat.Raw
 
 
-class ProtocolAbort(DomainError):
+class ProtocolAbortError(DomainError):
     """Fewer than t clients remain at some round, or a message does not check."""
 
 
@@ -169,11 +170,11 @@ def shamir_reconstruct(shares: dict[int, np.ndarray], threshold: int, prime: int
 
     Raises
     ------
-    ProtocolAbort
+    ProtocolAbortError
         With fewer than t shares: the secret is not determined by them.
     """
     if len(shares) < threshold:
-        raise ProtocolAbort(f"{len(shares)} shares, {threshold} needed")
+        raise ProtocolAbortError(f"{len(shares)} shares, {threshold} needed")
     xs = sorted(shares)[:threshold]
     out = np.zeros_like(np.asarray(shares[xs[0]], dtype=np.int64))
     for xi in xs:
@@ -195,7 +196,7 @@ def _limbs(secret: bytes) -> np.ndarray:
 def _bytes(limbs: np.ndarray) -> bytes:
     value = sum(int(v) << (_LIMB * i) for i, v in enumerate(limbs))
     if value >> 256:
-        raise ProtocolAbort("a reconstructed secret is not 32 bytes")
+        raise ProtocolAbortError("a reconstructed secret is not 32 bytes")
     return value.to_bytes(32, "big")
 
 
@@ -277,12 +278,12 @@ class Client:
 
         Raises
         ------
-        ProtocolAbort
+        ProtocolAbortError
             Fewer than t clients advertised, or two advertised the same index.
         """
         self._keys = {a.client: a for a in advertised}
         if len(self._keys) != len(advertised) or len(self._keys) < self.t:
-            raise ProtocolAbort("fewer than t distinct clients advertised keys")
+            raise ProtocolAbortError("fewer than t distinct clients advertised keys")
         n = max(self._keys)
         key_shares = shamir_share(_limbs(self._s.private_bytes_raw()), self.t, n)
         seed_shares = shamir_share(_limbs(self._b), self.t, n)
@@ -310,7 +311,7 @@ class Client:
             body = self._cipher(u).decrypt(_nonce(u, self.index), self._inbox[u],
                                            _ad(u, self.index))
         except InvalidTag as exc:
-            raise ProtocolAbort(f"client {u}'s shares do not authenticate") from exc
+            raise ProtocolAbortError(f"client {u}'s shares do not authenticate") from exc
         limbs = np.frombuffer(body, dtype="<i8").astype(np.int64)
         return limbs[:_LIMBS], limbs[_LIMBS:]
 
@@ -320,16 +321,16 @@ class Client:
 
         Raises
         ------
-        ProtocolAbort
+        ProtocolAbortError
             Fewer than t clients in U₂, or a share not addressed to u.
         """
         for msg in received:
             if msg.receiver != self.index or msg.sender not in self._keys:
-                raise ProtocolAbort("a share was routed to the wrong client")
+                raise ProtocolAbortError("a share was routed to the wrong client")
             self._inbox[msg.sender] = msg.ciphertext
         self._u2 = frozenset(self._inbox)
         if len(self._u2) < self.t:
-            raise ProtocolAbort("fewer than t clients shared their keys")
+            raise ProtocolAbortError("fewer than t clients shared their keys")
         x = np.asarray(value, dtype=np.int64) % self.m
         y = (x + expand(self._b, x.size, self.m)) % self.m
         for v in sorted(self._u2 - {self.index}):
@@ -343,13 +344,13 @@ class Client:
 
         Raises
         ------
-        ProtocolAbort
+        ProtocolAbortError
             If U₃ and the dropped set overlap, do not make up U₂, |U₃| < t, or u was asked
             already.
         """
         alive, gone = frozenset(survivors), frozenset(dropped)
         if self._told or alive & gone or alive | gone != self._u2 or len(alive) < self.t:
-            raise ProtocolAbort("the unmasking request is inconsistent")
+            raise ProtocolAbortError("the unmasking request is inconsistent")
         self._told = True  # never reveal both secrets of a client in a second answer
         opened = {u: self._open(u) for u in sorted(self._u2)}
         return Unmasking(self.index, {u: opened[u][0] for u in gone},
@@ -389,12 +390,12 @@ class Server:
 
         Raises
         ------
-        ProtocolAbort
+        ProtocolAbortError
             Fewer than t clients.
         """
         self.advertised = {a.client: a for a in messages}
         if len(self.advertised) < self.t:
-            raise ProtocolAbort("fewer than t clients advertised keys")
+            raise ProtocolAbortError("fewer than t clients advertised keys")
         return list(self.advertised.values())
 
     def route(self, messages: Iterable[EncryptedShares]) -> dict[int, list[EncryptedShares]]:
@@ -410,12 +411,12 @@ class Server:
 
         Raises
         ------
-        ProtocolAbort
+        ProtocolAbortError
             Fewer than t masked inputs, or one of the wrong length.
         """
         self.masked = {msg.client: np.asarray(msg.masked, dtype=np.int64) for msg in messages}
         if len(self.masked) < self.t or any(y.shape != (self.d,) for y in self.masked.values()):
-            raise ProtocolAbort("fewer than t masked inputs of the declared length")
+            raise ProtocolAbortError("fewer than t masked inputs of the declared length")
         u2 = frozenset(shared)
         alive = frozenset(self.masked) & u2
         return alive, u2 - alive
@@ -426,11 +427,11 @@ class Server:
 
         Raises
         ------
-        ProtocolAbort
+        ProtocolAbortError
             Fewer than t answers.
         """
         if len(answers) < self.t:
-            raise ProtocolAbort("fewer than t clients answered the unmasking round")
+            raise ProtocolAbortError("fewer than t clients answered the unmasking round")
         total = np.zeros(self.d, dtype=np.int64)
         for u in sorted(alive):
             total = (total + self.masked[u]) % self.m
@@ -464,6 +465,32 @@ def default_threshold(n: int) -> int:
     return min(n, 2 * n // 3 + 1)
 
 
+def check_round(n: int, threshold: int | None, drop_before_input: Iterable[int] = (),
+                drop_before_unmask: Iterable[int] = ()) -> tuple[int, set[int], set[int]]:
+    """Check a round's declared parameters (:func:`secure_sum`) without running it.
+
+    Returns
+    -------
+    (t, dropped before input, dropped before unmasking)
+
+    Raises
+    ------
+    DomainError
+        A threshold ∉ [1, n] or a dropped index ∉ [1, n].
+    ProtocolAbortError
+        Fewer than t clients would send a masked input or answer the unmasking round.
+    """
+    t = default_threshold(n) if threshold is None else integer(threshold, "threshold",
+                                                                minimum=1, maximum=n)
+    early, late = set(drop_before_input), set(drop_before_unmask)
+    if not all(isinstance(u, int | np.integer) for u in early | late) or \
+            not early | late <= set(range(1, n + 1)):
+        raise DomainError("dropped clients must be integer indices in 1 … n")
+    if n - len(early | late) < t:
+        raise ProtocolAbortError(f"{n - len(early | late)} clients would remain, {t} needed")
+    return t, early, late
+
+
 def secure_sum(inputs: npt.ArrayLike, modulus: int, threshold: int | None = None, *,
                drop_before_input: Iterable[int] = (), drop_before_unmask: Iterable[int] = ()
                ) -> SecureSum:
@@ -492,7 +519,7 @@ def secure_sum(inputs: npt.ArrayLike, modulus: int, threshold: int | None = None
     ------
     DomainError
         Bad parameters (before any key is drawn).
-    ProtocolAbort
+    ProtocolAbortError
         Fewer than t clients send a masked input or answer the unmasking round (checked
         before any key is drawn).
     """
@@ -501,13 +528,7 @@ def secure_sum(inputs: npt.ArrayLike, modulus: int, threshold: int | None = None
         raise DomainError("inputs must be an (n, d) integer array")
     n, d = x.shape
     m = integer(modulus, "modulus", minimum=2, maximum=1 << 62)
-    t = default_threshold(n) if threshold is None else integer(threshold, "threshold",
-                                                                minimum=1, maximum=n)
-    early, late = set(drop_before_input), set(drop_before_unmask)
-    if not early | late <= set(range(1, n + 1)):
-        raise DomainError("dropped clients must be indices in 1 … n")
-    if n - len(early) < t or n - len(early | late) < t:
-        raise ProtocolAbort(f"{n - len(early | late)} clients would remain, {t} needed")
+    t, early, late = check_round(n, threshold, drop_before_input, drop_before_unmask)
     session = rng.random_bytes(16)
     clients = [Client(u, t, m, session) for u in range(1, n + 1)]
     server = Server(t, m, d, session)
