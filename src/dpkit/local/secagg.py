@@ -77,7 +77,7 @@ from dpkit.errors import DomainError
 
 __all__ = ["MAX_CLIENTS", "PRIME", "Advertise", "Client", "EncryptedShares", "MaskedInput",
            "ProtocolAbortError", "SecureSum", "Server", "Unmasking", "check_round",
-           "default_threshold",
+           "default_threshold", "shamir_evaluate",
            "expand", "secure_sum", "shamir_reconstruct", "shamir_share"]
 
 MAX_CLIENTS = 2048  # n(n − 1) key agreements per round: about 4 minutes at n = 1000
