@@ -150,18 +150,21 @@ def test_the_servers_view_of_a_masked_input_is_uniform(modulus):
 
 
 def test_uniformity_test_catches_unapplied_masks_and_fixed_seeds(monkeypatch):
+    """Both broken views repeat across rounds: unapplied masks give the constant input;
+    fixed seeds give the same 21 residues 400 times each, which no split of 21 values over
+    10 cells makes uniform (χ² ≥ 171 on 10 cells whatever the residues): caught surely."""
     support = np.arange(10)
     with monkeypatch.context() as patch:  # masks not applied: y = x
         patch.setattr(secagg, "expand", lambda seed, length, modulus: np.zeros(length,
                                                                               dtype=np.int64))
-        assert chi2_pvalue(_masked_views(10, 400, 20), support, np.ones(10)) < FPR
+        assert chi2_pvalue(_masked_views(10, 400, 21), support, np.ones(10)) < FPR
     fixed = bytes(range(32))
     with monkeypatch.context() as patch:  # every key and seed the same in every round
         patch.setattr(secagg, "_fresh_seed", lambda: fixed)
         patch.setattr(secagg, "_fresh_key",
                       lambda: secagg.X25519PrivateKey.from_private_bytes(fixed))
         patch.setattr(secagg.rng, "random_bytes", lambda n: bytes(n))  # the session id too
-        assert chi2_pvalue(_masked_views(10, 400, 20), support, np.ones(10)) < FPR
+        assert chi2_pvalue(_masked_views(10, 400, 21), support, np.ones(10)) < FPR
 
 
 def test_expand_is_deterministic_in_range_and_differs_between_seeds():
