@@ -25,8 +25,14 @@ consistent        every post-processing of Wang et al. NDSS 2020 (base-pos, post
                   base-cut, norm, norm-mul, norm-cut, norm-sub, power, power-ns)
 shuffled          central (ε, δ) of n shuffled ε0-LDP reports (Feldman, McMillan &
                   Talwar 2021: closed form and numerical bound)
-DistributedDiscreteGaussian  the distributed discrete Gaussian with simulated secure
-                  aggregation and its zCDP accounting (Kairouz, Liu & Steinke 2021)
+DistributedDiscreteGaussian  the distributed discrete Gaussian over secure aggregation
+                  and its zCDP accounting (Kairouz, Liu & Steinke 2021)
+
+Secure aggregation (issue 37):
+
+secure_sum        one round of Bonawitz et al. (CCS 2017, §4): X25519 + HKDF pairwise
+                  masks, sums mod m, dropouts recovered by Shamir shares (module
+                  :mod:`dpkit.local.secagg`: clients, server, messages)
 
 Out-of-domain values are replaced by the oracle's ``fallback`` (default 0) before
 randomising (see :func:`dpkit.local.base.to_index`); numbers outside their declared bounds
@@ -85,3 +91,8 @@ from dpkit.local.telemetry import DBitFlip, OneBitMean  # noqa: E402
 __all__ += ["OneBitMean", "DBitFlip", "NumericMechanism", "Duchi", "Piecewise", "Hybrid",
             "SampledMean", "consistent", "subset_sum", "shuffled", "shuffle_closed_form",
             "shuffle_numerical", "DistributedDiscreteGaussian"]
+
+# --- issue 37: secure aggregation ---
+from dpkit.local.secagg import ProtocolAbortError, secure_sum  # noqa: E402
+
+__all__ += ["secure_sum", "ProtocolAbortError"]

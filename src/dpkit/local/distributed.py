@@ -1,4 +1,4 @@
-"""The distributed discrete Gaussian mechanism with simulated secure aggregation.
+"""The distributed discrete Gaussian mechanism over secure aggregation.
 
 Source: Kairouz, Liu & Steinke, "The Distributed Discrete Gaussian Mechanism for Federated
 Learning with Secure Aggregation", ICML 2021 (arXiv:2102.06387): Algorithm 1 (client) and
@@ -18,9 +18,13 @@ Client i, with public shared randomness (the signs of the rotation, drawn once):
    (:func:`dpkit.mechanisms.make_discrete_gaussian`);
 5. reduce modulo m.
 
-Secure aggregation is simulated: the server sees only Σ_i y_i mod m. It maps the residues
-to [−m/2, m/2), multiplies by γ and un-rotates (D·Hᵀ). Everything after step 4 is
-post-processing of the sum of the noisy integer vectors.
+Secure aggregation is the protocol of Bonawitz et al. (CCS 2017, §4, with dropouts;
+:mod:`dpkit.local.secagg`): the server learns only Σ_{i ∈ U} y_i mod m, U the clients whose
+masked vectors arrived (at least its threshold t). It maps the residues to [−m/2, m/2),
+multiplies by γ and un-rotates (D·Hᵀ). Everything after step 4 is post-processing of the
+sum of the noisy integer vectors, so the protocol changes nothing in the accounting; with
+dropouts the sum holds at least t clients' noise (:meth:`DistributedDiscreteGaussian.rho`,
+``least=``).
 """
 
 from __future__ import annotations
@@ -45,9 +49,12 @@ from dpkit.core.numbers import (
     sqrt_up,
     to_fraction,
 )
+from dpkit.core.record import NoiseRow
 from dpkit.core.renamed import renamed
 from dpkit.errors import DomainError
+from dpkit.local.secagg import check_round, secure_sum
 from dpkit.local.values import bernoulli_float
+from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.mechanisms.gaussian import make_discrete_gaussian
 from dpkit.mechanisms.registry import register
 
@@ -108,6 +115,9 @@ def _audit() -> list[Any]:
 
     mech = DistributedDiscreteGaussian(1, clip=1, scale=1, gamma=Fraction(1, 4),
                                        modulus=1 << 16)
+    # The sampler sums the messages mod m directly: secure aggregation's output is exactly
+    # that sum (tests/test_local_secagg.py), and 30,000 protocol rounds per variant would
+    # cost minutes; its own secrecy is computational, which no audit can measure (secagg).
     # the pair 0, 1 replaces client 0's vector by zero: the "zero-out" neighbours
     return [AuditCase("local_distributed_dg", mech.measurement(3, "zero-out"),
                       sampler(Fraction(1)),
@@ -198,20 +208,26 @@ class DistributedDiscreteGaussian:
 
     # -- privacy ---------------------------------------------------------------------------
 
-    def rho(self, n: int, neighbours: str = "replace") -> ZCDP:
+    def rho(self, n: int, neighbours: str = "replace", least: int | None = None) -> ZCDP:
         """ρ-zCDP of the sum of n clients (class docstring), rounded up.
+
+        With dropouts (``least`` = ℓ: the sum holds the noise of k ∈ [ℓ, n] clients, as
+        secure aggregation with threshold ℓ guarantees), ρ = Δ²/(2ℓσ_ℤ²) + τ(n)·d′, which
+        bounds ρ(k) for every such k (the first term falls with k, τ grows with it).
 
         Raises
         ------
         DomainError
-            If n < 1 or ``neighbours`` ∉ {"replace", "zero-out"}.
+            If n < 1, ``least`` ∉ [1, n] or ``neighbours`` ∉ {"replace", "zero-out"}.
         """
         clients = integer(n, "n", minimum=1)
+        fewest = clients if least is None else integer(least, "least", minimum=1,
+                                                       maximum=clients)
         if neighbours not in ("replace", "zero-out"):
             raise DomainError("neighbours must be 'replace' or 'zero-out'")
         sens_sq = self.delta2_sq * (4 if neighbours == "replace" else 1)
         s2 = self.sigma_int**2
-        return ZCDP(sens_sq / (2 * clients * s2) + tau_bound(self.sigma_int, clients) * self.d_pad)
+        return ZCDP(sens_sq / (2 * fewest * s2) + tau_bound(self.sigma_int, clients) * self.d_pad)
 
     def measurement(self, n: int, neighbours: str = "replace") -> Any:
         """The whole protocol for n clients as a Measurement on an (n, d) matrix: under
@@ -291,13 +307,18 @@ class DistributedDiscreteGaussian:
 
     # -- secure aggregation and server -----------------------------------------------------
 
-    def aggregate(self, messages: np.ndarray) -> np.ndarray:
-        """Simulated secure aggregation: only Σ_i y_i mod m (int64 (d′,)) is revealed."""
+    def aggregate(self, messages: np.ndarray, threshold: int | None = None) -> np.ndarray:
+        """Secure aggregation of the clients' messages (rows): one round of
+        :func:`dpkit.local.secagg.secure_sum` without dropouts; only Σ_i y_i mod m
+        (int64 (d′,)) is revealed to the server.
+
+        Raises
+        ------
+        DomainError
+            For messages that are not an (n, d′) integer array or a threshold ∉ [1, n].
+        """
         y = np.asarray(messages, dtype=np.int64) % self.m
-        total = np.zeros(self.d_pad, dtype=np.int64)
-        for row in y:  # add one message at a time, reducing each time: no overflow
-            total = (total + row) % self.m
-        return total
+        return secure_sum(y, self.m, threshold).total
 
     def decode(self, total: np.ndarray) -> np.ndarray:
         """Server: residues → [−m/2, m/2), times γ, un-rotated: the estimated sum (d,) (or
@@ -310,6 +331,62 @@ class DistributedDiscreteGaussian:
     def run(self, data: npt.ArrayLike) -> np.ndarray:
         """The whole protocol on an (n, d) matrix of client vectors: the estimated sum."""
         return self.decode(self.aggregate(self.encode(data)))
+
+    def release(self, data: npt.ArrayLike, accountant: AccountantLike = None, *,
+                neighbours: str = "replace", threshold: int | None = None,
+                drop_before_input: tuple[int, ...] = (),
+                drop_before_unmask: tuple[int, ...] = ()) -> np.ndarray:
+        """The protocol for n clients with dropouts, charged through the one accountant.
+
+        The debit is ``rho(n, neighbours, least=t)``: secure aggregation with threshold t
+        refuses a sum of fewer than t clients, so at least t noises are in any sum it
+        returns. Everything declared is checked before the debit; after it, the clients
+        encode, the protocol runs (:func:`dpkit.local.secagg.secure_sum`) and the server
+        decodes, and nothing depends on the data but the values.
+
+        Parameters
+        ----------
+        data : array_like, shape (n, d)
+            One row per client (data units; non-finite coordinates read as 0).
+        accountant : AccountantLike
+            None (unaccounted), an accountant, a filter or a Session.
+        neighbours : {"replace", "zero-out"}
+            The neighbouring relation (class docstring).
+        threshold : int, optional
+            t ∈ [1, n], default ⌊2n/3⌋ + 1.
+        drop_before_input, drop_before_unmask : tuple of int
+            Clients (1-based rows) that drop out after sharing their keys (their vector is
+            not in the sum) or after sending it (it is); a simulation of who drops.
+
+        Returns
+        -------
+        ndarray, shape (d,)
+            The estimated sum of the surviving clients' clipped vectors.
+
+        Raises
+        ------
+        DomainError
+            For bad data shapes, parameters or drop sets (before the debit).
+        ProtocolAbortError
+            If fewer than t clients would remain (before the debit).
+        BudgetExceededError
+            Before anything runs.
+        """
+        x = self._rows(data)
+        n = x.shape[0]
+        # the protocol's checks, before the debit: nothing raises after it
+        t, early, late = check_round(n, threshold, drop_before_input, drop_before_unmask)
+        loss = self.rho(n, neighbours, least=t)
+
+        def compute() -> np.ndarray:
+            summed = secure_sum(self.encode(x), self.m, t, drop_before_input=early,
+                                drop_before_unmask=late)
+            return self.decode(summed.total)
+
+        noise = (NoiseRow("distributed discrete Gaussian (per client)", self.scale,
+                          None, "sum"),)
+        return charge(accountant, loss, f"{self!r}.release(n={n}, t={t}, {neighbours})",
+                      compute, noise)
 
 
 def _norm_sq_at_most(v: np.ndarray, bound: Fraction) -> np.ndarray:
