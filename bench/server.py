@@ -623,9 +623,11 @@ def _measured(server: Server, seconds: float, drive: Any) -> tuple[Any, float, d
         "loadavg_at_start": [round(x, 2) for x in load_before]}
 
 
-def load_wrk(seconds: float, clients: int, workers: int, backend: str) -> dict[str, Any]:
-    """The load run with wrk as the client (module docstring)."""
-    with tempfile.TemporaryDirectory() as tmp, ledger_location(backend, Path(tmp)) as where, \
+def load_wrk(seconds: float, clients: int, workers: int, backend: str,
+             root: Path | None = None) -> dict[str, Any]:
+    """The load run with wrk as the client (module docstring), under ``root`` as ``load``."""
+    with tempfile.TemporaryDirectory(dir=root) as tmp, \
+            ledger_location(backend, Path(tmp)) as where, \
             Server(Path(tmp), where, workers, Fraction(10**6)) as server:
         got, elapsed, figures = _measured(server, seconds, lambda: _wrk(
             server.url, server.token, seconds, clients))
@@ -679,16 +681,22 @@ def load(seconds: float, clients: int, workers: int, backend: str, root: Path | 
 
 # -- disks and hosts -------------------------------------------------------------------------
 def disks(seconds: float, clients: int, workers: int, ext4: Path, tmpfs: Path,
-          hosts: list[int]) -> dict[str, Any]:
+          hosts: list[int], client: str = "python") -> dict[str, Any]:
     """The load on SQLite on ext4 and on tmpfs, then on one PostgreSQL with ``hosts``
-    server processes (module docstring), in one run; rows and ratios."""
+    server processes (module docstring), in one run; rows and ratios. ``client`` "wrk":
+    the SQLite rows are driven by wrk (leaving the cores to the server)."""
     import multihost
     import pg
 
     rows: list[dict[str, Any]] = []
     for kind, folder in (("ext4", ext4), ("tmpfs", tmpfs)):
-        r = load(seconds, clients, workers, "sqlite", root=fs.require(folder, kind))
-        rows.append({"ledger": f"SQLite, {kind}", "dir": str(folder), "servers": 1,
+        run = load_wrk if client == "wrk" else load
+        r = run(seconds, clients, workers, "sqlite", root=fs.require(folder, kind))
+        r.setdefault("verify", [])
+        r.setdefault("spend_equals_logged", None)
+        r.setdefault("loadavg_at_start", [round(os.getloadavg()[0], 2)])
+        rows.append({"ledger": f"SQLite, {kind}", "client": client, "dir": str(folder),
+                     "servers": 1,
                      "workers": workers, "requests_per_s": r["requests_per_s"],
                      "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": r["errors"],
                      "verify": r["verify"], "spend_equals_logged": r["spend_equals_logged"],
@@ -834,6 +842,8 @@ def main() -> None:
     dk.add_argument("--tmpfs", type=Path, default=fs.TMPFS)
     dk.add_argument("--hosts", default="1,2,4", help="server processes on PostgreSQL "
                     "(comma-separated; empty: skip PostgreSQL)")
+    dk.add_argument("--client", choices=["python", "wrk"], default="python",
+                    help="what drives the SQLite rows (PostgreSQL rows: Python clients)")
     sub.add_parser("report")
     args = parser.parse_args()
     command = "/work/venv/bin/python bench/server.py " + " ".join(sys.argv[1:])
@@ -849,9 +859,11 @@ def main() -> None:
             save(f"concurrency {mode} {args.backend}", command, result, before)
     elif args.what == "disks":
         hosts = [int(n) for n in args.hosts.split(",") if n]
-        result = disks(args.seconds, args.clients, args.workers, args.ext4, args.tmpfs, hosts)
+        result = disks(args.seconds, args.clients, args.workers, args.ext4, args.tmpfs, hosts,
+                       args.client)
         print(json.dumps(result, indent=1, default=str))
-        save(f"disks {args.clients} clients {args.workers} workers", command, result, before)
+        save(f"disks {args.clients} {args.client} clients {args.workers} workers", command,
+             result, before)
     elif args.what == "crash":
         result = crash(args.kills, args.backend, args.seed)
         print(json.dumps(result, indent=1, default=str))
