@@ -406,8 +406,9 @@ class Mean(ColumnAggregation):
         n_lo = n - a_n
         valid = n_lo >= 1
         safe = np.where(valid, n_lo, 1.0)
-        corners = np.stack([(s - a_s) / safe, (s - a_s) / (n + a_n),
-                            (s + a_s) / safe, (s + a_s) / (n + a_n)])
+        with np.errstate(divide="ignore", invalid="ignore"):  # n + a_n = 0: not valid
+            corners = np.stack([(s - a_s) / safe, (s - a_s) / (n + a_n),
+                                (s + a_s) / safe, (s + a_s) / (n + a_n)])
         ci_low = np.where(valid, mid + corners.min(axis=0), lo).clip(lo, hi)
         ci_high = np.where(valid, mid + corners.max(axis=0), hi).clip(lo, hi)
         name = self.output_name()
