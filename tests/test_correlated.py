@@ -9,7 +9,7 @@ False-positive rates: the exact checks are deterministic; the audit runs at conf
 
 import itertools
 from decimal import Decimal, getcontext
-from fractions import Fraction as F
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -20,6 +20,8 @@ from dpkit.core import numbers
 from dpkit.core.accountant import FilterAccountant
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
+
+F = Fraction
 
 CHAIN_A = ((F(3, 5), F(2, 5)), ((F(7, 10), F(3, 10)), (F(1, 4), F(3, 4))))
 CHAIN_B = ((F(1, 3), F(2, 3)), ((F(9, 10), F(1, 10)), (F(2, 5), F(3, 5))))

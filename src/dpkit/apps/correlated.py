@@ -75,7 +75,7 @@ import numpy as np
 from dpkit.core import numbers, rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
-from dpkit.core.measures import PureDP, Pufferfish
+from dpkit.core.measures import Pufferfish, PureDP
 from dpkit.core.metrics import HammingDistance
 from dpkit.core.numbers import Number
 from dpkit.core.record import Release
@@ -250,16 +250,23 @@ def _stationary(p: tuple[tuple[Fraction, ...], ...]) -> list[Fraction]:
     return [rows[i][k] for i in range(k)]
 
 
+def _half_l1(u: Sequence[Fraction], v: Sequence[Fraction]) -> Fraction:
+    return Fraction(sum(abs(x - y) for x, y in zip(u, v, strict=True)), 2)
+
+
+def _power(x: Fraction, n: int) -> Fraction:
+    return Fraction(x.numerator ** n, x.denominator ** n)
+
+
 class _Approx:
     """MQMApprox's bound for one θ: π_min, τ (Dobrushin) and ½‖q − π‖₁, all exact."""
 
     def __init__(self, chain: MarkovChain, length: int, width: int) -> None:
         p = chain.transition
         pi = _stationary(p)
-        self.pmin = min(pi)
-        self.tau = max(sum(abs(x - y) for x, y in zip(r, s, strict=True)) / 2
-                       for r in p for s in p)
-        self.tv = sum(abs(x - y) for x, y in zip(chain.initial, pi, strict=True)) / 2
+        self.pmin: Fraction = min(pi)
+        self.tau = max(_half_l1(r, s) for r in p for s in p)
+        self.tv = _half_l1(chain.initial, pi)
         self.width = width
 
     def _factor(self, d: Fraction) -> Fraction | None:
@@ -268,8 +275,8 @@ class _Approx:
     def ratio(self, i: int, a: int, b: int) -> Fraction | None:
         """The bound on exp e_θ(Q | i); None where it does not apply (d ≥ π_min)."""
         r = Fraction(1)
-        parts = ([self.tau ** a, self.tau ** i * self.tv] if a else []) + (
-            [self.tau ** b] if b else [])
+        parts = ([_power(self.tau, a), _power(self.tau, i) * self.tv] if a else []) + (
+            [_power(self.tau, b)] if b else [])
         for d in parts:
             f = self._factor(d)
             if f is None:
