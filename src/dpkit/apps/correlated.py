@@ -28,12 +28,16 @@ around). For a query F that is L-Lipschitz in each node (L1), the quilt's scale 
 
 (the trivial quilt, Q = ∅ and N the whole series, gives L·T/ε: group privacy). The release
 is F(X) + Z with Z discrete Laplace of scale σ_max per coordinate, which is ε-Pufferfish
-for Θ (Song, Wang & Chaudhuri 2017, Thm. 4.3 for MQM; the proof fixes θ, so the quilt may
-depend on θ, as Alg. 2 computes it). Exactness: P, q are Fractions; the search picks a
-quilt per (θ, i) in float64 among widths ≤ ``max_width`` (a smaller search only enlarges
-σ), then recomputes the chosen quilt's influence ratio exactly in integers and σ with
-``log_up``: σ_max is an exact rational ≥ the value of the formula. The discrete Laplace
-keeps the proof's one property, P(z)/P(z + d) ≤ e^{|d|/σ}.
+for Θ (Song, Wang & Chaudhuri 2017, §4: MQM's privacy theorem; its proof fixes θ, so the
+quilt may depend on θ, as Alg. 2 computes it. Sketch: given X_Q, the remote nodes are
+independent of X_i and F moves by ≤ L·|X_N| over the nearby ones, a factor e^{L|X_N|/σ} of
+the noise; conditioning on X_Q costs e^{e_θ}; the sum is ≤ ε).
+
+Exactness: P, q are Fractions; the search picks a quilt per (θ, i) in float64 among widths
+≤ ``max_width`` (a smaller search only enlarges σ), then recomputes the chosen quilt's
+influence ratio exactly in integers and σ with ``log_up``: σ_max is an exact rational ≥
+the value of the formula. The discrete Laplace keeps the proof's one property, P(z)/P(z +
+d) ≤ e^{|d|/σ}.
 
 MQMApprox (§4). Instead of Pᵃ exactly, a mixing bound: with π_θ the stationary law,
 π_min = min_x π_θ(x), τ = the Dobrushin coefficient max_{x,x'} ½‖P_x· − P_x'·‖₁ and
@@ -483,7 +487,7 @@ def markov_quilt_release(series: Sequence[int] | np.ndarray, model_class: Markov
     Notes
     -----
     Guarantees: ε-Pufferfish for the secret pairs (X_t = a, X_t = b) and every θ ∈ Θ
-    (Song, Wang & Chaudhuri 2017, Thm. 4.3), stated in ``guarantee``; and ε-DP for
+    (Song, Wang & Chaudhuri 2017, §4, MQM's privacy theorem), stated in ``guarantee``; and ε-DP for
     substituting one day's value, since σ_max ≥ L/ε (Dwork & Roth Thm 3.6 for the discrete
     Laplace), which is what the accountant debits. The noise is drawn through
     :func:`~dpkit.mechanisms.frontend.noisy` at sensitivity Δ = ε·σ_max, i.e. scale σ_max.

@@ -16,7 +16,7 @@ a user passes is a cap or a target that a mechanism must not exceed.
   & Vilhuber, ICDE 2008, Def. 4): for every table, outside a disclosure set of output
   probability ≤ δ the ratio bound e^ε holds pointwise against every neighbour.
 - :class:`Pufferfish` — ε-Pufferfish privacy for (secrets, secret pairs, a class Θ of data
-  distributions) (Kifer & Machanavajjhala, TODS 2014, Def. 3.4): a guarantee a release
+  distributions) (Kifer & Machanavajjhala, TODS 2014): a guarantee a release
   states, not a loss an accountant debits (it does not compose in general).
 
 Conversions: ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4); ε-DP ⇒ (ε, 0)-DP;
@@ -381,15 +381,17 @@ class CrowdBlending:
 @dataclass(frozen=True)
 class Pufferfish:
     """ε-Pufferfish privacy (Kifer & Machanavajjhala, "Pufferfish: a framework for
-    mathematical privacy definitions", TODS 2014, Def. 3.4): for every secret pair
-    (s_i, s_j), every θ ∈ Θ with P(s_i | θ), P(s_j | θ) > 0 and every output set S,
+    mathematical privacy definitions", TODS 2014, the definition of ε-PufferFish privacy):
+    for every secret pair (s_i, s_j), every θ ∈ Θ with P(s_i | θ), P(s_j | θ) > 0 and every
+    output set S,
     P(M(X) ∈ S | s_i, θ) ≤ e^ε · P(M(X) ∈ S | s_j, θ), X drawn from θ.
 
     Not a :class:`PrivacyLoss`: Pufferfish privacy does not compose in general, so no
     accountant takes it; a release states it beside the loss it debits (like
     :class:`CrowdBlending`). With secrets "record i has value a" and Θ every product
-    distribution it is ε-DP (Kifer & Machanavajjhala 2014, Thm. 6.1); for a smaller Θ it
-    says nothing about data drawn from outside Θ.
+    distribution it is ε-DP (Kifer & Machanavajjhala 2014, their theorem relating
+    Pufferfish to differential privacy); for a smaller Θ it says nothing about data drawn
+    from outside Θ.
 
     Parameters
     ----------
