@@ -176,6 +176,7 @@ def test_naive_per_day_scale_fails_the_guarantee():
     ([((F(1, 2), F(1, 3)), ((F(1, 2), F(1, 2)), (F(1, 2), F(1, 2))))], 2),  # q ≠ law
     ([((F(1, 2), F(1, 2)), ((F(1, 2), F(1, 2)),))], 2),  # missing row
     ([CHAIN_A], 9),  # too many states
+    ([((F(1, 2), F(1, 2)), ((F(1, 3), F(2, 3)), (F(1, 2**21), 1 - F(1, 2**21))))], 2),
     ([], 2),
 ])
 def test_markov_class_refuses_bad_models(chains, states):
@@ -211,6 +212,7 @@ def test_release_is_charged_once_with_its_plan():
     assert out.values.shape == (2,) and out.values.dtype == np.int64
     assert out.release.loss == dp.PureDP(1)
     (row,) = out.release.noise
+    assert acc.last.noise == out.release.noise  # the plan written with the debit is the draw
     assert row.scale >= out.scale.sigma >= 2  # histogram: L = 2, σ ≥ L/ε
     assert out.guarantee.epsilon == 1 and "Pufferfish" in out.release.description
     count = c.markov_quilt_release([0, 1] * 20, model, epsilon=1, statistic="count", state=1)
@@ -224,3 +226,14 @@ def test_audit_case_passes_and_its_broken_variant_is_flagged():
     assert good.histogram_passed and good.lower_bound <= good.claimed_epsilon
     bad = run_audit(case, 50_000, broken=True, confidence=1 - 1e-6)
     assert (not bad.histogram_passed) or bad.lower_bound > bad.claimed_epsilon
+
+
+def test_long_series_rounding_only_enlarges_the_influence():
+    exact = c._Exact(chain_of(CHAIN_A), 300, 4)
+    i = 299
+    assert exact.pi[i][0].bit_length() > c.EXACT_BITS  # the rounded path
+    for a, b in itertools.product(range(1, 5), range(0, 1)):
+        want = max(exact.left[a - 1][s][t] * F(exact.pi[i][t], exact.pi[i][s])
+                   for s in range(2) for t in range(2))
+        got = exact.ratio(i, a, b)
+        assert want <= got <= want * (1 + F(1, 2**50))

@@ -35,8 +35,9 @@ the noise; conditioning on X_Q costs e^{e_θ}; the sum is ≤ ε).
 
 Exactness: P, q are Fractions; the search picks a quilt per (θ, i) in float64 among widths
 ≤ ``max_width`` (a smaller search only enlarges σ), then recomputes the chosen quilt's
-influence ratio exactly in integers and σ with ``log_up``: σ_max is an exact rational ≥
-the value of the formula. The discrete Laplace keeps the proof's one property, P(z)/P(z +
+influence ratio exactly in integers (π_i's ratios rounded up to 2^-64 once its integers
+pass 512 bits) and σ with ``log_up``: σ_max is an exact rational ≥ the value of the
+formula. The discrete Laplace keeps the proof's one property, P(z)/P(z +
 d) ≤ e^{|d|/σ}.
 
 MQMApprox (§4). Instead of Pᵃ exactly, a mixing bound: with π_θ the stationary law,
@@ -84,7 +85,13 @@ from dpkit.core.metrics import HammingDistance
 from dpkit.core.numbers import Number
 from dpkit.core.record import Release
 from dpkit.errors import DomainError
-from dpkit.mechanisms.frontend import AccountantLike, charge_record, check_accountant, noisy
+from dpkit.mechanisms.frontend import (
+    AccountantLike,
+    charge_record,
+    check_accountant,
+    noise_row,
+    noisy,
+)
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["MarkovChain", "MarkovClass", "markov_class", "QuiltScale", "quilt_scale",
@@ -94,6 +101,8 @@ MAX_STATES = 8
 MAX_CHAINS = 32
 MAX_LENGTH = 4096
 MAX_WIDTH = 64
+EXACT_BITS = 512  # π_i ratios beyond this many bits are rounded up (see _Exact._shift)
+MAX_DENOMINATOR = 1 << 20  # bounds the integers of the exact search (cost ∝ their digits)
 DEFAULT_WIDTH = 16
 MARGIN = 1e-9  # float search: a quilt whose float influence is this close to ε is skipped
 STATISTICS = ("histogram", "count")
@@ -125,11 +134,13 @@ class MarkovClass:
 
 def _law(values: Sequence[Number], k: int, name: str) -> tuple[Fraction, ...]:
     try:
-        law = tuple(numbers.to_fraction(v) for v in values)
+        law = tuple(numbers.as_typed(v) for v in values)
     except (TypeError, ValueError):
         raise DomainError(f"{name} must be {k} positive rationals") from None
     if len(law) != k or min(law) <= 0 or sum(law) != 1:
         raise DomainError(f"{name} must be {k} positive numbers summing to exactly 1")
+    if max(x.denominator for x in law) > MAX_DENOMINATOR:
+        raise DomainError(f"{name}: denominators must be at most 2^20 (round Θ to a grid)")
     return law
 
 
@@ -140,7 +151,8 @@ def markov_class(chains: Sequence[tuple[Sequence[Number], Sequence[Sequence[Numb
     Parameters
     ----------
     chains : sequence of (q, P)
-        q: k numbers; P: k rows of k numbers. Floats are read as typed (0.1 → 1/10).
+        q: k numbers; P: k rows of k numbers. Floats are read as typed (0.1 → 1/10);
+        denominators at most 2^20 (the exact search's integers grow with them).
     states : int
         k, 2 ≤ k ≤ 8: the declared state space {0, …, k − 1}.
 
@@ -153,7 +165,8 @@ def markov_class(chains: Sequence[tuple[Sequence[Number], Sequence[Sequence[Numb
     DomainError
         k outside [2, 8]; no chain or more than 32; a law that is not k positive numbers
         summing exactly to 1 (P must be stochastic with positive entries: a zero makes
-        some influences infinite and MQMApprox needs an ergodic chain).
+        some influences infinite and MQMApprox needs an ergodic chain); a denominator
+        above 2^20.
     """
     k = numbers.integer(states, "states", minimum=2)
     if k > MAX_STATES:
@@ -223,14 +236,24 @@ class _Exact:
         right = np.concatenate([np.zeros((1, self.k, self.k)), self.log_right])
         return (left[:, None] + right[None, :]).reshape(w + 1, w + 1, -1).max(axis=2)
 
+    def _shift(self, i: int, s: int, t: int) -> Fraction:
+        """π_i(t)/π_i(s): exact while π_i's integers are short (every short series, the
+        tests' brute force), else rounded up to a multiple of 2^-64 (a larger influence,
+        so σ only grows) — π_i's integers grow by log₂ D bits a day."""
+        n, d = self.pi[i][t], self.pi[i][s]
+        if max(n.bit_length(), d.bit_length()) <= EXACT_BITS:
+            return Fraction(n, d)
+        return Fraction(-((-n << 64) // d), 1 << 64)
+
     def ratio(self, i: int, a: int, b: int) -> Fraction:
-        """exp e_θ(Q | i) exactly (a, b = 0: no quilt node on that side)."""
+        """exp e_θ(Q | i) (a, b = 0: no quilt node on that side); exact, or rounded up as
+        :meth:`_shift` says."""
         best = Fraction(1)
         for s in range(self.k):
             for t in range(self.k):
                 r = Fraction(1)
                 if a:
-                    r *= self.left[a - 1][s][t] * Fraction(self.pi[i][t], self.pi[i][s])
+                    r *= self.left[a - 1][s][t] * self._shift(i, s, t)
                 if b:
                     r *= self.right[b - 1][s][t]
                 best = max(best, r)
@@ -381,7 +404,8 @@ def quilt_scale(model_class: MarkovClass, length: int, epsilon: Number, *,
         L ≥ 1: F changes by ≤ L (L1) when one node changes (a histogram: 2; a count: 1).
     method : {"exact", "approx"}
     max_width : int
-        W, 1 ≤ W ≤ 64: the widest quilt searched (cost O(|Θ|·T·W²·k²)).
+        W, 1 ≤ W ≤ 64: the widest quilt searched (cost O(|Θ|·T·W²·k²); about 7 s a
+        chain at T = 4096, W = 64, k = 8, 0.1 s at T = 366, W = 16, k = 3).
 
     Returns
     -------
@@ -515,7 +539,8 @@ def markov_quilt_release(series: Sequence[int] | np.ndarray, model_class: Markov
         drawn = noisy(values, eps * scale.sigma, PureDP(eps), statistic="counts")
         return np.asarray(drawn.value, dtype=np.int64)
 
-    values, record = charge_record(accountant, PureDP(eps), description, compute)
+    plan = [noise_row(eps * scale.sigma, PureDP(eps), "counts")]
+    values, record = charge_record(accountant, PureDP(eps), description, compute, plan)
     return QuiltRelease(values, scale, guarantee, record)
 
 
