@@ -29,6 +29,8 @@ equilibrium private_equilibrium: a jointly DP mediator for a parallel-links cong
 mobility    MobilityReport: Google-style mobility reports (Aktay et al. 2020), per-day,
             per-category counts with user-level bounds on one ContinualRelease, exact-law
             error bars, suppression, percent change from a weekday baseline
+correlated  markov_quilt_release / quilt_scale: ε-Pufferfish for a Markov-chain series by
+            the Markov quilt mechanism (Song, Wang & Chaudhuri 2017, MQMExact, MQMApprox)
 """
 
 from dpkit.apps.graph import (

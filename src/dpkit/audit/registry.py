@@ -9,6 +9,7 @@ import importlib.util
 from fractions import Fraction
 
 import dpkit.apps.auction  # noqa: F401  (registers the applications' own mechanisms' cases)
+import dpkit.apps.correlated  # noqa: F401  (the Markov quilt mechanism's case)
 import dpkit.apps.equilibrium  # noqa: F401
 import dpkit.apps.holdout  # noqa: F401
 import dpkit.apps.mobility  # noqa: F401  (the mobility report's case)

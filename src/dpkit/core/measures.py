@@ -15,6 +15,9 @@ a user passes is a cap or a target that a mechanism must not exceed.
 - :class:`ProbabilisticDP` — (ε, δ)-probabilistic DP (Machanavajjhala, Kifer, Abowd, Gehrke
   & Vilhuber, ICDE 2008, Def. 4): for every table, outside a disclosure set of output
   probability ≤ δ the ratio bound e^ε holds pointwise against every neighbour.
+- :class:`Pufferfish` — ε-Pufferfish privacy for (secrets, secret pairs, a class Θ of data
+  distributions) (Kifer & Machanavajjhala, TODS 2014): a guarantee a release
+  states, not a loss an accountant debits (it does not compose in general).
 
 Conversions: ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4); ε-DP ⇒ (ε, 0)-DP;
 (ε, δ)-probabilistic DP ⇒ (ε, δ)-DP (:meth:`ProbabilisticDP.to_approx`; the converse fails);
@@ -49,6 +52,7 @@ from dpkit.core.numbers import (
 from dpkit.errors import DomainError, MeasureError
 
 __all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "CrowdBlending", "ProbabilisticDP",
+           "Pufferfish",
            "convert", "zcdp_to_epsilon", "largest_rho", "rounding_note"]
 
 
@@ -372,6 +376,53 @@ class CrowdBlending:
 
     def __str__(self) -> str:
         return f"k = {self.k}, ε {_relation(self.epsilon)} {readable(self.epsilon)}"
+
+
+@dataclass(frozen=True)
+class Pufferfish:
+    """ε-Pufferfish privacy (Kifer & Machanavajjhala, "Pufferfish: a framework for
+    mathematical privacy definitions", TODS 2014, the definition of ε-PufferFish privacy):
+    for every secret pair (s_i, s_j), every θ ∈ Θ with P(s_i | θ), P(s_j | θ) > 0 and every
+    output set S,
+    P(M(X) ∈ S | s_i, θ) ≤ e^ε · P(M(X) ∈ S | s_j, θ), X drawn from θ.
+
+    Not a :class:`PrivacyLoss`: Pufferfish privacy does not compose in general, so no
+    accountant takes it; a release states it beside the loss it debits (like
+    :class:`CrowdBlending`). With secrets "record i has value a" and Θ every product
+    distribution it is ε-DP (Kifer & Machanavajjhala 2014, their theorem relating
+    Pufferfish to differential privacy); for a smaller Θ it says nothing about data drawn
+    from outside Θ.
+
+    Parameters
+    ----------
+    epsilon : number
+        ε ≥ 0 in nats (rounded down like every measure's).
+    secrets : str
+        The secret pairs, in words (e.g. "X_t = a vs X_t = b, every t, a ≠ b").
+    model_class : str
+        Θ's canonical text (e.g. a Markov class's description with its digest).
+
+    Raises
+    ------
+    DomainError
+        ε negative or not a number, or an empty description.
+    """
+
+    epsilon: Fraction
+    secrets: str
+    model_class: str
+
+    def __init__(self, epsilon: Number, secrets: str, model_class: str) -> None:
+        if not (isinstance(secrets, str) and secrets and isinstance(model_class, str)
+                and model_class):
+            raise DomainError("Pufferfish needs the secret pairs and the class Θ as text")
+        object.__setattr__(self, "epsilon", _frac(epsilon, "epsilon"))
+        object.__setattr__(self, "secrets", secrets)
+        object.__setattr__(self, "model_class", model_class)
+
+    def __str__(self) -> str:
+        return (f"ε {_relation(self.epsilon)} {readable(self.epsilon)}-Pufferfish "
+                f"(secrets: {self.secrets}; Θ: {self.model_class})")
 
 
 @dataclass(frozen=True, repr=False)
