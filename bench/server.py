@@ -610,9 +610,12 @@ def _measured(server: Server, seconds: float, drive: Any) -> tuple[Any, float, d
     elapsed = time.perf_counter() - start
     stop.set()
     server_cpu = _cpu_seconds(server_pids) - server_cpu
-    count = server.ledger.count()
-    spent = server.ledger.spent(DATASET).epsilon
-    logged = sum((r["loss"].epsilon for r in server.ledger.releases(DATASET)), Fraction(0))
+    while True:  # requests still in flight when the client stops (wrk) land meanwhile:
+        count = server.ledger.count()  # read the spend and the log between two equal counts
+        spent = server.ledger.spent(DATASET).epsilon
+        logged = sum((r["loss"].epsilon for r in server.ledger.releases(DATASET)), Fraction(0))
+        if server.ledger.count() == count:
+            break
     # CPU per answered request (all requests end in a release, errors included): the
     # server's master and workers
     return got, elapsed, {
