@@ -18,7 +18,7 @@ from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
 
 from dpkit.errors import DomainError
@@ -76,6 +76,25 @@ def fit_labelled(X: ArrayLike, y: ArrayLike, classes: Any
     _typed(lambda: check_classification_targets(labels))
     declared, index = declared_labels(classes, labels)
     return np.array(x, dtype=np.float64), declared, index
+
+
+def fit_binary(X: ArrayLike, y: ArrayLike, classes: Any
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`fit_labelled` for a binary classifier: exactly two declared classes and a
+    target scikit-learn does not call multiclass.
+
+    Raises
+    ------
+    DomainError
+        Not two declared classes, a multiclass target, or :func:`fit_labelled`'s errors.
+    """
+    if classes is None or len(classes) != 2:
+        raise DomainError("declare the two class labels: classes=[negative, positive]")
+    kind = type_of_target(y, input_name="y") if y is not None else "binary"
+    if kind == "multiclass":
+        raise DomainError(f"Only binary classification is supported. The type of the "
+                          f"target is {kind}.")
+    return fit_labelled(X, y, classes)
 
 
 def declared_labels(classes: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -110,7 +110,6 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import type_of_target
 
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import dyadic_up, exp_down, log_up, positive, sqrt_up
@@ -118,7 +117,7 @@ from dpkit.errors import DomainError
 from dpkit.learn._amp import LOGISTIC, amp_plan, amp_rows, solve_amp
 from dpkit.learn._baseline import LEVEL, one_sign, warn, within_noise
 from dpkit.learn._privacy import check_bounds, check_epsilon, clip_rows, single_threaded_blas
-from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
+from dpkit.learn._validation import ArrayLike, fit_binary, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 
@@ -419,13 +418,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         self.accountant = accountant
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> LogisticRegression:
-        if self.classes is None or len(self.classes) != 2:
-            raise DomainError("declare the two class labels: classes=[negative, positive]")
-        kind = type_of_target(y, input_name="y") if y is not None else "binary"
-        if kind == "multiclass":
-            raise DomainError(f"Only binary classification is supported. The type of the "
-                              f"target is {kind}.")
-        x, classes, label = fit_labelled(X, y, self.classes)
+        x, classes, label = fit_binary(X, y, self.classes)
         eps = check_epsilon(self.epsilon)
         if self.method not in METHODS:
             raise DomainError(f"method must be one of {METHODS}, not {self.method!r}")

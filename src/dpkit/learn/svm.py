@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import type_of_target
 
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
@@ -35,7 +34,7 @@ from dpkit.errors import DomainError
 from dpkit.learn._amp import HUBER_HINGE, AmpPlan, amp_plan, amp_rows, huber_hinge, solve_amp
 from dpkit.learn._baseline import one_sign, warn
 from dpkit.learn._privacy import check_bounds, check_epsilon, clip_rows
-from dpkit.learn._validation import ArrayLike, fit_labelled, predict_features
+from dpkit.learn._validation import ArrayLike, fit_binary, predict_features
 from dpkit.mechanisms import make_noise
 from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
@@ -165,13 +164,7 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
         self.accountant = accountant
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> LinearSVC:
-        if self.classes is None or len(self.classes) != 2:
-            raise DomainError("declare the two class labels: classes=[negative, positive]")
-        kind = type_of_target(y, input_name="y") if y is not None else "binary"
-        if kind == "multiclass":
-            raise DomainError(f"Only binary classification is supported. The type of the "
-                              f"target is {kind}.")
-        x, classes, label = fit_labelled(X, y, self.classes)
+        x, classes, label = fit_binary(X, y, self.classes)
         eps = check_epsilon(self.epsilon)
         if self.delta is None:
             raise DomainError("declare delta (0 < δ < 1)")
