@@ -127,10 +127,10 @@ def main() -> None:
             one = markov_quilt_release(y2, model, epsilon=eps, max_width=WIDTH)
             assert one.scale == exact
             errs = [l1_error(counts, eps * s, eps, args.trials)
-                    for s in (exact.sigma, approx.sigma, group, naive)]
-            lines.append(f"| {float(eps):g} | {float(exact.sigma):.3f} | "
+                    for s in (exact.scale, approx.scale, group, naive)]
+            lines.append(f"| {float(eps):g} | {float(exact.scale):.3f} | "
                          f"({exact.node}, {exact.left}, {exact.right}) | "
-                         f"{float(approx.sigma):.3f} | {float(group):.0f} | "
+                         f"{float(approx.scale):.3f} | {float(group):.0f} | "
                          f"{float(naive):.0f} | " + " | ".join(f"{e:.4f}" for e in errs) + " |")
         lines.append("")
     lines += ["Reading: on `weathersit` (weather mixes within days) MQMExact's σ is 10–18× "

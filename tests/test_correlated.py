@@ -90,9 +90,9 @@ def brute_sigma(pairs, length, eps, lipschitz=1):
 @pytest.mark.parametrize("pairs, length, eps", CASES)
 def test_sigma_max_equals_brute_force(pairs, length, eps):
     got = c.quilt_scale(c.markov_class(pairs, 2), length, eps, max_width=length)
-    assert got.sigma == numbers.dyadic_up(brute_sigma(pairs, length, eps), 32)
-    assert F(1) / eps <= got.sigma <= F(length) / eps
-    assert (got.sigma < F(length) / eps) == ((pairs, length, eps) != CASES[-1])
+    assert got.scale == numbers.dyadic_up(brute_sigma(pairs, length, eps), 32)
+    assert F(1) / eps <= got.scale <= F(length) / eps
+    assert (got.scale < F(length) / eps) == ((pairs, length, eps) != CASES[-1])
 
 
 def test_approx_bounds_the_exact_influence():
@@ -105,8 +105,8 @@ def test_approx_bounds_the_exact_influence():
         if bound is not None:
             assert exact.ratio(i, a, b) <= bound
     model = c.markov_class([(q, p)], 3)
-    assert c.quilt_scale(model, 30, 1, method="approx").sigma >= \
-        c.quilt_scale(model, 30, 1).sigma
+    assert c.quilt_scale(model, 30, 1, method="approx").scale >= \
+        c.quilt_scale(model, 30, 1).scale
 
 
 # -- the guarantee, on exact output laws -----------------------------------------------------
@@ -151,7 +151,7 @@ STICKY = ((F(1, 2), F(1, 2)), ((F(19, 20), F(1, 20)), (F(1, 20), F(19, 20))))
 
 @pytest.mark.parametrize("pairs, length, eps", [*CASES, ([STICKY], 5, F(1))])
 def test_pufferfish_guarantee_holds_exactly(pairs, length, eps):
-    sigma = c.quilt_scale(c.markov_class(pairs, 2), length, eps).sigma
+    sigma = c.quilt_scale(c.markov_class(pairs, 2), length, eps).scale
     assert worst_log_ratio(pairs, length, planned_scale(sigma, eps)) <= eps_decimal(eps)
 
 
@@ -159,7 +159,7 @@ def test_pufferfish_guarantee_holds_exactly(pairs, length, eps):
 def test_halved_scale_fails_the_guarantee(pairs, length, eps):
     """Where the quilt bound is nearly tight, half the scale breaks it (elsewhere MQM's
     bound is loose: half may still be private, so this is not asserted for every case)."""
-    sigma = c.quilt_scale(c.markov_class(pairs, 2), length, eps).sigma
+    sigma = c.quilt_scale(c.markov_class(pairs, 2), length, eps).scale
     assert worst_log_ratio(pairs, length, planned_scale(sigma / 2, eps)) > eps_decimal(eps)
 
 
@@ -213,7 +213,7 @@ def test_release_is_charged_once_with_its_plan():
     assert out.release.loss == dp.PureDP(1)
     (row,) = out.release.noise
     assert acc.last.noise == out.release.noise  # the plan written with the debit is the draw
-    assert row.scale >= out.scale.sigma >= 2  # histogram: L = 2, σ ≥ L/ε
+    assert row.scale >= out.scale.scale >= 2  # histogram: L = 2, σ ≥ L/ε
     assert out.guarantee.epsilon == 1 and "Pufferfish" in out.release.description
     count = c.markov_quilt_release([0, 1] * 20, model, epsilon=1, statistic="count", state=1)
     assert count.values.shape == (1,)

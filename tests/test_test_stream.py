@@ -163,6 +163,8 @@ _OTHER_RANDOMNESS = {
                                  "there)"),
     "release/ranges/dpbench.py": ({"np.random"}, "benchmark inputs"),
     "release/workload.py": ({"np.random"}, "public random workloads"),
+    "audit/attacks.py": ({"np.random"}, "the simulated attacker's own choices (which subsets "
+                         "to ask, whom to target), never a release's noise"),
 }
 _FOREIGN = ("random", "secrets", "numpy.random", "os.urandom", "np.random", "default_rng")
 

@@ -331,7 +331,7 @@ class QuiltScale:
 
     Attributes
     ----------
-    sigma : Fraction
+    scale : Fraction
         σ_max, the discrete Laplace scale per coordinate (already times L), exact.
     chain, node : int
         The θ (index in Θ) and the node i whose best quilt sets σ_max.
@@ -343,7 +343,7 @@ class QuiltScale:
         "exact" (MQMExact) or "approx" (MQMApprox).
     """
 
-    sigma: Fraction
+    scale: Fraction
     chain: int
     node: int
     left: int
@@ -434,11 +434,11 @@ def quilt_scale(model_class: MarkovClass, length: int, epsilon: Number, *,
         model = _Exact(chain, t, w) if method == "exact" else _Approx(chain, t, w)
         for i in range(t):
             sigma, a, b = _best(model, i, t, eps, lip, w)
-            if best is None or sigma > best.sigma:
+            if best is None or sigma > best.scale:
                 best = QuiltScale(sigma, c, i, a, b, _nearby(i, a, b, t), method)
     assert best is not None  # Θ is never empty
     # a short exact number for the record: rounded up to a multiple of 2^-32
-    return QuiltScale(numbers.dyadic_up(best.sigma, 32), *list(vars(best).values())[1:])
+    return QuiltScale(numbers.dyadic_up(best.scale, 32), *list(vars(best).values())[1:])
 
 
 # -- the release --------------------------------------------------------------------------
@@ -536,10 +536,10 @@ def markov_quilt_release(series: Sequence[int] | np.ndarray, model_class: Markov
     def compute() -> np.ndarray:
         counts = np.bincount(x, minlength=model_class.states)
         values = counts if statistic == "histogram" else counts[target:target + 1]
-        drawn = noisy(values, eps * scale.sigma, PureDP(eps), statistic="counts")
+        drawn = noisy(values, eps * scale.scale, PureDP(eps), statistic="counts")
         return np.asarray(drawn.value, dtype=np.int64)
 
-    plan = [noise_row(eps * scale.sigma, PureDP(eps), "counts")]
+    plan = [noise_row(eps * scale.scale, PureDP(eps), "counts")]
     values, record = charge_record(accountant, PureDP(eps), description, compute, plan)
     return QuiltRelease(values, scale, guarantee, record)
 
@@ -590,7 +590,7 @@ def audit_cases() -> list[AuditCase]:
     the count of state 1 by MQMExact at ε = 1. Broken: half of σ_max."""
     eps = Fraction(1)
     model = MarkovClass(2, (AUDIT_CHAIN,))
-    sigma = quilt_scale(model, AUDIT_LENGTH, eps).sigma
+    sigma = quilt_scale(model, AUDIT_LENGTH, eps).scale
     good = _sampler(sigma, eps)
     claim = Measurement(lambda d: good(d, 1), HammingDistance(), PureDP,
                         lambda d: PureDP(eps * d), "markov_quilt_release",

@@ -31,6 +31,7 @@ import polars as pl
 
 from dpkit.core import rng
 from dpkit.core.component import Measurement
+from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import AddRemoveDistance
 from dpkit.core.subsampling import amplified_epsilon
@@ -514,7 +515,8 @@ def _sampled_count_audit() -> list[AuditCase]:
         return np.asarray(noise(np.full(n, int(data))))  # type: ignore[call-overload]
 
     claim = Measurement(lambda d: sampled(d, 1), AddRemoveDistance(), PureDP,
-                        lambda d: PureDP(claimed * d), "poisson_sampled_count")
+                        lambda d: PureDP(claimed * d), "poisson_sampled_count",
+                        input_domain=VectorDomain(AtomDomain(Kind.INTEGER)))
     return [AuditCase("poisson_sampled_count", claim, sampled, unsampled, 0, 1)]
 
 

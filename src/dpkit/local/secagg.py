@@ -181,8 +181,8 @@ def shamir_share(secret: np.ndarray, threshold: int, n: int, prime: int = PRIME)
         Row i is the share at x = i + 1.
     """
     s = np.asarray(secret, dtype=np.int64)
-    random = rng.uniform_below(prime, (threshold - 1) * s.size).astype(np.int64)
-    coeffs = np.vstack([s[None, :], random.reshape(threshold - 1, s.size)])
+    drawn = rng.uniform_below(prime, (threshold - 1) * s.size).astype(np.int64)
+    coeffs = np.vstack([s[None, :], drawn.reshape(threshold - 1, s.size)])
     return shamir_evaluate(coeffs, np.arange(1, n + 1), prime)
 
 
