@@ -71,6 +71,16 @@ def check_bounds(bounds: Any, d: int) -> tuple[np.ndarray, np.ndarray]:
     return lower, upper
 
 
+def standardise(x: np.ndarray, bounds: Any) -> np.ndarray:
+    """Rows clamped to declared ``bounds`` (None: ``x`` unchanged) and mapped onto the
+    unit cube scaled by 1/√d, so every row has L2 norm ≤ 1."""
+    if bounds is None:
+        return x
+    lower, upper = check_bounds(bounds, x.shape[1])
+    mid, half = (lower + upper) / 2, (upper - lower) / 2
+    return (np.clip(x, lower, upper) - mid) / half / math.sqrt(x.shape[1])
+
+
 def clip_rows(x: np.ndarray, norm: float) -> np.ndarray:
     """Rows scaled down to L2 norm ≤ ``norm`` (rows already inside are unchanged)."""
     norms = np.linalg.norm(x, axis=1)

@@ -116,7 +116,13 @@ from dpkit.core.numbers import dyadic_up, exp_down, log_up, positive, sqrt_up
 from dpkit.errors import DomainError
 from dpkit.learn._amp import LOGISTIC, amp_plan, amp_rows, solve_amp
 from dpkit.learn._baseline import LEVEL, one_sign, warn, within_noise
-from dpkit.learn._privacy import check_bounds, check_epsilon, clip_rows, single_threaded_blas
+from dpkit.learn._privacy import (
+    check_bounds,
+    check_epsilon,
+    clip_rows,
+    single_threaded_blas,
+    standardise,
+)
 from dpkit.learn._validation import ArrayLike, fit_binary, predict_features
 from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
@@ -667,11 +673,7 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         return None if self.data_norm is None else float(self.data_norm)
 
     def _standardise(self, x: np.ndarray) -> np.ndarray:
-        if self.bounds is None:
-            return x
-        lower, upper = check_bounds(self.bounds, x.shape[1])
-        mid, half = (lower + upper) / 2, (upper - lower) / 2
-        return (np.clip(x, lower, upper) - mid) / half / math.sqrt(x.shape[1])
+        return standardise(x, self.bounds)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

@@ -33,7 +33,7 @@ from dpkit.core.numbers import positive
 from dpkit.errors import DomainError
 from dpkit.learn._amp import HUBER_HINGE, AmpPlan, amp_plan, amp_rows, huber_hinge, solve_amp
 from dpkit.learn._baseline import one_sign, warn
-from dpkit.learn._privacy import check_bounds, check_epsilon, clip_rows
+from dpkit.learn._privacy import check_epsilon, clip_rows, standardise
 from dpkit.learn._validation import ArrayLike, fit_binary, predict_features
 from dpkit.mechanisms import make_noise
 from dpkit.mechanisms.frontend import AccountantLike, charge
@@ -206,11 +206,7 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
         return float(self.data_norm)
 
     def _standardise(self, x: np.ndarray) -> np.ndarray:
-        if self.bounds is None:
-            return x
-        lower, upper = check_bounds(self.bounds, x.shape[1])
-        mid, half = (lower + upper) / 2, (upper - lower) / 2
-        return (np.clip(x, lower, upper) - mid) / half / math.sqrt(x.shape[1])
+        return standardise(x, self.bounds)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
