@@ -20,7 +20,6 @@ import json
 import subprocess
 import time
 from fractions import Fraction
-from pathlib import Path
 
 from outdir import add_flag, results_dir
 
