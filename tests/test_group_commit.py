@@ -65,14 +65,14 @@ class _Recorder:
                 self.changed.notify_all()
             wait(committed)
 
-        def held_flush() -> int:
+        def held_flush(last_inode: int) -> int:
             if self.first:
                 self.first = False
                 with self.changed:
                     assert self.changed.wait_for(
                         lambda: self.waiting >= hold and len(self.returned) >= until_returned,
                         timeout=120)
-            return flush()
+            return flush(last_inode)
 
         def recorded_mark(started: int, inode: int) -> None:
             self.flushes.append((started, time.monotonic_ns()))
@@ -184,7 +184,7 @@ _HANGING_LEADER = textwrap.dedent("""
     ledger = Ledger(sys.argv[1], mac_key=sys.argv[2].encode())
     sync = ledger._group_sync
 
-    def hang() -> int:  # the leader is killed in the middle of its flush
+    def hang(last_inode: int) -> int:  # the leader is killed in the middle of its flush
         print("flushing", flush=True)
         time.sleep(600)
         return -1

@@ -142,10 +142,10 @@ class SqliteGroupSync:
         os.ftruncate(self._file, 0)
         os.pwrite(self._file, data, 0)
 
-    def flush(self) -> int:
-        """``fsync`` the WAL file (its folder too when its inode is not the last flush's),
-        or the database file when there is no WAL file; returns the WAL's inode (-1)."""
-        _, last_inode = self._read_mark()
+    def flush(self, last_inode: int) -> int:
+        """Flush the WAL file (its folder too when its inode is not ``last_inode``, the
+        last flush's), or the database file when there is no WAL file; returns the WAL's
+        inode (-1 when there is none)."""
         try:
             fd = os.open(self.wal, os.O_RDONLY)
         except FileNotFoundError:  # checkpointed and removed: the database file holds it
@@ -169,11 +169,11 @@ class SqliteGroupSync:
         """Return once every commit that returned before ``committed`` (a
         ``time.monotonic_ns()`` read after it) is on disk."""
         with self._locked():
-            mark, _ = self._read_mark()
+            mark, last_inode = self._read_mark()
             if mark > committed:  # a flush started after the commit returned
                 return
             started = time.monotonic_ns()
-            inode = self.flush()
+            inode = self.flush(last_inode)
             self._write_mark(started, inode)
 
     def close(self) -> None:
