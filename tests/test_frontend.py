@@ -49,6 +49,24 @@ def test_the_wrong_accountant_is_refused_before_anything_runs():
     assert not ran
 
 
+def test_a_session_unit_is_charged_only_where_the_front_end_bounds_it():
+    """A Session whose unit is not a row reaches a front end over rows: refused before the
+    debit (the loss would be one row's, not one person's); a front end that bounds each unit
+    says so (``unit_bounded``) and is debited; row-level Sessions pass as before."""
+    frame = pl.DataFrame({"id": [1, 1], "x": [0, 1]})
+    by_id = dp.Session(frame, dp.PrivacyUnit.by("id", 2), PureDP(2))
+    ran: list[int] = []
+    with pytest.raises(DomainError, match="privacy unit"):
+        frontend.charge(by_id, PureDP(1), "rows", lambda: ran.append(1))
+    with pytest.raises(DomainError, match="privacy unit"):
+        frontend.check_accountant(by_id)
+    assert ran == [] and by_id.accountant.spent == PureDP(0)
+    frontend.charge(by_id, PureDP(1), "bounded", lambda: ran.append(1), unit_bounded=True)
+    rows = dp.Session(frame, dp.PrivacyUnit.rows(), PureDP(2))
+    frontend.charge(rows, PureDP(1), "rows", lambda: ran.append(2))
+    assert ran == [1, 2] and by_id.accountant.spent == PureDP(1) == rows.accountant.spent
+
+
 def test_draws_during_a_run_are_its_noise_rows():
     def compute():
         frontend.noisy(np.zeros(3), 1, PureDP(1), output="grid", statistic="a")

@@ -27,6 +27,7 @@ import dpkit as dp  # noqa: E402
 from dpkit import learn  # noqa: E402
 from dpkit.core.measures import ApproxDP, PureDP  # noqa: E402
 from dpkit.core.record import NoiseRow, Release  # noqa: E402
+from dpkit.errors import DomainError  # noqa: E402
 from dpkit.learn import tree as tree_module  # noqa: E402
 from dpkit.mechanisms import frontend  # noqa: E402
 
@@ -194,3 +195,22 @@ def test_a_draw_outside_the_plan_is_caught():
     assert plan_problems(release, row, [planned, other]) == [f"drawn outside the plan: {other}"]
     assert plan_problems(release, {**row, "loss": PureDP(2)}, [planned]) == [
         "debited ε = 2, recorded ε = 1"]
+
+
+def _unit_session(tmp_path: Any) -> dp.Session:
+    return dp.Session(pl.DataFrame({"id": [1], "a": [1]}), dp.PrivacyUnit.by("id", 5),
+                      ApproxDP(100, Fraction(1, 1000)), ledger=str(tmp_path / "u.sqlite"),
+                      dataset="d")
+
+
+@pytest.mark.parametrize("name", PUBLIC + sorted(VARIANTS))
+def test_a_fit_refuses_a_session_whose_unit_it_cannot_bound(name, tmp_path):
+    """A fit sees rows, not people: a Session declaring PrivacyUnit.by("id", 5) would be
+    charged one row's loss for a person who may own five rows (before the fix, the fit
+    debited ε and released). Refused before the debit: nothing spent."""
+    case = CASES.get(name) or VARIANTS[name]
+    session = _unit_session(tmp_path)
+    with pytest.raises(DomainError, match="privacy unit"):
+        case(session)
+    assert session.accountant.spent == ApproxDP(0, 0)
+    assert session.last_release is None

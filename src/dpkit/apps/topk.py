@@ -231,7 +231,9 @@ def top_k_unknown_domain(frame: Any, *, user: str, item: str, k: int, d: int | N
     selection = _selection(method, k, eps_s, delta, k_bar)
     loss = ApproxDP(eps, selection.loss().delta)  # validates δ, k, k̄ and the method
     pairs = _pairs(frame, user, item, clicks)
-    check_accountant(accountant)
+    # the inner session bounds each user: a Session's unit must be that user column
+    bounded = getattr(getattr(accountant, "privacy_unit", None), "column", None) == user
+    check_accountant(accountant, unit_bounded=bounded)
     session = Session(pairs, PrivacyUnit.by(user, d, max_groups=d, max_rows_per_group=1),
                       loss)
 
@@ -242,4 +244,5 @@ def top_k_unknown_domain(frame: Any, *, user: str, item: str, k: int, d: int | N
         return _top(query.release(epsilon=eps_c), item, k, method == LIMITED_DOMAIN)
     return charge(accountant, loss, f"top-{k} of {item!r} over an unknown domain: user "
                   f"{user!r}, d={d}, ε={eps}, δ={loss.delta}, {method}"
-                  + (f", clicks {clicks!r} ≤ {click_bound}" if clicks else ""), compute)
+                  + (f", clicks {clicks!r} ≤ {click_bound}" if clicks else ""), compute,
+                  unit_bounded=bounded)

@@ -501,7 +501,7 @@ class Session:
             self._accountant_for(query), plan.loss, plan.description, compute, plan.noise,
             idempotency_key=idempotency_key, accuracy=_accuracy(planned, beta),
             store=lambda r: r.write_json(), replay=lambda text: pl.read_json(io.StringIO(text)),
-            loss_note=plan.loss_note)[1]
+            loss_note=plan.loss_note, unit_bounded=True)[1]
 
     def _select_partitions(self, bounded: Any, selection: PartitionSelection | TopKSelection,
                            key_columns: list[str], streaming: bool) -> pl.DataFrame:

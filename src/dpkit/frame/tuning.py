@@ -380,7 +380,8 @@ def _release_histogram(spec: _Spec) -> tuple[np.ndarray, Release[Any]]:
 
     description = (f"tune contribution bounds: histogram of {spec.histogram} on the grid "
                    f"{list(spec.grid)}")
-    return frontend.charge_record(_session(query), budget, description, compute, plan)
+    return frontend.charge_record(_session(query), budget, description, compute, plan,
+                                  unit_bounded=True)
 
 
 def value_edges(outer: tuple[Fraction, Fraction], bins: int) -> tuple[Fraction, ...]:
@@ -429,7 +430,8 @@ def _release_values(spec: _Spec) -> tuple[np.ndarray, Release[Any]]:
 
     description = (f"tune bounds: histogram of one value of {column!r} per unit on {bins} "
                    f"equal bins of [{outer[0]:g}, {outer[1]:g}]")
-    return frontend.charge_record(_session(query), budget, description, compute, plan)
+    return frontend.charge_record(_session(query), budget, description, compute, plan,
+                                  unit_bounded=True)
 
 
 def unimodal(counts: np.ndarray) -> np.ndarray:

@@ -68,16 +68,45 @@ class Drawn(NamedTuple):
 
 
 # -- accounting -----------------------------------------------------------------------------
-def accountant_of(accountant: AccountantLike) -> Accountant:
+def accountant_of(accountant: AccountantLike, *, unit_bounded: bool = False) -> Accountant:
     """The :class:`~dpkit.core.accountant.Accountant` behind ``accountant`` (a filter is
-    wrapped, a Session gives its own). Raises DomainError for anything else (None too)."""
+    wrapped, a Session gives its own).
+
+    A Session whose privacy unit is not a row (``PrivacyUnit.by(column, …)``) is accepted
+    only from a front end that bounds each unit's contribution itself (``unit_bounded``):
+    a release over rows would otherwise be charged as if one row were one person, and a
+    person with k rows would lose up to k times the loss debited (group privacy, Dwork &
+    Roth 2014, Theorem 2.2).
+
+    Raises
+    ------
+    DomainError
+        ``accountant`` is not an Accountant, a PrivacyFilter or a Session (None too), or a
+        Session with a multi-row privacy unit reaches a front end that works on rows.
+    """
+    if not unit_bounded:
+        _refuse_unit(accountant)
     return as_accountant(accountant)
 
 
-def check_accountant(accountant: AccountantLike) -> None:
-    """Refuse an accountant of the wrong type at plan time (DomainError), nothing debited."""
+def _refuse_unit(accountant: AccountantLike) -> None:
+    unit = getattr(accountant, "privacy_unit", None)
+    if getattr(unit, "column", None) is None:
+        return
+    raise DomainError(
+        f"this release works on rows, but the Session's privacy unit is {unit}: it cannot "
+        "bound how many rows one person contributes here, so the loss charged would not be "
+        "one person's. Release through the Session's own queries (which bound each unit), "
+        "or reduce the data to one row per person and open a Session with "
+        "PrivacyUnit.rows() (nothing was spent)")
+
+
+def check_accountant(accountant: AccountantLike, *, unit_bounded: bool = False) -> None:
+    """Refuse, at plan time, an accountant of the wrong type or a Session whose privacy
+    unit this front end does not bound (DomainError, see :func:`accountant_of`); nothing
+    is debited."""
     if accountant is not None:
-        accountant_of(accountant)
+        accountant_of(accountant, unit_bounded=unit_bounded)
 
 
 # the rows drawn by noisy/select inside a charged compute (one list per charge in progress)
@@ -102,8 +131,8 @@ def _note(row: NoiseRow) -> None:
 
 def charge_record(accountant: AccountantLike, loss: PrivacyLoss, description: str,
                   compute: Callable[[], T], noise: Sequence[NoiseRow] = (), *,
-                  alternatives: Sequence[PrivacyLoss] = (), **options: Any
-                  ) -> tuple[T, Release[Any]]:
+                  alternatives: Sequence[PrivacyLoss] = (), unit_bounded: bool = False,
+                  **options: Any) -> tuple[T, Release[Any]]:
     """:func:`charge`, returning the release record beside the result (a stream keeps it)."""
     rng.require_secure()
     drawn: list[NoiseRow] = []
@@ -112,7 +141,7 @@ def charge_record(accountant: AccountantLike, loss: PrivacyLoss, description: st
         return result, Release(read_only(result), loss, _rows(noise, drawn), None, None, False,
                                digest_of(result), description,
                                loss_note=options.get("loss_note"))
-    target = accountant_of(accountant)
+    target = accountant_of(accountant, unit_bounded=unit_bounded)
     debit = _debitable(target, (loss, *alternatives))
     computed: list[T] = []  # compute's own object (the record holds a read-only view)
 
@@ -133,7 +162,8 @@ def _rows(planned: Sequence[NoiseRow], drawn: list[NoiseRow]) -> tuple[NoiseRow,
 
 def charge(accountant: AccountantLike, loss: PrivacyLoss, description: str,
            compute: Callable[[], T], noise: Sequence[NoiseRow] = (), *,
-           alternatives: Sequence[PrivacyLoss] = (), **options: Any) -> T:
+           alternatives: Sequence[PrivacyLoss] = (), unit_bounded: bool = False,
+           **options: Any) -> T:
     """Debit ``loss`` through the one accountant, atomically, then run ``compute``.
 
     Parameters
@@ -155,6 +185,11 @@ def charge(accountant: AccountantLike, loss: PrivacyLoss, description: str,
         calibrating its noise to values it released), the record keeps the distinct rows
         of every :func:`noisy` and :func:`select` draw made during ``compute`` (the
         ledger's row, written at the debit, has none).
+    unit_bounded : bool
+        True only where the front end bounds each privacy unit's contribution as a
+        Session declares it (the Session's queries, continual release, the apps that read
+        ``session.privacy_unit``). Otherwise a Session whose privacy unit is not a row is
+        refused before the debit: the loss would be one row's, not one person's.
     **options
         Passed to :meth:`~dpkit.core.accountant.Accountant.run` (``accuracy``, ``store``,
         ``replay``, ``idempotency_key``).
@@ -169,7 +204,8 @@ def charge(accountant: AccountantLike, loss: PrivacyLoss, description: str,
     Raises
     ------
     DomainError
-        ``accountant`` is none of the above (before the debit).
+        ``accountant`` is none of the above, or a Session with a multi-row privacy unit
+        without ``unit_bounded`` (before the debit).
     MeasureError
         No candidate loss converts to the accountant's measure (before the debit).
     BudgetExceededError
@@ -180,7 +216,8 @@ def charge(accountant: AccountantLike, loss: PrivacyLoss, description: str,
         Under the seeded test stream (before the debit).
     """
     result, release = charge_record(accountant, loss, description, compute, noise,
-                                    alternatives=alternatives, **options)
+                                    alternatives=alternatives, unit_bounded=unit_bounded,
+                                    **options)
     if callable(getattr(result, "get_params", None)) and not isinstance(result, type):
         result.release_ = release  # type: ignore[attr-defined]
     return result

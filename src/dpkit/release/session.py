@@ -135,7 +135,8 @@ def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
     # the algorithm splits ε′ = ε/Δ over its own measurements (its docstring gives them):
     # one row, the algorithm at sensitivity Δ, with no single scale
     noise = (NoiseRow(method, None, delta_l1, stat.stat.key),)
-    return charge(session, session.total_loss(planned, None), description, compute, noise)
+    return charge(session, session.total_loss(planned, None), description, compute, noise,
+                  unit_bounded=True)
 
 
 class SessionPMW:
@@ -344,7 +345,7 @@ def _multiplicative(query: Any, spec: Mapping[str, Any], epsilon: Number, alpha:
     # nothing is released at the debit (answers come later, each from the hypothesis)
     noise = (NoiseRow(name, None, Fraction(delta_rows), "counting queries"),)
     result, record = charge_record(session, session.total_loss(planned, None), description,
-                                   compute, noise)
+                                   compute, noise, unit_bounded=True)
     result.release = record
     return result
 

@@ -251,7 +251,8 @@ def synthetic_query(query: Any, spec: Mapping[str, Any], *, method: str = "auto"
     description = _describe(query, f"publish.synthetic({method}; {_columns(domain)}; unit ≤ "
                                    f"{m} rows, run at {run_at})")
     noise = synthetic_noise(method, len(domain.attributes), m, own, options)
-    return charge(session, loss, description, compute, noise)
+    return charge(session, loss, description, compute, noise,
+                  unit_bounded=True)
 
 
 # -- marginals ---------------------------------------------------------------------------
@@ -386,7 +387,8 @@ def marginals_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
                                    f"{m} rows, L1 sensitivity {m}·{len(workload.cliques)})")
     noise = (NoiseRow("discrete Laplace", None, Fraction(m * len(workload.cliques)),
                       "marginals"),)
-    return charge(session, PureDP(eps), description, compute, noise)
+    return charge(session, PureDP(eps), description, compute, noise,
+                  unit_bounded=True)
 
 
 def _datacube_query(query: Any, spec: Mapping[str, Any], codec: Codec,
@@ -410,7 +412,8 @@ def _datacube_query(query: Any, spec: Mapping[str, Any], codec: Codec,
     noise = tuple(replace(row, sensitivity=Fraction(m)) for row in (
         noise_row(1, PureDP(e), "cuboid " + ",".join(c))
         for c, e in zip(plan.measured, plan.epsilons, strict=True)))
-    return charge(query.session, PureDP(eps), description, compute, noise)
+    return charge(query.session, PureDP(eps), description, compute, noise,
+                  unit_bounded=True)
 
 
 # -- range histograms (1-D to 4-D) -------------------------------------------------------
@@ -513,7 +516,8 @@ def histogram_nd_query(query: Any, spec: Mapping[str, Any], method: str = "auto"
     description = _describe(query, f"publish.histogram_nd({method}; {_columns(domain)}; "
                                    f"unit ≤ {m} rows, run at ε/{m})")
     noise = (NoiseRow(method, None, Fraction(m), "histogram"),)
-    return charge(query.session, PureDP(eps), description, compute, noise)
+    return charge(query.session, PureDP(eps), description, compute, noise,
+                  unit_bounded=True)
 
 
 # -- the Gaussian matrix mechanism --------------------------------------------------------
@@ -636,7 +640,8 @@ def gaussian_mm_query(query: Any, column: str, bins: Sequence[Number] | Bins, *,
                                    f"{m} rows, run at ρ/{m * m})")
     noise = (NoiseRow("gaussian matrix mechanism (discrete Gaussian on Ax)", None,
                       Fraction(m), "histogram"),)
-    return charge(session, loss, description, compute, noise)
+    return charge(session, loss, description, compute, noise,
+                  unit_bounded=True)
 
 
 def _bins(bins: Sequence[Number] | Bins) -> Bins:
@@ -745,7 +750,8 @@ def iterative_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Seque
              NoiseRow(f"iterative: {ic.T} rounds, {distinguisher} + discrete Laplace, "
                       f"(1 − {ic.share})·ε/{2 * ic.T} each", None, Fraction(m),
                       "workload marginals"))
-    return charge(query.session, PureDP(eps), description, compute, noise)
+    return charge(query.session, PureDP(eps), description, compute, noise,
+                  unit_bounded=True)
 
 
 # -- the OnTheMap synthesizer ------------------------------------------------------------
@@ -812,4 +818,4 @@ def onthemap_query(query: Any, origin: str, destination: str, *,
 
     description = _describe(query, f"publish.{plan.description}")
     return charge(session, plan.loss, description, compute,
-                  alternatives=(plan.loss.to_approx(),))
+                  alternatives=(plan.loss.to_approx(),), unit_bounded=True)

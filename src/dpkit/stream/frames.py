@@ -295,6 +295,13 @@ def _time_kind(origin: Any) -> str:
     return "int"
 
 
+def _bounds_unit(accountant: AccountantLike, unit: str | None) -> bool:
+    """Whether the stream bounds the Session's privacy unit itself: its ``unit`` column is
+    the Session's (w events per unit, enforced), so the charge is one person's."""
+    session_unit = getattr(getattr(accountant, "privacy_unit", None), "column", None)
+    return unit is not None and unit == session_unit
+
+
 class ContinualRelease:
     """A continual count or sum, one counter per public key, charged once when created and
     fed one step at a time (an int, a mapping key → int, or a Polars frame of new rows).
@@ -379,7 +386,8 @@ class ContinualRelease:
                     "last": [None] * len(counters), "recent": [[] for _ in counters],
                     "units": {}}
 
-        target = accountant_of(accountant)
+        bounded = _bounds_unit(accountant, self.config["unit"])
+        target = accountant_of(accountant, unit_bounded=bounded)
         state, self.record = charge_record(target, self.loss, self.description, opened,
                                            counters[0].noise_rows())
         self.state = json.loads(json.dumps(state))  # the record keeps the opening
@@ -862,7 +870,7 @@ class ContinualRelease:
                      every=every if c["time"] else None, window=c["window"], beta=c["beta"],
                      nonnegative=nonneg, monotone=mono, integer=as_int,
                      label=c.get("label"), _restore=doc)
-        target = accountant_of(accountant)
+        target = accountant_of(accountant, unit_bounded=_bounds_unit(accountant, c["unit"]))
         if getattr(target, "ledger", None) is None or doc["release_id"] is None:
             raise DomainError("a stream is restored against the ledger that paid for it")
         paid = _paid_row(target, doc["release_id"])

@@ -629,4 +629,5 @@ def diffgen_query(query: Any, taxonomies: Mapping[str, Taxonomy], target: str,
     steps_text = query.describe().removesuffix("agg()").rstrip(".")
     description = _description(plan, f"{steps_text}.publish." if steps_text else "publish.")
     description += f"; unit ≤ {m} rows, run at ε/{m}" if m > 1 else ""
-    return frontend.charge(session, PureDP(eps), description, compute, plan.noise)
+    return frontend.charge(session, PureDP(eps), description, compute, plan.noise,
+                           unit_bounded=True)

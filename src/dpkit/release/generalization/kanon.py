@@ -341,9 +341,10 @@ def _check_schemes(data: Any, schemes: Any) -> dict[str, Scheme]:
 
 def _check_unit(accountant: AccountantLike) -> None:
     unit = getattr(accountant, "privacy_unit", None)
-    if unit is not None and unit.column is not None and unit.max_rows != 1:
-        raise DomainError("safe k-anonymisation is proven for one row per person: use "
-                          "PrivacyUnit.rows() or PrivacyUnit.by(column, 1)")
+    if unit is not None and unit.column is not None:  # the rows are not bounded per unit here
+        raise DomainError("safe k-anonymisation is proven for one row per person and does "
+                          "not bound a unit's rows: reduce the data to one row per person and "
+                          "use a Session with PrivacyUnit.rows()")
 
 
 @register(audit=lambda: audit_cases())  # the audit battery's case
