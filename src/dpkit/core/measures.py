@@ -38,6 +38,7 @@ from dpkit.core.numbers import (
     SHOWN_DIGITS,
     Number,
     as_typed,
+    dyadic_up,
     exp_up,
     float_up,
     integer,
@@ -297,6 +298,16 @@ class ZCDP(PrivacyLoss):
 
 
 
+def _presampling(p: Number, k: int) -> Fraction:
+    """The sampling probability of a pre-sampled crowd-blending mechanism, checked."""
+    prob = as_typed(p)
+    if not 0 < prob < 1:
+        raise DomainError(f"p must be in (0, 1), got {p!r}")
+    if k < 2:
+        raise DomainError("pre-sampling amplifies crowd-blending privacy only for k ≥ 2")
+    return prob
+
+
 @dataclass(frozen=True)
 class CrowdBlending:
     """(k, ε)-crowd-blending privacy (Gehrke, Hay, Lui & Pass, CRYPTO 2012, Def. of
@@ -347,10 +358,9 @@ class CrowdBlending:
         ε′ = ln( p · (2 − p)/(1 − p) · e^ε + (1 − p) )   (Gehrke et al. 2012, Thm. "pre-
         sampling + crowd-blending ⇒ DP", stated for k ≥ 2 and constant p ∈ (0, 1)).
 
-        The theorem's δ′ = e^{−Ω(k(1 − p)²)}: its constant is not reproduced here, so this
-        conversion gives ε′ alone and no accountant debits it; a mechanism that is also
-        covered by an exact (ε, δ) theorem (safe k-anonymisation: Li, Qardaji & Su 2012,
-        Thm. 5) debits that one.
+        The theorem's δ′ = e^{−Ω(k(1 − p)²)} leaves its constant unstated; for crowds that
+        are declared classes :meth:`presampled_delta` derives one, and
+        :meth:`presampled_loss` is the (ε′, δ′) a release debits.
 
         Parameters
         ----------
@@ -367,12 +377,80 @@ class CrowdBlending:
         DomainError
             p outside (0, 1), or k < 2 (the theorem needs a crowd).
         """
-        prob = as_typed(p)
-        if not 0 < prob < 1:
-            raise DomainError(f"p must be in (0, 1), got {p!r}")
-        if self.k < 2:
-            raise DomainError("pre-sampling amplifies crowd-blending privacy only for k ≥ 2")
+        prob = _presampling(p, self.k)
         return log_up(prob * (2 - prob) / (1 - prob) * exp_up(self.epsilon) + 1 - prob)
+
+    def presampled_delta(self, p: Number) -> Fraction:
+        """δ′ of the pre-sampled mechanism when each crowd is a declared class, rounded up:
+
+            δ′ = p · exp(−2 (1 − p)² ((k − 1)p − (1 − p))² / (k − 1)),  for (k − 1)p > 1 − p.
+
+        Setting (stronger than Gehrke et al.'s data-dependent crowds, which a mechanism that
+        suppresses the values of a data-independent generalisation g below k satisfies with
+        ε = 0): for every multiset X and rows t, u with g(t) = g(u),
+        (H1) M(X + t) ≈_ε M(X + u) (t blends with every row of its class), and
+        (H2) M(X + t) ≈_ε M(X) when X holds fewer than k − 1 rows of class g(t).
+        Pre-sampling keeps each row with probability p, then runs M.
+
+        Derivation (Gehrke, Hay, Lui & Pass, CRYPTO 2012, Thm. "pre-sampling + crowd-blending
+        ⇒ DP" states δ′ = e^{−Ω(k(1 − p)²)} without the constant). D = D⁻ + t; N rows of
+        D⁻ are in t's class C; S is the sample of D⁻, m = |S ∩ C| ~ Bin(N, p), q = 1 − p,
+        γ = p(2 − p) = 1 − q², W = (2 − p)/(1 − p). Then
+        P[San(D) ∈ O] = p·E[M(S + t)(O)] + q·E[M(S)(O)], and E[M(S + t)(O)] splits on m:
+        (i) m < k − 1: ≤ e^ε M(S)(O) by (H2);
+        (ii) k − 1 ≤ m < T := ⌊γ(N + 1)⌋ (so some c ∈ C is not in S): average (H1) over the
+        N − m unsampled c, M(S + t) ≤ e^ε M(S + c); S′ = S + c is a sample with m′ = m + 1,
+        P[S] = P[S′]·q/p, reached from m′ pairs (S, c), so this part is
+        e^ε Σ_{S′} P[S′] M(S′)(O) · m′q/(p(N − m′ + 1)) and the weight is ≤ W exactly when
+        m′ ≤ γ(N + 1) (m′q² ≤ γ(N − m′ + 1) ⟺ m′ ≤ γ(N + 1), as q² + γ = 1);
+        (iii) m ≥ max(T, k − 1): bounded by its probability P[Bin(N, p) ≥ max(T, k − 1)].
+        (i) and (ii) read disjoint samples and W ≥ 1, so
+        P[San(D) ∈ O] ≤ (p e^ε W + q) P[San(D⁻) ∈ O] + p·max_N P[Bin(N, p) ≥ max(T, k − 1)],
+        and p e^ε W + q = e^{ε′} (:meth:`presampled_epsilon`). The other way needs no δ:
+        P[San(D) ∈ O] ≥ q P[San(D⁻) ∈ O] and e^{ε′} q = γ e^ε + q² ≥ 1. Closed form of the
+        tail: it is 0 for N < k − 1; for N ≥ k − 1, T > γ(N + 1) − 1, so T − Np > Npq − q²
+        > 0 and Hoeffding gives P ≤ exp(−2(Npq − q²)²/N) = exp(−2q²(Np − q)²/N), largest
+        at N = k − 1 ((Np − q)²/N increases for Np > q). At ε = 0 the threshold γ and
+        ε′ = −ln(1 − p) are Li, Qardaji & Su's (2012, Thm. 5) at their smallest ε.
+        ``tests/test_crowd_blending.py`` checks the exact max over N (Fractions) against this
+        closed form, and the whole bound on the exact laws of small tables.
+
+        Parameters
+        ----------
+        p : number
+            The sampling probability, 0 < p < 1 (exact as typed).
+
+        Returns
+        -------
+        Fraction
+            A rational ≥ δ′ (64 significant bits, rounded up); falls as k grows.
+
+        Raises
+        ------
+        DomainError
+            p outside (0, 1), k < 2, or (k − 1)p ≤ 1 − p (the bound needs k > 1/p).
+        """
+        prob = _presampling(p, self.k)
+        q = 1 - prob
+        m = self.k - 1
+        if m * prob <= q:
+            raise DomainError(f"δ′ needs (k − 1)p > 1 − p: k ≥ {math.floor(q / prob) + 2} "
+                              f"at p = {prob}")
+        exponent = 2 * q**2 * (m * prob - q) ** 2 / m
+        bound = prob * exp_up(-exponent)
+        shift = bound.denominator.bit_length() - bound.numerator.bit_length() + 64
+        return dyadic_up(bound, max(0, shift))
+
+    def presampled_loss(self, p: Number) -> ApproxDP:
+        """(ε′, δ′) of the pre-sampled mechanism: :meth:`presampled_epsilon` and
+        :meth:`presampled_delta` (declared crowds; see there). What a release debits.
+
+        Raises
+        ------
+        DomainError
+            As :meth:`presampled_delta`.
+        """
+        return ApproxDP(self.presampled_epsilon(p), self.presampled_delta(p))
 
     def __str__(self) -> str:
         return f"k = {self.k}, ε {_relation(self.epsilon)} {readable(self.epsilon)}"

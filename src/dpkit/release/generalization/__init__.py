@@ -9,7 +9,9 @@ declared, data-independent schemes.
 - :mod:`~dpkit.release.generalization.kanon` — safe k-anonymisation (Li, Qardaji & Su 2012):
   β-sampling, a declared data-independent generalisation (:class:`Ranges`,
   :class:`Taxonomy`), suppression of groups below k; (ε, δ)-DP by their Thm. 5, with δ
-  computed exactly (:func:`kanon_delta`).
+  computed exactly (:func:`kanon_delta`); the same data side charged as pre-sampled
+  crowd-blending (Gehrke, Hay, Lui & Pass 2012) with δ′ derived for declared crowds
+  (:func:`presampled_crowd_blending`).
 """
 
 from dpkit.release.generalization.diffgen import DiffGenRelease, diffgen, plan_diffgen
@@ -19,6 +21,7 @@ from dpkit.release.generalization.kanon import (
     Taxonomy,
     kanon_delta,
     kanon_loss,
+    presampled_crowd_blending,
     safe_k_anonymize,
 )
 from dpkit.release.generalization.taxonomy import (
@@ -31,4 +34,4 @@ from dpkit.release.generalization.taxonomy import (
 
 __all__ = ["Categorical", "Numeric", "ADULT_TAXONOMY", "ADULT_TARGET", "ADULT_CLASSES",
            "diffgen", "plan_diffgen", "DiffGenRelease", "KAnonymized", "Ranges", "Taxonomy",
-           "kanon_delta", "kanon_loss", "safe_k_anonymize"]
+           "kanon_delta", "kanon_loss", "safe_k_anonymize", "presampled_crowd_blending"]
