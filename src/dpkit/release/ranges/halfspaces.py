@@ -84,9 +84,9 @@ def _check_shape(shape: object) -> tuple[int, ...]:
 def _rational(value: object, name: str) -> Fraction:
     if isinstance(value, bool):
         raise DomainError(f"{name} must be a rational number; got {value!r}")
-    try:
-        f = to_fraction(value)
-    except (TypeError, ValueError, DomainError, OverflowError) as err:
+    try:  # a decimal string is read exactly; a float is its exact binary value
+        f = Fraction(value) if isinstance(value, str) else to_fraction(value)
+    except (TypeError, ValueError, ZeroDivisionError, DomainError, OverflowError) as err:
         raise DomainError(f"{name} must be a finite rational number; got {value!r}") from err
     return f
 
@@ -193,9 +193,10 @@ class HalfspaceFamily:
     def through_grid_points(cls, shape: tuple[int, ...] | int) -> HalfspaceFamily:
         """Every distinct halfspace bounded by a hyperplane through grid points, both sides.
 
-        1-D: x ≤ g and −x ≤ −g for every grid point g (2m queries). 2-D: for every primitive
-        integer direction (dx, dy) between two grid points (index units) and every line
-        with that direction through at least two grid points, both closed halfspaces; the
+        1-D: x ≤ g and −x ≤ −g for every grid point g (2m − 1 queries: x ≥ 0 is x ≤ 1).
+        2-D: for every primitive integer direction (dx, dy) between two grid points (index
+        units) and every line with that direction through at least two grid points, both
+        closed halfspaces; the
         normal in [0, 1]² coordinates is (dy·(m₁ − 1), −dx·(m₂ − 1)). Duplicates (the same
         set of grid points) are kept once, the first found. 2-D grids of at most 32 × 32.
 
@@ -207,9 +208,9 @@ class HalfspaceFamily:
         dims = _check_shape(shape)
         if len(dims) == 1:
             m = dims[0]
-            normals = [(1,)] * m + [(-1,)] * m
+            normals = [(1,)] * m + [(-1,)] * (m - 1)
             offsets = [Fraction(t, m - 1) for t in range(m)] + [
-                Fraction(-t, m - 1) for t in range(m)]
+                Fraction(-t, m - 1) for t in range(1, m)]  # x ≥ 0 would repeat x ≤ 1
             return cls(dims, normals, offsets)
         if math.prod(dims) > 1024:
             raise DomainError("through_grid_points enumerates lines on grids of at most "
