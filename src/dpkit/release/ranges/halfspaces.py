@@ -285,7 +285,7 @@ def grid_counts(values: npt.ArrayLike, bounds: tuple[tuple[Number, Number], ...]
     return np.bincount(flat, minlength=math.prod(dims)).reshape(dims).astype(np.int64)
 
 
-def discrepancy_rate(n: int | float, d: int) -> float:
+def discrepancy_rate(n: Number, d: int) -> float:
     """n^{1/2 − 1/(2d)}: the rate of Muthukrishnan & Nikolov's (STOC 2012) lower bound on the
     root-mean-square error of (ε, δ)-DP halfspace counting over n point locations in R^d
     (their bound is Ω(n^{1−1/d}) on the average squared error; the constant, the ε and δ
@@ -297,9 +297,9 @@ def discrepancy_rate(n: int | float, d: int) -> float:
     DomainError
         n ≤ 0 or d < 1.
     """
-    if not n > 0 or isinstance(d, bool) or not isinstance(d, int) or d < 1:
+    if not n > 0 or isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1:
         raise DomainError("discrepancy_rate needs n > 0 and an integer d ≥ 1")
-    return float(n) ** (0.5 - 1 / (2 * d))
+    return float(n) ** (0.5 - 1 / (2 * int(d)))
 
 
 @dataclass(frozen=True)

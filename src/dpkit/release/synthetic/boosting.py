@@ -44,6 +44,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from dpkit.core.numbers import Number, positive, to_fraction
 from dpkit.errors import DomainError
 
@@ -117,11 +119,11 @@ def boosting_floor(cells: int = 1 << 10, queries: int = 300, *, epsilon: Number 
     DomainError
         A parameter outside its range.
     """
-    if isinstance(cells, bool) or not isinstance(cells, int) or cells < 2:
-        raise DomainError("cells must be an integer ≥ 2")
-    for name, value in (("queries", queries), ("sampled", sampled)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 3:
-            raise DomainError(f"{name} must be an integer ≥ 3")
+    for name, value, low in (("cells", cells, 2), ("queries", queries, 3),
+                             ("sampled", sampled, 3)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+            raise DomainError(f"{name} must be an integer ≥ {low}")
+    cells, queries, sampled = int(cells), int(queries), int(sampled)
     eps = positive(epsilon, "epsilon")
     eta_f, alpha_f, fail = (to_fraction(v) for v in (eta, alpha, failure))
     if not (0 < eta_f < Fraction(1, 2) and 0 < alpha_f < 1 and 0 < fail < 1):
