@@ -19,6 +19,7 @@ import dpkit.frame.backend  # noqa: F401  (Poisson sampling's case: Query.sample
 import dpkit.local  # noqa: F401  (registers the local randomizers' cases)
 import dpkit.release.generalization.diffgen  # noqa: F401  (DiffGen's case)
 import dpkit.release.generalization.kanon  # noqa: F401  (safe k-anonymisation's case)
+import dpkit.release.ranges.halfspaces  # noqa: F401  (halfspace counting's case)
 import dpkit.release.synthetic.datacube  # noqa: F401  (the data cube's case)
 import dpkit.release.synthetic.onthemap  # noqa: F401  (the OnTheMap synthesizer's case)
 import dpkit.stream  # noqa: F401  (registers the continual counters' cases)

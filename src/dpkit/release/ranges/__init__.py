@@ -15,6 +15,8 @@
   :mod:`~dpkit.release.ranges.gaussian_mm` (its Gaussian/zCDP form);
   :mod:`~dpkit.release.ranges.switch`, the scale switch to Identity;
   :mod:`~dpkit.release.ranges.strategy_cache`, strategies reused by workload structure.
+- :mod:`~dpkit.release.ranges.halfspaces` — halfspace counting queries on a 1-D or 2-D grid,
+  answered by the routes above (Laplace, Identity, HB / quadtree, Privelet, PMW).
 - :mod:`~dpkit.release.ranges.dpbench` — DPBench's evaluation protocol
   (``dpkit bench histograms``); an evaluation harness, not a release.
 """
