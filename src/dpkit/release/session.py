@@ -2,7 +2,8 @@
 mode in, a non-interactive release out), offered as the query namespace ``query.publish``
 (:class:`ReleaseNamespace`, registered when :mod:`dpkit.release` is imported; ``frame`` never
 imports ``release``): histograms (:func:`release_query_histogram`), private multiplicative
-weights (:func:`pmw_query`) and the median mechanism (:func:`median_query`); synthetic
+weights (:func:`pmw_query`), the median mechanism (:func:`median_query`) and SmallDB
+(:func:`smalldb_query`); synthetic
 tables, marginals, 1-D to 4-D range histograms, the Gaussian matrix mechanism and the
 iterative construction (:mod:`dpkit.release.session_tables`).
 
@@ -456,7 +457,8 @@ class ReleaseNamespace:
     ``session.query().filter(…).publish.histogram("age", bins, "hb", epsilon=1)``,
     ``….publish.histogram_nd(spec, "quadtree", epsilon=1)``, ``….publish.gaussian_mm("age",
     bins, epsilon=1)``, ``….publish.pmw(spec, epsilon=1, alpha=50)``,
-    ``….publish.median(spec, epsilon=1, alpha=50)``, ``….publish.iterative(spec, cliques,
+    ``….publish.median(spec, epsilon=1, alpha=50)``, ``….publish.smalldb(spec, cliques,
+    epsilon=1, alpha=0.1)``, ``….publish.iterative(spec, cliques,
     epsilon=1)``, ``….publish.synthetic(spec, method="mst", epsilon=1)``,
     ``….publish.onthemap("home", "work", origins=…, destinations=…, m=100, epsilon=1,
     delta=1e-6)``, ``….publish.marginals(spec, [("a", "b")], epsilon=1)`` or

@@ -5,7 +5,9 @@
   :mod:`~dpkit.release.synthetic.fourier` (Barak et al.'s consistent marginals).
 - :mod:`~dpkit.release.synthetic.mwem`, :mod:`~dpkit.release.synthetic.iterative` (MWEM and
   the iterative construction), :mod:`~dpkit.release.synthetic.pmw` and
-  :mod:`~dpkit.release.synthetic.median` (online query release).
+  :mod:`~dpkit.release.synthetic.median` (online query release);
+  :mod:`~dpkit.release.synthetic.smalldb` (SmallDB, the net mechanism: one m-record
+  database for a declared query class, by the exponential mechanism).
 - :mod:`~dpkit.release.synthetic.mst`, :mod:`~dpkit.release.synthetic.aim` with
   :mod:`~dpkit.release.synthetic.pgm_sample` and :func:`~dpkit.release.synthetic.synthesize.
   synthesize` — synthetic tables.
