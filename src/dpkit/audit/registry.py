@@ -22,6 +22,7 @@ import dpkit.release.generalization.kanon  # noqa: F401  (safe k-anonymisation's
 import dpkit.release.ranges.halfspaces  # noqa: F401  (halfspace counting's case)
 import dpkit.release.synthetic.datacube  # noqa: F401  (the data cube's case)
 import dpkit.release.synthetic.onthemap  # noqa: F401  (the OnTheMap synthesizer's case)
+import dpkit.release.synthetic.smalldb  # noqa: F401  (SmallDB's case)
 import dpkit.stream  # noqa: F401  (registers the continual counters' cases)
 from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.mechanisms.registry import AuditCase, audit_cases

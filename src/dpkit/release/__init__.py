@@ -13,7 +13,8 @@ Two families, one sub-package each, on a shared linear-query foundation:
   (marginals, MWEM, PMW, the iterative construction, MST, AIM, :func:`synthesize`).
 - :mod:`~dpkit.release.session` — the query namespace ``query.publish``
   (``….publish.histogram(column, bins, method, epsilon=…)``, ``….publish.pmw(spec, …)``,
-  ``….publish.median(spec, …)``, ``….publish.synthetic(spec, method=…, epsilon=…)``,
+  ``….publish.median(spec, …)``, ``….publish.smalldb(spec, cliques, …)``,
+  ``….publish.synthetic(spec, method=…, epsilon=…)``,
   ``….publish.marginals(spec, cliques, epsilon=…)``, ``….publish.histogram_nd(spec, method,
   epsilon=…)`` (1-D to 4-D range histograms), ``….publish.gaussian_mm(column, bins,
   epsilon=…, delta=…)``, ``….publish.iterative(spec, cliques, epsilon=…)``; the last five in

@@ -2,7 +2,8 @@
 mode in, a non-interactive release out), offered as the query namespace ``query.publish``
 (:class:`ReleaseNamespace`, registered when :mod:`dpkit.release` is imported; ``frame`` never
 imports ``release``): histograms (:func:`release_query_histogram`), private multiplicative
-weights (:func:`pmw_query`) and the median mechanism (:func:`median_query`); synthetic
+weights (:func:`pmw_query`), the median mechanism (:func:`median_query`) and SmallDB
+(:func:`smalldb_query`); synthetic
 tables, marginals, 1-D to 4-D range histograms, the Gaussian matrix mechanism and the
 iterative construction (:mod:`dpkit.release.session_tables`).
 
@@ -14,6 +15,7 @@ already-bounded data (docs/design.md, "Where a release is charged")."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
@@ -22,9 +24,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from dpkit.core.measures import PureDP
 from dpkit.core.numbers import Number, positive
 from dpkit.core.record import NoiseRow, Release
-from dpkit.errors import DomainError
+from dpkit.errors import BaselineWarning, DomainError
 from dpkit.frame import aggregates, engine, register_query_namespace
 from dpkit.frame.compiler import Noise, resolve_target
 from dpkit.mechanisms.frontend import charge, charge_record
@@ -32,6 +35,10 @@ from dpkit.release.ranges.histogram import HistogramRelease, release_histogram
 from dpkit.release.session_tables import (
     GaussianRangesRelease,
     MarginalsRelease,
+    _bounded_codes,
+    _columns,
+    _declare,
+    _describe,
     check_histogram_options,
     declared_codec,
     gaussian_mm_query,
@@ -41,14 +48,24 @@ from dpkit.release.session_tables import (
     marginals_query,
     onthemap_query,
     synthetic_query,
+    unit_rows,
 )
-from dpkit.release.synthetic.iterative import ICResult
+from dpkit.release.synthetic.domain import marginal_counts
+from dpkit.release.synthetic.iterative import ICResult, LinearQueries
+from dpkit.release.synthetic.marginals import MarginalWorkload
 from dpkit.release.synthetic.onthemap import OnTheMapRelease
+from dpkit.release.synthetic.smalldb import (
+    MAX_CANDIDATES,
+    SmallDBResult,
+    plan_smalldb,
+    smalldb,
+)
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["ReleaseNamespace", "release_query_histogram", "pmw_query", "median_query",
            "SessionPMW", "synthetic_query", "marginals_query", "histogram_nd_query",
-           "gaussian_mm_query", "iterative_query", "onthemap_query", "in_domain"]
+           "gaussian_mm_query", "iterative_query", "onthemap_query", "in_domain",
+           "smalldb_query"]
 
 
 def release_query_histogram(query: Any, column: str, bins: Sequence[Number],
@@ -299,6 +316,91 @@ def median_query(query: Any, spec: Mapping[str, Any], *, epsilon: Number, alpha:
                            f"the median mechanism (m={size})", {"size": size, **options})
 
 
+def smalldb_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Sequence[str]], *,
+                  epsilon: Number, alpha: Number | None = None, size: int | None = None,
+                  beta: float = 0.05, max_candidates: int = MAX_CANDIDATES) -> SmallDBResult:
+    """SmallDB, the net mechanism (Blum, Ligett & Roth 2008; Dwork & Roth §4.1;
+    :func:`~dpkit.release.synthetic.smalldb.smalldb`) on the rows of a session query: a
+    database of m records chosen by the exponential mechanism for how well it answers every
+    cell of the marginals ``cliques``, released as m rows with its answers (exponential in
+    the domain: small domains only).
+
+    Privacy: the rows are bounded to at most M per unit (M the unit's row bound, 1 for
+    row-level units), so one unit moves the integer score −max_q |m·q(x) − n·q(y)| by at
+    most Δ = M·m (m per record added, removed or substituted); the selection at ε with that
+    Δ is ε-DP per unit (McSherry & Talwar 2007; D&R Thm 3.10). The session is debited ε
+    (PureDP; ρ = ε²/2 in a zCDP session) once, before any row is read.
+
+    Parameters
+    ----------
+    query : dpkit.frame.Query
+        Ungrouped, without aggregations.
+    spec : mapping column → categories or :class:`~dpkit.release.synthetic.domain.Bins`
+        The declared domain.
+    cliques : sequence of sequences of str
+        The marginals whose every cell is a query of Q.
+    epsilon : number
+        ε > 0 (nats), per unit.
+    alpha : number in (0, 1], optional
+        Normalised error target: m = ⌈ln|Q|/α²⌉ (D&R Thm 4.2), capped to fit
+        ``max_candidates``.
+    size : int, optional
+        m, declared instead of ``alpha``.
+    beta : float
+        Failure probability of the reported bounds.
+    max_candidates : int
+        Largest C(|X| + m − 1, m) enumerated (default 10^6).
+
+    Returns
+    -------
+    SmallDBResult
+        ``table`` (m rows of the declared columns), ``synthetic`` (|X|,) counts, ``answers``
+        (q(y)/m per cell of each clique, in order), ``bound(n)``; its release record is
+        ``query.session.last_release``.
+
+    Raises
+    ------
+    DomainError, ColumnError
+        A grouped query, aggregations, a bad spec or clique, neither α nor m, a declared m
+        or a domain whose enumeration exceeds ``max_candidates`` (the message names the
+        fix: fewer cells or a smaller m) — before any budget is spent.
+        BudgetExceededError if ε exceeds what remains. Rows outside the declared domain
+        are dropped, never an error.
+
+    Warns
+    -----
+    BaselineWarning
+        Before the debit, always: Identity can be more accurate
+        (:mod:`dpkit.release.synthetic.smalldb`, "Accuracy against the trivial answer").
+    """
+    eps = positive(epsilon, "epsilon", up=False)
+    codec = _declare(query, spec, "publish.smalldb")
+    domain = codec.domain
+    workload = MarginalWorkload(domain, tuple(tuple(c) for c in cliques)
+                                if not isinstance(cliques, str) else ())
+    queries = LinearQueries.from_marginals(workload)
+    unit = unit_rows(query.session)
+    plan = plan_smalldb(domain.size(), len(queries), eps, alpha=alpha, size=size, beta=beta,
+                        sensitivity=unit, max_candidates=max_candidates, advise=False)
+    warnings.warn(plan.note, BaselineWarning, stacklevel=3)  # before the debit
+
+    def compute() -> SmallDBResult:
+        codes = _bounded_codes(query, spec, codec)
+        counts = marginal_counts(codes, domain, domain.attributes).ravel()
+        out = smalldb(counts, queries, eps, plan=plan)
+        rows = out.records(domain)
+        table = codec.decode(pl.DataFrame({a: rows[:, i] for i, a in
+                                           enumerate(domain.attributes)}))
+        return replace(out, table=table)
+
+    names = "; ".join(",".join(c) for c in workload.cliques)
+    description = _describe(query, f"publish.smalldb(m={plan.size}, {plan.candidates} "
+                                   f"candidates; {names}; {_columns(domain)}; unit ≤ {unit} "
+                                   f"rows, Δ = {plan.score_sensitivity})")
+    return charge(query.session, PureDP(eps), description, compute, (plan.noise_row(),),
+                  unit_bounded=True)
+
+
 def _multiplicative(query: Any, spec: Mapping[str, Any], epsilon: Number, alpha: Number,
                     mechanism: Any, name: str, options: Mapping[str, Any]) -> SessionPMW:
     """PMW or the median mechanism on the bounded rows, every check before the debit."""
@@ -357,7 +459,8 @@ class ReleaseNamespace:
     ``session.query().filter(…).publish.histogram("age", bins, "hb", epsilon=1)``,
     ``….publish.histogram_nd(spec, "quadtree", epsilon=1)``, ``….publish.gaussian_mm("age",
     bins, epsilon=1)``, ``….publish.pmw(spec, epsilon=1, alpha=50)``,
-    ``….publish.median(spec, epsilon=1, alpha=50)``, ``….publish.iterative(spec, cliques,
+    ``….publish.median(spec, epsilon=1, alpha=50)``, ``….publish.smalldb(spec, cliques,
+    epsilon=1, alpha=0.1)``, ``….publish.iterative(spec, cliques,
     epsilon=1)``, ``….publish.synthetic(spec, method="mst", epsilon=1)``,
     ``….publish.onthemap("home", "work", origins=…, destinations=…, m=100, epsilon=1,
     delta=1e-6)``, ``….publish.marginals(spec, [("a", "b")], epsilon=1)`` or
@@ -444,6 +547,16 @@ class ReleaseNamespace:
         parameters, privacy argument and errors as :func:`median_query`."""
         return median_query(self.query, spec, epsilon=epsilon, alpha=alpha, size=size,
                             **options)
+
+    def smalldb(self, spec: Mapping[str, Any], cliques: Sequence[Sequence[str]], *,
+                epsilon: Number, alpha: Number | None = None, size: int | None = None,
+                **options: Any) -> SmallDBResult:
+        """SmallDB (the net mechanism): m synthetic rows chosen by the exponential mechanism
+        for every cell of the marginals ``cliques``, debiting ``epsilon`` (nats) per unit
+        once, now (Δ = M·m for a unit of at most M rows); parameters, privacy argument and
+        errors as :func:`smalldb_query`."""
+        return smalldb_query(self.query, spec, cliques, epsilon=epsilon, alpha=alpha,
+                             size=size, **options)
 
     def diffgen(self, taxonomies: Mapping[str, Any], target: str, classes: Sequence[str], *,
                 epsilon: Number, steps: int = 10, score: str = "max",

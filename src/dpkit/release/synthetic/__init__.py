@@ -6,6 +6,8 @@
 - :mod:`~dpkit.release.synthetic.mwem`, :mod:`~dpkit.release.synthetic.iterative` (MWEM and
   the iterative construction), :mod:`~dpkit.release.synthetic.pmw` and
   :mod:`~dpkit.release.synthetic.median` (online query release);
+  :mod:`~dpkit.release.synthetic.smalldb` (SmallDB, the net mechanism: one m-record
+  database for a declared query class, by the exponential mechanism);
   :mod:`~dpkit.release.synthetic.boosting` — boosting for queries, refused, with the numbers.
 - :mod:`~dpkit.release.synthetic.mst`, :mod:`~dpkit.release.synthetic.aim` with
   :mod:`~dpkit.release.synthetic.pgm_sample` and :func:`~dpkit.release.synthetic.synthesize.

@@ -36,15 +36,25 @@ __all__ = ["MedianMechanism", "candidate_databases"]
 
 def candidate_databases(cells: int, size: int) -> np.ndarray:
     """Every histogram of ``size`` records over ``cells`` cells, shape (C(cells+size−1,
-    size), cells), by stars and bars."""
+    size), cells), by stars and bars: the first cell's count from ``size`` down to 0, then
+    the rest in the same order. Built cell by cell from the tables of every smaller total
+    (each sub-table once, so the work is linear in the output)."""
     if size == 0:
         return np.zeros((1, cells), dtype=np.int64)
-    if cells == 1:
-        return np.full((1, 1), size, dtype=np.int64)
-    rows = [np.concatenate([np.full((len(rest), 1), first), rest], axis=1)
-            for first in range(size, -1, -1)
-            for rest in [candidate_databases(cells - 1, size - first)]]
-    return np.concatenate(rows, axis=0)
+    # tables[s]: every histogram of s records over the last k cells (k grows to ``cells``)
+    tables = [np.full((1, 1), s, dtype=np.int64) for s in range(size + 1)]
+    for k in range(2, cells + 1):
+        totals = [size] if k == cells else range(size + 1)  # the last cell: one total
+        tables = [_prepend(tables, s) for s in totals]
+    return tables[-1]
+
+
+def _prepend(tables: list[np.ndarray], total: int) -> np.ndarray:
+    """Every histogram of ``total`` records: a first count f from ``total`` down to 0, then
+    each row of ``tables[total − f]``."""
+    return np.concatenate([np.concatenate(
+        [np.full((len(tables[total - f]), 1), f, dtype=np.int64), tables[total - f]], axis=1)
+        for f in range(total, -1, -1)], axis=0)
 
 
 class MedianMechanism(PrivateMultiplicativeWeights):
