@@ -24,6 +24,7 @@ from dpkit.release.ranges.halfspaces import (
     METHODS,
     HalfspaceFamily,
     answer_halfspaces,
+    auto_method,
     discrepancy_rate,
     grid_counts,
 )
@@ -169,7 +170,7 @@ def test_laplace_route_errors_have_the_discrete_laplace_law_and_a_broken_one_is_
     all three halfspaces), ε = 1: ratio p = e^{−1/3}. Broken: Δ taken as 1."""
     exact = FAMILY.answer(COUNTS)
     assert FAMILY.sensitivity() == 3
-    errors = np.concatenate([answer_halfspaces(COUNTS, FAMILY, 1).answers - exact
+    errors = np.concatenate([answer_halfspaces(COUNTS, FAMILY, 1, "laplace").answers - exact
                              for _ in range(RUNS)])
     support = np.arange(-400, 401)
     pmf = _dlap_pmf(math.exp(-1 / 3), support)
@@ -228,3 +229,15 @@ def test_discrepancy_rate():
     assert math.isclose(discrepancy_rate(10_000, 2), 10.0)
     with pytest.raises(DomainError):
         discrepancy_rate(0, 2)
+
+
+def test_auto_picks_the_route_with_the_smaller_worst_query_variance():
+    """A single halfspace holding a whole 64-point line (Δ = 1, r = 64): per-query Laplace;
+    every grid-point halfspace of a 16x16 grid (Δ in the thousands): Identity. The choice
+    reads the family and ε only, and the default is "auto"."""
+    line = HalfspaceFamily((64,), [(Fraction(1),)], [Fraction(1)])
+    assert auto_method(line, 1) == "laplace"
+    grid = HalfspaceFamily.through_grid_points((16, 16))
+    assert auto_method(grid, 1) == "identity"
+    out = answer_halfspaces(np.zeros((16, 16), dtype=np.int64), grid, 1)
+    assert out.method == "identity"

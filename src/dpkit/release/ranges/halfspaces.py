@@ -56,10 +56,10 @@ from dpkit.release.ranges.histogram import release_histogram
 from dpkit.release.synthetic.domain import Domain
 from dpkit.release.synthetic.pmw import PrivateMultiplicativeWeights
 
-__all__ = ["HalfspaceFamily", "HalfspaceRelease", "METHODS", "answer_halfspaces",
+__all__ = ["HalfspaceFamily", "HalfspaceRelease", "METHODS", "answer_halfspaces", "auto_method",
            "grid_counts", "discrepancy_rate"]
 
-METHODS = ("laplace", "identity", "hierarchical", "privelet", "pmw")
+METHODS = ("auto", "laplace", "identity", "hierarchical", "privelet", "pmw")
 """The answerers :func:`answer_halfspaces` accepts (an allow-list)."""
 
 MAX_CELLS = 1 << 14  # grid points of a family
@@ -380,7 +380,7 @@ def _pmw(x: np.ndarray, a: np.ndarray, family: HalfspaceFamily, eps: Fraction,
 
 @register(audit=lambda: _audit_cases())
 def answer_halfspaces(counts: npt.ArrayLike, family: HalfspaceFamily, epsilon: Number,
-                      method: str = "laplace", *, accountant: AccountantLike = None,
+                      method: str = "auto", *, accountant: AccountantLike = None,
                       **options: Any) -> HalfspaceRelease:
     """Answer every halfspace of ``family`` on the grid counts at ε-DP by one route.
 
@@ -398,7 +398,11 @@ def answer_halfspaces(counts: npt.ArrayLike, family: HalfspaceFamily, epsilon: N
     epsilon : number
         ε > 0 in nats, spent in total.
     method : str
-        One of :data:`METHODS` (module docstring).
+        One of :data:`METHODS` (module docstring). ``"auto"`` (the default) picks, from the
+        declared family alone, the one of ``"laplace"`` and ``"identity"`` with the smaller
+        worst-query noise variance: Laplace's 2p/(1 − p)² at p = e^{−ε/Δ} against r_max
+        times that at p = e^{−ε}, r_max the most grid points one halfspace holds (roughly
+        Δ² against r_max), so it is never worse than the per-query Laplace baseline.
     accountant : AccountantLike, optional
         Charged PureDP(ε) once, after every check and before any count is read.
     **options
@@ -435,6 +439,8 @@ def answer_halfspaces(counts: npt.ArrayLike, family: HalfspaceFamily, epsilon: N
     x, eps, opts = _check(counts, family, epsilon, method, options)
     d = len(family.shape)
     delta_l1 = family.sensitivity()  # public: the declared family's
+    if method == "auto":
+        method = auto_method(family, eps)
 
     def run() -> HalfspaceRelease:
         a = family.matrix()
@@ -451,6 +457,22 @@ def answer_halfspaces(counts: npt.ArrayLike, family: HalfspaceFamily, epsilon: N
     noise = _noise_plan(method, d, delta_l1, eps, family.k)
     return charge(accountant, PureDP(eps), f"answer_halfspaces({method}; shape "
                   f"{family.shape}; k {family.k})", run, noise)
+
+
+def _dl_variance(scale: Fraction) -> float:
+    """Variance of the discrete Laplace of scale s: 2p/(1 − p)², p = e^{−1/s}."""
+    p = math.exp(-1 / float(scale))
+    return 2 * p / (1 - p) ** 2
+
+
+def auto_method(family: HalfspaceFamily, epsilon: Number) -> str:
+    """``"identity"`` when its worst query's noise variance (r_max discrete Laplaces of
+    scale 1/ε) is below the per-query Laplace's (scale Δ/ε), else ``"laplace"``: a choice
+    from the declared family and ε only (never from the counts)."""
+    eps = positive(epsilon, "epsilon", up=False)
+    r_max = int(family.matrix().sum(axis=1, dtype=np.int64).max())
+    laplace = _dl_variance(Fraction(family.sensitivity()) / eps)
+    return "identity" if r_max * _dl_variance(1 / eps) < laplace else "laplace"
 
 
 def _noise_plan(method: str, d: int, delta_l1: int, eps: Fraction, k: int
