@@ -10,9 +10,9 @@ import pytest
 from scipy import stats
 
 import dpkit as dp
-from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.core import rng
 from dpkit.core.accountant import FilterAccountant
+from dpkit.core.measures import ZCDP, ApproxDP, PureDP
 from dpkit.core.numbers import exp_down, exp_up, log_down, log_up
 from dpkit.core.subsampling import (
     amplified_epsilon,

@@ -34,12 +34,13 @@ from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
 from dpkit.core.metrics import AddRemoveDistance, HammingDistance
-from dpkit.core.subsampling import amplified_epsilon, amplify_without_replacement
+from dpkit.core.subsampling import amplified_epsilon
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise
 from dpkit.mechanisms.registry import AuditCase, register
 
-__all__ = ["sample_units", "sample_fixed_units", "keep_threshold", "with_row_keys", "materialise", "public_like",
+__all__ = ["sample_units", "sample_fixed_units", "keep_threshold", "with_row_keys",
+           "materialise", "public_like",
            "bound_polars", "bound_polars_lazy",
            "bound_spark", "stream_buckets", "SUPPORTED"]
 
@@ -576,7 +577,7 @@ def _fixed_sample_audit() -> list[AuditCase]:
     sampling: ε = 2)."""
     eps, size, total = Fraction(2), 2, 10
     noise = make_noise(1, epsilon=eps)
-    claimed = amplify_without_replacement(PureDP(eps), size, total).epsilon
+    claimed = amplified_epsilon(eps, Fraction(size, total))  # amplify_without_replacement's ε
 
     def kept(draws: int) -> np.ndarray:  # unit 0's inclusion in each of `draws` samples
         table = pl.LazyFrame({"draw": np.repeat(np.arange(draws), total),
