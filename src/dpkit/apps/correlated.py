@@ -341,9 +341,14 @@ class _Approx:
     (reversible chains only, the paper's form): by the spectral decomposition of P in
     L²(π), P^t(x, y)/π(y) = 1 + Σ_{j≥2} f_j(x) f_j(y) λ_j^t with Σ_j f_j(x)² = 1/π(x), so
     by Cauchy–Schwarz |P^t(x, y) − π(y)| ≤ λ*^t √(π(y)/π(x)) ≤ λ*^t √(π_max/π_min)
-    (Levin, Peres & Wilmer, §12.2, the same argument), and e_t, an average of such terms
-    over q, has the same bound; λ* is replaced by its certified upper bound
-    (:func:`spectral_bound`) and the root by ``sqrt_up``.
+    (the spectral representation of a reversible P: Levin, Peres & Wilmer, *Markov chains
+    and mixing times*, ch. 12; the Cauchy–Schwarz step is the one written here), and e_t,
+    an average of such terms over q, has the same bound; λ* is replaced by its certified
+    upper bound (:func:`spectral_bound`) and the root by ``sqrt_up``.
+
+    Every eigenvalue λ ≠ 1 of a stochastic matrix has |λ| ≤ τ (τ is P's contraction of
+    zero-sum vectors in L1), so λ* ≤ τ: the eigengap term wins only when λ* < τ and t is
+    large enough to pay for √(π_max/π_min) ≥ 1; otherwise the bound is Dobrushin's.
     """
 
     def __init__(self, chain: MarkovChain, length: int, width: int) -> None:
