@@ -257,3 +257,19 @@ def test_sample_n_is_refused_in_a_session_with_the_fix():
     with pytest.raises(DomainError, match="p in"):
         session.query().sample()
     assert session.accountant.spent == PureDP(0)
+
+
+@pytest.mark.parametrize("p", [Fraction(1, 1000), Fraction(1, 10), Fraction(1, 2)])
+@pytest.mark.parametrize("eps", [Fraction(1, 10), Fraction(2)])
+def test_amplification_matches_dp_accounting_to_its_precision(p, eps):
+    """dp-accounting's pessimistic PLD of PoissonSampledDpEvent(p, Laplace(1/ε)) at δ = 1e-12
+    is above the closed form by less than two discretisation intervals (2e-4)."""
+    pytest.importorskip("dp_accounting.pld")
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+    event = dp_accounting.PoissonSampledDpEvent(float(p), dp_accounting.LaplaceDpEvent(
+        1 / float(eps)))
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    theirs = acc.compose(event).get_epsilon(1e-12)
+    ours = float(amplified_epsilon(eps, p))
+    assert -1e-9 <= theirs - ours <= 2e-4
