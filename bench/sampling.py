@@ -118,11 +118,12 @@ def main() -> None:
     lines += table_adult(args.trials)
     lines += ["", "Reading: dp-accounting's pessimistic PLD lies above dpkit's exact charge "
               "by less than its discretisation interval (1e-4) in every cell: the two agree "
-              "to dp-accounting's own precision. On a count, sampling at a fixed charge buys "
-              "a larger inner ε but pays the sampling error √(N(1 − p)/p), which dominates at every "
-              "rate here: amplification is for mechanisms whose cost is not a count's "
-              "(DP-SGD's per-step Gaussian, many composed queries), not a way to cheapen one "
-              "count.", "", f"Run time: {time.perf_counter() - start:.1f} s."]
+              "to dp-accounting's own precision. On a count, sampling at a fixed charge "
+              "buys a larger inner ε but pays the sampling error √(N(1 − p)/p), which "
+              "dominates at every rate here: amplification is for mechanisms whose cost "
+              "is not a count's (DP-SGD's per-step Gaussian, many composed queries), not a "
+              "way to cheapen one count.", "",
+              f"Run time: {time.perf_counter() - start:.1f} s."]
     out = results_dir(args.update_results) / "sampling.md"
     out.write_text("\n".join(lines) + "\n")
     print(out.read_text())
