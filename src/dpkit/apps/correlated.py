@@ -100,7 +100,7 @@ from dpkit.mechanisms.frontend import (
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["MarkovChain", "MarkovClass", "markov_class", "QuiltScale", "quilt_scale",
-           "spectral_bound",
+           "spectral_bound", "mixing_rates",
            "QuiltRelease", "markov_quilt_release", "audit_cases"]
 
 MAX_STATES = 8
@@ -331,6 +331,28 @@ def spectral_bound(p: tuple[tuple[Fraction, ...], ...], pi: Sequence[Fraction], 
         root = numbers.exp_up(numbers.log_up(norm) / (1 << m))
         best = min(best, numbers.dyadic_up(root, 64))
     return best
+
+
+def mixing_rates(chain: MarkovChain) -> tuple[bool, Fraction, Fraction]:
+    """The two mixing rates MQMApprox chooses from, exact.
+
+    Parameters
+    ----------
+    chain : MarkovChain
+        One θ of the class.
+
+    Returns
+    -------
+    (bool, Fraction, Fraction)
+        Whether P is reversible (detailed balance π(x)P_xy = π(y)P_yx, exact), Dobrushin's
+        τ = max_{x,x'} ½‖P_x· − P_x'·‖₁, and λ_up ≥ λ*, the certified bound on the second
+        eigenvalue modulus (:func:`spectral_bound`); λ* ≤ τ for every stochastic P, and the
+        eigengap term enters MQMApprox only when P is reversible.
+    """
+    p = chain.transition
+    pi = _stationary(p)
+    tau = max(_half_l1(r, s) for r in p for s in p)
+    return _reversible(p, pi), tau, spectral_bound(p, pi)
 
 
 class _Approx:
