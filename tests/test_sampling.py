@@ -25,6 +25,7 @@ from dpkit.core.subsampling import (
 from dpkit.errors import DomainError, MeasureError
 from dpkit.frame import PrivacyUnit, Query, Session
 from dpkit.frame.backend import keep_threshold, sample_fixed_units, sample_units
+from dpkit.frame.language import ProtocolError
 from dpkit.mechanisms.frontend import charge
 
 FPR = 1e-6
@@ -246,12 +247,13 @@ def test_brute_force_law_of_a_without_replacement_count():
 
 def test_sample_n_is_refused_in_a_session_with_the_fix():
     """A session's neighbours are add/remove-one unit (N private): sample(n=…) is refused
-    before the debit, in the builder, the JSON form and SQL alike, naming sample(p=n/N)."""
+    before the debit, naming sample(p=n/N) (SQL's TABLESAMPLE (n ROWS): tests/test_sql.py);
+    the JSON step has no n field."""
     df = pl.DataFrame({"u": np.arange(100), "x": np.ones(100, dtype=np.int64)})
     session = Session(df, PrivacyUnit.by("u", 1), PureDP(1))
     with pytest.raises(DomainError, match=r"sample\(p=n/N\)"):
         session.query().sample(n=10)
-    with pytest.raises(DomainError, match=r"sample\(p=n/N\)"):
+    with pytest.raises(ProtocolError, match="unknown field"):  # no JSON form for n
         Query.from_json(session, {"steps": [{"step": "sample", "n": 10}],
                                   "aggs": [{"agg": "count"}]})
     with pytest.raises(DomainError, match="p in"):

@@ -417,8 +417,10 @@ class Query:
         p : number
             The rate in (0, 1], exact as typed (0.01 is 1/100); declared, never inferred.
         n : int, optional
-            Sampling of n units *without replacement*: refused, see Notes (the step exists
-            so that SQL's ``TABLESAMPLE (n ROWS)``, JSON and the client refuse alike).
+            Sampling of n units *without replacement*: refused, see Notes (here, in the
+            client, which is this class, and in SQL's ``TABLESAMPLE (n ROWS)`` with the
+            same message; the JSON step has no ``n`` field, so a document with one is
+            refused as malformed).
 
         Returns
         -------
@@ -445,15 +447,14 @@ class Query:
         is therefore refused before anything is read, naming the fix: ``sample(p=n/N)``,
         whose expected size is n when N is the population size the analyst has in mind.
         """
-        return self._record("sample", {"p": p, "n": n})
-
-    @language.step("sample", Param("p", "number", None),
-                   Param("n", "int", None, size=(1, 1 << 62)))
-    def _sample(self, p: Number | None = None, n: int | None = None) -> Query:
-        if n is not None:
+        if n is not None:  # refused before anything is recorded (Notes)
             raise DomainError(WITHOUT_REPLACEMENT)
         if p is None:
             raise DomainError("sample() takes the Poisson rate p in (0, 1]")
+        return self._record("sample", {"p": p})
+
+    @language.step("sample", Param("p", "number"))
+    def _sample(self, p: Number) -> Query:
         rate = check_rate(p)
         if self.sampling is not None:
             raise DomainError("a query takes one sample() step")
