@@ -237,3 +237,104 @@ def test_long_series_rounding_only_enlarges_the_influence():
                    for s in range(2) for t in range(2))
         got = exact.ratio(i, a, b)
         assert want <= got <= want * (1 + F(1, 2**50))
+
+
+# -- MQMApprox's eigengap bound (reversible chains) ----------------------------------------------
+def _reversible_chain(weights):
+    """A reversible chain from symmetric positive weights: P = W / row sums, π ∝ row sums."""
+    k = len(weights)
+    rows = [sum(weights[x]) for x in range(k)]
+    p = tuple(tuple(F(weights[x][y], rows[x]) for y in range(k)) for x in range(k))
+    q = tuple(F(1, k) for _ in range(k))
+    return q, p
+
+
+SYMMETRIC = [[[6, 1], [1, 2]], [[5, 2, 1], [2, 4, 1], [1, 1, 3]],
+             [[9, 1, 1, 1], [1, 7, 2, 1], [1, 2, 8, 1], [1, 1, 1, 6]]]
+
+
+@pytest.mark.parametrize("a, b", [(F(3, 10), F(1, 4)), (F(1, 20), F(1, 10)), (F(9, 10), F(4, 5))])
+def test_spectral_bound_of_two_state_chains(a, b):
+    """Every 2-state chain is reversible with λ₂ = 1 − a − b exactly: the certified bound is
+    ≥ |λ₂| and within 10% of it (Gelfand's formula at j = 64)."""
+    p = ((1 - a, a), (b, 1 - b))
+    pi = c._stationary(p)
+    assert c._reversible(p, pi)
+    lam = c.spectral_bound(p, pi)
+    assert abs(1 - a - b) <= lam <= abs(1 - a - b) * F(11, 10)
+
+
+@pytest.mark.parametrize("weights", SYMMETRIC)
+def test_eigengap_mixing_bound_against_brute_force(weights):
+    """d_t ≥ max_{x,y} |P^t(x, y) − π(y)| and e_t ≥ max_s |π_t(s) − π(s)|, P^t exact, t ≤ 30;
+    λ_up ≥ the second eigenvalue modulus (numpy, as a check of the certificate only)."""
+    q, p = _reversible_chain(weights)
+    model = c._Approx(c.MarkovChain(q, p), 10, 4)
+    assert model.lam is not None
+    pi = c._stationary(p)
+    moduli = sorted(abs(np.linalg.eigvals(np.array(p, dtype=float))))
+    assert float(model.lam) >= moduli[-2] - 1e-12
+    k = len(p)
+    power = [[F(int(x == y)) for y in range(k)] for x in range(k)]
+    law = list(q)
+    for t in range(1, 31):
+        power = c._fraction_matmul(power, [list(r) for r in p])
+        law = [sum(law[x] * p[x][y] for x in range(k)) for y in range(k)]
+        worst = max(abs(power[x][y] - pi[y]) for x in range(k) for y in range(k))
+        assert worst <= model._mixing(t, F(1))
+        assert max(abs(law[s] - pi[s]) for s in range(k)) <= model._mixing(t, model.tv)
+
+
+@pytest.mark.parametrize("weights", SYMMETRIC[1:])
+def test_eigengap_bound_covers_the_exact_influence_and_tightens(weights):
+    """For every node and quilt, MQMApprox's bound (now with the eigengap) is ≥ MQMExact's
+    influence, so σ_approx ≥ σ_exact; and it is no larger than Dobrushin's alone."""
+    q, p = _reversible_chain(weights)
+    chain = c.MarkovChain(q, p)
+    length, width = 12, 4
+    exact, approx = c._Exact(chain, length, width), c._Approx(chain, length, width)
+    dobrushin = c._Approx(chain, length, width)
+    dobrushin.lam = None
+    for i in range(length):
+        for a in range(min(width, i) + 1):
+            for b in range(min(width, length - 1 - i) + 1):
+                if not (a or b):
+                    continue
+                bound = approx.ratio(i, a, b)
+                if bound is not None:
+                    assert bound >= exact.ratio(i, a, b)
+                    old = dobrushin.ratio(i, a, b)
+                    assert old is None or bound <= old
+    model = c.markov_class([(q, [list(r) for r in p])], len(p))
+    eps = F(2)
+    assert (c.quilt_scale(model, length, eps, method="approx", max_width=width).scale
+            >= c.quilt_scale(model, length, eps, max_width=width).scale)
+
+
+def test_non_reversible_chain_keeps_dobrushin():
+    q, p = CHAIN_A
+    p3 = ((F(1, 2), F(3, 10), F(1, 5)), (F(1, 10), F(1, 2), F(2, 5)), (F(3, 10), F(1, 10),
+                                                                          F(3, 5)))
+    assert not c._reversible(p3, c._stationary(p3))
+    model = c._Approx(c.MarkovChain((F(1, 3), F(1, 3), F(1, 3)), p3), 10, 4)
+    assert model.lam is None and model._mixing(3, F(1)) == model.tau ** 3
+
+
+def test_eigengap_tightens_mqmapprox_on_a_reversible_chain(monkeypatch):
+    """A reversible chain with λ* ≈ 0.526 < τ = 199/252 ≈ 0.790: MQMApprox's σ with the
+    eigengap term is several times below Dobrushin's alone, and still ≥ MQMExact's."""
+    q, p = _reversible_chain([[10, 21, 3, 2], [21, 5, 28, 2], [3, 28, 19, 25], [2, 2, 25, 27]])
+    model = c.markov_class([(q, [list(r) for r in p])], 4)
+    reversible, tau, lam = c.mixing_rates(model.chains[0])
+    assert reversible and tau == F(199, 252) and F(526, 1000) < lam < F(53, 100)
+    length, eps = 80, F(1)
+    with_gap = c.quilt_scale(model, length, eps, lipschitz=2, method="approx").scale
+    exact = c.quilt_scale(model, length, eps, lipschitz=2).scale
+    init = c._Approx.__init__
+
+    def dobrushin_only(self, *args):
+        init(self, *args)
+        self.lam = None
+    monkeypatch.setattr(c._Approx, "__init__", dobrushin_only)
+    without = c.quilt_scale(model, length, eps, lipschitz=2, method="approx").scale
+    assert exact <= with_gap < without / 2

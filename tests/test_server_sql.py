@@ -228,3 +228,33 @@ def test_docs_page_lists_the_supported_grammar():
     page = (Path(__file__).resolve().parents[1] / "docs" / "sql.md").read_text()
     rows = [f"| `{form}` | `{example}` |" for form, example in sql_module.SUPPORTED]
     assert [r for r in rows if r not in page] == []
+
+
+# -- TABLESAMPLE and the sample step over HTTP (issue 37, item 6) --------------------------------
+SAMPLED = "SELECT COUNT(*) AS n FROM adult TABLESAMPLE BERNOULLI (10 PERCENT)"
+
+
+def test_tablesample_over_http_debits_the_amplified_loss(served):
+    r = served["http"].post("/v1/datasets/adult/sql", json=body(SAMPLED, epsilon=1))
+    assert r.status_code == 200, r.text
+    amplified = dp.core.subsampling.amplified_epsilon(1, Fraction(1, 10))
+    assert served["ledger"].spent("adult") == dp.PureDP(amplified)
+    steps = {"steps": [{"step": "sample", "p": "1/10"}], "aggs": [{"agg": "count"}],
+             "budget": {"epsilon": 1}}
+    r = served["http"].post("/v1/datasets/adult/release", json=steps)
+    assert r.status_code == 200, r.text
+    assert served["ledger"].spent("adult") == dp.PureDP(2 * amplified)
+
+
+@pytest.mark.parametrize("path, payload", [
+    ("/v1/datasets/adult/sql",
+     body("SELECT COUNT(*) AS n FROM adult TABLESAMPLE (10 ROWS)", epsilon=1)),
+    ("/v1/datasets/adult/release",
+     {"steps": [{"step": "sample", "n": 10}], "aggs": [{"agg": "count"}],
+      "budget": {"epsilon": 1}})])
+def test_sample_n_is_refused_over_http_and_debits_nothing(served, path, payload):
+    before = state(served)
+    r = served["http"].post(path, json=payload)
+    assert r.status_code in (400, 422), r.text
+    assert ("sample(p=n/N)" if path.endswith("sql") else "Extra inputs") in r.text
+    assert state(served) == before

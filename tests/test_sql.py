@@ -353,3 +353,66 @@ def test_public_tables_give_keys_and_bounds_from_their_own_values(session):
     assert translated.query.keys["region"].to_list() == ["North America", "Asia", "Europe"]
     with pytest.raises(SQLError, match="WITH t\\(columns\\)"):
         to_query(session, "WITH t(a) AS (SELECT age FROM adult) SELECT SUM(a) FROM t")
+
+
+# -- TABLESAMPLE: Poisson sampling of the privacy units (issue 37, item 6) ----------------------
+@pytest.mark.parametrize("text, rate", [
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE BERNOULLI (10 PERCENT)", Fraction(1, 10)),
+    ("SELECT COUNT(*) FROM adult AS a TABLESAMPLE BERNOULLI (2.5 PERCENT) WHERE age > 30",
+     Fraction(1, 40)),
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE BERNOULLI (100 %)", Fraction(1)),
+    ("WITH t AS (SELECT age FROM adult TABLESAMPLE BERNOULLI (50 PERCENT)) "
+     "SELECT COUNT(*) FROM t", Fraction(1, 2))])
+def test_tablesample_is_the_builders_sample_step(session, text, rate):
+    """TABLESAMPLE BERNOULLI compiles to Query.sample(p): the same JSON step (round trip), the
+    same plan and the same debit as the builder's query."""
+    translated = to_query(session, text)
+    steps = translated.query.to_json()["steps"]
+    assert steps[0] == {"step": "sample", "p": dp.frame.language.json_number(rate)}
+    again = Query.from_json(session, translated.query.to_json())
+    assert again.sampling == rate and again.describe() == translated.query.describe()
+    builder = session.query().sample(rate)
+    if "age > 30" in text:
+        builder = builder.filter(col("age") > 30)
+    builder = builder.agg(dp.count())
+    mine, theirs = translated.plan(epsilon=1), builder.plan(epsilon=1)
+    assert mine.loss == theirs.loss
+    assert mine.loss.epsilon == dp.core.subsampling.amplified_epsilon(1, rate)
+    assert mine.noise == theirs.noise
+
+
+def test_tablesample_debits_what_the_builder_debits():
+    one, two = cases.session(), cases.session()
+    one.sql("SELECT COUNT(*) FROM adult TABLESAMPLE BERNOULLI (10 PERCENT)", epsilon=1)
+    two.query().sample(Fraction(1, 10)).agg(dp.count()).release(epsilon=1)
+    assert one.accountant.spent == two.accountant.spent
+    assert one.accountant.spent.epsilon == dp.core.subsampling.amplified_epsilon(
+        1, Fraction(1, 10)) < 1
+
+
+@pytest.mark.parametrize("text, message, fragment", [
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE BERNOULLI (10 PERCENT) REPEATABLE (7)",
+     r"REPEATABLE \(seed\) is refused", "REPEATABLE"),
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE SYSTEM (10 PERCENT)", "storage blocks", "SYSTEM"),
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE (10 PERCENT)", "storage blocks", "10"),
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE BERNOULLI (10)", r"BERNOULLI \(p PERCENT\)",
+     "TABLESAMPLE"),
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE (100 ROWS)", r"sample\(p=n/N\)", "TABLESAMPLE"),
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE BERNOULLI (0 PERCENT)", r"in \(0, 100\]", "0"),
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE BERNOULLI (100.5 PERCENT)", r"in \(0, 100\]",
+     "100.5"),
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE BERNOULLI ('10' PERCENT)", "number literal",
+     "'10'"),
+    ("SELECT COUNT(*) FROM adult TABLESAMPLE BERNOULLI (1/3 PERCENT)", "number literal", "1/3"),
+    ("SELECT COUNT(*) FROM adult USING SAMPLE 10%", "USING SAMPLE is not supported", ""),
+    ("WITH t AS (SELECT age FROM adult) SELECT COUNT(*) FROM t TABLESAMPLE BERNOULLI "
+     "(5 PERCENT)", "inside the WITH query", "TABLESAMPLE"),
+    ("SELECT COUNT(*) FROM adult JOIN regions TABLESAMPLE BERNOULLI (5 PERCENT) USING (race)",
+     "public table", "TABLESAMPLE")])
+def test_tablesample_refusals(session, text, message, fragment):
+    """Refused before anything is read, each with its reason (and the fix where one exists)."""
+    before = session.accountant.spent
+    with pytest.raises(SQLError, match=message) as info:
+        to_query(session, text, public={"regions": cases.REGIONS})
+    assert fragment in info.value.fragment
+    assert session.accountant.spent == before

@@ -49,7 +49,12 @@ so for d_a, d_b, e_i < π_min
                  + log (π_min + d_a)(π_min + e_i) / ((π_min − d_a)(π_min − e_i)).
 
 The paper states this bound with the eigengap of the chain (for a reversible chain
-|λ₂|^t, for others that of P P*); the Dobrushin coefficient is a mixing rate of the same
+|λ₂|^t, for others that of P P*). Both are used, the tighter at every t: for a reversible
+chain (detailed balance checked exactly) d_t = min(τ^t, √(π_max/π_min)·λ_up^t), λ_up a
+certified rational upper bound on the second eigenvalue modulus λ* (:func:`spectral_bound`:
+λ* ≤ ‖(P − 1πᵀ)^j‖_∞^{1/j}, exact powers, the root rounded up); a non-reversible chain
+uses Dobrushin alone (its spectral bound is not the one the paper's P P* form needs). The
+Dobrushin coefficient is a mixing rate of the same
 role that is exact in rationals and holds for non-reversible chains: max_x ‖P^t_x· − π‖_TV
 ≤ d̄(t) ≤ τ^t (Levin, Peres & Wilmer, *Markov chains and mixing times*, §4.4: d(t) ≤ d̄(t),
 d̄ submultiplicative, d̄(1) = τ) and ‖qP^i − π‖_TV ≤ τ^i‖q − π‖_TV (Dobrushin's
@@ -95,6 +100,7 @@ from dpkit.mechanisms.frontend import (
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 
 __all__ = ["MarkovChain", "MarkovClass", "markov_class", "QuiltScale", "quilt_scale",
+           "spectral_bound", "mixing_rates",
            "QuiltRelease", "markov_quilt_release", "audit_cases"]
 
 MAX_STATES = 8
@@ -107,6 +113,7 @@ DEFAULT_WIDTH = 16
 MARGIN = 1e-9  # float search: a quilt whose float influence is this close to ε is skipped
 STATISTICS = ("histogram", "count")
 METHODS = ("exact", "approx")
+SQUARINGS = 6  # A^(2^m), m ≤ 6, for the certified bound on λ* (spectral_bound)
 
 
 @dataclass(frozen=True)
@@ -285,8 +292,86 @@ def _power(x: Fraction, n: int) -> Fraction:
     return Fraction(x.numerator ** n, x.denominator ** n)
 
 
+def _reversible(p: tuple[tuple[Fraction, ...], ...], pi: Sequence[Fraction]) -> bool:
+    """Detailed balance π(x)P_xy = π(y)P_yx, checked exactly."""
+    k = len(p)
+    return all(pi[x] * p[x][y] == pi[y] * p[y][x] for x in range(k) for y in range(x))
+
+
+def _fraction_matmul(a: list[list[Fraction]], b: list[list[Fraction]]) -> list[list[Fraction]]:
+    return [[sum((x * y for x, y in zip(row, col, strict=True)), Fraction(0))
+             for col in zip(*b, strict=True)] for row in a]
+
+
+def spectral_bound(p: tuple[tuple[Fraction, ...], ...], pi: Sequence[Fraction], *,
+                   squarings: int = SQUARINGS) -> Fraction:
+    """A certified rational upper bound on λ* = max{|λ| : λ an eigenvalue of P other than the
+    eigenvalue 1 of π} (the second-largest modulus; 1 − λ* is the absolute spectral gap).
+
+    A = P − 1πᵀ has the spectrum of P with the eigenvalue 1 replaced by 0, so λ* = ρ(A),
+    and ρ(A)^j = ρ(A^j) ≤ ‖A^j‖_∞ for any j (any induced norm bounds the spectral radius):
+    λ* ≤ min_{m ≤ M} ‖A^{2^m}‖_∞^{1/2^m}, every power computed exactly in Fractions, the
+    root rounded up (``exp_up(log_up(·)/j)``), then to a multiple of 2⁻⁶⁴ upward. The bound
+    tends to λ* as M grows (Gelfand's formula); valid for any chain, used only for
+    reversible ones (the mixing bound below needs it).
+
+    Returns
+    -------
+    Fraction
+        λ_up ≥ λ*, at most 1 (a stochastic matrix's eigenvalues have modulus ≤ 1).
+    """
+    k = len(p)
+    power = [[p[x][y] - pi[y] for y in range(k)] for x in range(k)]
+    best = Fraction(1)
+    for m in range(1, squarings + 1):
+        power = _fraction_matmul(power, power)
+        norm = max(sum(abs(v) for v in row) for row in power)
+        if norm == 0:
+            return Fraction(0)
+        root = numbers.exp_up(numbers.log_up(norm) / (1 << m))
+        best = min(best, numbers.dyadic_up(root, 64))
+    return best
+
+
+def mixing_rates(chain: MarkovChain) -> tuple[bool, Fraction, Fraction]:
+    """The two mixing rates MQMApprox chooses from, exact.
+
+    Parameters
+    ----------
+    chain : MarkovChain
+        One θ of the class.
+
+    Returns
+    -------
+    (bool, Fraction, Fraction)
+        Whether P is reversible (detailed balance π(x)P_xy = π(y)P_yx, exact), Dobrushin's
+        τ = max_{x,x'} ½‖P_x· − P_x'·‖₁, and λ_up ≥ λ*, the certified bound on the second
+        eigenvalue modulus (:func:`spectral_bound`); λ* ≤ τ for every stochastic P, and the
+        eigengap term enters MQMApprox only when P is reversible.
+    """
+    p = chain.transition
+    pi = _stationary(p)
+    tau = max(_half_l1(r, s) for r in p for s in p)
+    return _reversible(p, pi), tau, spectral_bound(p, pi)
+
+
 class _Approx:
-    """MQMApprox's bound for one θ: π_min, τ (Dobrushin) and ½‖q − π‖₁, all exact."""
+    """MQMApprox's bound for one θ: π_min, the mixing bounds d_t and e_t, all exact.
+
+    d_t bounds |(P^t)_xy − π(y)| and e_t bounds |π_t(s) − π(s)|; each is the smaller of two
+    valid bounds. Dobrushin: d_t = τ^t, e_t = τ^t·½‖q − π‖₁ (module docstring). Eigengap
+    (reversible chains only, the paper's form): by the spectral decomposition of P in
+    L²(π), P^t(x, y)/π(y) = 1 + Σ_{j≥2} f_j(x) f_j(y) λ_j^t with Σ_j f_j(x)² = 1/π(x), so
+    by Cauchy–Schwarz |P^t(x, y) − π(y)| ≤ λ*^t √(π(y)/π(x)) ≤ λ*^t √(π_max/π_min)
+    (the spectral representation of a reversible P: Levin, Peres & Wilmer, *Markov chains
+    and mixing times*, ch. 12; the Cauchy–Schwarz step is the one written here), and e_t,
+    an average of such terms over q, has the same bound; λ* is replaced by its certified
+    upper bound (:func:`spectral_bound`) and the root by ``sqrt_up``.
+
+    Every eigenvalue λ ≠ 1 of a stochastic matrix has |λ| ≤ τ (τ is P's contraction of
+    zero-sum vectors in L1), so λ* ≤ τ: the eigengap term wins only when λ* < τ and t is
+    large enough to pay for √(π_max/π_min) ≥ 1; otherwise the bound is Dobrushin's.
+    """
 
     def __init__(self, chain: MarkovChain, length: int, width: int) -> None:
         p = chain.transition
@@ -295,6 +380,18 @@ class _Approx:
         self.tau = max(_half_l1(r, s) for r in p for s in p)
         self.tv = _half_l1(chain.initial, pi)
         self.width = width
+        self.lam: Fraction | None = None  # λ_up (reversible chains only)
+        self.spread = Fraction(1)  # ≥ √(π_max/π_min)
+        if _reversible(p, pi):
+            self.lam = spectral_bound(p, pi)
+            self.spread = numbers.dyadic_up(numbers.sqrt_up(max(pi) / self.pmin), 64)
+
+    def _mixing(self, t: int, start: Fraction) -> Fraction:
+        """min(start·τ^t, √(π_max/π_min)·λ_up^t): the tighter valid bound at time t."""
+        dobrushin = start * _power(self.tau, t)
+        if self.lam is None:
+            return dobrushin
+        return min(dobrushin, self.spread * _power(self.lam, t))
 
     def _factor(self, d: Fraction) -> Fraction | None:
         return (self.pmin + d) / (self.pmin - d) if d < self.pmin else None
@@ -302,8 +399,8 @@ class _Approx:
     def ratio(self, i: int, a: int, b: int) -> Fraction | None:
         """The bound on exp e_θ(Q | i); None where it does not apply (d ≥ π_min)."""
         r = Fraction(1)
-        parts = ([_power(self.tau, a), _power(self.tau, i) * self.tv] if a else []) + (
-            [_power(self.tau, b)] if b else [])
+        parts = ([self._mixing(a, Fraction(1)), self._mixing(i, self.tv)] if a else []) + (
+            [self._mixing(b, Fraction(1))] if b else [])
         for d in parts:
             f = self._factor(d)
             if f is None:
@@ -311,13 +408,19 @@ class _Approx:
             r *= f
         return r
 
+    def _floats(self, t: np.ndarray, start: float) -> np.ndarray:
+        d = start * float(self.tau) ** t
+        if self.lam is not None:
+            d = np.minimum(d, float(self.spread) * float(self.lam) ** t)
+        return d
+
     def table(self, i: int) -> np.ndarray:
         """Float bound on e(a, b), inf where it does not apply: shape (W + 1, W + 1)."""
-        pmin, tau = float(self.pmin), float(self.tau)
-        d = tau ** np.arange(self.width + 1, dtype=np.float64)
+        pmin = float(self.pmin)
+        d = self._floats(np.arange(self.width + 1, dtype=np.float64), 1.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             f = np.where(d < pmin, np.log((pmin + d) / (pmin - d)), np.inf)
-        e_i = tau ** i * float(self.tv)
+        e_i = float(self._floats(np.array([float(i)]), float(self.tv))[0])
         start = math.log((pmin + e_i) / (pmin - e_i)) if e_i < pmin else math.inf
         left = np.concatenate([[0.0], f[1:] + start])
         right = np.concatenate([[0.0], f[1:]])

@@ -12,7 +12,10 @@ Maps
   ε-DP ⇒ ln(1 + p(e^ε − 1))-DP; (ε, δ)-DP ⇒ (ln(1 + p(e^ε − 1)), pδ)-DP.
 - Sampling m of N units without replacement, substitute-one neighbours (the same paper,
   Thm 9; N is public under that relation, as both neighbours have N units): the same map
-  with p = m/N.
+  with p = m/N (:func:`amplify_without_replacement`). It is not a map of add/remove-one
+  neighbours, the relation a :class:`~dpkit.frame.Session` composes: there N is private, and
+  with N ≤ m the "sample" is the whole table, so no amplification holds for every table
+  (``Query.sample(n=…)`` is refused for that reason, naming ``sample(p=…)``).
 - The sampled Gaussian (Poisson rate q, noise N(0, σ²Δ²) on a sum of L2 sensitivity Δ), at
   integer orders α ≥ 2 (Mironov, Talwar & Zhang 2019, *Rényi differential privacy of the
   sampled Gaussian mechanism*, §3.3, the integer-α formula):
@@ -35,6 +38,7 @@ from dpkit.core.renyi import RenyiDP
 from dpkit.errors import DomainError, MeasureError
 
 __all__ = ["SGM_ORDERS", "check_rate", "amplified_epsilon", "amplify",
+           "amplify_without_replacement",
            "sampled_gaussian_rdp", "dpsgd_epsilon", "dpsgd_noise_multiplier"]
 
 #: Integer orders of the sampled Gaussian's RDP curve (the integer-α formula needs them).
@@ -119,6 +123,43 @@ def amplify(loss: PrivacyLoss, p: Number) -> PrivacyLoss:
         return ApproxDP(amplified_epsilon(loss.epsilon, rate), rate * loss.delta)
     raise MeasureError(f"amplification by sampling has no closed form for "
                        f"{type(loss).__name__}; use ε-DP or (ε, δ)-DP")
+
+
+def amplify_without_replacement(loss: PrivacyLoss, n: int, population: int) -> PrivacyLoss:
+    """The loss of a mechanism run on n units drawn without replacement from a population
+    of N units, for *substitute-one* neighbours (Balle, Barthe & Gaboardi 2018, Thm 9).
+
+    ε-DP ⇒ ln(1 + (n/N)(e^ε − 1))-DP and (ε, δ)-DP ⇒ (ln(1 + (n/N)(e^ε − 1)), (n/N)δ)-DP,
+    ε rounded up; ``loss`` is the mechanism's loss on the sample for substitute-one
+    neighbours (an add/remove-one ε-DP mechanism is 2ε-DP for substitution, Dwork & Roth
+    Thm 2.2 with k = 2). N is public: both neighbours hold exactly N units.
+
+    Parameters
+    ----------
+    loss : PureDP or ApproxDP
+        The mechanism's loss on the sample (substitute-one neighbours).
+    n : int
+        The sample size, 1 ≤ n ≤ N.
+    population : int
+        N ≥ 1, the declared (public) number of units.
+
+    Returns
+    -------
+    PrivacyLoss
+        The amplified loss (``loss`` itself at n = N).
+
+    Raises
+    ------
+    DomainError
+        n or N not an integer, n < 1 or n > N.
+    MeasureError
+        For a measure other than ε-DP or (ε, δ)-DP (no closed form for zCDP).
+    """
+    size = integer(n, "the sample size n", minimum=1)
+    total = integer(population, "the population N", minimum=1)
+    if size > total:
+        raise DomainError(f"the sample size n = {size} exceeds the population N = {total}")
+    return amplify(loss, Fraction(size, total))
 
 
 def _positive(x: Number, name: str) -> Fraction:

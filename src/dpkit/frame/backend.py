@@ -33,13 +33,14 @@ from dpkit.core import rng
 from dpkit.core.component import Measurement
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
 from dpkit.core.measures import PureDP
-from dpkit.core.metrics import AddRemoveDistance
+from dpkit.core.metrics import AddRemoveDistance, HammingDistance
 from dpkit.core.subsampling import amplified_epsilon
 from dpkit.errors import DomainError
 from dpkit.mechanisms import make_noise
 from dpkit.mechanisms.registry import AuditCase, register
 
-__all__ = ["sample_units", "keep_threshold", "with_row_keys", "materialise", "public_like",
+__all__ = ["sample_units", "sample_fixed_units", "keep_threshold", "with_row_keys",
+           "materialise", "public_like",
            "bound_polars", "bound_polars_lazy",
            "bound_spark", "stream_buckets", "SUPPORTED"]
 
@@ -73,12 +74,8 @@ def sample_units(lf: nw.LazyFrame, unit: str | None, rate: Fraction) -> nw.LazyF
     limit = keep_threshold(rate)
     impl = lf.implementation
     if impl is nw.Implementation.POLARS:
-        native = nw.to_native(lf)
-        ident = pl.col(unit) if unit is not None else pl.int_range(pl.len(), dtype=pl.UInt64)
-        s0, s1, s2 = (int(w) for w in rng.words(3))  # as bound_polars_lazy's row keys
-        keyed = (ident.hash(s0) ^ pl.lit(s1, pl.UInt64)).hash(s2)
-        keep = keyed < pl.lit(limit, pl.UInt64)
-        return nw.from_native(native.filter(keep))
+        keep = _keyed(_ident(unit)) < pl.lit(limit, pl.UInt64)
+        return nw.from_native(nw.to_native(lf).filter(keep))
     if impl is nw.Implementation.DUCKDB:
         rel = nw.to_native(lf)
         below = f"< {limit}::UBIGINT"
@@ -99,6 +96,54 @@ def sample_units(lf: nw.LazyFrame, unit: str | None, rate: Fraction) -> nw.LazyF
         signed = F.xxhash64(F.lit(_salt()), ident_col)  # a signed word: shift to unsigned
         return nw.from_native(nw.to_native(lf).filter(signed < F.lit(limit - (1 << 63))))
     raise DomainError(f"backend {impl} is not supported; use Polars, DuckDB or Spark")
+
+
+def _ident(unit: str | None) -> pl.Expr:
+    """The unit id of a row: its unit column, or its row index for row-level units."""
+    return pl.col(unit) if unit is not None else pl.int_range(pl.len(), dtype=pl.UInt64)
+
+
+def _keyed(ident: pl.Expr) -> pl.Expr:
+    """A keyed 64-bit hash of ``ident`` under three fresh CSPRNG words (as
+    bound_polars_lazy's row keys): one key per call, so one per release."""
+    s0, s1, s2 = (int(w) for w in rng.words(3))
+    return (ident.hash(s0) ^ pl.lit(s1, pl.UInt64)).hash(s2)
+
+
+def _keyed_rank(ident: pl.Expr) -> pl.Expr:
+    """The dense rank (1, 2, …) of ``ident``'s keyed hash (:func:`_keyed`, a fresh key):
+    rows of one unit share it, so rank ≤ n keeps the n units of smallest hash (all of them
+    when fewer exist)."""
+    return _keyed(ident).rank("dense")
+
+
+def sample_fixed_units(lf: nw.LazyFrame, unit: str | None, n: int) -> nw.LazyFrame:
+    """Sampling of n privacy units without replacement: the units (all rows of each) whose
+    keyed 64-bit hash (:func:`sample_units`' hash under a fresh CSPRNG key) ranks among the n
+    smallest; every unit when fewer than n exist (the data side is total).
+
+    If the keyed hash were a PRF the ranking would be a uniformly random order of the units,
+    so the kept set is uniform over the n-subsets, up to hash collisions between distinct
+    units (probability ≤ N²/2⁶⁵; two colliding units share a rank and are kept or dropped
+    together). Polars' hash is pseudo-random, not a PRF: the law is what
+    ``tests/test_sampling.py`` checks (a χ² test over every n-subset of a small population).
+    The amplification it carries holds for substitute-one neighbours on a public population
+    of N units only (:func:`dpkit.core.subsampling.amplify_without_replacement`), which is
+    why ``Query.sample(n=…)`` refuses a session (add/remove-one units): this function is
+    the data side of the audit case and of library code that states that relation.
+
+    Raises
+    ------
+    DomainError
+        n < 1, or a backend other than Polars (no session reaches it, see above).
+    """
+    size = int(n)
+    if size < 1:
+        raise DomainError(f"the sample size must be ≥ 1, got {n!r}")
+    if lf.implementation is not nw.Implementation.POLARS:
+        raise DomainError("sampling without replacement runs on Polars frames only")
+    keep = _keyed_rank(_ident(unit)) <= size
+    return nw.from_native(nw.to_native(lf).filter(keep))
 
 
 def with_row_keys(lf: nw.LazyFrame, name: str) -> nw.LazyFrame:
@@ -521,3 +566,39 @@ def _sampled_count_audit() -> list[AuditCase]:
 
 
 register(audit=_sampled_count_audit)(sample_units)
+
+
+def _fixed_sample_audit() -> list[AuditCase]:
+    """The audit case of :func:`sample_fixed_units`: a population of N = 10 units holding
+    one bit each, all 0 (x) or unit 0's bit 1 (x′: substitute-one neighbours, N public); the
+    sum of the bits of n = 2 units drawn without replacement, with geometric noise for ε = 2
+    (``make_noise``), claimed ln(1 + (n/N)(e^ε − 1)) ≈ 0.85 (Balle, Barthe & Gaboardi 2018,
+    Thm 9). Broken: the same claim on the whole population (amplification claimed, no
+    sampling: ε = 2)."""
+    eps, size, total = Fraction(2), 2, 10
+    noise = make_noise(1, epsilon=eps)
+    claimed = amplified_epsilon(eps, Fraction(size, total))  # amplify_without_replacement's ε
+
+    def kept(draws: int) -> np.ndarray:  # unit 0's inclusion in each of `draws` samples
+        table = pl.LazyFrame({"draw": np.repeat(np.arange(draws), total),
+                              "u": np.tile(np.arange(total), draws)})
+        # one key for all draws, so each draw ranks its own ids (draw, u) — fresh per draw
+        rank = _keyed_rank(pl.col("draw") * total + pl.col("u")).over("draw")
+        first = table.filter((rank <= size) & (pl.col("u") == 0)).collect()["draw"]
+        mask = np.zeros(draws, dtype=np.int64)
+        mask[first.to_numpy()] = 1
+        return mask
+
+    def sampled(data: object, draws: int) -> np.ndarray:
+        return np.asarray(noise(int(data) * kept(draws)))  # type: ignore[call-overload]
+
+    def unsampled(data: object, draws: int) -> np.ndarray:
+        return np.asarray(noise(np.full(draws, int(data))))  # type: ignore[call-overload]
+
+    claim = Measurement(lambda d: sampled(d, 1), HammingDistance(), PureDP,
+                        lambda d: PureDP(claimed * d), "without_replacement_count",
+                        input_domain=VectorDomain(AtomDomain(Kind.INTEGER)))
+    return [AuditCase("without_replacement_count", claim, sampled, unsampled, 0, 1)]
+
+
+register(audit=_fixed_sample_audit)(sample_fixed_units)

@@ -179,6 +179,15 @@ class Plan:
         return 2
 
 
+#: Why ``sample(n=…)`` is refused, with the fix (Query.sample, Notes; SQL's TABLESAMPLE ROWS).
+WITHOUT_REPLACEMENT = (
+    "sampling n units without replacement amplifies only for substitute-one neighbours on a "
+    "public population of N units (Balle, Barthe & Gaboardi 2018, Thm 9); a session's "
+    "neighbours are add/remove-one unit, where N is private. Use Poisson sampling, "
+    "sample(p=n/N) (SQL: TABLESAMPLE BERNOULLI (100·n/N PERCENT)), charged "
+    "ln(1 + p(e^ε − 1)) for add/remove neighbours")
+
+
 def noise_rows(planned: Sequence[PlannedStatistic],
                selection: PartitionSelection | TopKSelection | None
                ) -> tuple[NoiseRow, ...]:
@@ -392,7 +401,7 @@ class Query:
             return self._step("drop_nulls")
         return self._step("filter", cond)
 
-    def sample(self, p: Number) -> Query:
+    def sample(self, p: Number | None = None, *, n: int | None = None) -> Query:
         """Keep each privacy unit (all its rows) independently with probability ``p``
         (Poisson sampling); the release is charged the amplified loss.
 
@@ -407,6 +416,11 @@ class Query:
         ----------
         p : number
             The rate in (0, 1], exact as typed (0.01 is 1/100); declared, never inferred.
+        n : int, optional
+            Sampling of n units *without replacement*: refused, see Notes (here, in the
+            client, which is this class, and in SQL's ``TABLESAMPLE (n ROWS)`` with the
+            same message; the JSON step has no ``n`` field, so a document with one is
+            refused as malformed).
 
         Returns
         -------
@@ -416,17 +430,27 @@ class Query:
         Raises
         ------
         DomainError
-            p outside (0, 1], a second sample step, or a step after agg().
+            p outside (0, 1], neither or both of p and n, any ``n=`` (Notes), a second
+            sample step, or a step after agg().
         MeasureError
             At plan time, in a zCDP session (zCDP has no closed-form amplification).
 
         Notes
         -----
-        Sampling *n units without replacement* is not a query step: its amplification holds
-        for substitute-one neighbours with the number of units N public (the same paper,
-        Thm 9), while a session's ledger composes add/remove-one losses, where N is data.
-        :func:`dpkit.core.subsampling.amplified_epsilon` with p = n/N gives its map.
+        Sampling *n units without replacement* amplifies ε to ln(1 + (n/N)(e^ε − 1)) only
+        for substitute-one neighbours on a population of N units that is public (the same
+        paper, Thm 9; :func:`dpkit.core.subsampling.amplify_without_replacement`). A
+        session's neighbours are add/remove-one unit (:class:`~dpkit.frame.PrivacyUnit`),
+        its ledger composes losses of that relation, and there N is private: with N ≤ n the
+        "sample" is the whole table, and with N = n a neighbour's sample differs by a
+        substitution (≈ 2ε), so no amplified bound holds for every table. ``sample(n=…)``
+        is therefore refused before anything is read, naming the fix: ``sample(p=n/N)``,
+        whose expected size is n when N is the population size the analyst has in mind.
         """
+        if n is not None:  # refused before anything is recorded (Notes)
+            raise DomainError(WITHOUT_REPLACEMENT)
+        if p is None:
+            raise DomainError("sample() takes the Poisson rate p in (0, 1]")
         return self._record("sample", {"p": p})
 
     @language.step("sample", Param("p", "number"))

@@ -43,6 +43,16 @@ Decisions, and why:
   maximum.
 - **``LEAST`` / ``GREATEST``** ignore nulls (PostgreSQL, DuckDB, Spark); BigQuery's, which
   return null on a null argument, are refused rather than answered differently.
+- **``TABLESAMPLE BERNOULLI (p PERCENT)``** is ``Query.sample(p/100)``: Poisson sampling of
+  the *privacy units* (a kept unit keeps all its rows), not of rows, because amplification is
+  a statement about one unit: a unit whose rows entered the sample independently would be
+  seen with probability up to 1 − (1 − p)^M, not p. The release is charged
+  ln(1 + p(e^ε − 1)) (Balle, Barthe & Gaboardi 2018, Thm 8). The percent is a number literal
+  in (0, 100]. Refused, each with its reason: ``REPEATABLE (seed)`` (every sample is drawn
+  afresh from the CSPRNG), ``SYSTEM`` and a method-less percent (DuckDB reads it as SYSTEM:
+  storage blocks, no per-unit law), a bare ``BERNOULLI (p)`` (a percent in PostgreSQL, rows
+  in DuckDB), ``TABLESAMPLE`` on a public table or on a WITH name, and ``(n ROWS)``, which
+  is ``Query.sample(n=…)`` and refused there (no amplification for add/remove neighbours).
 - **Limits**: :data:`MAX_SQL_BYTES` of text and parentheses nested at most
   ``MAX_SQL_DEPTH`` deep, checked before parsing; a parsed tree at most ``MAX_SQL_DEPTH``
   deep, checked before translating (no recursion error); the grammar's own limits after.

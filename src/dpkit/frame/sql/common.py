@@ -53,6 +53,8 @@ SUPPORTED: tuple[tuple[str, str], ...] = (
     ("GROUP BY undeclared keys with selection=dp.PartitionSelection(...)",
      "SELECT \"native-country\", COUNT(*) FROM adult GROUP BY 1"),
     ("aliases", "SELECT AVG(age) AS mean_age FROM adult"),
+    ("TABLESAMPLE BERNOULLI (p PERCENT): Poisson sampling of the privacy units, amplified",
+     "SELECT COUNT(*) FROM adult TABLESAMPLE BERNOULLI (10 PERCENT)"),
     ("HAVING, ORDER BY, LIMIT (post-processing)",
      "SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex HAVING n > 10 ORDER BY n DESC LIMIT 1"),
     ("JOIN a public table (public={name: frame})",

@@ -141,7 +141,7 @@ _SELECT_ARGS = {"expressions", "from_", "joins", "where", "group", "having", "or
 _ROWWISE_ARGS = {"expressions", "from_", "joins", "where"}
 _NAMES = {"distinct": "SELECT DISTINCT", "qualify": "QUALIFY", "windows": "WINDOW",
           "offset": "OFFSET", "laterals": "LATERAL", "pivots": "PIVOT", "into": "INTO",
-          "locks": "FOR UPDATE", "sample": "TABLESAMPLE", "settings": "SETTINGS",
+          "locks": "FOR UPDATE", "sample": "USING SAMPLE", "settings": "SETTINGS",
           "prewhere": "PREWHERE", "connect": "CONNECT BY", "match": "MATCH_RECOGNIZE",
           "kind": "SELECT AS", "cluster": "CLUSTER BY", "distribute": "DISTRIBUTE BY",
           "sort": "SORT BY", "exclude": "EXCLUDE"}
@@ -203,7 +203,7 @@ class Translator(Post):
             raise self.fail(from_.this if from_ is not None else select,
                             "FROM needs one private table (or a WITH query over it)")
         table = from_.this
-        self.check_table(table)
+        self.check_table(table, private=True)
         name = table.name
         if name in self.ctes:
             if select.args.get("joins"):
@@ -217,15 +217,77 @@ class Translator(Post):
             self.project(cte)
         else:
             self.open(table)
+            sample = table.args.get("sample")
+            if sample is not None:
+                self.tablesample(sample)
             for join in select.args.get("joins") or []:
                 self.join(join)
         self.qualifiers |= {name, table.alias_or_name}
 
-    def check_table(self, table: exp.Table) -> None:
+    def check_table(self, table: exp.Table, *, private: bool = False) -> None:
+        """Refuse a table's modifiers; TABLESAMPLE only on a private table (FROM)."""
         for key, value in table.args.items():
+            if key == "sample" and value is not None and private:
+                if table.name in self.ctes:
+                    raise self.fail(value, "TABLESAMPLE on a WITH query: put it on the private "
+                                           "table inside the WITH query", "TABLESAMPLE")
+                continue
+            if key == "sample" and value is not None:
+                raise self.fail(value, "TABLESAMPLE on a public table is not supported: it "
+                                       "samples the privacy units of the private table (FROM)",
+                                "TABLESAMPLE")
             if key not in ("this", "alias") and value not in (None, False, []):
                 raise self.fail(table, f"table {table.sql()[:40]} with "
                                        f"{key.upper()} is not supported")
+
+    def tablesample(self, sample: exp.TableSample) -> None:
+        """``TABLESAMPLE BERNOULLI (p PERCENT)`` → ``Query.sample(p/100)``: Poisson sampling of
+        the privacy units (every row of a kept unit), not of rows — a row sample would let a
+        unit's rows in independently, and amplification is per unit. The percent is a
+        literal in (0, 100]. Refused: REPEATABLE (seed) (every sample is drawn afresh from the
+        CSPRNG), SYSTEM (storage blocks: no per-unit law), a bare number or no method (rows
+        in some dialects, percent in others), and ``(n ROWS)``, which compiles to
+        ``Query.sample(n=…)`` and is refused there with the reason and the fix."""
+        args = {k: v for k, v in sample.args.items() if v not in (None, False, [])}
+        method = args.pop("method", None)
+        name = method.name.upper() if method is not None else ""
+        assert self.query is not None
+        if "seed" in args:
+            raise self.fail(args["seed"], "TABLESAMPLE … REPEATABLE (seed) is refused: dpkit "
+                                          "draws every sample afresh from its CSPRNG (no "
+                                          "seeded production randomness)", "REPEATABLE")
+        if name == "SYSTEM":
+            raise self.fail(sample, "TABLESAMPLE SYSTEM samples storage blocks, which gives no "
+                                    "per-unit guarantee; use TABLESAMPLE BERNOULLI (p PERCENT)",
+                            "SYSTEM")
+        size = args.pop("size", None) or args.pop("rows", None)
+        if size is not None and name in ("", "RESERVOIR") and not args:
+            try:  # the same step as the builder's and the JSON form's: refused there
+                self.query = self.query.sample(n=self.literal_count(size))
+            except DomainError as exc:
+                raise self.fail(sample, f"TABLESAMPLE (n ROWS): {exc}", "TABLESAMPLE") from None
+            return
+        percent = args.pop("percent", None)
+        if name != "BERNOULLI" or percent is None or args:
+            raise self.fail(sample, "TABLESAMPLE is supported as TABLESAMPLE BERNOULLI "
+                                    "(p PERCENT), p a literal in (0, 100] (Poisson sampling of "
+                                    "the privacy units)", "TABLESAMPLE")
+        try:  # a short decimal literal, read exactly (2.5 is 5/2)
+            if not isinstance(percent, exp.Literal) or percent.is_string or len(
+                    percent.this) > 40:
+                raise ValueError
+            rate = Fraction(percent.this) / 100
+        except (ValueError, ZeroDivisionError):
+            raise self.fail(percent, "the TABLESAMPLE percent must be a number literal in "
+                                     "(0, 100]") from None
+        if not 0 < rate <= 1:
+            raise self.fail(percent, "the TABLESAMPLE percent must be in (0, 100]")
+        self.query = self.query.sample(rate)
+
+    def literal_count(self, node: exp.Expr) -> int:
+        if not isinstance(node, exp.Literal) or node.is_string or not node.this.isdigit():
+            raise self.fail(node, "TABLESAMPLE (n ROWS) needs an integer literal n")
+        return int(node.this)
 
     def open(self, table: exp.Table) -> None:
         if self.query is not None:
