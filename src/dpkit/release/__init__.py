@@ -51,5 +51,6 @@ from dpkit.release.workload import (
 )
 
 __all__ = ["HistogramRelease", "release_histogram", "release_linear_queries",
-           "make_histogram_release", "methods", "register", "RangeWorkload", "prefix", "all_range", "identity", "random_ranges",
-           "random_rectangles", "rmse", "scaled_error"]
+           "make_histogram_release", "methods", "register", "RangeWorkload", "prefix",
+           "all_range", "identity", "random_ranges", "random_rectangles", "rmse",
+           "scaled_error"]
