@@ -16,7 +16,8 @@ the d queries) of R real releases through ``release_linear_queries`` (K-norm, ex
 beside (i) the Laplace mechanism with L1 sensitivity Δ₁ = maxⱼ‖aⱼ‖₁: discrete Laplace of scale
 Δ₁/ε on each answer, its exact MSE d·2e^{−ε/Δ₁}/(1 − e^{−ε/Δ₁})² and R real draws through
 ``frontend.noisy``; (ii) Hardt & Talwar's continuous K-norm law: z = r·u with r ~ Gamma(d + 1,
-1/ε) and u uniform in K has density ∝ exp(−ε‖z‖_K) (HT10 §4), so its MSE is exactly
+1/ε) and u uniform in K has density ∝ exp(−ε‖z‖_K) (the sampler of Hardt & Talwar 2010;
+the identity is derived in docs/topics/knorm.md), so its MSE is exactly
 (d + 1)(d + 2)/ε² · E_{u∼U(K)}‖u‖₂², with E_{U(K)}‖u‖₂² by Monte Carlo (10^6 uniform points of
 K by rejection from its bounding box, NumPy's seeded generator: a benchmark input, never
 noise). The continuous Laplace MSE 2d(Δ₁/ε)² is shown too.

@@ -1,5 +1,5 @@
-"""The K-norm mechanism (Hardt & Talwar, *On the geometry of differential privacy*, STOC 2010,
-§4), exact on a lattice, for d ≤ 4 linear queries over a histogram.
+"""The K-norm mechanism (Hardt & Talwar, *On the geometry of differential privacy*, STOC 2010;
+arXiv:0907.3754), exact on a lattice, for d ≤ 4 linear queries over a histogram.
 
 Setting. A workload of d linear queries is a d × n matrix A of rationals; a histogram is
 x ∈ ℤⁿ, and neighbours differ in one entry by one (x′ = x ± eⱼ), so Ax moves by a column
@@ -386,7 +386,7 @@ def make_knorm(workload: Sequence[Sequence[Number]], epsilon: Number, *,
     Measurement
         Input: an integer vector x of shape (n,) under :class:`L1Distance`; output: float
         array of shape (d,), the nearest floats to y = Ax + h·u,
-        P(u) ∝ exp(−ε‖u‖_{K/h}) on ℤᵈ, K = conv(±a₁, …, ±aₙ) (Hardt & Talwar 2010, §4, on
+        P(u) ∝ exp(−ε‖u‖_{K/h}) on ℤᵈ, K = conv(±a₁, …, ±aₙ) (Hardt & Talwar 2010, on
         the lattice; proof and sampler in the module docstring).
         Privacy map: Δ ↦ PureDP(ε·Δ) for histograms at L1 distance Δ (add/remove one
         record: Δ = 1). ``accuracy(beta)``: a with P(|yᵢ − (Ax)ᵢ| > a) ≤ β for each query

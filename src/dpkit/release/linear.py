@@ -60,7 +60,7 @@ def release_linear_queries(counts: npt.ArrayLike, workload: Sequence[Sequence[Nu
 
     Notes
     -----
-    Privacy: PureDP(ε) for add/remove-one-record neighbours (Hardt & Talwar 2010, §4; the
+    Privacy: PureDP(ε) for add/remove-one-record neighbours (Hardt & Talwar 2010; the
     lattice proof is in :mod:`dpkit.mechanisms.knorm`). A session whose unit contributes up
     to M rows would need Δ = M: use the session's own entries for per-person data.
     """
