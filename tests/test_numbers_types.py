@@ -104,6 +104,7 @@ def _sweep(t):
         "make_vector_laplace": (mech.make_vector_laplace(t(1.0), np.int64(2)), x),
         "make_gaussian_mahalanobis": (mech.make_gaussian_mahalanobis(
             t(1.5), [[t(2.0), t(0.5)], [t(0.5), t(1.0)]]), x),
+        "make_knorm": (mech.make_knorm([[t(1.0), t(0.5)], [t(0.0), t(1.0)]], t(1.0)), ints),
         "make_ptr_median": (mech.make_ptr_median((t(0.0), t(1.0)), t(0.1), t(1.0), t(1e-6)),
                             np.linspace(0, 1, 50)),
         "make_sample_and_aggregate": (mech.make_sample_and_aggregate(

@@ -30,6 +30,8 @@ SparseVector              interactive AboveThreshold / NumericSparse (Lyu, Su & 
 make_vector_laplace       vector mechanism (CMS 2011), exact on a lattice (pure DP, L2)
 make_gaussian_mahalanobis Gaussian N(0, c²Σ) for a Mahalanobis sensitivity (Dwork & Roth
                           App. A.1), exact on the lattice 2^k·Lℤ^d (zCDP)
+make_knorm                the K-norm mechanism for d ≤ 4 linear queries over a histogram
+                          (Hardt & Talwar 2010), exact on a lattice (pure DP)
 make_analyze_gauss        Analyze Gauss: XᵀX + symmetric grid Gaussian noise (zCDP); no
                           Wishart mechanism — the published one is not DP (see covariance)
 make_staircase            staircase mechanism (Geng & Viswanath 2014), exact on a grid
@@ -72,6 +74,7 @@ from dpkit.mechanisms.gaussian import (
     make_discrete_gaussian,
     make_gaussian,
 )
+from dpkit.mechanisms.knorm import make_knorm
 from dpkit.mechanisms.laplace import make_discrete_laplace, make_geometric, make_laplace
 from dpkit.mechanisms.mahalanobis import make_gaussian_mahalanobis
 from dpkit.mechanisms.randomized_response import (
@@ -105,6 +108,7 @@ __all__ = [
     "make_analyze_gauss",
     "make_vector_laplace",
     "make_gaussian_mahalanobis",
+    "make_knorm",
     "make_ptr_median",
     "make_sample_and_aggregate",
     "make_smooth_median",

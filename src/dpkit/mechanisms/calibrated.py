@@ -25,7 +25,9 @@ l2      (ε, δ)   either   the Gaussian at ρ = ``largest_rho(ε, δ)``, as for
 
 The Σ rows (``covariance=``: a Mahalanobis sensitivity Δ_M, vᵀΣ⁻¹v ≤ Δ_M² for neighbours'
 differences v; Σ = L·D·Lᵀ, D = diag(dᵢ)) are :func:`~dpkit.mechanisms.make_gaussian_mahalanobis`
-(Dwork & Roth App. A.1).
+(Dwork & Roth App. A.1). The ``workload=`` row (A, d × n, d ≤ 4: ``sensitivity`` is the L1
+distance Δ between histograms, the budget a pure ε) is the K-norm mechanism
+:func:`~dpkit.mechanisms.make_knorm` at ε/Δ, whose map at Δ is exactly ε (Hardt & Talwar 2010).
 
 Sources: Dwork & Roth Thm 3.6 (Laplace); Chaudhuri, Monteleoni & Sarwate 2011 Thm 6 (vector
 mechanism); Bun & Steinke 2016 Prop. 1.6 and Canonne, Kamath & Steinke 2020 Thm 4
@@ -74,6 +76,7 @@ from dpkit.mechanisms.exponential import (
     selection_audit,
 )
 from dpkit.mechanisms.gaussian import make_discrete_gaussian, make_gaussian
+from dpkit.mechanisms.knorm import Workload, declared_workload, make_knorm
 from dpkit.mechanisms.laplace import make_discrete_laplace, make_laplace
 from dpkit.mechanisms.mahalanobis import (
     Matrix,
@@ -164,7 +167,8 @@ def make_noise(sensitivity: Number, *, epsilon: Number | None = None,
                rho: Number | None = None, delta: Number | None = None, norm: str = "l1",
                output: str = "integer", size: int = 1, scale: Number | None = None,
                cache: bool = True,
-               covariance: Sequence[Sequence[Number]] | None = None) -> CalibratedNoise:
+               covariance: Sequence[Sequence[Number]] | None = None,
+               workload: Sequence[Sequence[Number]] | None = None) -> CalibratedNoise:
     """The calibrated, map-checked noise measurement for a sensitivity and a budget.
 
     Parameters
@@ -193,6 +197,12 @@ def make_noise(sensitivity: Number, *, epsilon: Number | None = None,
         Δ_M (vᵀΣ⁻¹v ≤ Δ_M² for neighbours' differences v), the noise N(0, c²Σ) on a grid
         (:func:`~dpkit.mechanisms.make_gaussian_mahalanobis`, d = len(Σ); ``norm`` and
         ``size`` are ignored); the budget is ``rho`` or ``epsilon`` with ``delta``.
+    workload : d × n matrix of rationals, optional
+        A (1 ≤ d ≤ 4, rank d): the K-norm mechanism for the answers Ax over a histogram x
+        (:func:`~dpkit.mechanisms.make_knorm` at ε/Δ, on its lattice); ``sensitivity`` is
+        then the L1 distance Δ between neighbouring histograms (1 for add/remove one
+        record) and the budget a pure ``epsilon``; ``norm``, ``output`` and ``size`` are
+        ignored. Its ``scale`` is Δ/ε (noise ∝ exp(−‖z‖_K/scale)).
 
     Returns
     -------
@@ -210,6 +220,8 @@ def make_noise(sensitivity: Number, *, epsilon: Number | None = None,
     MeasureError
         If the measurement's map exceeds the budget (a ``scale`` that is too small).
     """
+    if workload is not None:
+        return _knorm_arguments(sensitivity, epsilon, rho, delta, workload, cache)
     if covariance is not None:
         return _mahalanobis_arguments(sensitivity, epsilon, rho, delta, output, scale,
                                       covariance, cache)
@@ -247,7 +259,8 @@ _by_arguments = lru_cache(maxsize=CACHE_SIZE)(_from_arguments)
 def clear_cache() -> None:
     """Forget every cached calibration (tests; the cached values hold no data: a
     data-dependent sensitivity is never cached, ``make_noise(..., cache=False)``)."""
-    for cached in (_by_arguments, _make_noise, _make_selection, _make_mahalanobis):
+    for cached in (_by_arguments, _make_noise, _make_selection, _make_mahalanobis,
+                   _make_knorm):
         cached.cache_clear()
 
 
@@ -404,6 +417,28 @@ def _make_mahalanobis(sens: Fraction, eps: Fraction | None, rho: Fraction | None
     return _calibrated(m, scale=mahalanobis_plan(raw, cov).scale, sensitivity=sens,
                        budget=budget, loss=loss, grid=mahalanobis_plan(raw, cov).k,
                        mechanism=name)
+
+
+def _knorm_arguments(sensitivity: Number, epsilon: Number | None, rho: Number | None,
+                     delta: Number | None, workload: Sequence[Sequence[Number]], cache: bool
+                     ) -> CalibratedNoise:
+    """Plan-time checks of a ``workload=`` call, then the (cached) K-norm mechanism."""
+    if epsilon is None or rho is not None or delta is not None:
+        raise DomainError("the K-norm mechanism (workload=) takes a pure epsilon= budget; "
+                          "for ρ or (ε, δ), bound the L2 sensitivity (Gaussian)")
+    eps = positive(as_typed(epsilon), "epsilon")
+    make = _make_knorm if cache else _make_knorm.__wrapped__
+    return make(positive(sensitivity, "sensitivity"), eps, declared_workload(workload))
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def _make_knorm(sens: Fraction, eps: Fraction, workload: Workload) -> CalibratedNoise:
+    m = make_knorm(workload, eps / sens)
+    loss = m.privacy_map(sens)
+    if not loss <= PureDP(eps):  # exact: (ε/Δ)·Δ = ε
+        raise MeasureError(f"K-norm calibration failed: {loss} exceeds ε = {eps}")
+    return _calibrated(m, scale=sens / eps, sensitivity=sens, budget=PureDP(eps), loss=loss,
+                       grid=None, mechanism="K-norm")
 
 
 @register(audit=_audit_selection)

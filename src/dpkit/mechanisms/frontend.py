@@ -324,7 +324,8 @@ def noisy(values: Number | Numbers, sensitivity: Number, budget: PrivacyLoss | N
           norm: str | None = None, output: str = "integer", size: int | None = None,
           statistic: str | None = None, cache: bool = True,
           weights: np.ndarray | None = None,
-          covariance: Sequence[Sequence[Number]] | None = None) -> Drawn:
+          covariance: Sequence[Sequence[Number]] | None = None,
+          workload: Sequence[Sequence[Number]] | None = None) -> Drawn:
     """``values`` released through the calibrated measurement, with its noise row.
 
     Parameters
@@ -357,6 +358,11 @@ def noisy(values: Number | Numbers, sensitivity: Number, budget: PrivacyLoss | N
         Σ: ``values`` is a float vector of length d, Δ its Mahalanobis sensitivity
         (vᵀΣ⁻¹v ≤ Δ² for neighbours' differences), the noise N(0, c²Σ) on a grid
         (``make_noise(…, covariance=Σ)``); the budget a ZCDP or ApproxDP loss.
+    workload : d × n matrix of rationals, optional
+        A (d ≤ 4): ``values`` is an integer histogram x of length n, Δ the L1 distance
+        between neighbouring histograms, and the release is Ax plus K-norm noise, a float
+        array of shape (d,) (``make_noise(…, workload=A)``, Hardt & Talwar 2010); the
+        budget a PureDP loss or a number.
 
     Returns
     -------
@@ -380,6 +386,10 @@ def noisy(values: Number | Numbers, sensitivity: Number, budget: PrivacyLoss | N
     """
     if weights is not None:
         return _weighted(np.asarray(values), sensitivity, budget, weights, statistic)
+    if workload is not None:
+        m = make_noise(sensitivity, cache=cache, workload=workload, **_budget(budget))
+        return _drawn(np.asarray(m(np.asarray(values).reshape(-1)), dtype=np.float64),
+                      _row(m, statistic, 1))
     if covariance is not None:
         m = make_noise(sensitivity, output="grid", cache=cache, covariance=covariance,
                        **_budget(budget))

@@ -5,6 +5,8 @@ Two families, one sub-package each, on a shared linear-query foundation:
 - :mod:`~dpkit.release.workload` (range-count workloads, DPBench's error measures) and
   :mod:`~dpkit.release.measure` (exact measurement of linear queries, strategy sensitivity,
   least squares, the matrix mechanism's expected error): used by both families.
+- :mod:`~dpkit.release.linear` — :func:`release_linear_queries`: d ≤ 4 linear queries over a
+  histogram by the K-norm mechanism (Hardt & Talwar 2010).
 - :mod:`dpkit.release.ranges` — range queries and histograms (:func:`release_histogram` and
   its algorithm registry: Identity, H_b, HB, Privelet, DAWA, the grid and tree methods, the
   matrix mechanism), with DPBench's evaluation protocol in
@@ -30,6 +32,7 @@ session once (docs/design.md, "Where a release is charged").
 # importing session registers query.publish; the histogram algorithms are the rows of
 # dpkit.release.ranges.registry.ALGORITHMS (imported by histogram)
 from dpkit.release import session  # noqa: F401
+from dpkit.release.linear import release_linear_queries
 from dpkit.release.ranges.histogram import (
     HistogramRelease,
     make_histogram_release,
@@ -48,6 +51,7 @@ from dpkit.release.workload import (
     scaled_error,
 )
 
-__all__ = ["HistogramRelease", "release_histogram", "make_histogram_release", "methods",
-           "register", "RangeWorkload", "prefix", "all_range", "identity", "random_ranges",
-           "random_rectangles", "rmse", "scaled_error"]
+__all__ = ["HistogramRelease", "release_histogram", "release_linear_queries",
+           "make_histogram_release", "methods", "register", "RangeWorkload", "prefix",
+           "all_range", "identity", "random_ranges", "random_rectangles", "rmse",
+           "scaled_error"]
