@@ -3,7 +3,7 @@ the calibration recomputed from the paper's formulas in exact arithmetic, the qu
 proof rests on checked by brute force on small neighbouring datasets (each check paired with
 a broken constant it catches), the solver's fixed, proven number of steps (Bubeck 2015
 Thm 3.18) and the estimators' charge. Deterministic except where noise is drawn; no statistical
-assertion here (the audit case amp_svm in tests/test_audit.py is the statistical test)."""
+assertion here."""
 
 from __future__ import annotations
 

@@ -69,7 +69,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Self
 
 import numpy as np
 
@@ -380,10 +379,10 @@ class AmpClassifier:
 
     def _amp_compute(self, x: np.ndarray, norm: float, scaling: float, signs: np.ndarray,
                      loss: GLMLoss, plan: AmpPlan, classes: np.ndarray
-                     ) -> Callable[[], Self]:
+                     ) -> Callable[[], AmpClassifier]:
         """The closure to charge: x (n, d) clipped to ``norm`` plus the column ``scaling``,
         targets ``signs`` = ±1; sets the attributes above and returns the model."""
-        def compute() -> Self:
+        def compute() -> AmpClassifier:
             rows = np.column_stack([clip_rows(x, norm), np.full(x.shape[0], scaling)])
             w, self.converged_ = solve_amp(rows, signs, loss, plan)
             self.coef_ = w[None, :-1]
