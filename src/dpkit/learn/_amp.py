@@ -51,15 +51,16 @@ strong convexity, ‖x₁ − w*‖ ≤ n·L/Λ; with ‖∇f‖² ≤ 2M(f − 
 (:func:`solver_steps`, exact with directed rounding). So every run releases ŵ + b₂ with
 ‖∇J_b(ŵ)‖ ≤ γ, which is all the output part of the proof needs (Iyengar et al. Thm 1: it does
 not care how ŵ was found): one mechanism, one proof, no branch. The work is K gradients of
-the n rows whatever the data (K depends on n, d, ε, δ and the declared bounds only; there is
-no early exit), which costs √κ·ln(…) ≈ √(n·ε₁)·60 passes over the rows: on Adult (n = 30,169)
-about 900 passes at ε = 0.1 and 8,400 at ε = 5, where Newton took a handful (the worst-case
-proof pays for the ill-conditioning no dataset of this size has; bench/learn_amp.py reports
-the times). As for every ERM mechanism here the solver's arithmetic is floating point
-(Mironov 2012): ``converged_`` on the model reports the check ‖∇J_b(ŵ)‖ ≤ γ on the computed
-gradient with an allowance for its rounding (:func:`converged`). It decides nothing: the
-release is ŵ + b₂ either way; False would mean that rounding, not the theorem, left ŵ outside
-γ, so the (ε, δ) then holds only up to the floating-point caveat shared by every solver here.
+the n rows whatever the data (K depends on n, ε, γ, the loss and the declared bounds only;
+there is no early exit), K = √κ·ln(…) ≈ √(n·ε₁)·60: on Adult (n = 30,169) about 900
+gradients at ε = 0.1 and 8,400 at ε = 5, where Newton took a handful (the proof pays for the
+worst conditioning a dataset of n rows could have, every row on one line; the times are in
+bench/results/learn_amp.md). As for every ERM mechanism here the solver's arithmetic is
+floating point (Mironov 2012): ``converged_`` on the model reports the check ‖∇J_b(ŵ)‖ ≤ γ
+on the computed gradient with an allowance for its rounding (:func:`converged`). It decides
+nothing: the release is ŵ + b₂ either way; False would mean that rounding, not the theorem,
+left ŵ outside γ, so the (ε, δ) then holds only up to the floating-point caveat shared by
+every solver here.
 The plan (``release_.noise``) lists b₁ and b₂.
 """
 
