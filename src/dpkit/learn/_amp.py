@@ -33,25 +33,40 @@ about 11 at δ₁ ≈ 10⁻⁶: ε = 12 passes, 15 does not). The caveat of the 
 objective perturbation is the pure-ε method's (logistic module docstring): the argument is
 for b₁ plus a uniform offset in its grid cell of side 2^k, k = ⌊log₂ σ₁⌋ − 30.
 
-The solver is Newton's method with step halving, capped at ``MAX_NEWTON`` iterations (a plan-
-time constant). If ‖∇J_b‖ ≤ γ is not reached, the data side still releases (it never raises
-after the debit): ``FALLBACK_STEPS`` of gradient descent on J₀ = J_b − ⟨b₁, ·⟩ from 0 with step
-1/(Λ + n·β) — a (1 − ηΛ)-contraction per step, so one row moves the iterate by ≤ L/Λ
-whatever the number of steps (Wu, Li, Kumar, Chaudhuri, Jha & Naughton, SIGMOD 2017,
-bolt-on output perturbation) — plus Gaussian noise at L/Λ and the whole (ε, δ). Limits, stated
-plainly: which branch runs depends on the data, and the proof covers each branch alone, not
-their mixture (a data-dependent choice between two private releases is not private in
-general); the fallback's contraction argument takes one step size for both neighbours,
-while this one depends on n. Neither case arose in practice: Newton reaches γ on
-these smooth, strongly convex objectives in a few steps (every fit of the tests and of
-bench/learn_amp.py did). The plan (``release_.noise``) lists b₁, b₂ and the fallback's
-Gaussian; ``converged_`` on the model says which was drawn. As for every ERM mechanism here,
-the arithmetic of the solver is floating point (Mironov 2012); the convergence test allows
-for the rounding of the computed gradient (:func:`converged`).
+The solver runs a number K of iterations fixed before the debit from declared quantities
+and n, never a convergence test: Nesterov's accelerated gradient method for a Λ-strongly
+convex, M-smooth f (M = Λ + n·β, condition number κ = M/Λ), in the form and with the bound of
+Bubeck, "Convex optimization: algorithms and complexity", Found. Trends ML 2015, Thm 3.18
+(after Nesterov 2004, §2.2, constant step scheme III):
+
+    y_{s+1} = x_s − ∇f(x_s)/M,   x_{s+1} = (1 + q)·y_{s+1} − q·y_s,   q = (√κ − 1)/(√κ + 1),
+    f(y_{t}) − f* ≤ ((Λ + M)/2)·‖x₁ − x*‖²·exp(−(t − 1)/√κ).
+
+It starts at x₁ = y₁ = −b₁/Λ, where Λx₁ + b₁ = 0, so ‖∇J_b(x₁)‖ = ‖Σᵢ φ′·x̃ᵢ‖ ≤ n·L and, by
+strong convexity, ‖x₁ − w*‖ ≤ n·L/Λ; with ‖∇f‖² ≤ 2M(f − f*) (M-smoothness) the released
+ŵ = y_{K+1} has
+
+    ‖∇J_b(ŵ)‖² ≤ M·(Λ + M)·(n·L/Λ)²·exp(−K/√κ) ≤ γ²   for   K = ⌈√κ·ln(M(Λ + M)(nL)²/(Λγ)²)⌉
+
+(:func:`solver_steps`, exact with directed rounding). So every run releases ŵ + b₂ with
+‖∇J_b(ŵ)‖ ≤ γ, which is all the output part of the proof needs (Iyengar et al. Thm 1: it does
+not care how ŵ was found): one mechanism, one proof, no branch. The work is K gradients of
+the n rows whatever the data (K depends on n, ε, γ, the loss and the declared bounds only;
+there is no early exit), K = √κ·ln(…) ≈ √(n·ε₁)·60: on Adult (n = 30,169) about 900
+gradients at ε = 0.1 and 8,400 at ε = 5, where Newton took a handful (the proof pays for the
+worst conditioning a dataset of n rows could have, every row on one line; the times are in
+bench/results/learn_amp.md). As for every ERM mechanism here the solver's arithmetic is
+floating point (Mironov 2012): ``converged_`` on the model reports the check ‖∇J_b(ŵ)‖ ≤ γ
+on the computed gradient with an allowance for its rounding (:func:`converged`). It decides
+nothing: the release is ŵ + b₂ either way; False would mean that rounding, not the theorem,
+left ŵ outside γ, so the (ε, δ) then holds only up to the floating-point caveat shared by
+every solver here.
+The plan (``release_.noise``) lists b₁ and b₂.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -62,41 +77,64 @@ from dpkit.core.measures import ApproxDP
 from dpkit.core.numbers import dyadic_up, exp_up, log_up, sqrt_up
 from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
-from dpkit.learn._privacy import single_threaded_blas
+from dpkit.learn._privacy import clip_rows, single_threaded_blas
 from dpkit.mechanisms import CalibratedNoise, frontend, make_noise
 
 __all__ = ["AmpPlan", "amp_plan", "paper_sigma", "solve_amp", "amp_rows", "GLMLoss",
            "LOGISTIC", "HUBER_HINGE", "huber_regression", "OBJECTIVE_NOISE", "OUTPUT_NOISE",
-           "FALLBACK_NOISE", "objective_noise_ok", "huber_hinge", "converged"]
+           "objective_noise_ok", "huber_hinge", "converged", "solver_steps", "accelerated",
+           "gradient", "AmpClassifier"]
 
 OBJECTIVE_NOISE = "b₁ (AMP objective)"
 OUTPUT_NOISE = "b₂ (AMP output)"
-FALLBACK_NOISE = "output perturbation (AMP fallback)"
-MAX_NEWTON = 100  # plan-time cap on the solver's iterations
-FALLBACK_STEPS = 2000
 OUTPUT_SHARE = Fraction(1, 100)  # ε₃ = ε/100 and δ₂ = δ/100 (the paper's code)
 NOISE_SHARE = Fraction(9, 10)  # ε₂ = 0.9·(ε − ε₃), ε₁ the rest (the paper's code)
 GAMMA_BITS = 20  # default γ = 2^-20·Λ: Δ₃ = 2^-19
 
 
 Derivs = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+Slope = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
 class GLMLoss:
     """A per-row loss φ(u, t) of u = ⟨w, x̃⟩: ``derivs(u, t)`` returns (φ, φ′, φ″) as
-    arrays; ``slope`` a ≥ |φ′| and ``curvature`` c ≥ φ″ (exact)."""
+    arrays; ``slope`` a ≥ |φ′| and ``curvature`` c ≥ φ″ (exact); ``first(u, t)``, if given,
+    φ′ alone (the solver's inner loop needs nothing else)."""
 
     name: str
     derivs: Derivs
     slope: Fraction
     curvature: Fraction
+    first: Slope | None = None
+
+    def derivative(self, u: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """φ′(u, t), shape of u."""
+        return self.derivs(u, t)[1] if self.first is None else self.first(u, t)
 
 
 def _logistic(u: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     z = t * u  # t = ±1
     p = 0.5 * (1 + np.tanh(-z / 2))  # σ(−z), stable
     return np.logaddexp(0, -z), -t * p, p * (1 - p)
+
+
+def _logistic_slope(u: np.ndarray, t: np.ndarray) -> np.ndarray:
+    # −t·σ(−tu) = (tanh(u/2) − t)/2 for t = ±1 (tanh is odd): two passes, not five
+    return (np.tanh(u / 2) - t) / 2
+
+
+def _huber_hinge_slope(h: float) -> Slope:
+    """φ′ of :func:`_huber_hinge`: −t·clip((1 + h − z)/(2h), 0, 1)."""
+    def first(u: np.ndarray, t: np.ndarray) -> np.ndarray:
+        return -t * np.clip((1 + h - t * u) / (2 * h), 0.0, 1.0)
+    return first
+
+
+def _huber_slope(k: float) -> Slope:
+    def first(u: np.ndarray, t: np.ndarray) -> np.ndarray:
+        return -np.clip(t - u, -k, k)
+    return first
 
 
 def _huber_hinge(h: float) -> Derivs:
@@ -121,19 +159,20 @@ def _huber(k: float) -> Derivs:
     return derivs
 
 
-LOGISTIC = GLMLoss("logistic", _logistic, Fraction(1), Fraction(1, 4))
-HUBER_HINGE = GLMLoss("huber hinge (h = 1/2)", _huber_hinge(0.5), Fraction(1), Fraction(1))
+LOGISTIC = GLMLoss("logistic", _logistic, Fraction(1), Fraction(1, 4), _logistic_slope)
+HUBER_HINGE = GLMLoss("huber hinge (h = 1/2)", _huber_hinge(0.5), Fraction(1), Fraction(1),
+                      _huber_hinge_slope(0.5))
 
 
 def huber_hinge(h: float) -> GLMLoss:
     """The smoothed hinge with width h > 0: L-slope 1, curvature 1/(2h)."""
     return GLMLoss(f"huber hinge (h = {h:g})", _huber_hinge(h), Fraction(1),
-                   1 / (2 * Fraction(h)))
+                   1 / (2 * Fraction(h)), _huber_hinge_slope(h))
 
 
 def huber_regression(k: float) -> GLMLoss:
     """Huber regression at threshold k > 0: slope k, curvature 1."""
-    return GLMLoss(f"huber (k = {k:g})", _huber(k), Fraction(k), Fraction(1))
+    return GLMLoss(f"huber (k = {k:g})", _huber(k), Fraction(k), Fraction(1), _huber_slope(k))
 
 
 @dataclass(frozen=True)
@@ -237,69 +276,72 @@ def _mechanisms(plan: AmpPlan) -> tuple[CalibratedNoise, CalibratedNoise]:
                        norm="l2", output="grid", size=d, scale=plan.sigma2))
 
 
-def amp_rows(plan: AmpPlan) -> tuple[NoiseRow, NoiseRow, NoiseRow]:
-    """The planned noise rows, written with the debit: b₁, b₂ and the fallback's Gaussian
-    (drawn instead of b₂ only when the solver misses γ)."""
+def amp_rows(plan: AmpPlan) -> tuple[NoiseRow, NoiseRow]:
+    """The planned noise rows, written with the debit: b₁ and b₂ (both always drawn)."""
     b1, b2 = _mechanisms(plan)
-    return (frontend.row_of(b1, OBJECTIVE_NOISE), frontend.row_of(b2, OUTPUT_NOISE),
-            _fallback_row(plan))
-
-
-def _fallback_row(plan: AmpPlan) -> NoiseRow:
-    return frontend.noise_row(plan.lipschitz / plan.ridge, plan.loss, FALLBACK_NOISE,
-                              norm="l2", output="grid", size=plan.dim)
+    return frontend.row_of(b1, OBJECTIVE_NOISE), frontend.row_of(b2, OUTPUT_NOISE)
 
 
 def _draw(mechanism: CalibratedNoise, d: int) -> np.ndarray:
     return np.asarray(mechanism(np.zeros(d)), dtype=np.float64)
 
 
-def newton(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, ridge: float, linear: np.ndarray,
-           gamma: float, max_iter: int) -> tuple[np.ndarray, float]:
-    """Newton's method with step halving on Σφ(⟨w, xᵢ⟩, tᵢ) + (ridge/2)‖w‖² + ⟨linear, w⟩
-    from 0, stopping when ‖∇‖ ≤ ``gamma`` or after ``max_iter`` steps; (w, ‖∇‖)."""
-    d = rows.shape[1]
+def solver_steps(plan: AmpPlan, n: int) -> int:
+    """K, the solver's number of gradient steps (module docstring), from the plan and n.
 
-    def evaluate(w: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        value, slope, curve = loss.derivs(rows @ w, t)
-        grad = rows.T @ slope + ridge * w + linear
-        return float(value.sum()) + 0.5 * ridge * float(w @ w) + float(linear @ w), grad, curve
+    Parameters
+    ----------
+    plan : AmpPlan
+        Λ, β, L and γ (exact).
+    n : int
+        The number of rows (≥ 0).
 
-    w = np.zeros(d)
-    value, grad, curve = evaluate(w)
-    for _ in range(max_iter):
-        if float(np.linalg.norm(grad)) <= gamma:
-            break
-        step = np.linalg.solve((rows.T * curve) @ rows + ridge * np.eye(d), grad)
-        t_step = 1.0
-        while t_step > 1e-12:
-            trial = evaluate(w - t_step * step)
-            if trial[0] <= value + 1e-14 * max(1.0, abs(value)):
-                break
-            t_step /= 2
-        else:
-            break
-        w = w - t_step * step
-        value, grad, curve = trial
-    return w, float(np.linalg.norm(grad))
+    Returns
+    -------
+    int
+        K = max(0, ⌈√κ·ln X⌉) with κ = M/Λ, M = Λ + n·β, X = M(Λ + M)(nL)²/(Λγ)², √ and
+        ln rounded up: then exp(−K/√κ)·X ≤ 1, i.e. Bubeck 2015 Thm 3.18 with ‖x₁ − w*‖ ≤
+        nL/Λ and ‖∇f‖² ≤ 2M(f − f*) gives ‖∇J_b(y_{K+1})‖ ≤ γ. Data-free beyond n.
+    """
+    if n == 0:
+        return 0  # J_b = (Λ/2)‖w‖² + ⟨b₁, w⟩: the start −b₁/Λ is its minimiser
+    lam = plan.ridge
+    m = lam + n * plan.smoothness
+    x = m * (lam + m) * (n * plan.lipschitz) ** 2 / (lam * plan.gamma) ** 2
+    return max(0, math.ceil(sqrt_up(m / lam) * log_up(x)))
 
 
-def gradient_descent(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPlan,
-                     steps: int) -> np.ndarray:
-    """``steps`` of gradient descent on J₀ from 0 at step 1/(Λ + n·β) (the fallback)."""
+def gradient(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, ridge: float,
+             linear: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """∇J_b(w) = Σᵢ φ′(⟨w, x̃ᵢ⟩, tᵢ)·x̃ᵢ + ridge·w + linear, shape (d,)."""
+    return rows.T @ loss.derivative(rows @ w, t) + ridge * w + linear
+
+
+def accelerated(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPlan,
+                b1: np.ndarray, steps: int) -> np.ndarray:
+    """Exactly ``steps`` iterations of Nesterov's accelerated gradient method on J_b from
+    x₁ = −b₁/Λ (module docstring; Bubeck 2015 Thm 3.18's scheme), no test, no exit: y_{K+1}.
+    Time depends on n, d and ``steps`` only."""
     ridge = float(plan.ridge)
-    eta = 1 / (ridge + rows.shape[0] * float(plan.smoothness))
-    w = np.zeros(rows.shape[1])
+    smooth = ridge + rows.shape[0] * float(plan.smoothness)
+    root = math.sqrt(smooth / ridge)
+    q = (root - 1) / (root + 1)
+    cols = np.ascontiguousarray(rows.T)  # (d, n): both products read memory in order
+    x = -b1 / ridge
+    y = x
     for _ in range(steps):
-        w = w - eta * (rows.T @ loss.derivs(rows @ w, t)[1] + ridge * w)
-    return w
+        grad = cols @ loss.derivative(x @ cols, t) + ridge * x + b1
+        y_next = x - grad / smooth
+        x = (1 + q) * y_next - q * y
+        y = y_next
+    return y
 
 
 def converged(norm: float, w: np.ndarray, b1: np.ndarray, n: int, plan: AmpPlan) -> bool:
     """‖∇J_b(w)‖ ≤ γ for the exact gradient, given the computed norm: the computed
     gradient sums n row gradients (each of norm ≤ L), Λw and b₁ in float64, so it is
     within 2^-50·(n·d·L + Λ‖w‖ + ‖b₁‖) of the exact one (a generous bound on the
-    rounding of d-coordinate sums of n terms)."""
+    rounding of d-coordinate sums of n terms). A report, never a branch (module docstring)."""
     if not (np.isfinite(norm) and np.all(np.isfinite(w))):
         return False
     rounding = 2.0 ** -50 * (n * plan.dim * float(plan.lipschitz)
@@ -309,19 +351,44 @@ def converged(norm: float, w: np.ndarray, b1: np.ndarray, n: int, plan: AmpPlan)
 
 
 def solve_amp(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPlan,
-              max_iter: int | None = None) -> tuple[np.ndarray, bool]:
-    """The data side of AMP (module docstring), total: the released weights and whether the
-    tolerance γ was reached (False: the fallback's output perturbation was released).
-    ``rows`` are already clipped to ‖x̃‖ ≤ R′."""
-    d = plan.dim
+              steps: int | None = None) -> tuple[np.ndarray, bool]:
+    """The data side of AMP (module docstring), total: ŵ + b₂ with ŵ after ``steps`` (default
+    :func:`solver_steps`) accelerated gradient steps, and the floating-point check of
+    ‖∇J_b(ŵ)‖ ≤ γ (:func:`converged`; reported, it changes nothing released). ``rows`` are
+    already clipped to ‖x̃‖ ≤ R′."""
+    d, n = plan.dim, rows.shape[0]
+    k = solver_steps(plan, n) if steps is None else steps
     with single_threaded_blas():
         objective, output = _mechanisms(plan)
         b1 = _draw(objective, d)
-        cap = MAX_NEWTON if max_iter is None else max_iter
-        w, norm = newton(rows, t, loss, float(plan.ridge), b1, float(plan.gamma), cap)
-        if converged(norm, w, b1, rows.shape[0], plan):
-            return w + _draw(output, d), True
-        w = gradient_descent(rows, t, loss, plan, FALLBACK_STEPS)
-        noise = frontend.noisy(np.zeros(d), plan.lipschitz / plan.ridge, plan.loss, norm="l2",
-                               output="grid", size=d, statistic=FALLBACK_NOISE).value
-        return np.nan_to_num(w) + noise, False
+        w = accelerated(rows, t, loss, plan, b1, k)
+        norm = float(np.linalg.norm(gradient(rows, t, loss, float(plan.ridge), b1, w)))
+        ok = converged(norm, w, b1, n, plan)
+        return np.nan_to_num(w) + _draw(output, d), ok
+
+
+class AmpClassifier:
+    """The data side shared by ``LogisticRegression(method="amp")`` and ``LinearSVC`` (a
+    mixin): rows clipped to the declared norm with the intercept column, :func:`solve_amp`,
+    and the fitted attributes."""
+
+    coef_: np.ndarray  # (1, d)
+    intercept_: np.ndarray  # (1,)
+    classes_: np.ndarray  # (2,)
+    n_features_in_: int
+    converged_: bool
+
+    def _amp_compute(self, x: np.ndarray, norm: float, scaling: float, signs: np.ndarray,
+                     loss: GLMLoss, plan: AmpPlan, classes: np.ndarray
+                     ) -> Callable[[], AmpClassifier]:
+        """The closure to charge: x (n, d) clipped to ``norm`` plus the column ``scaling``,
+        targets ``signs`` = ±1; sets the attributes above and returns the model."""
+        def compute() -> AmpClassifier:
+            rows = np.column_stack([clip_rows(x, norm), np.full(x.shape[0], scaling)])
+            w, self.converged_ = solve_amp(rows, signs, loss, plan)
+            self.coef_ = w[None, :-1]
+            self.intercept_ = w[-1:] * scaling
+            self.classes_ = classes
+            self.n_features_in_ = x.shape[1]
+            return self
+        return compute

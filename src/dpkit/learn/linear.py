@@ -69,9 +69,10 @@ class LinearRegression(RegressorMixin, BaseEstimator):
     ``"amp"``: (ε, δ)-DP for add/remove neighbours, ε = ε₁ + ε₂ + ε₃, δ = e^ε₃·δ₁ + δ₂
     (Iyengar et al. 2019 Thm 1, add/remove form of :mod:`dpkit.learn._amp`), L = k·R′,
     β = R′², Λ = β/ε₁, b₁ of scale σ₁ ≥ L(1 + √(2 ln(1/δ₁)))/ε₂, b₂ of scale
-    (2γ/Λ)(1 + √(2 ln(1/δ₂)))/ε₃. If the capped Newton solver misses ‖∇J_b‖ ≤ γ, output
-    perturbation is released instead (gradient descent on the unperturbed objective,
-    Gaussian at L/Λ and (ε, δ)); ``converged_`` says which. Nothing raises after the debit.
+    (2γ/Λ)(1 + √(2 ln(1/δ₂)))/ε₃. ‖∇J_b(ŵ)‖ ≤ γ by a number of accelerated gradient steps
+    fixed before the debit (:func:`dpkit.learn._amp.solver_steps`), so one proof covers
+    every run; ``converged_`` reports the floating-point check of it. Nothing raises after
+    the debit.
 
     Attributes
     ----------

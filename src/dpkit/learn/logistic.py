@@ -114,7 +114,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from dpkit.core.measures import PureDP
 from dpkit.core.numbers import dyadic_up, exp_down, log_up, positive, sqrt_up
 from dpkit.errors import DomainError
-from dpkit.learn._amp import LOGISTIC, amp_plan, amp_rows, solve_amp
+from dpkit.learn._amp import LOGISTIC, AmpClassifier, amp_plan, amp_rows
 from dpkit.learn._baseline import LEVEL, one_sign, warn, within_noise
 from dpkit.learn._privacy import (
     check_bounds,
@@ -304,7 +304,7 @@ def _functional_statistics(phi: np.ndarray, t: np.ndarray, pairs: tuple[np.ndarr
     return (phi.T @ phi)[pairs], phi.T @ (t - 0.5)
 
 
-class LogisticRegression(ClassifierMixin, BaseEstimator):
+class LogisticRegression(AmpClassifier, ClassifierMixin, BaseEstimator):
     """ε-DP binary logistic regression (module docstring): output perturbation
     (``method="output"``), objective perturbation (``"objective"``; the default ``"auto"``
     picks it with only ``data_norm``) or the functional mechanism (``"functional"``;
@@ -364,10 +364,11 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
     Alg. 1 / Thm 1; :mod:`dpkit.learn._amp`), (ε, δ)-DP: the minimiser, to ‖∇J_b‖ ≤ γ, of
     Σℓ + (Λ/2)‖w‖² + ⟨b₁, w⟩ plus Gaussian b₂, with L = R′, β = R′²/4, Λ = β/ε₁,
     b₁ ~ Gaussian at L2 sensitivity L and (ε₂, δ₁), b₂ at 2γ/Λ and (ε₃, δ₂),
-    ε = ε₁ + ε₂ + ε₃, δ = e^ε₃·δ₁ + δ₂. If the capped solver (a plan-time number of
-    Newton steps) misses γ, the fit releases output perturbation instead (gradient descent
-    on the unperturbed objective, Gaussian at L/Λ and (ε, δ)): nothing raises after the
-    debit. ``converged_`` says which branch ran.
+    ε = ε₁ + ε₂ + ε₃, δ = e^ε₃·δ₁ + δ₂. The solver runs a number of accelerated gradient
+    steps fixed before the debit from n and the declared quantities, proven to reach γ
+    (Bubeck 2015 Thm 3.18; :func:`dpkit.learn._amp.solver_steps`): one release, no branch,
+    nothing raises after the debit. ``converged_`` reports the floating-point check of
+    ‖∇J_b‖ ≤ γ at the released ŵ (True unless rounding defeated the proof).
 
     Warns
     -----
@@ -533,16 +534,8 @@ class LogisticRegression(ClassifierMixin, BaseEstimator):
         d = x.shape[1] + 1
         gamma = None if self.gamma is None else positive(self.gamma, "gamma", up=False)
         plan = amp_plan(eps, positive(self.delta, "delta", up=False), LOGISTIC, r2, d, gamma)
-
-        def compute() -> LogisticRegression:
-            rows = np.column_stack([clip_rows(x, r), np.full(x.shape[0], scaling)])
-            w, self.converged_ = solve_amp(rows, np.where(pos, 1.0, -1.0), LOGISTIC, plan)
-            self.coef_ = w[None, :-1]
-            self.intercept_ = w[-1:] * scaling
-            self.classes_ = classes
-            self.n_features_in_ = x.shape[1]
-            return self
-
+        compute = self._amp_compute(x, r, scaling, np.where(pos, 1.0, -1.0), LOGISTIC, plan,
+                                    classes)
         charge(self.accountant, plan.loss, f"LogisticRegression(amp, ε={eps}, "
                f"δ={plan.delta}, d={d - 1}, Λ={float(plan.ridge):g})", compute, amp_rows(plan))
         w, b0 = self.coef_[0], float(self.intercept_[0])

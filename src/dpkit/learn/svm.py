@@ -31,7 +31,14 @@ from dpkit.core.measures import ApproxDP
 from dpkit.core.metrics import AddRemoveDistance
 from dpkit.core.numbers import positive
 from dpkit.errors import DomainError
-from dpkit.learn._amp import HUBER_HINGE, AmpPlan, amp_plan, amp_rows, huber_hinge, solve_amp
+from dpkit.learn._amp import (
+    HUBER_HINGE,
+    AmpClassifier,
+    AmpPlan,
+    amp_plan,
+    amp_rows,
+    huber_hinge,
+)
 from dpkit.learn._baseline import one_sign, warn
 from dpkit.learn._privacy import check_epsilon, clip_rows, standardise
 from dpkit.learn._validation import ArrayLike, fit_binary, predict_features
@@ -97,7 +104,7 @@ def _audit() -> list[AuditCase]:
 
 
 @register(audit=_audit)
-class LinearSVC(ClassifierMixin, BaseEstimator):
+class LinearSVC(AmpClassifier, ClassifierMixin, BaseEstimator):
     """(ε, δ)-DP linear SVM: approximate minima perturbation on the Huber hinge (module
     docstring).
 
@@ -127,9 +134,10 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
     Privacy: (ε, δ)-DP for add/remove neighbours, ε = ε₁ + ε₂ + ε₃ and δ = e^ε₃·δ₁ + δ₂
     (Iyengar et al. 2019 Thm 1, in the add/remove form of :mod:`dpkit.learn._amp`): L = R′,
     β = R′²/(2h), Λ = β/ε₁, b₁ Gaussian of scale σ₁ ≥ L(1 + √(2 ln(1/δ₁)))/ε₂, b₂ of scale
-    (2γ/Λ)(1 + √(2 ln(1/δ₂)))/ε₃. If the capped Newton solver misses ‖∇J_b‖ ≤ γ the fit
-    releases output perturbation instead (gradient descent on the unperturbed objective,
-    Gaussian at L/Λ and (ε, δ)); ``converged_`` says which. Nothing raises after the debit.
+    (2γ/Λ)(1 + √(2 ln(1/δ₂)))/ε₃. ‖∇J_b(ŵ)‖ ≤ γ by a number of accelerated gradient steps
+    fixed before the debit (:func:`dpkit.learn._amp.solver_steps`), so one proof covers
+    every run; ``converged_`` reports the floating-point check of it. Nothing raises after
+    the debit.
 
     Attributes
     ----------
@@ -179,17 +187,8 @@ class LinearSVC(ClassifierMixin, BaseEstimator):
         gamma = None if self.gamma is None else positive(self.gamma, "gamma", up=False)
         r2 = (Fraction(r) ** 2 + Fraction(s) ** 2) * SLACK ** 2
         plan = amp_plan(eps, positive(self.delta, "delta", up=False), loss, r2, d, gamma)
-        signs = np.where(label == 1, 1.0, -1.0)
-
-        def compute() -> LinearSVC:
-            rows = np.column_stack([clip_rows(x, r), np.full(x.shape[0], s)])
-            w, self.converged_ = solve_amp(rows, signs, loss, plan)
-            self.coef_ = w[None, :-1]
-            self.intercept_ = w[-1:] * s
-            self.classes_ = classes
-            self.n_features_in_ = x.shape[1]
-            return self
-
+        compute = self._amp_compute(x, r, s, np.where(label == 1, 1.0, -1.0), loss, plan,
+                                    classes)
         charge(self.accountant, plan.loss, f"LinearSVC(amp, ε={eps}, δ={plan.delta}, "
                f"d={d - 1}, h={self.huber:g})", compute, amp_rows(plan))
         reach = r * float(np.linalg.norm(self.coef_[0]))
