@@ -22,6 +22,7 @@ uniform, only on every unit respecting the bounds, which uniqueness guarantees.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -553,16 +554,24 @@ def _sampled_count_audit() -> list[AuditCase]:
         mask[ids] = 1
         return mask
 
+    return _sampled_count_case("poisson_sampled_count", noise, claimed, kept,
+                               AddRemoveDistance())
+
+
+def _sampled_count_case(name: str, noise: Any, claimed: Fraction,
+                        kept: Callable[[int], np.ndarray], metric: Any) -> list[AuditCase]:
+    """A noisy count of one unit's bit on a sample (``kept``: its inclusion per draw),
+    claimed ``claimed``; broken: the same claim without the sampling step."""
     def sampled(data: object, n: int) -> np.ndarray:
         return np.asarray(noise(int(data) * kept(n)))  # type: ignore[call-overload]
 
     def unsampled(data: object, n: int) -> np.ndarray:
         return np.asarray(noise(np.full(n, int(data))))  # type: ignore[call-overload]
 
-    claim = Measurement(lambda d: sampled(d, 1), AddRemoveDistance(), PureDP,
-                        lambda d: PureDP(claimed * d), "poisson_sampled_count",
+    claim = Measurement(lambda d: sampled(d, 1), metric, PureDP,
+                        lambda d: PureDP(claimed * d), name,
                         input_domain=VectorDomain(AtomDomain(Kind.INTEGER)))
-    return [AuditCase("poisson_sampled_count", claim, sampled, unsampled, 0, 1)]
+    return [AuditCase(name, claim, sampled, unsampled, 0, 1)]
 
 
 register(audit=_sampled_count_audit)(sample_units)
@@ -589,16 +598,8 @@ def _fixed_sample_audit() -> list[AuditCase]:
         mask[first.to_numpy()] = 1
         return mask
 
-    def sampled(data: object, draws: int) -> np.ndarray:
-        return np.asarray(noise(int(data) * kept(draws)))  # type: ignore[call-overload]
-
-    def unsampled(data: object, draws: int) -> np.ndarray:
-        return np.asarray(noise(np.full(draws, int(data))))  # type: ignore[call-overload]
-
-    claim = Measurement(lambda d: sampled(d, 1), HammingDistance(), PureDP,
-                        lambda d: PureDP(claimed * d), "without_replacement_count",
-                        input_domain=VectorDomain(AtomDomain(Kind.INTEGER)))
-    return [AuditCase("without_replacement_count", claim, sampled, unsampled, 0, 1)]
+    return _sampled_count_case("without_replacement_count", noise, claimed, kept,
+                               HammingDistance())
 
 
 register(audit=_fixed_sample_audit)(sample_fixed_units)

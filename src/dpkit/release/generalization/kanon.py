@@ -409,16 +409,24 @@ def safe_k_anonymize(data: pl.DataFrame, schemes: Mapping[str, Scheme], *, k: in
     k = numbers.integer(k, "k", minimum=2, maximum=MAX_K)
     b = _beta(beta)
     loss = kanon_loss(k, b, epsilon)
+    description = (f"safe k-anonymisation (Li, Qardaji & Su 2012): k={k}, β={b}, "
+                   f"columns {sorted(declared)}")
+    return _sample_and_suppress(data, declared, k, b, loss, description, accountant)
+
+
+def _sample_and_suppress(data: pl.DataFrame, declared: Mapping[str, Scheme], k: int,
+                         beta: Fraction, loss: ApproxDP, description: str,
+                         accountant: AccountantLike) -> KAnonymized:
+    """The data side both entries share, charged ``loss``: keep each row with probability
+    β, generalise, suppress values held by fewer than k kept rows."""
     check_accountant(accountant)
     _check_unit(accountant)
 
     def compute() -> KAnonymized:
         generalised = _generalise(data, declared)
-        groups = _released(generalised, _keep(generalised.height, b), k)
+        groups = _released(generalised, _keep(generalised.height, beta), k)
         return KAnonymized(groups, loss, CrowdBlending(k, 0))
 
-    description = (f"safe k-anonymisation (Li, Qardaji & Su 2012): k={k}, β={b}, "
-                   f"columns {sorted(declared)}")
     return charge(accountant, loss, description, compute)
 
 
@@ -514,17 +522,9 @@ def presampled_crowd_blending(data: pl.DataFrame, schemes: Mapping[str, Scheme],
     k = numbers.integer(k, "k", minimum=2, maximum=MAX_K)
     prob = _beta(p)
     loss = presampled_loss(k, prob, delta)
-    check_accountant(accountant)
-    _check_unit(accountant)
-
-    def compute() -> KAnonymized:
-        generalised = _generalise(data, declared)
-        groups = _released(generalised, _keep(generalised.height, prob), k)
-        return KAnonymized(groups, loss, CrowdBlending(k, 0))
-
     description = (f"pre-sampled crowd-blending (Gehrke, Hay, Lui & Pass 2012): k={k}, "
                    f"p={prob}, columns {sorted(declared)}")
-    return charge(accountant, loss, description, compute)
+    return _sample_and_suppress(data, declared, k, prob, loss, description, accountant)
 
 
 # -- audit: one group, one row added; broken: no sampling while β = 1/2 is claimed -----------
