@@ -1,29 +1,31 @@
-"""The audit case of approximate minima perturbation as it runs: the fixed-step solver of
-:mod:`dpkit.learn._amp` (K = :func:`~dpkit.learn._amp.solver_steps` accelerated gradient
-steps from −b₁/Λ, then + b₂), batched over the audit's samples, on a tiny 2-D instance.
+"""The audit case of approximate minima perturbation as it runs (``amp_fixed_steps``): the
+fixed-step solver of :mod:`dpkit.learn._amp` (K = :func:`~dpkit.learn._amp.solver_steps`
+accelerated gradient steps from −b₁/Λ, then + b₂), batched over the audit's samples, on a
+tiny 2-D instance. (``amp_svm`` in :mod:`dpkit.learn.svm` audits the exact minimiser of the
+Huber hinge in 1-D; this one audits the solver that ships.)
 
-The instance (logistic loss, rows x̃ with ‖x̃‖ ≤ R′ = 1, so L = 1, β = 1/4, no intercept):
-x holds three rows along e₁, x′ adds one row (10·e₂, −1), clipped to (e₂, −1). The added row moves the
-minimiser most where nothing else holds it: along e₂ the objective of x is (Λ/2)w₂² + b₁₂w₂
-alone, so w₂ = −b₁₂/Λ, and for x′ it gains φ(w₂, −1) with φ″ up to β, so the Jacobian of
-w ↦ b gains the factor 1 + φ″/Λ ≤ 1 + β/Λ at w₂ near 0 (module docstring of ``_amp``). The
-released statistic is the projection ⟨w̃, e₂⟩.
+The instance (logistic loss, rows x̃ with ‖x̃‖ ≤ R′ = 1, so L = 1, β = 1/4, no intercept,
+(ε, δ) = (1/10, 10⁻⁶)): x holds three rows along e₁; x′ adds one row (10·e₂, −1), which the
+production ``clip_rows`` brings to (e₂, −1), as ``AmpClassifier`` does. The added row moves
+the minimiser most where nothing else holds it: along e₂ the objective of x is
+(Λ/2)w₂² + b₁₂w₂ alone, so w₂ = −b₁₂/Λ, and for x′ it gains φ(w₂, −1) with φ″ up to β, so
+the Jacobian of w ↦ b gains the factor 1 + φ″/Λ ≤ 1 + β/Λ at w₂ near 0 (module docstring of
+``_amp``). The released statistic is the projection ⟨w̃, e₂⟩.
 
-The registered broken variant: the declared bound not enforced — the rows reach the solver
-unclipped, and x′'s added row is (0, 10) with target −1, ten times the declared R′ = 1 (the
-correct sampler clips it to (0, 1) with the production ``clip_rows``, as
-``AmpClassifier`` does). Its gradient then moves b by up to 10 = 10·L against b₁'s σ₁ ≈ 70
-(planned for a shift of L), and its Hessian adds up to 100·β/4 to the Jacobian: at the
-battery's sample size the audited lower bound is ≈ 0.3 against the claim 0.1.
+The registered broken variant: the declared bound not enforced, i.e. the rows reach the
+solver unclipped. x′'s row (0, 10) then moves b by up to 10 = 10·L against b₁'s σ₁ ≈ 70
+(planned for a shift of L) and adds up to 100·β/4 to the Jacobian. At the battery's 50,000
+samples the audited lower bound is ≈ 0.37 against the claim 0.1 (the correct case: 0.0).
 
-The fault of the brief, Λ not scaled with ε₁ (Λ = β instead of β/ε₁; :func:`broken_plan`,
-K recomputed for that Λ so ‖∇J_b(ŵ)‖ ≤ γ still holds), costs the Jacobian factor
-1 + φ″/Λ ≤ 2, a loss of up to ln 2 > 0.1, but only where φ″ is large, |w₂| ≲ 2: about 1 %
-of the outputs (w₂ spreads as σ₁/Λ ≈ 280). The battery's 50,000 samples do not certify it;
-``tests/test_learn_amp_audit.py`` checks the factor exactly (fast) and audits it with 10⁶
-samples (slow). Dropping b₂ or stopping after one step is invisible to a black-box audit:
-either changes ŵ by a small smooth function of b₁ (an early stop moves ŵ toward the
-data-free start −b₁/Λ); the proof needs them, the samples do not show them.
+Λ not scaled with ε₁ (Λ = β instead of β/ε₁; :func:`broken_plan`, K recomputed for that Λ
+so ‖∇J_b(ŵ)‖ ≤ γ still holds) costs the Jacobian factor 1 + φ″/Λ ≤ 2, a loss of up to
+ln 2 > 0.1, but only where φ″ is large, |w₂| ≲ 2: about 1 % of the outputs (w₂ spreads as
+σ₁/Λ ≈ 280). The battery's 50,000 samples in 64 bins do not certify it (lower bound 0.0;
+0.13 with 10⁶ samples). ``tests/test_learn_amp_audit.py`` checks the factor through the
+solver deterministically (fast) and audits it with 400,000 samples in 512 bins (slow; lower
+bound ≈ 0.39, the planned Λ 0.0). Dropping b₂ or stopping after one step cannot be seen by
+a black-box audit: either changes ŵ by a small smooth function of b₁ (an early stop moves ŵ
+toward the data-free start −b₁/Λ); the proof needs them, the samples do not show them.
 """
 
 from __future__ import annotations
