@@ -79,6 +79,7 @@ from dpkit.core.record import NoiseRow
 from dpkit.errors import DomainError
 from dpkit.learn._privacy import clip_rows, single_threaded_blas
 from dpkit.mechanisms import CalibratedNoise, frontend, make_noise
+from dpkit.mechanisms.registry import AuditCase, register
 
 __all__ = ["AmpPlan", "amp_plan", "paper_sigma", "solve_amp", "amp_rows", "GLMLoss",
            "LOGISTIC", "HUBER_HINGE", "huber_regression", "OBJECTIVE_NOISE", "OUTPUT_NOISE",
@@ -321,7 +322,9 @@ def accelerated(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPlan,
                 b1: np.ndarray, steps: int) -> np.ndarray:
     """Exactly ``steps`` iterations of Nesterov's accelerated gradient method on J_b from
     x₁ = −b₁/Λ (module docstring; Bubeck 2015 Thm 3.18's scheme), no test, no exit: y_{K+1}.
-    Time depends on n, d and ``steps`` only."""
+    Time depends on n, d and ``steps`` only. ``b1`` is (d,) or a batch (m, d) of independent
+    problems on the same rows (the audit's sampler, :mod:`dpkit.learn._amp_audit`); the
+    result has its shape."""
     ridge = float(plan.ridge)
     smooth = ridge + rows.shape[0] * float(plan.smoothness)
     root = math.sqrt(smooth / ridge)
@@ -330,7 +333,7 @@ def accelerated(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPlan,
     x = -b1 / ridge
     y = x
     for _ in range(steps):
-        grad = cols @ loss.derivative(x @ cols, t) + ridge * x + b1
+        grad = loss.derivative(x @ cols, t) @ cols.T + ridge * x + b1
         y_next = x - grad / smooth
         x = (1 + q) * y_next - q * y
         y = y_next
@@ -350,6 +353,13 @@ def converged(norm: float, w: np.ndarray, b1: np.ndarray, n: int, plan: AmpPlan)
     return norm + rounding <= float(plan.gamma)
 
 
+def _audit() -> list[AuditCase]:
+    # the fixed-step solver's case (dpkit.learn._amp_audit), built when the battery reads it
+    from dpkit.learn._amp_audit import audit_cases
+    return audit_cases()
+
+
+@register(audit=_audit)
 def solve_amp(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPlan,
               steps: int | None = None) -> tuple[np.ndarray, bool]:
     """The data side of AMP (module docstring), total: ŵ + b₂ with ŵ after ``steps`` (default
