@@ -441,3 +441,53 @@ def test_a_float_sum_at_grid_exponent_zero_never_fails_after_the_debit():
     assert stat.n_bins == 0  # the grid exponent this case is about
     exact = engine.compute(lf, None, [stat])["s_s"].tolist()
     assert exact == [1 + 2**30]  # floor(1.5) + the upper bound; -inf → 0; NaN, null dropped
+
+
+# -- the key frame's plan-memo SHA-256, taken once per remembered frame ---------------------
+def test_a_release_serialises_its_remembered_keys_once(monkeypatch: pytest.MonkeyPatch):
+    """Plan and release both key their memos by the keys' SHA-256: a key frame that the
+    key memo remembers is serialised once, the exact digest of its serialisation."""
+    import hashlib
+
+    from dpkit.frame import query as query_module
+
+    frame = pl.DataFrame({"g": [1, 2, 1], "x": [1.0, 2.0, 3.0]})
+    keys = [7, 8, 9, 10]  # a key list no other test uses: remembered here first
+    calls: list[int] = []
+    real = pl.DataFrame.serialize
+
+    def spy(self: pl.DataFrame, *args: Any, **kwargs: Any) -> Any:
+        calls.append(self.height)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pl.DataFrame, "serialize", spy)
+    for _ in range(3):
+        s = dp.Session(frame, budget=dp.PureDP(10))
+        q = s.query().group_by("g", keys=keys).agg(dp.count())
+        q.release(epsilon=1)
+    assert calls.count(len(keys)) == 1
+    sha = query_module._frame_sha256(q.keys)
+    assert sha == hashlib.sha256(real(q.keys)).hexdigest()
+
+
+def test_a_recycled_frame_id_never_returns_another_frames_sha():
+    """The memo is keyed by id and checked by identity: a frame that merely has a
+    remembered frame's id (ids are reused after collection) is hashed itself. Paired with
+    the broken lookup without the identity check, which returns the other frame's SHA."""
+    import hashlib
+
+    from dpkit.frame import query as query_module
+
+    remembered = pl.DataFrame({"k": [1, 2]})
+    other = pl.DataFrame({"k": [3, 4]})
+    fake = (remembered, "digest")
+    query_module._DIGESTS[id(other)] = fake  # as if `other` had reused a remembered id
+    query_module._SHAS[id(other)] = (remembered, "stale")
+    try:
+        assert query_module._frame_sha256(other) == hashlib.sha256(
+            other.serialize()).hexdigest()
+        broken = query_module._SHAS[id(other)][1]  # what a lookup by id alone returns
+        assert broken != query_module._frame_sha256(other)
+    finally:
+        query_module._DIGESTS.pop(id(other), None)
+        query_module._SHAS.pop(id(other), None)
