@@ -49,7 +49,9 @@ class StatKind(enum.StrEnum):
 class Statistic:
     """One exact integer statistic per group (or per group × bin) for the engine to compute:
     ``kind`` says which (:class:`StatKind`); ``weight`` is its share of the aggregation's
-    budget."""
+    budget. ``native``: the same statistic as a Polars expression, built by the code that
+    built ``expr`` (:func:`_ns`), which a Polars session collects instead of narwhals'
+    translation of ``expr`` (:func:`dpkit.frame.engine.native_aggregates`); None: translated."""
 
     key: str
     kind: StatKind
