@@ -204,9 +204,11 @@ def _grid_ints(expr: Any, k: int, lo: float, hi: float, clamped: bool = False,
     truncates in Polars and Spark but rounds in DuckDB). Flooring moves a value by less than
     one grid step 2^k. ``clamped``: ``expr`` is already Float64 within [lo, hi] (the
     caller proved it), so the float path skips its cast and clamp (one pass less).
-    ``integral``: ``expr`` holds integers (an integer column, or one centred on an integer
-    midpoint), which may stay integers at k = 0; a float column always takes the float
-    path (a bare cast of an unclamped float, 1e300, would fail on the data).
+    The Polars form skips the floor when lo ≥ 0: its cast truncates toward zero, which is
+    the floor of a value ≥ 0 (a pass less). ``integral``: ``expr`` holds integers (an
+    integer column, or one centred on an integer midpoint), which may stay integers at
+    k = 0; a float column always takes the float path (a bare cast of an unclamped float,
+    1e300, would fail on the data).
     """
     ns = _ns(expr)
     step = float(Fraction(2) ** -k)
@@ -215,7 +217,9 @@ def _grid_ints(expr: Any, k: int, lo: float, hi: float, clamped: bool = False,
         whole = _to_int64(expr) if clamped else expr.cast(ns.Int64)
         return _clamp(whole, int(lo), int(hi), "Int64"), int(lo), int(hi)
     # in Float64, clamping first: the cast to Int64 then cannot fail on any value
-    scaled = ((expr if clamped else _clamp(expr.cast(ns.Float64), lo, hi)) * step).floor()
+    scaled = (expr if clamped else _clamp(expr.cast(ns.Float64), lo, hi)) * step
+    if ns is not pl or lo < 0:  # Polars' cast truncates: on values ≥ 0 that is the floor
+        scaled = scaled.floor()
     return _to_int64(scaled), math.floor(lo * step), math.floor(hi * step)
 
 
