@@ -491,3 +491,27 @@ def test_a_recycled_frame_id_never_returns_another_frames_sha():
     finally:
         query_module._DIGESTS.pop(id(other), None)
         query_module._SHAS.pop(id(other), None)
+
+
+def test_the_polars_form_test_catches_a_floor_skipped_below_zero(
+        monkeypatch: pytest.MonkeyPatch):
+    """Broken: the Polars form skips the floor also where values may be negative (its cast
+    truncates toward zero: -2.5 → -2, not -3). The per-record comparison fails."""
+    from dpkit.frame import aggregates
+
+    real = aggregates._grid_ints
+
+    def broken(expr: Any, k: int, lo: float, hi: float, clamped: bool = False,
+               integral: bool = False) -> Any:
+        out = real(expr, k, lo, hi, clamped, integral)
+        if aggregates._ns(expr) is not pl or integral:
+            return out
+        inner = expr if clamped else aggregates._clamp(expr.cast(pl.Float64), lo, hi)
+        return (aggregates._to_int64(inner * float(2.0 ** -k)), *out[1:])
+
+    monkeypatch.setattr(aggregates, "_grid_ints", broken)
+    near = _extremes(-3.0, 4.0, pl.Float64)
+    frame = pl.DataFrame({"x": pl.Series(near, dtype=pl.Float64), "i": range(len(near))})
+    per_row = pl.DataFrame({"i": list(range(len(near)))})
+    fast, slow = _both_forms(frame, [dp.sum("x", bounds=(-3, 4))], per_row)
+    assert fast != slow
