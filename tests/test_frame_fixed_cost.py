@@ -356,13 +356,14 @@ def test_the_mean_grid_sum_equals_the_clamped_one(bounds: Any, dtype: Any):
 
 # -- the grid statistics' own Polars form (aggregates._ns) ---------------------------------
 def _extremes(lo: float, hi: float, dtype: Any) -> list[Any]:
-    """Both bounds and their neighbours, the midpoint, ±0, huge values, ±inf, NaN, the
-    smallest subnormal and null (integers only, and the Int64 extremes, for Int64)."""
+    """Both bounds and their neighbours on each side, the midpoint, ±0, huge values, ±inf,
+    NaN, the smallest subnormals and null (integers only, and the Int64 extremes, for Int64)."""
     import math
 
     near = [lo, hi, math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf),
+            math.nextafter(lo, math.inf), math.nextafter(hi, -math.inf),
             (lo + hi) / 2, math.nextafter((lo + hi) / 2, math.inf), 0.0, -0.0, 1e308,
-            -1e308, math.inf, -math.inf, math.nan, 5e-324, None, 1.5, -2.5]
+            -1e308, math.inf, -math.inf, math.nan, 5e-324, -5e-324, None, 1.5, -2.5]
     if dtype != pl.Int64:
         return near
     ints = [v if v is None or not math.isfinite(v) or abs(v) > 2**62 else int(v) for v in near]
