@@ -2,6 +2,7 @@
 
     python bench/run.py [--peers-python /work/peers-venv/bin/python] [--n 10000000]
                         [--only samplers,groupby,demo,mean] [--mean-reps 30]
+                        [--baseline REV]
 
 1. Sampler throughput (values/s) on 10^7 values: dpkit discrete Laplace, discrete Gaussian and
    grid (continuous) Laplace, next to numpy.random.Generator.laplace (insecure floating-point
@@ -15,8 +16,13 @@
 4. A fresh-session DP mean (ε = 1, bounds (0, 100)) at 10^5 and 10^6 rows beside
    diffprivlib's ``tools.mean`` (peers' virtualenv through ``DPKIT_PEERS_PYTHON``, default
    /work/venv-peers-logistic/bin/python) and numpy's ``mean`` (the floor): bench/fixed_cost.py's
-   items and timing loop (``--mean-reps`` repetitions in 3 round-robin blocks; medians).
-   ``--only mean`` runs just this section (about a minute).
+   items and timing loop (``--mean-reps`` repetitions in 3 round-robin blocks; medians),
+   with its grouped count + sum at 10^5 rows and 1,000 keys beside the plain Polars
+   group-by (the issue's goal: ≤ 1.5× that floor). ``--only mean`` runs just this section
+   (about a minute). ``--baseline REV`` measures the section at git revision REV too, side by
+   side in the same run: the two trees (REV's ``src`` exported to a temporary directory)
+   run in turn in fresh processes, block after block, and the table gains before / after
+   columns.
 
 Writes bench/results/latest.json and prints a Markdown table with ratios. With --only, just
 those sections are re-measured and the others are kept from the existing latest.json. Peers
@@ -116,15 +122,43 @@ def demo_memory() -> dict[str, float]:
     return {"demo_wall_s": wall, "demo_peak_rss_mib": peak_kib / 1024}
 
 
-def mean_bench(reps: int) -> dict[str, object]:
+def mean_bench(reps: int, baseline: str | None = None) -> dict[str, object]:
     """Median seconds of the fresh-session DP mean, numpy's mean and diffprivlib's at each
-    of bench/fixed_cost.py's sizes (its timing loop, without its grouped items)."""
+    of bench/fixed_cost.py's sizes, and of the grouped release and its Polars floor (its
+    timing loop); with ``baseline`` (a git revision) the same at that revision, in turn."""
     import fixed_cost
 
-    times = fixed_cost.measure(reps, blocks=3, grouped=False)
-    return {"reps": reps, "sizes": list(fixed_cost.SIZES),
-            "peers_python": str(fixed_cost.PEERS_PYTHON),
-            "median_s": {name: statistics.median(ts) for name, ts in times.items()}}
+    out: dict[str, object] = {"reps": reps, "sizes": list(fixed_cost.SIZES),
+                              "peers_python": str(fixed_cost.PEERS_PYTHON)}
+    if baseline is None:
+        times = fixed_cost.measure(reps, blocks=3)
+        out["median_s"] = {name: statistics.median(ts) for name, ts in times.items()}
+        return out
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "archive", baseline, "src"], cwd=HERE.parent,
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        trees = {"after": HERE.parent / "src", "before": Path(tmp) / "src"}
+        runs: dict[str, dict[str, list[float]]] = {k: {} for k in trees}
+        for _ in range(3):  # blocks: after, before, after, before…
+            for label, src in trees.items():
+                for name, ts in _measure_in(src, max(1, reps // 3)).items():
+                    runs[label].setdefault(name, []).extend(ts)
+    out["median_s"] = {name: statistics.median(ts) for name, ts in runs["after"].items()}
+    out["baseline"] = {"rev": baseline, "median_s": {
+        name: statistics.median(ts) for name, ts in runs["before"].items()}}
+    return out
+
+
+def _measure_in(src: Path, reps: int) -> dict[str, list[float]]:
+    """bench/fixed_cost.py's timing loop (one block) in a fresh process importing dpkit from
+    ``src``."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import fixed_cost; "
+            "print(json.dumps(fixed_cost.measure(int(sys.argv[2]), 1)))")
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run([sys.executable, "-c", code, str(HERE), str(reps)], env=env,
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
 
 
 SECTIONS = ("samplers", "groupby", "demo", "mean")
@@ -143,6 +177,8 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(SECTIONS),
                     help="comma-separated sections to re-measure: " + ", ".join(SECTIONS))
     ap.add_argument("--mean-reps", type=int, default=30)
+    ap.add_argument("--baseline", default=None,
+                    help="git revision to measure the mean section at too, side by side")
     add_flag(ap)
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -174,7 +210,7 @@ def main() -> None:
         results["opendp_groupby"] = peer(args.peers_python, "opendp_groupby.py")
     if "mean" in only:
         step("the fresh-session mean beside diffprivlib (peers' virtualenv) and numpy")
-        results["mean"] = mean_bench(args.mean_reps)
+        results["mean"] = mean_bench(args.mean_reps, args.baseline)
 
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, text=True,
                           capture_output=True).stdout.strip()
@@ -185,8 +221,29 @@ def main() -> None:
 
 
 def mean_lines(m: dict) -> list[str]:
-    """The mean section's table: milliseconds per release and the ratios."""
-    med, sizes = m["median_s"], m["sizes"]
+    """The mean section's table: milliseconds per release and the ratios (and, measured
+    with ``--baseline``, the same before and after)."""
+    lines = _mean_table(m["median_s"], m["sizes"])
+    base = m.get("baseline")
+    if base:
+        lines += ["", f"Before (`{base['rev']}`), in the same run:"]
+        lines += _mean_table(base["median_s"], m["sizes"])
+        keys = [f"dpkit mean {n}" for n in m["sizes"]] + [GROUPED]
+        lines += ["", "| after ÷ before | " + " | ".join(keys) + " |",
+                  "|---" * (len(keys) + 1) + "|",
+                  "| time | " + " | ".join(
+                      f"{m['median_s'][k] / base['median_s'][k]:.2f}×"
+                      if k in m["median_s"] and k in base["median_s"] else "—"
+                      for k in keys) + " |"]
+    return lines
+
+
+GROUPED = "dpkit grouped 100000"
+
+
+def _mean_table(med: dict, sizes: list[int]) -> list[str]:
+    """One tree's rows: the means beside their floors and diffprivlib, then the grouped
+    release beside its Polars floor (milliseconds, ratios)."""
     lines = ["", "| fresh-session mean, ε = 1 | " + " | ".join(f"{n:,} rows (ms)" for n in sizes)
              + " |", "|---" * (len(sizes) + 1) + "|"]
     for label, key in (("numpy mean (floor)", "numpy mean"),
@@ -199,6 +256,12 @@ def mean_lines(m: dict) -> list[str]:
         lines.append(f"| {label} | " + " | ".join(
             f"{med[f'dpkit mean {n}'] / med[f'{key} {n}']:.2f}×" if f"{key} {n}" in med
             else "—" for n in sizes) + " |")
+    floor = med.get("polars grouped 100000")
+    if GROUPED in med and floor:
+        lines += ["", "| grouped count+sum, 10^5 rows, 1,000 keys | ms | ÷ Polars (goal ≤ 1.5) |",
+                  "|---|---|---|", f"| Polars group_by (floor) | {floor * 1e3:.3f} | 1× |",
+                  f"| dpkit, fresh session | {med[GROUPED] * 1e3:.3f} | "
+                  f"{med[GROUPED] / floor:.2f}× |"]
     return lines
 
 

@@ -70,9 +70,9 @@ def unenforced_bounds(monkeypatch) -> None:
     """Broken: sums clamp to ±1e6 while their sensitivity comes from the declared bounds."""
     real = aggregates._grid_ints
 
-    def broken(expr, k, lo, hi):
-        declared = real(expr, k, lo, hi)
-        wide = real(expr, k, -1e6, 1e6)
+    def broken(expr, k, lo, hi, **kwargs):  # both forms (narwhals', Polars') are broken
+        declared = real(expr, k, lo, hi, **kwargs)
+        wide = real(expr, k, -1e6, 1e6, **kwargs)
         return (wide[0], *declared[1:])
 
     monkeypatch.setattr(aggregates, "_grid_ints", broken)

@@ -352,3 +352,167 @@ def test_the_mean_grid_sum_equals_the_clamped_one(bounds: Any, dtype: Any):
     out = engine.compute(engine.to_lazy(frame), keys, per_row)
     assert out["a"].tolist() == out["b"].tolist()
     assert all(r_lo <= v <= r_hi for v in out["a"].tolist())
+
+
+# -- the grid statistics' own Polars form (aggregates._ns) ---------------------------------
+def _extremes(lo: float, hi: float, dtype: Any) -> list[Any]:
+    """Both bounds and their neighbours on each side, the midpoint, ±0, huge values, ±inf,
+    NaN, the smallest subnormals and null (integers only, and the Int64 extremes, for Int64)."""
+    import math
+
+    near = [lo, hi, math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf),
+            math.nextafter(lo, math.inf), math.nextafter(hi, -math.inf),
+            (lo + hi) / 2, math.nextafter((lo + hi) / 2, math.inf), 0.0, -0.0, 1e308,
+            -1e308, math.inf, -math.inf, math.nan, 5e-324, -5e-324, None, 1.5, -2.5]
+    if dtype != pl.Int64:
+        return near
+    ints = [v if v is None or not math.isfinite(v) or abs(v) > 2**62 else int(v) for v in near]
+    return [v for v in ints if v is None or isinstance(v, int)] + [2**63 - 1, -2**63]
+
+
+_GRID_CASES = [(0, 100), (0.1, 0.7), (-1e150, 1e150), (-3, 4), (1e-200, 3e-200),
+               (-7.3, -7.1), (0.5, 2**40 + 0.5), (0, 2**30), (-2**31, 2**31), (10, 20)]
+
+
+def _both_forms(frame: pl.DataFrame, aggs: list[Any], keys: pl.DataFrame | None
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The exact statistics through the Polars form and through narwhals' translation."""
+    lf = engine.to_lazy(frame)
+    schema = lf.collect_schema()
+    stats = [s for i, agg in enumerate(aggs) for s in agg.statistics(schema, f"a{i}_")]
+    native = engine.native_aggregates(lf, stats)
+    assert native is not None
+    fast = engine.compute(lf, keys, stats, native=native)
+    slow = engine.compute(lf, keys, stats)
+    return ({k: v.tolist() for k, v in fast.items()}, {k: v.tolist() for k, v in slow.items()})
+
+
+@pytest.mark.parametrize("bounds", _GRID_CASES)
+@pytest.mark.parametrize("dtype", [pl.Float64, pl.Float32, pl.Int64])
+@pytest.mark.parametrize("fill", [None, "lower"])
+def test_the_polars_form_of_a_grid_statistic_is_narwhals_form(bounds: Any, dtype: Any,
+                                                               fill: Any):
+    """Per record (each value its own group) and in total: the sum's and the mean's grid
+    integers and the mean's count are the same arrays in Polars' own form (NaN dropped by
+    the clamp and the count, the unchecked cast) as through narwhals (NaN → null first, the
+    checked cast)."""
+    lo, hi = (float(b) for b in bounds)
+    near = _extremes(lo, hi, dtype)
+    frame = pl.DataFrame({"x": pl.Series(near, dtype=dtype, strict=False),
+                          "i": range(len(near))})
+    value = None if fill is None else bounds[0]
+    aggs = [dp.sum("x", bounds=bounds, fill=value), dp.mean("x", bounds=bounds, fill=value)]
+    per_row = pl.DataFrame({"i": list(range(len(near)))})
+    for keys in (per_row, None):
+        fast, slow = _both_forms(frame, aggs, keys)
+        assert fast == slow
+
+
+def test_the_polars_form_test_catches_a_clamp_that_lets_nan_through(
+        monkeypatch: pytest.MonkeyPatch):
+    """Broken: the Polars form's clamp without its NaN branch (NaN, above every number in
+    Polars' order, is clamped to the upper bound and summed). The comparison above fails."""
+    from dpkit.frame import aggregates
+
+    def broken(expr: Any, lo: float, hi: float, dtype: str = "Float64") -> Any:
+        ns = aggregates._ns(expr)
+        kind = getattr(ns, dtype)
+        return (ns.when(expr < lo).then(ns.lit(lo, kind)).when(expr > hi)
+                .then(ns.lit(hi, kind)).otherwise(expr))
+
+    monkeypatch.setattr(aggregates, "_clamp", broken)
+    near = _extremes(0.0, 100.0, pl.Float64)
+    frame = pl.DataFrame({"x": pl.Series(near, dtype=pl.Float64), "i": range(len(near))})
+    fast, slow = _both_forms(frame, [dp.sum("x", bounds=(0, 100))], None)
+    assert fast != slow
+
+
+def test_a_float_sum_at_grid_exponent_zero_never_fails_after_the_debit():
+    """Regression: bounds whose grid exponent is 0 (|bound| in [2^30, 2^31)) sent a float
+    column down the integer path, whose checked cast of 1e300 (or 0.5 truncated) failed
+    after the debit. The float path clamps first: the release succeeds, once debited."""
+    import math
+
+    frame = pl.DataFrame({"x": [1.5, 1e300, -math.inf, math.nan, None]})
+    s = dp.Session(frame, budget=dp.PureDP(10))
+    out = s.query().agg(dp.sum("x", bounds=(0, 2**30))).release(epsilon=1)
+    assert out.height == 1 and s.spent == dp.PureDP(1)
+    lf = engine.to_lazy(frame)
+    stat = dp.sum("x", bounds=(0, 2**30)).statistics(lf.collect_schema(), "s_")[0]
+    assert stat.n_bins == 0  # the grid exponent this case is about
+    exact = engine.compute(lf, None, [stat])["s_s"].tolist()
+    assert exact == [1 + 2**30]  # floor(1.5) + the upper bound; -inf → 0; NaN, null dropped
+
+
+# -- the key frame's plan-memo SHA-256, taken once per remembered frame ---------------------
+def test_a_release_serialises_its_remembered_keys_once(monkeypatch: pytest.MonkeyPatch):
+    """Plan and release both key their memos by the keys' SHA-256: a key frame that the
+    key memo remembers is serialised once, the exact digest of its serialisation."""
+    import hashlib
+
+    from dpkit.frame import query as query_module
+
+    frame = pl.DataFrame({"g": [1, 2, 1], "x": [1.0, 2.0, 3.0]})
+    keys = [7, 8, 9, 10]  # a key list no other test uses: remembered here first
+    calls: list[int] = []
+    real = pl.DataFrame.serialize
+
+    def spy(self: pl.DataFrame, *args: Any, **kwargs: Any) -> Any:
+        calls.append(self.height)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pl.DataFrame, "serialize", spy)
+    for _ in range(3):
+        s = dp.Session(frame, budget=dp.PureDP(10))
+        q = s.query().group_by("g", keys=keys).agg(dp.count())
+        q.release(epsilon=1)
+    assert calls.count(len(keys)) == 1
+    sha = query_module._frame_sha256(q.keys)
+    assert sha == hashlib.sha256(real(q.keys)).hexdigest()
+
+
+def test_a_recycled_frame_id_never_returns_another_frames_sha():
+    """The memo is keyed by id and checked by identity: a frame that merely has a
+    remembered frame's id (ids are reused after collection) is hashed itself. Paired with
+    the broken lookup without the identity check, which returns the other frame's SHA."""
+    import hashlib
+
+    from dpkit.frame import query as query_module
+
+    remembered = pl.DataFrame({"k": [1, 2]})
+    other = pl.DataFrame({"k": [3, 4]})
+    fake = (remembered, "digest")
+    query_module._DIGESTS[id(other)] = fake  # as if `other` had reused a remembered id
+    query_module._SHAS[id(other)] = (remembered, "stale")
+    try:
+        assert query_module._frame_sha256(other) == hashlib.sha256(
+            other.serialize()).hexdigest()
+        broken = query_module._SHAS[id(other)][1]  # what a lookup by id alone returns
+        assert broken != query_module._frame_sha256(other)
+    finally:
+        query_module._DIGESTS.pop(id(other), None)
+        query_module._SHAS.pop(id(other), None)
+
+
+def test_the_polars_form_test_catches_a_floor_skipped_below_zero(
+        monkeypatch: pytest.MonkeyPatch):
+    """Broken: the Polars form skips the floor also where values may be negative (its cast
+    truncates toward zero: -2.5 → -2, not -3). The per-record comparison fails."""
+    from dpkit.frame import aggregates
+
+    real = aggregates._grid_ints
+
+    def broken(expr: Any, k: int, lo: float, hi: float, clamped: bool = False,
+               integral: bool = False) -> Any:
+        out = real(expr, k, lo, hi, clamped, integral)
+        if aggregates._ns(expr) is not pl or integral:
+            return out
+        inner = expr if clamped else aggregates._clamp(expr.cast(pl.Float64), lo, hi)
+        return (aggregates._to_int64(inner * float(2.0 ** -k)), *out[1:])
+
+    monkeypatch.setattr(aggregates, "_grid_ints", broken)
+    near = _extremes(-3.0, 4.0, pl.Float64)
+    frame = pl.DataFrame({"x": pl.Series(near, dtype=pl.Float64), "i": range(len(near))})
+    per_row = pl.DataFrame({"i": list(range(len(near)))})
+    fast, slow = _both_forms(frame, [dp.sum("x", bounds=(-3, 4))], per_row)
+    assert fast != slow

@@ -17,12 +17,13 @@ import builtins
 import enum
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal, cast
 
 import narwhals as nw
 import numpy as np
+import polars as pl
 
 from dpkit.core.numbers import Number, as_typed, float_down, float_up, fraction_down, fraction_up
 from dpkit.errors import BoundsError, ColumnError, DomainError
@@ -48,11 +49,15 @@ class StatKind(enum.StrEnum):
 class Statistic:
     """One exact integer statistic per group (or per group × bin) for the engine to compute:
     ``kind`` says which (:class:`StatKind`); ``weight`` is its share of the aggregation's
-    budget."""
+    budget. ``native``: the same statistic as a Polars expression, built by the code that
+    built ``expr`` (:func:`_ns`), which a Polars session collects instead of narwhals'
+    translation of ``expr`` (:func:`dpkit.frame.engine.native_aggregates`); None: translated."""
 
     key: str
     kind: StatKind
     expr: Any = None  # a narwhals expression (None for a count)
+    # the same statistic as a Polars expression, built by the same code (see _ns), or None
+    native: Any = field(default=None, compare=False)
     bin_expr: Any = None
     n_bins: int = 0
     lower: int = 0
@@ -112,10 +117,26 @@ def _bounds(bounds: Any, what: str, column: str) -> tuple[Fraction, Fraction]:
     return lower, upper
 
 
-def _clean(column: str, kind: NumericKind, fill: Any, lower: Fraction, upper: Fraction) -> Any:
-    """The column with NaN → null, then nulls dropped (by the aggregation) or filled."""
-    expr = nw.col(column)
-    if kind == "float":
+def _ns(expr: Any) -> Any:
+    """The module an expression belongs to: polars for a Polars expression, else narwhals.
+
+    A grid statistic is built once per module by the same functions (:func:`_clean`,
+    :func:`_clamp`, :func:`_grid_ints`): the narwhals form runs on every backend, the
+    Polars form (:attr:`Statistic.native`) is what a Polars session collects, skipping
+    narwhals' translation, which writes ``fill_nan`` and ``when`` as slower Polars plans."""
+    return pl if isinstance(expr, pl.Expr) else nw
+
+
+def _clean(column: str, kind: NumericKind, fill: Any, lower: Fraction, upper: Fraction,
+           ns: Any = nw) -> Any:
+    """The column with NaN → null, then nulls dropped (by the aggregation) or filled
+    (``ns``: :mod:`narwhals` or :mod:`polars`, the module of the expression, :func:`_ns`).
+
+    The Polars form of a float column without ``fill`` keeps its NaN here and drops them
+    where it is read, without a pass of its own: :func:`_clamp` turns NaN into null in its
+    own ``when`` and :func:`_count` leaves them out (~0.4 ms per 10^6 values)."""
+    expr = ns.col(column)
+    if kind == "float" and (ns is nw or fill is not None):
         expr = expr.fill_nan(None)
     if fill is not None:
         value = fraction_up(fill)
@@ -140,8 +161,41 @@ def _grid(kind: NumericKind, lower: Fraction, upper: Fraction) -> int:
     return 0 if top == 0 else grid_exponent(top)
 
 
-def _grid_ints(expr: Any, k: int, lo: float, hi: float, clamped: bool = False
-               ) -> tuple[Any, int, int]:
+def _clamp(expr: Any, lo: float, hi: float, dtype: str = "Float64") -> Any:
+    """``expr`` clamped to [lo, hi] (``dtype``: the name of both bounds' type): ``clip``
+    written as two comparisons, which Polars runs in about a fifth of its ``clip``'s time
+    (~0.3 ms against 1.5 ms per 10^6 values); the same values on every backend: null stays
+    null, ±inf go to the bounds, a value within the bounds (-0.0 among them) is kept as it
+    is. NaN, which Polars and DuckDB order above every number, goes to null: in the Polars
+    form by the first branch (:func:`_clean` leaves it there); in the narwhals form it never
+    arrives (:func:`_clean` turns it into null)."""
+    ns = _ns(expr)
+    kind = getattr(ns, dtype)
+    first = ns.when(expr.is_nan()).then(None).when(expr < lo) if ns is pl and dtype == \
+        "Float64" else ns.when(expr < lo)
+    return first.then(ns.lit(lo, kind)).when(expr > hi).then(ns.lit(hi, kind)).otherwise(expr)
+
+
+def _count(clean: Any, kind: NumericKind) -> Any:
+    """The number of values :func:`_clean` keeps: neither null nor NaN (the Polars form of a
+    float column keeps its NaN until here, :func:`_clean`)."""
+    if _ns(clean) is pl and kind == "float":
+        return clean.count() - clean.is_nan().sum()
+    return clean.count()
+
+
+def _to_int64(expr: Any) -> Any:
+    """``expr`` (integer values within ±2^31: clamped, then floored or already integers)
+    as Int64. Polars' unchecked (saturating) cast is exact on such values and ~0.5 ms per
+    10^6 values cheaper than its checked one; narwhals has only the checked cast."""
+    ns = _ns(expr)
+    if ns is pl:
+        return expr.cast(pl.Int64, wrap_numerical=True)
+    return expr.cast(nw.Int64)
+
+
+def _grid_ints(expr: Any, k: int, lo: float, hi: float, clamped: bool = False,
+               integral: bool = False) -> tuple[Any, int, int]:
     """Per record: x clamped to [lo, hi], times 2^-k (exact), rounded down to Int64.
 
     Returns the expression and its exact integer range, computed in Python with the same
@@ -150,14 +204,23 @@ def _grid_ints(expr: Any, k: int, lo: float, hi: float, clamped: bool = False
     truncates in Polars and Spark but rounds in DuckDB). Flooring moves a value by less than
     one grid step 2^k. ``clamped``: ``expr`` is already Float64 within [lo, hi] (the
     caller proved it), so the float path skips its cast and clamp (one pass less).
+    The Polars form skips the floor when lo ≥ 0: its cast truncates toward zero, which is
+    the floor of a value ≥ 0 (a pass less). ``integral``: ``expr`` holds integers (an
+    integer column, or one centred on an integer midpoint), which may stay integers at
+    k = 0; a float column always takes the float path (a bare cast of an unclamped float,
+    1e300, would fail on the data).
     """
+    ns = _ns(expr)
     step = float(Fraction(2) ** -k)
-    if k == 0 and lo.is_integer() and hi.is_integer() and builtins.max(
+    if integral and k == 0 and lo.is_integer() and hi.is_integer() and builtins.max(
             abs(lo), abs(hi)) <= _GRID_INT_LIMIT:  # integers stay integers
-        return expr.cast(nw.Int64).clip(int(lo), int(hi)), int(lo), int(hi)
+        whole = _to_int64(expr) if clamped else expr.cast(ns.Int64)
+        return _clamp(whole, int(lo), int(hi), "Int64"), int(lo), int(hi)
     # in Float64, clamping first: the cast to Int64 then cannot fail on any value
-    scaled = ((expr if clamped else expr.cast(nw.Float64).clip(lo, hi)) * step).floor()
-    return scaled.cast(nw.Int64), math.floor(lo * step), math.floor(hi * step)
+    scaled = (expr if clamped else _clamp(expr.cast(ns.Float64), lo, hi)) * step
+    if ns is not pl or lo < 0:  # Polars' cast truncates: on values ≥ 0 that is the floor
+        scaled = scaled.floor()
+    return _to_int64(scaled), math.floor(lo * step), math.floor(hi * step)
 
 
 def check_edges(bins: Sequence[Number] | None) -> list[float]:
@@ -343,10 +406,12 @@ class Sum(ColumnAggregation):
         kind = _require_numeric(schema, self.column, "sum")
         lower, upper = _bounds(self.bounds, "sum", self.column)
         k = _grid(kind, lower, upper)
-        clean = _clean(self.column, kind, self.fill, lower, upper)
-        ints, lo, hi = _grid_ints(clean, k, float_down(lower), float_up(upper))
+        forms = [_grid_ints(_clean(self.column, kind, self.fill, lower, upper, ns), k,
+                            float_down(lower), float_up(upper), integral=kind == "int")
+                 for ns in (nw, pl)]  # narwhals' form, Polars' form
+        (ints, lo, hi), native = forms[0], forms[1][0]
         return [Statistic(f"{prefix}s", StatKind.SUM, expr=ints.sum(), lower=lo, upper=hi,
-                          n_bins=k)]  # n_bins carries k for finish()
+                          n_bins=k, native=native.sum())]  # n_bins carries k for finish()
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
@@ -379,17 +444,23 @@ class Mean(ColumnAggregation):
             k = 0 if mid.denominator == 1 else -1  # half-integers are exact at 2^-1
         else:
             k = _grid("float", lower - mid, upper - mid)
-        clean = _clean(self.column, kind, self.fill, lower, upper)
         lo_f, hi_f, mid_f = float_down(lower), float_up(upper), float(mid)
-        # already within [lo_f − mid_f, hi_f − mid_f], these very IEEE differences: x ↦
-        # fl(x − mid_f) is monotone on the clamped x, so _grid_ints need not clamp again
-        centred = clean.cast(nw.Float64).clip(lo_f, hi_f) - mid_f
-        s, lo, hi = _grid_ints(centred, k, lo_f - mid_f, hi_f - mid_f, clamped=True)
-        n = clean.count()
+
+        def forms(ns: Any) -> tuple[Any, Any, int, int]:
+            clean = _clean(self.column, kind, self.fill, lower, upper, ns)
+            # already within [lo_f − mid_f, hi_f − mid_f], these very IEEE differences: x ↦
+            # fl(x − mid_f) is monotone on the clamped x, so _grid_ints need not clamp again
+            centred = _clamp(clean.cast(ns.Float64), lo_f, hi_f) - mid_f
+            s, lo, hi = _grid_ints(centred, k, lo_f - mid_f, hi_f - mid_f, clamped=True,
+                                   integral=kind == "int")
+            return s.sum(), _count(clean, kind), lo, hi
+
+        (s, n, lo, hi), (s_pl, n_pl, _, _) = forms(nw), forms(pl)  # narwhals', Polars' form
         return [
-            Statistic(f"{prefix}s", StatKind.SUM, expr=s.sum(), lower=lo, upper=hi, n_bins=k,
-                      weight=Fraction(1, 2)),
-            Statistic(f"{prefix}n", StatKind.COUNT, expr=n, weight=Fraction(1, 2)),
+            Statistic(f"{prefix}s", StatKind.SUM, expr=s, lower=lo, upper=hi, n_bins=k,
+                      weight=Fraction(1, 2), native=s_pl),
+            Statistic(f"{prefix}n", StatKind.COUNT, expr=n, weight=Fraction(1, 2),
+                      native=n_pl),
         ]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
@@ -454,7 +525,7 @@ class Variance(ColumnAggregation):
         mid, half = (lower + upper) / 2, (upper - lower) / 2
         clean = _clean(self.column, kind, self.fill, lower, upper)
         lo_f, hi_f, mid_f = float_down(lower), float_up(upper), float(mid)
-        centred = clean.cast(nw.Float64).clip(lo_f, hi_f) - mid_f
+        centred = _clamp(clean.cast(nw.Float64), lo_f, hi_f) - mid_f
         k1 = _grid("float", -half, half)
         k2 = _grid("float", Fraction(0), half * half)
         h = float_up(half)

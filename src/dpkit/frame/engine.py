@@ -209,17 +209,25 @@ def native_aggregates(lf: nw.LazyFrame, stats: Sequence[Statistic],
     mean or a grouped count and sum), although the translation is a function of the
     expression and the backend alone; a session translates once per plan key
     (:meth:`dpkit.frame.session.PlanMemo.value`) and :func:`compute` hands the result to
-    Polars. Reads no data.
+    Polars. A statistic that carries its own Polars form (:attr:`Statistic.native`, built
+    by the code that built its narwhals form) is taken as it is. Reads no data.
     """
     if lf.implementation is not nw.Implementation.POLARS:
         return None
-    exprs = _scalar_exprs(stats, unit_column, filled=True)
-    try:  # narwhals' expression → its Polars expression (the step of its own select/agg)
+    scalar = [s for s in stats if s.kind is not StatKind.BINS]
+    exprs = _scalar_exprs(scalar, unit_column, filled=True)
+    out: list[pl.Expr] = []
+    try:
         namespace = lf.__narwhals_namespace__()
-        compliant: list[Any] = [e._to_compliant_expr(namespace) for e in exprs]
-        return [c.native for c in compliant]
+        for s, e in zip(scalar, exprs, strict=True):
+            if s.native is not None:  # built in Polars' own form too (aggregates._ns)
+                out.append(s.native.fill_null(0).alias(s.key))
+            else:  # narwhals' expression → its Polars form (the step of its own select)
+                compliant: Any = e._to_compliant_expr(namespace)
+                out.append(compliant.native)
     except AttributeError:  # another narwhals: compute translates through narwhals
         return None
+    return out
 
 
 def _native_plan(lf: nw.LazyFrame, keys: pl.DataFrame | None, native: list[pl.Expr]

@@ -1232,6 +1232,8 @@ def _digest(frame: pl.DataFrame) -> str:
 # canonical key frames remembered by what their conversion reads, with their digests
 _KEYS_MEMO: OrderedDict[Hashable, tuple[pl.DataFrame, str]] = OrderedDict()
 _DIGESTS: dict[int, tuple[pl.DataFrame, str]] = {}  # id of a remembered frame → digest
+# and its plan-memo SHA-256 (Query.shape_json), taken on first use: a release reads it twice
+_SHAS: dict[int, tuple[pl.DataFrame, str]] = {}
 _KEYS_MEMO_SIZE = 256  # key lists remembered
 _KEYS_MEMO_CELLS = 4096  # larger key frames are converted every time
 _KEYS_LOCK = threading.Lock()
@@ -1260,14 +1262,26 @@ def _canonical_keys(frame: pl.DataFrame, schema: Any) -> pl.DataFrame:
         while len(_KEYS_MEMO) > _KEYS_MEMO_SIZE:
             old, _ = _KEYS_MEMO.popitem(last=False)[1]
             _DIGESTS.pop(id(old), None)
+            _SHAS.pop(id(old), None)
     return out
 
 
 def _frame_sha256(frame: pl.DataFrame) -> str:
     """Full SHA-256 of ``frame``'s binary serialisation (``DataFrame.serialize``: schema,
     validity and values, which ``deserialize`` gives back exactly; so equal digests mean
-    equal frames, short of a SHA-256 collision)."""
-    return hashlib.sha256(frame.serialize()).hexdigest()
+    equal frames, short of a SHA-256 collision); remembered for the key frames
+    :func:`_canonical_keys` remembers (shared, never modified in place)."""
+    remembered = _DIGESTS.get(id(frame))
+    if remembered is None or remembered[0] is not frame:
+        return hashlib.sha256(frame.serialize()).hexdigest()
+    hit = _SHAS.get(id(frame))
+    if hit is not None and hit[0] is frame:
+        return hit[1]
+    sha = hashlib.sha256(frame.serialize()).hexdigest()
+    with _KEYS_LOCK:
+        if _DIGESTS.get(id(frame)) is remembered:  # still remembered (not evicted meanwhile)
+            _SHAS[id(frame)] = (frame, sha)
+    return sha
 
 
 def _keys_digest(frame: pl.DataFrame) -> str:
