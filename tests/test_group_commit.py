@@ -174,6 +174,70 @@ def test_a_database_without_wal_waits_for_the_disk_in_each_commit(tmp_path, monk
         assert conn.connection.info["synchronous"] == "FULL"
 
 
+def test_writers_a_flush_covered_leave_under_a_shared_lock(tmp_path, monkeypatch):
+    """A writer whose commit a flush already covers reads the watermark under a shared lock
+    and leaves: the writers one flush covered leave together instead of taking the lock
+    exclusively one after another (a context switch each on a busy machine). The old rule
+    (every writer takes the lock exclusively) fails this."""
+    import fcntl
+
+    ledger = _ledger(tmp_path / "l.sqlite")
+    sync = ledger._group_sync
+    assert sync is not None
+    ledger.debit("d", dp.PureDP(EPS), "q")  # opens the sync file, writes a watermark
+    taken: list[int] = []
+    flock = fcntl.flock
+
+    def recorded(fd: int, kind: int) -> None:
+        taken.append(kind)
+        flock(fd, kind)
+
+    monkeypatch.setattr(durability.fcntl, "flock", recorded)
+    committed = time.monotonic_ns()
+    sync.wait(committed)  # not covered: leads a flush, under the exclusive lock
+    assert fcntl.LOCK_EX in taken and sync.flushes >= 2
+    taken.clear()
+    sync.wait(committed)  # covered by the flush just made
+    assert fcntl.LOCK_EX not in taken and fcntl.LOCK_SH in taken
+
+
+def test_checkpoints_run_outside_the_writers_queue(tmp_path, monkeypatch):
+    """SQLite's automatic checkpoint runs inside the commit (its fsyncs would hold every
+    writer's queue); the ledger checkpoints itself, passively, after its writer has left the
+    queue, and the WAL's frames reach the database file."""
+    import fcntl
+
+    from dpkit.ledger import registry
+
+    ledger = _ledger(tmp_path / "l.sqlite")
+    outside: list[bool] = []
+    checkpoint = registry.Ledger._checkpoint_now
+
+    def probed(self: Ledger, conn) -> None:
+        probe = os.open(f"{tmp_path / 'l.sqlite'}.lock", os.O_RDWR)
+        try:  # the queue is free iff another descriptor can take it at once
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            outside.append(True)
+        except BlockingIOError:
+            outside.append(False)
+        finally:
+            os.close(probe)
+        checkpoint(self, conn)
+
+    monkeypatch.setattr(registry.Ledger, "_checkpoint_now", probed)
+    monkeypatch.setattr(registry, "_CHECKPOINT_EVERY", 4)
+    for _ in range(8):
+        rid = ledger.debit("d", dp.PureDP(EPS), "q")
+        ledger.mark(rid, "released", "00")
+    assert outside and all(outside)
+    with ledger._writer() as conn:
+        dbapi = conn.connection.dbapi_connection
+        assert dbapi.execute("PRAGMA wal_autocheckpoint").fetchone()[0] > 1000
+        busy, frames, copied = dbapi.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert busy == 0 and copied == frames  # nothing left behind
+    assert ledger.verify() == []
+
+
 # -- kill -9 --------------------------------------------------------------------------------
 _HANGING_LEADER = textwrap.dedent("""
     import sys, time
