@@ -285,17 +285,14 @@ def verify(template: Path, folder: Path, after: int) -> dict[str, Any]:
 
 # -- concurrent -------------------------------------------------------------------------------
 PROCS, PER_PROC, EPS, CAP = 8, 200, Fraction(1, 100), 10
-DELAY_ENV = "LEDGER_SCALE_COMMIT_DELAY_NS"  # sets durability.COMMIT_DELAY_NS in the workers
 
 
 def _worker(location: str, proc: int, requests: int, ready: Any, start: Any, out: Any
             ) -> None:
     import dpkit as dp
     from dpkit.errors import BudgetExceededError
-    from dpkit.ledger import Ledger, durability
+    from dpkit.ledger import Ledger
 
-    if DELAY_ENV in os.environ:  # the commit_delay lever, on or off (this tree's code)
-        durability.COMMIT_DELAY_NS = int(os.environ[DELAY_ENV])  # type: ignore[attr-defined]
     reg = Ledger(location, mac_key=KEY)
     ready.put(proc)
     start.wait()
@@ -351,7 +348,6 @@ def _concurrent(location: str, procs: int = PROCS, accepted: int = CAP * EPS.den
             "spent_is_cap": spent == dp.PureDP(cap), "verify_problems": len(problems),
             "wall_s": round(wall, 2), "accepted_per_s": round(ok / wall, 1),
             "cpu_s": round(sum(g[4] for g in got), 1), "flushes": sum(g[5] for g in got),
-            "commit_delay_ns": os.environ.get(DELAY_ENV),
             "load": [load0, _load()]}
 
 

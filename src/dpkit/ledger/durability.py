@@ -53,7 +53,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,11 +67,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SqliteGroupSync", "postgres_barrier"]
 
-
-# PostgreSQL's commit_delay: a leader that finds a sibling writer inside its transaction
-# waits this long before it flushes, so that the sibling's commit joins the flush. A
-# constant (never data-dependent); 0 turns it off
-COMMIT_DELAY_NS = 200_000
 
 _SHARED = 0 if fcntl is None else fcntl.LOCK_SH
 _EXCLUSIVE = 0 if fcntl is None else fcntl.LOCK_EX
@@ -99,9 +94,6 @@ class SqliteGroupSync:
     ----------
     database : str
         The ledger's database file (its WAL file is ``database + "-wal"``).
-    siblings : callable, optional
-        Whether another writer is inside a write transaction now (its commit would join a
-        flush that waits :data:`COMMIT_DELAY_NS` for it); never asked when None.
 
     Attributes
     ----------
@@ -109,9 +101,8 @@ class SqliteGroupSync:
         The flushes this object led (for tests and benchmarks).
     """
 
-    def __init__(self, database: str, siblings: Callable[[], bool] | None = None) -> None:
+    def __init__(self, database: str) -> None:
         self.database = database
-        self.siblings = siblings
         self.wal = f"{database}-wal"
         self.path = f"{database}.sync"
         self.epoch = _epoch()
@@ -192,8 +183,7 @@ class SqliteGroupSync:
         (under an exclusive lock they would wake and leave one at a time, each a context
         switch on a busy machine). A writer not covered then takes the lock exclusively
         (not atomically: another may lead in between, so the watermark is read again) and
-        leads the next flush, after waiting :data:`COMMIT_DELAY_NS` if a sibling writer is
-        inside its transaction (PostgreSQL's ``commit_delay`` with ``commit_siblings``)."""
+        leads the next flush."""
         with self._locked():
             self._flock(_SHARED)
             if self._read_mark()[0] > committed:  # a flush started after the commit
@@ -202,8 +192,6 @@ class SqliteGroupSync:
             mark, last_inode = self._read_mark()
             if mark > committed:
                 return
-            if COMMIT_DELAY_NS and self.siblings is not None and self.siblings():
-                time.sleep(COMMIT_DELAY_NS / 1e9)  # bounded: a constant, whatever happens
             started = time.monotonic_ns()
             inode = self.flush(last_inode)
             self._write_mark(started, inode)

@@ -279,7 +279,6 @@ class Ledger:
         self._lock_path = (None if database in (None, "", ":memory:") or fcntl is None
                            else f"{database}.lock")
         self._lock_pid, self._lock_file = -1, cast(Any, None)
-        self._probe_pid, self._probe = -1, -1  # _queue_busy's descriptor of the lock file
         self._thread_lock = threading.Lock()
         # a SQLite file: a write connection kept per thread (_writer), outside the pool
         self._writers = threading.local()
@@ -319,8 +318,7 @@ class Ledger:
             with self._read() as conn:
                 mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
             if str(mode).lower() == "wal":
-                self._group_sync = SqliteGroupSync(os.path.abspath(str(database)),
-                                                   siblings=self._queue_busy)
+                self._group_sync = SqliteGroupSync(os.path.abspath(str(database)))
 
     # -- plumbing ------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -437,22 +435,6 @@ class Ledger:
                 yield
             finally:
                 fcntl.flock(self._lock_file, fcntl.LOCK_UN)
-
-    def _queue_busy(self) -> bool:
-        """Whether a writer holds the writers' queue now (asked by a flush's leader, which
-        has left it: a sibling inside its transaction). Probed on a descriptor of its own,
-        which conflicts with this process's too."""
-        if self._lock_path is None:
-            return False
-        if self._probe_pid != os.getpid():
-            self._probe = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-            self._probe_pid = os.getpid()
-        try:
-            fcntl.flock(self._probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(self._probe, fcntl.LOCK_UN)
-        return False
 
     def _lock_head(self, conn: Connection) -> tuple[str, int, int]:
         """Take the ledger's write lock (the chain head's row; SQLite already holds its
@@ -1339,9 +1321,6 @@ class Ledger:
         if conn is not None and self._writers.pid == os.getpid():
             conn.close()
         self._writers = threading.local()
-        if self._probe_pid == os.getpid():
-            os.close(self._probe)
-            self._probe_pid, self._probe = -1, -1
         if self._write_engine is not None:
             self._write_engine.dispose()
         self.engine.dispose()
