@@ -201,43 +201,6 @@ def test_writers_a_flush_covered_leave_under_a_shared_lock(tmp_path, monkeypatch
     assert fcntl.LOCK_EX not in taken and fcntl.LOCK_SH in taken
 
 
-def test_checkpoints_run_outside_the_writers_queue(tmp_path, monkeypatch):
-    """SQLite's automatic checkpoint runs inside the commit (its fsyncs would hold every
-    writer's queue); the ledger checkpoints itself, passively, after its writer has left the
-    queue, and the WAL's frames reach the database file."""
-    import fcntl
-
-    from dpkit.ledger import registry
-
-    ledger = _ledger(tmp_path / "l.sqlite")
-    outside: list[bool] = []
-    checkpoint = registry.Ledger._checkpoint_now
-
-    def probed(self: Ledger, conn) -> None:
-        probe = os.open(f"{tmp_path / 'l.sqlite'}.lock", os.O_RDWR)
-        try:  # the queue is free iff another descriptor can take it at once
-            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            outside.append(True)
-        except BlockingIOError:
-            outside.append(False)
-        finally:
-            os.close(probe)
-        checkpoint(self, conn)
-
-    monkeypatch.setattr(registry.Ledger, "_checkpoint_now", probed)
-    monkeypatch.setattr(registry, "_CHECKPOINT_EVERY", 4)
-    for _ in range(8):
-        rid = ledger.debit("d", dp.PureDP(EPS), "q")
-        ledger.mark(rid, "released", "00")
-    assert outside and all(outside)
-    with ledger._writer() as conn:
-        dbapi = conn.connection.dbapi_connection
-        assert dbapi.execute("PRAGMA wal_autocheckpoint").fetchone()[0] > 1000
-        busy, frames, copied = dbapi.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    assert busy == 0 and copied == frames  # nothing left behind
-    assert ledger.verify() == []
-
-
 # -- kill -9 --------------------------------------------------------------------------------
 _HANGING_LEADER = textwrap.dedent("""
     import sys, time

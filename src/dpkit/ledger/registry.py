@@ -142,10 +142,6 @@ _BUCKET_INSERT = """INSERT INTO "burn" ("dataset", "minute", "spent", "mac")
     VALUES (:dataset, :minute, :spent, :mac)"""
 
 
-# a SQLite ledger's writers checkpoint the WAL themselves, after their commit has left the
-# writers' queue (SQLite's automatic checkpoint runs inside the commit, so its two fsyncs
-# would hold the queue): one passive checkpoint per this many commits of a process
-_CHECKPOINT_EVERY = 128
 _READ = "dpkit_read"  # the execution option that marks a connection of Ledger._read
 _CACHE_SIZE = 4096  # entries of each read cache (tokens, grants): one per analyst and dataset
 _CHAIN_SEQ = """SELECT "value" FROM "meta" WHERE "key" = 'chain_seq'"""
@@ -285,7 +281,6 @@ class Ledger:
         self._write_engine = (None if database in (None, "", ":memory:")
                               else _engine(self.url, pooled=False)[0])
         self._group_sync: SqliteGroupSync | None = None  # set once WAL mode is confirmed
-        self._commits = 0  # write transactions of this object (_checkpoint_now)
         self._fernet: Any = None
         if encryption_key is not None:
             from cryptography.fernet import Fernet
@@ -345,20 +340,6 @@ class Ledger:
                 committed = time.monotonic_ns()
             if durable or not self._fast_outcomes:  # the lock is free: wait for the disk
                 self._make_durable(conn, committed)
-            if self._group_sync is not None:
-                self._checkpoint_now(conn)
-
-    def _checkpoint_now(self, conn: Connection) -> None:
-        """Every :data:`_CHECKPOINT_EVERY` commits of this object, a passive checkpoint of
-        the WAL (``conn``: a SQLite writer's connection, between transactions, outside the
-        queue). Passive: it copies what no reader still needs, never waits for a lock
-        (another checkpointer makes it a no-op), and syncs the WAL before and the database
-        file after, as SQLite's automatic one (kept as a fallback at 10× its default
-        size) does: what :mod:`dpkit.ledger.durability` relies on."""
-        self._commits += 1
-        if self._commits % _CHECKPOINT_EVERY == 0:
-            dbapi: Any = conn.connection.dbapi_connection
-            dbapi.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def _make_durable(self, conn: Connection, committed: int) -> None:
         """Wait until every commit that returned before ``committed`` is on disk (``conn``:
@@ -385,9 +366,6 @@ class Ledger:
             writer = local.conn = self._write_engine.connect()  # outside the pool: a
             # server's threads keep theirs without starving the pool that reads check out from
             local.pid = os.getpid()
-            if self.url.startswith("sqlite"):  # checkpoints outside the queue: _transaction
-                dbapi: Any = writer.connection.dbapi_connection
-                dbapi.execute("PRAGMA wal_autocheckpoint=10000")
         yield writer
 
     @contextlib.contextmanager
