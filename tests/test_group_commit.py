@@ -174,6 +174,33 @@ def test_a_database_without_wal_waits_for_the_disk_in_each_commit(tmp_path, monk
         assert conn.connection.info["synchronous"] == "FULL"
 
 
+def test_writers_a_flush_covered_leave_under_a_shared_lock(tmp_path, monkeypatch):
+    """A writer whose commit a flush already covers reads the watermark under a shared lock
+    and leaves: the writers one flush covered leave together instead of taking the lock
+    exclusively one after another (a context switch each on a busy machine). The old rule
+    (every writer takes the lock exclusively) fails this."""
+    import fcntl
+
+    ledger = _ledger(tmp_path / "l.sqlite")
+    sync = ledger._group_sync
+    assert sync is not None
+    ledger.debit("d", dp.PureDP(EPS), "q")  # opens the sync file, writes a watermark
+    taken: list[int] = []
+    flock = fcntl.flock
+
+    def recorded(fd: int, kind: int) -> None:
+        taken.append(kind)
+        flock(fd, kind)
+
+    monkeypatch.setattr(durability.fcntl, "flock", recorded)
+    committed = time.monotonic_ns()
+    sync.wait(committed)  # not covered: leads a flush, under the exclusive lock
+    assert fcntl.LOCK_EX in taken and sync.flushes >= 2
+    taken.clear()
+    sync.wait(committed)  # covered by the flush just made
+    assert fcntl.LOCK_EX not in taken and fcntl.LOCK_SH in taken
+
+
 # -- kill -9 --------------------------------------------------------------------------------
 _HANGING_LEADER = textwrap.dedent("""
     import sys, time

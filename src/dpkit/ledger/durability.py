@@ -15,11 +15,13 @@ SQLite (:class:`SqliteGroupSync`)
     are written to the ``-wal`` file (the page cache: they survive a crash of the process,
     not yet a power loss) and nothing waits for the disk. :meth:`SqliteGroupSync.wait`
     then makes them durable: under a lock (a thread lock, then ``flock`` on
-    ``<ledger>.sync``, so threads and processes queue alike) it reads the watermark, the
-    monotonic time at which the newest completed flush *started*; if that is after the
-    writer's commit returned, the commit is already on disk. Otherwise this writer leads:
-    it notes the time, flushes the WAL file (``fdatasync``, as SQLite's own commits do;
-    its folder too when the WAL file is new), and writes the time as the watermark. Why
+    ``<ledger>.sync``, so threads and processes queue alike; shared to read, exclusive to
+    flush) it reads the watermark, the monotonic time at which the newest completed flush
+    *started*; if that is after the writer's commit returned, the commit is already on
+    disk. Otherwise this writer takes the lock exclusively, reads the watermark again (a
+    flush may have run in between) and leads: it notes the time, flushes the WAL file
+    (``fdatasync``, as SQLite's own commits do; its folder too when the WAL file is new),
+    and writes the time as the watermark. Why
     this is enough: the commit's frames were written to the WAL file's pages before the
     flush started, and a flush on any descriptor of a file flushes all its pages; a WAL
     file that was checkpointed and reset or removed in between had its frames copied to
@@ -66,6 +68,9 @@ if TYPE_CHECKING:
 __all__ = ["SqliteGroupSync", "postgres_barrier"]
 
 
+_SHARED = 0 if fcntl is None else fcntl.LOCK_SH
+_EXCLUSIVE = 0 if fcntl is None else fcntl.LOCK_EX
+
 # the file's data and the metadata needed to read it back (its size), as SQLite's own
 # commits use: no flush of timestamps
 _sync_data = getattr(os, "fdatasync", os.fsync)
@@ -109,18 +114,22 @@ class SqliteGroupSync:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
+        """This process's turn (a thread lock: ``flock`` belongs to the open file, which the
+        threads share), with the sync file's descriptor open and not yet ``flock``-ed."""
         if self._pid != os.getpid():  # a forked process opens its own descriptor
             self._file = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             self._thread_lock = threading.Lock()
             self._pid = os.getpid()
         with self._thread_lock:
-            if fcntl is not None:
-                fcntl.flock(self._file, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 if fcntl is not None:
                     fcntl.flock(self._file, fcntl.LOCK_UN)
+
+    def _flock(self, kind: int) -> None:
+        if fcntl is not None:
+            fcntl.flock(self._file, kind)
 
     def _read_mark(self) -> tuple[int, int]:
         """(the newest flush's start, the WAL file's inode then); (-1, -1) if untrusted."""
@@ -167,10 +176,21 @@ class SqliteGroupSync:
 
     def wait(self, committed: int) -> None:
         """Return once every commit that returned before ``committed`` (a
-        ``time.monotonic_ns()`` read after it) is on disk."""
+        ``time.monotonic_ns()`` read after it) is on disk.
+
+        The watermark is read under a shared lock, which waits for a running flush (its
+        leader holds the lock exclusively) and lets every writer it covered go at once
+        (under an exclusive lock they would wake and leave one at a time, each a context
+        switch on a busy machine). A writer not covered then takes the lock exclusively
+        (not atomically: another may lead in between, so the watermark is read again) and
+        leads the next flush."""
         with self._locked():
+            self._flock(_SHARED)
+            if self._read_mark()[0] > committed:  # a flush started after the commit
+                return
+            self._flock(_EXCLUSIVE)
             mark, last_inode = self._read_mark()
-            if mark > committed:  # a flush started after the commit returned
+            if mark > committed:
                 return
             started = time.monotonic_ns()
             inode = self.flush(last_inode)

@@ -119,7 +119,6 @@ releases = Table(
     Column("dataset_spent", Text),  # the dataset's running total after this debit
     Column("grant_spent", Text),  # the analyst's running total on the dataset after it
 )
-Index("releases_dataset", releases.c.dataset)
 Index("releases_idempotency", releases.c.dataset, releases.c.analyst,
       releases.c.idempotency_key)
 Index("releases_dataset_seq", releases.c.dataset, releases.c.seq)
@@ -258,6 +257,8 @@ def migrate(conn: Connection) -> int:
         if found:
             _MIGRATIONS[version](conn)
     METADATA.create_all(conn)  # new tables (and everything, for a new ledger)
+    # a prefix of releases_dataset_seq, so redundant: one page less written per debit
+    conn.exec_driver_sql('DROP INDEX IF EXISTS "releases_dataset"')
     if found:
         for table in METADATA.sorted_tables:  # indexes new in this version, on old tables
             for index in table.indexes:
