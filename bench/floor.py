@@ -563,25 +563,12 @@ def pca_case() -> Case:
 
 
 def kmeans_case() -> Case:
-    def cost(X: np.ndarray, centres: np.ndarray) -> float:
-        d = ((X[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
-        return float(d.min(axis=1).sum())
-
-    def trial(ds: str, eps: float) -> tuple[float, float]:
-        Xtr, _, _, _ = learn_data()
-        X = Xtr[: size(20_000, 5_000)]
-        model = learn.KMeans(n_clusters=8, epsilon=eps, bounds=(0, 1))
-        model.fit(X)
-        return cost(X, np.asarray(model.cluster_centers_)), cost(X, X.mean(axis=0)[None, :])
-
-    return Case("learn.KMeans", "learn", "one centre at the mean (exact, not private)",
-                "k-means cost", ("movielens ratings",), trial,
-                doc=lambda: learn.KMeans.__doc__ or "")
+    return kmeans_method_case("")
 
 
 def kmeans_method_case(label: str, **method: object) -> Case:
-    """A non-default KMeans method (issue 36, item 5) against the same baseline as the
-    default's row: one centre at the exact mean."""
+    """KMeans with ``method`` (none: the default; a non-default one, issue 36, item 5, named
+    ``label``) against one centre at the exact mean."""
     def cost(X: np.ndarray, centres: np.ndarray) -> float:
         d = ((X[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
         return float(d.min(axis=1).sum())
@@ -593,9 +580,9 @@ def kmeans_method_case(label: str, **method: object) -> Case:
         model.fit(X)
         return cost(X, np.asarray(model.cluster_centers_)), cost(X, X.mean(axis=0)[None, :])
 
-    return Case(f"learn.KMeans({label})", "learn", "one centre at the mean (exact, not private)",
-                "k-means cost", ("movielens ratings",), trial,
-                doc=lambda: learn.KMeans.__doc__ or "")
+    return Case(f"learn.KMeans({label})" if label else "learn.KMeans", "learn",
+                "one centre at the mean (exact, not private)", "k-means cost",
+                ("movielens ratings",), trial, doc=lambda: learn.KMeans.__doc__ or "")
 
 
 def learn_cases() -> list[Case]:
