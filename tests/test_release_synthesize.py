@@ -61,6 +61,32 @@ def test_mst_spends_rho_exactly_in_three_thirds(monkeypatch):
     assert len(result.selected) == d - 1 and len(result.measurements) == 2 * d - 1
 
 
+def test_mst_reads_sigma_off_the_rows_it_drew_through(monkeypatch):
+    """One road: every σ MST keeps (the 3σ threshold, the inference's weights) is the exact
+    scale of the row its ``frontend.noisy`` draw returned, not a second calibration beside
+    the entry (a ``noise_row`` call here fails the test: the old code made two)."""
+    from dpkit.mechanisms import frontend
+
+    rows = []
+    draw = frontend.noisy
+
+    def noisy(*args, **kw):
+        drawn = draw(*args, **kw)
+        rows.append(drawn.row)
+        return drawn
+
+    def no_second_calibration(*args, **kw):
+        raise AssertionError("MST recomputed a scale beside the draw")
+
+    monkeypatch.setattr(frontend, "noisy", noisy)
+    monkeypatch.setattr(frontend, "noise_row", no_second_calibration)
+    result = M.mst_measure(_codes(), DOM, Fraction(1, 2))
+    assert [m.scale for m in result.measurements] == [float(r.scale) for r in rows]
+    d = len(DOM.attributes)
+    assert {r.scale for r in rows[:d]} == {frontend.exact_scale(
+        frontend.row_of(frontend.calibrate(1, ZCDP(Fraction(1, 2) / 3 / d))))}
+
+
 def test_pair_scores_move_by_at_most_one_between_neighbours():
     codes = _codes(300)
     ones = {a: np.full(s, 1 / s) for a, s in zip(DOM.attributes, DOM.sizes, strict=True)}

@@ -325,11 +325,12 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
     rho_part = r / 3
     # 1. one-way marginals
     rho_one = rho_part / d
-    # the σ frontend.noisy draws the marginals at
-    sigma_one = float(frontend.exact_scale(frontend.noise_row(1, ZCDP(rho_one))))
     measurements, kept, merged, recoded = [], {}, {}, np.empty_like(codes)
     for j, a in enumerate(domain.attributes):
-        noisy = frontend.noisy(marginal_counts(codes, domain, [a]), 1, ZCDP(rho_one)).value
+        noisy, row = frontend.noisy(marginal_counts(codes, domain, [a]), 1, ZCDP(rho_one))
+        # σ read off the row of the draw (post-processing: the threshold and the
+        # inference's weights), never recomputed beside the entry
+        sigma_one = float(frontend.exact_scale(row))
         keep, values, weights = _compress(noisy.astype(np.float64), 3 * sigma_one)
         kept[a] = keep
         merged[a] = np.delete(noisy, keep).astype(np.float64)
@@ -365,11 +366,11 @@ def mst_measure(codes: np.ndarray, domain: Domain, rho: Number) -> MSTResult:
         selected.append((a, b))
     # 3. two-way marginals of the tree
     rho_two = rho_part / (d - 1)
-    sigma_two = float(frontend.exact_scale(frontend.noise_row(1, ZCDP(rho_two))))
     for a, b in selected:
         true = marginal_counts(recoded, compressed, [a, b])
-        noisy = frontend.noisy(true.ravel(), 1, ZCDP(rho_two)).value
-        measurements.append(Measured((a, b), noisy.astype(np.float64), sigma_two))
+        noisy, row = frontend.noisy(true.ravel(), 1, ZCDP(rho_two))
+        measurements.append(Measured((a, b), noisy.astype(np.float64),
+                                     float(frontend.exact_scale(row))))
     return MSTResult(domain, compressed, kept, measurements, selected, r, noisy_total,
                      merged=merged)
 
