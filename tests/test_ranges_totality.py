@@ -55,16 +55,33 @@ def test_mm_stays_accurate_beyond_2_63_per_query():
     assert np.allclose(est, x.astype(np.float64), rtol=1e-9, atol=1e4)
 
 
-def test_exact_product_matches_python_integers():
+@pytest.mark.parametrize("row_sum", [None, 1 << 58])  # B's own; large: the two-half path
+def test_exact_product_matches_python_integers(row_sum):
     rng = np.random.default_rng(0)  # test data only, never noise
     x = rng.integers(0, BIG, 40, dtype=np.int64)
     x[0] = BIG
     b, _ = matrix.mm_strategy((40,))[0].integer(20)
-    hi, lo = matrix.exact_product(b.__matmul__, b.astype(np.float64).__matmul__, x)
-    dense = b.toarray().astype(object)
-    want = dense.dot(x.astype(object))
+    rs = int(np.asarray(b.sum(axis=1)).max()) if row_sum is None else row_sum
+    assert matrix.float_margin(rs, 40, 63) == (row_sum is None)
+    hi, lo = matrix.exact_product(b.__matmul__, b.astype(np.float64).__matmul__, x, rs, 40)
+    want = b.toarray().astype(object).dot(x.astype(object))
     assert [int(h) * 2**62 + int(v) for h, v in zip(hi, lo, strict=True)] == list(want)
     assert ((lo >= 0) & (lo < 2**62)).all()
+
+
+def test_exact_product_2d_matches_python_integers():
+    x = np.full((9, 6), BIG, dtype=np.int64)
+    x[1, 2] = 12345
+    (b1, _), (b2, _) = (f.integer(16) for f in matrix.mm_strategy(x.shape))
+    floats = [b1.astype(np.float64), b2.astype(np.float64)]
+    rs = int(np.asarray(b1.sum(axis=1)).max()) * int(np.asarray(b2.sum(axis=1)).max())
+    for row_sum in (rs, 1 << 58):
+        hi, lo = matrix.exact_product(lambda v: matrix._kron_apply([b1, b2], v),
+                                      lambda v: matrix._kron_apply(floats, v), x, row_sum, 15)
+        want = b1.toarray().astype(object).dot(x.astype(object)).dot(
+            b2.toarray().astype(object).T)
+        got = [int(h) * 2**62 + int(v) for h, v in zip(hi.ravel(), lo.ravel(), strict=True)]
+        assert got == list(want.ravel())
 
 
 def test_noisy_total_is_exact_and_clamped():

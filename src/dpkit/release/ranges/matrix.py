@@ -105,7 +105,7 @@ from dpkit.release.workload import Factor, RangeWorkload, structure
 __all__ = ["PIdentity", "optimize_pidentity", "optimize_kron", "optimize_rectangles",
            "svd_lower_bound", "range_gram", "expected_rmse", "kron_expected_rmse",
            "matrix_mechanism", "mm_strategy", "default_p", "default_restarts", "kron_pinv",
-           "exact_product", "noisy_product",
+           "exact_product", "noisy_product", "float_margin",
            "StrategyCache", "strategy_cache_clear", "strategy_cache_info"]
 
 _P_CAP = 16  # default p ≤ 16 (see default_p)
@@ -738,18 +738,35 @@ def _wrapped(apply_int: Callable[[np.ndarray], np.ndarray],
     return np.rint((f - u.astype(np.float64)) / 2.0 ** 64).astype(np.int64), u
 
 
+def _split(q: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(hi, lo) of q·2^64 + u with 0 ≤ lo < 2^62."""
+    return (q << 2) + (u >> np.uint64(_LOW)).astype(np.int64), (u & _U62).astype(np.int64)
+
+
+def float_margin(row_sum: int, terms: int, bits: int) -> bool:
+    """Whether a float64 product of B (row sums ≤ ``row_sum``, ≤ ``terms`` rounded
+    operations per entry, the input's conversion included) with a vector of entries below
+    2^bits is within 2^61 of the exact product: (terms + 2)·2^-52·row_sum·2^bits < 2^61
+    (Higham 2002, §3.1, γ_m ≤ 2m·u). From B alone, never from the data."""
+    return (terms + 2) * row_sum * 2 ** bits < 2 ** (61 + 52)
+
+
 def exact_product(apply_int: Callable[[np.ndarray], np.ndarray],
-                  apply_float: Callable[[np.ndarray], np.ndarray], x: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  apply_float: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
+                  row_sum: int, terms: int) -> tuple[np.ndarray, np.ndarray]:
     """B·x for a non-negative integer matrix B and any int64 histogram x ≥ 0, exactly, as
     int64 arrays (hi, lo) with B·x = hi·2^62 + lo and 0 ≤ lo < 2^62.
 
-    x = a·2^32 + b (a < 2^31, b < 2^32); each half's product is recovered exactly from its
-    int64 value modulo 2^64 and its float64 value (:func:`_wrapped`), then recombined
-    with carries in int64. The same operations run for every x: no branch on the data, and
-    nothing overflows while B's row sums stay below 2^59 (hi < 2^60; the strategies here
-    have row sums below n·2^21 in 1-D and n₁n₂·2^34 in 2-D). ``apply_int`` /
-    ``apply_float`` apply B to an int64 / float64 array of x's shape."""
+    ``apply_int`` / ``apply_float`` apply B to an int64 / float64 array of x's shape;
+    ``row_sum`` bounds B's row sums and ``terms`` the operations per entry (public: from
+    the strategy). int64 products wrap modulo 2^64, and a float64 product within 2^63 of
+    B·x fixes the multiple of 2^64 (:func:`_wrapped`). When :func:`float_margin` holds for
+    63-bit entries (every strategy the release optimises in 1-D, and 2-D ones with modest
+    row sums) one product of each kind suffices; otherwise x = a·2^32 + b is multiplied
+    half by half and recombined with carries. The choice reads B only: the same operations
+    run for every x, and nothing overflows while B·x < 2^122 (row sums below 2^59)."""
+    if float_margin(row_sum, terms, 63):
+        return _split(*_wrapped(apply_int, apply_float, x))
     qa, ua = _wrapped(apply_int, apply_float, x >> 32)
     qb, ub = _wrapped(apply_int, apply_float, x & 0xFFFFFFFF)
     lo = ((ua & _U30) << np.uint64(32)) + (ub & _U62)  # < 2^63
@@ -758,9 +775,15 @@ def exact_product(apply_int: Callable[[np.ndarray], np.ndarray],
     return hi, (lo & _U62).astype(np.int64)
 
 
+def _row_sum(b: sp.csr_matrix) -> int:
+    """B's largest row sum, exact (a non-negative int64 matrix)."""
+    return int(np.asarray(b.sum(axis=1)).max())
+
+
 def noisy_product(apply_int: Callable[[np.ndarray], np.ndarray],
                   apply_float: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
-                  sensitivity: Fraction, epsilon: Fraction) -> np.ndarray:
+                  row_sum: int, terms: int, sensitivity: Fraction, epsilon: Fraction
+                  ) -> np.ndarray:
     """B·x + Z as float64, Z the discrete Laplace noise of :func:`frontend.noisy` at
     (``sensitivity``, ``epsilon``), for every int64 histogram x ≥ 0 (:func:`exact_product`).
 
@@ -769,7 +792,7 @@ def noisy_product(apply_int: Callable[[np.ndarray], np.ndarray],
     renormalised to the canonical pair of B·x + Z before the float conversion, so the
     output is a function of B·x + Z alone (post-processing; ε-DP as the Laplace mechanism on
     B·x, Dwork & Roth Thm 3.6, Canonne, Kamath & Steinke 2020)."""
-    hi, lo = exact_product(apply_int, apply_float, x)
+    hi, lo = exact_product(apply_int, apply_float, x, row_sum, terms)
     v = np.asarray(frontend.noisy(lo, sensitivity, epsilon).value, dtype=np.int64)
     top = hi + (v >> _LOW)  # floor: lo + Z may leave [0, 2^62)
     return top.astype(np.float64) * 2.0 ** _LOW + (v & ((1 << _LOW) - 1)).astype(np.float64)
@@ -809,13 +832,14 @@ def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload |
     if x.ndim == 1:
         b, snapped = factors[0].integer(_BITS_1D)
         bf = b.astype(np.float64)
-        y = noisy_product(b.__matmul__, bf.__matmul__, x, l1_sensitivity(b), epsilon)
+        y = noisy_product(b.__matmul__, bf.__matmul__, x, _row_sum(b), x.size,
+                          l1_sensitivity(b), epsilon)
         return snapped.pinv(y / 2.0**_BITS_1D)
     (b1, s1), (b2, s2) = (f.integer(_BITS_2D) for f in factors)
     sensitivity = l1_sensitivity(b1) * l1_sensitivity(b2)
     floats = [b1.astype(np.float64), b2.astype(np.float64)]
     y = noisy_product(lambda v: _kron_apply([b1, b2], v), lambda v: _kron_apply(floats, v),
-                      x, sensitivity, epsilon)
+                      x, _row_sum(b1) * _row_sum(b2), sum(x.shape), sensitivity, epsilon)
     return kron_pinv([s1, s2], y / 2.0 ** (2 * _BITS_2D))
 
 
