@@ -266,8 +266,8 @@ class PIdentity:
         unit = float(2 ** int(bits))
         top = np.maximum(np.rint(unit / self.s), 1.0)
         bottom = np.rint(unit * self.theta / self.s)
-        b = sp.vstack([sp.diags(top), sp.csr_matrix(bottom)]).tocsr().astype(np.int64)
-        return b, PIdentity(bottom / top, unit / top)
+        return _stacked(top.astype(np.int64), bottom.astype(np.int64)), PIdentity(bottom / top,
+                                                                                  unit / top)
 
     def matrix(self) -> np.ndarray:
         """A as a dense (n + p, n) array."""
@@ -775,9 +775,30 @@ def exact_product(apply_int: Callable[[np.ndarray], np.ndarray],
     return hi, (lo & _U62).astype(np.int64)
 
 
+def _stacked(top: np.ndarray, bottom: np.ndarray) -> sp.csr_matrix:
+    """[diag(top); bottom] as a CSR matrix (bottom's zeros dropped), built from its arrays:
+    the same matrix as ``sp.vstack([sp.diags(top), sp.csr_matrix(bottom)]).tocsr()``."""
+    n, p = top.size, bottom.shape[0]
+    rows, cols = np.nonzero(bottom)  # row-major: sorted by row, then column
+    indptr = np.concatenate([np.arange(n + 1), n + np.cumsum(np.bincount(rows, minlength=p))])
+    return sp.csr_matrix((np.concatenate([top, bottom[rows, cols]]),
+                          np.concatenate([np.arange(n), cols]), indptr), shape=(n + p, n))
+
+
+def _parts(b: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """(top, bottom) of B = :func:`_stacked` (top, bottom): its first n stored entries are
+    the diagonal, one per row."""
+    n = b.shape[1]
+    bottom = np.zeros((b.shape[0] - n, n), dtype=b.dtype)
+    rows = np.repeat(np.arange(b.shape[0] - n), np.diff(b.indptr[n:]))
+    bottom[rows, b.indices[n:]] = b.data[n:]
+    return b.data[:n], bottom
+
+
 def _row_sum(b: sp.csr_matrix) -> int:
-    """B's largest row sum, exact (a non-negative int64 matrix)."""
-    return int(np.asarray(b.sum(axis=1)).max())
+    """B's largest row sum, exact (a non-negative int64 matrix, :func:`_stacked`)."""
+    top, bottom = _parts(b)
+    return max(int(top.max()), int(bottom.sum(axis=1).max(initial=0)))
 
 
 def noisy_product(apply_int: Callable[[np.ndarray], np.ndarray],
@@ -831,9 +852,8 @@ def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload |
     factors = mm_strategy(x.shape, workload, p, restarts, seed, rounds, reuse=reuse)
     if x.ndim == 1:
         b, snapped = factors[0].integer(_BITS_1D)
-        bf = b.astype(np.float64)
-        y = noisy_product(b.__matmul__, bf.__matmul__, x, _row_sum(b), x.size,
-                          l1_sensitivity(b), epsilon)
+        y = noisy_product(b.__matmul__, b.astype(np.float64).__matmul__, x, _row_sum(b),
+                          x.size, l1_sensitivity(b), epsilon)
         return snapped.pinv(y / 2.0**_BITS_1D)
     (b1, s1), (b2, s2) = (f.integer(_BITS_2D) for f in factors)
     sensitivity = l1_sensitivity(b1) * l1_sensitivity(b2)
