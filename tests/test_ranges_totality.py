@@ -97,3 +97,13 @@ def test_halfspaces_take_any_total_after_one_debit(method):
     out = answer_halfspaces(np.full(4, 1 << 60, dtype=np.int64), family, 1, method,
                             accountant=acc)
     assert acc.spent == dp.PureDP(1) and out.answers.shape == (3,)
+
+
+@pytest.mark.parametrize("method", ["uniform", "hierarchical", "hb", "privelet"])
+def test_tree_and_total_methods_clamp_instead_of_wrapping(method):
+    """Sums of 8 cells of 2^63 − 1 wrapped in int64 (a negative total, a garbage tree);
+    now every cell is clamped to ⌊(2^62 − 1)/8⌋ (switch.clamp_cells, from the size only)
+    and the estimate is that clamped histogram plus noise of scale ≤ a few units."""
+    est = _charged(np.full(8, BIG, dtype=np.int64), method)
+    cap = float(((1 << 62) - 1) // 8)
+    assert np.allclose(est, cap, rtol=1e-9), est
