@@ -22,6 +22,12 @@ UG and AG choose their grid from the number of records N. DPBench (Hay et al. SI
 treats N as public; here N is either passed as the ``scale`` option (declared public, spends
 nothing) or estimated with a fraction ``scale_fraction`` (default 1/20) of ε by a noisy total
 (sensitivity 1).
+
+Any magnitude: every algorithm here first clamps each cell to :func:`float_cap` (cells), so the
+total stays below 2^53 and every float64 group sum is exact. The cap comes from the declared
+shape alone (2^37 per cell at 256 × 256); a record still moves one clamped cell by at most 1,
+so the neighbours and every guarantee are unchanged, and nothing after the debit reads the
+total to refuse it.
 """
 
 from __future__ import annotations
