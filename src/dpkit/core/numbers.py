@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import decimal
 import math
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
 from numbers import Rational
@@ -282,14 +283,35 @@ def readable(x: Number, digits: int = SHOWN_DIGITS) -> str:
     -------
     str
         Python's ``g`` format of the nearest float; :func:`is_shown_exactly` says whether it
-        equals ``x``.
+        equals ``x``. Beyond the floats' normal range (|x| > the largest float, or
+        0 < |x| < 2^-1022, where a float would overflow or lose digits) the same format of
+        the exact value, correctly rounded in decimal (``2^1074`` → ``"2.02402e+323"``).
 
     Raises
     ------
     DomainError
         For what :func:`to_fraction` refuses.
     """
-    return f"{float(to_fraction(x)):.{digits}g}"
+    value = to_fraction(x)
+    if value == 0 or _FLOAT_TINY <= abs(value) <= _FLOAT_MAX:
+        return f"{float(value):.{digits}g}"
+    return _readable_decimal(value, digits)
+
+
+_FLOAT_MAX = Fraction(sys.float_info.max)
+_FLOAT_TINY = Fraction(2) ** -1022  # the smallest normal float
+
+
+def _readable_decimal(value: Fraction, digits: int) -> str:
+    """``g`` text of a value outside the normal floats, from a decimal division correctly
+    rounded to ``digits`` significant digits (half to even, as the float path)."""
+    ctx = decimal.Context(prec=digits, rounding=decimal.ROUND_HALF_EVEN,
+                          Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+    d = ctx.divide(decimal.Decimal(value.numerator), decimal.Decimal(value.denominator))
+    mantissa, exponent = f"{d:.{digits - 1}e}".split("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent):+03d}"
 
 
 def shown(x: Number, digits: int = SHOWN_DIGITS) -> float:

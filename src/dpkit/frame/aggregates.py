@@ -25,7 +25,15 @@ import narwhals as nw
 import numpy as np
 import polars as pl
 
-from dpkit.core.numbers import Number, as_typed, float_down, float_up, fraction_down, fraction_up
+from dpkit.core.numbers import (
+    Number,
+    as_typed,
+    float_down,
+    float_up,
+    fraction_down,
+    fraction_up,
+    readable,
+)
 from dpkit.errors import BoundsError, ColumnError, DomainError
 from dpkit.frame.language import MAX_BINS, MAX_CANDIDATES, Param, aggregation, column_kind
 from dpkit.mechanisms import grid_exponent
@@ -74,6 +82,9 @@ _SAFE_INTS = (nw.Int8, nw.Int16, nw.Int32, nw.Int64, nw.UInt8, nw.UInt16, nw.UIn
 # integer grid values stay within ±2^31, so a sum over fewer than 2^32 rows fits in Int64
 _GRID_INT_LIMIT = 1 << 31
 _BOUND_LIMIT = 1 << 512  # |bound|: variance squares the half-range, which must stay finite
+# the larger magnitude of a summed quantity, when not 0: its grid 2^k (k = ⌊log₂⌋ − 30) needs
+# 2^-k to be a float (k ≥ −1023); subnormal bounds (5e-324) are refused at plan time by _grid
+_BOUND_FLOOR = Fraction(1, 1 << 960)
 
 
 def _dtype_kind(schema: Any, column: str) -> str:
@@ -158,6 +169,11 @@ def _grid(kind: NumericKind, lower: Fraction, upper: Fraction) -> int:
     if _small_ints(kind, lower, upper):
         return 0
     top = builtins.max(abs(lower), abs(upper))
+    if 0 < top < _BOUND_FLOOR:  # plan time: 2^-k would overflow a float
+        raise BoundsError(f"bounds too small: the larger magnitude of a summed quantity (a "
+                          f"bound, or a variance's squared half-range) is {readable(top)}; "
+                          "it must be 0 or at least 2^-960 (≈ 1e-289) for its grid step 2^-k "
+                          "to be a float; rescale the column (multiply it by a power of ten)")
     return 0 if top == 0 else grid_exponent(top)
 
 
@@ -699,6 +715,10 @@ class Quantile(ColumnAggregation):
         m = self.candidates or 1001
         if m < 2:
             raise DomainError("a quantile needs at least 2 candidates")
+        if 0 < span / (m - 1) < _BOUND_FLOOR:  # plan time: 1/step would not be a float
+            raise BoundsError(f"bounds too small: the candidates of quantile({self.column!r}) "
+                              f"are {readable(span / (m - 1))} apart, below 2^-960 (≈ 1e-289); "
+                              "rescale the column (multiply it by a power of ten)")
         return float(lower), float(span) / (m - 1) if span else 1.0, m
 
     def statistics(self, schema: nw.Schema, prefix: str) -> list[Statistic]:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.core.domains import AtomDomain, Kind, VectorDomain
-from dpkit.core.numbers import Number, positive, sqrt_up
+from dpkit.core.numbers import Number, positive, readable, sqrt_up
 from dpkit.core.samplers import MAX_DENOMINATOR, MAX_NUMERATOR, add_on_grid, grid_exponent
 from dpkit.errors import DomainError
 
@@ -42,7 +42,8 @@ def representable_scale(scale: Number) -> Fraction:
     step = Fraction(2) ** max(grid_exponent(value) + 30 - 41, -31)
     rounded = math.ceil(value / step) * step
     if rounded.numerator >= MAX_NUMERATOR or rounded.denominator >= MAX_DENOMINATOR:
-        raise DomainError(f"scale {float(value):g} is outside the range of the exact samplers")
+        raise DomainError(f"scale {readable(value)} is outside the range of the exact samplers; "
+                          "rescale the values (a larger ε or a smaller sensitivity)")
     return rounded
 
 

@@ -81,7 +81,9 @@ __all__ = ["SHARE", "MAX_RECORDS", "MM_CELLS_1D", "CANDIDATES", "INDEPENDENT", "
            "fit_rule", "fit_fallback", "fit_high", "split", "auto", "auto_options"]
 
 SHARE = Fraction(1, 20)  # the share of ε spent on the noisy record count
-MAX_RECORDS = 2**31  # the input domain in ranks 1–2: mm's (matrix.py), checked before any noise
+# Kept for callers that read it; no longer a limit: mm computes B·x exactly for every
+# int64 histogram (matrix.noisy_product), so auto takes any size after the debit.
+MAX_RECORDS = 2**31
 # 1-D mm optimises its strategy on the first release of a workload family (cached after):
 # 1.5–3.5 s CPU at 4,096 cells (the rule's training domain), 3–4.4 s at 8,192, 28 s at
 # 65,536, and 16,385 cells did not finish in 10 min (measured, shared machine). Above
@@ -260,13 +262,10 @@ def auto(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     ------
     DomainError
         No ``lookup`` (call ``release_histogram(x, ε, "auto")``), before any noise.
-        ``scale`` not a non-negative integer, or (ranks 1–2) a histogram of
-        :data:`MAX_RECORDS` records or more (the matrix mechanism's input domain); both
-        before any noise is drawn.
+        ``scale`` not a non-negative integer, before any noise is drawn. Every histogram
+        of int64 counts is accepted: nothing after the debit depends on its magnitude.
     """
     lookup = auto_options(x.shape, scale=scale, rule=rule, lookup=lookup)
-    if x.ndim <= 2 and float(x.sum(dtype=np.float64)) >= MAX_RECORDS:
-        raise DomainError("auto takes histograms of fewer than 2^31 records (ranks 1-2)")
     if scale is not None:
         n_hat, eps = noisy_scale(x, epsilon, scale)  # validates; spends nothing
     if x.ndim > 2:

@@ -7,6 +7,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpkit.mechanisms import frontend
+from dpkit.release.ranges.switch import TOTAL_CAP, exact_total
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["identity", "uniform"]
@@ -31,5 +32,6 @@ def uniform(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = N
     loses to Identity by orders of magnitude at large scale·ε (bench/results/histograms.md);
     ``method="auto"`` picks it only in the signal decades where it won on every training
     dataset and their neighbours."""
-    total = frontend.noisy(int(x.sum()), 1, epsilon).value
+    # the exact total, clamped at 2^62 (1-Lipschitz: sensitivity 1): no int64 wrap, any size
+    total = frontend.noisy(min(exact_total(x), TOTAL_CAP), 1, epsilon).value
     return np.full(x.shape, total / x.size, dtype=np.float64)

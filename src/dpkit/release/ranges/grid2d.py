@@ -22,6 +22,12 @@ UG and AG choose their grid from the number of records N. DPBench (Hay et al. SI
 treats N as public; here N is either passed as the ``scale`` option (declared public, spends
 nothing) or estimated with a fraction ``scale_fraction`` (default 1/20) of ε by a noisy total
 (sensitivity 1).
+
+Any magnitude: every algorithm here first clamps each cell to :func:`float_cap` (cells), so the
+total stays below 2^53 and every float64 group sum is exact. The cap comes from the declared
+shape alone (2^37 per cell at 256 × 256); a record still moves one clamped cell by at most 1,
+so the neighbours and every guarantee are unchanged, and nothing after the debit reads the
+total to refuse it.
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ from dpkit.release.ranges.switch import (
 )
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["quadtree", "ug", "ag", "kdtree", "quadtree_levels", "quadtree_budgets",
+__all__ = ["FLOAT_EXACT", "float_cap",
+           "quadtree", "ug", "ag", "kdtree", "quadtree_levels", "quadtree_budgets",
            "quadtree_inference", "grid_edges", "grid_labels", "group_sums", "spread",
            "ag_labels", "ag_split_sizes", "ag_inference", "kd_partition", "kd_inference",
            "discrete_laplace_variance", "quadtree_options", "grid_options"]
@@ -98,11 +105,20 @@ def _positive_float(value: object, name: str) -> float:
     return f
 
 
+FLOAT_EXACT = 1 << 53  # float64 sums of integers are exact below this
+
+
+def float_cap(cells: int) -> int:
+    """⌊(2^53 − 1)/cells⌋: cells clamped to it total below 2^53, so every float64 group sum
+    is exact. A declared bound (from the shape alone; 2^37 per cell at 256 × 256)."""
+    return max(1, (FLOAT_EXACT - 1) // cells)
+
+
 def _check(x: np.ndarray) -> np.ndarray:
+    """The counts, each clamped to :func:`float_cap` (size): any magnitude is accepted after
+    the debit; a record still moves one clamped cell by at most 1 (same neighbours)."""
     x = check_counts(x, (2,))
-    if int(x.sum()) >= 2 ** 53:
-        raise DomainError("histogram total must be below 2^53")
-    return x
+    return np.minimum(x, float_cap(x.size))
 
 
 def grid_edges(n: int, m: int) -> np.ndarray:

@@ -352,8 +352,6 @@ def _check(counts: npt.ArrayLike, family: HalfspaceFamily, epsilon: Number, meth
     x = check_counts(counts, (len(family.shape),))
     if x.shape != family.shape:
         raise DomainError(f"counts of shape {x.shape} for a grid of shape {family.shape}")
-    if int(x.sum()) >= 1 << 53:
-        raise DomainError("the total count must be below 2^53")
     eps = positive(epsilon, "epsilon", up=False)
     if method == "pmw":
         return x, eps, _pmw_options(family, eps, options)
@@ -419,6 +417,9 @@ def answer_halfspaces(counts: npt.ArrayLike, family: HalfspaceFamily, epsilon: N
     DomainError
         An unknown method or option, counts of another shape, negative, non-integer or
         non-finite counts, ε ≤ 0, PMW's refusals (all before any debit and any draw).
+        Counts of any magnitude are accepted: after the debit each cell is clamped to
+        ⌊(2^53 − 1)/cells⌋ (a declared bound from the shape; a record still moves one
+        clamped cell by at most 1), so no total is read to refuse and nothing raises.
     BudgetExceededError
         From the accountant, before anything runs.
 
@@ -436,13 +437,15 @@ def answer_halfspaces(counts: npt.ArrayLike, family: HalfspaceFamily, epsilon: N
     2010; Lyu, Su & Li 2017 Thm 2 for the sparse vector). The work is O(k·cells), fixed by
     the declared family.
     """
-    x, eps, opts = _check(counts, family, epsilon, method, options)
+    counts_in, eps, opts = _check(counts, family, epsilon, method, options)
     d = len(family.shape)
     delta_l1 = family.sensitivity()  # public: the declared family's
     if method == "auto":
         method = auto_method(family, eps)
 
     def run() -> HalfspaceRelease:
+        # declared clamp (from the shape): totals below 2^53, exact in int64 and float64
+        x = np.minimum(counts_in, max(1, ((1 << 53) - 1) // counts_in.size))
         a = family.matrix()
         if method == "laplace":
             exact = a.astype(np.int64) @ x.ravel()

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from dpkit.core.numbers import integer
 from dpkit.mechanisms import frontend
+from dpkit.release.ranges.switch import clamp_cells
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["hierarchical", "hb", "hierarchical_options", "hb_branching", "tree_height",
@@ -91,9 +92,11 @@ def hierarchical(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | Non
     """Hierarchical tree (H_b): noisy counts of every node of a b-ary tree, scale (h+1)/ε
     for h = ⌈log_b n⌉, then least-squares consistency (Hay et al. VLDB 2010). ε-DP. On held-out
     real data (bench/floor.py: bike-sharing days, 731 cells, ε = 1) its range error was 1.1×
-    Identity's; prefer "hb" (branching by formula) or HDMM ("mm") on short domains."""
+    Identity's; prefer "hb" (branching by formula) or HDMM ("mm") on short domains. Any
+    magnitude: cells are clamped to ⌊(2^62 − 1)/n⌋ first (:func:`~dpkit.release.ranges.
+    switch.clamp_cells`, from n alone; same neighbours), so no node sum wraps in int64."""
     b = hierarchical_options(x.shape, branching)
-    levels = tree_counts(x, b)
+    levels = tree_counts(clamp_cells(x), b)  # declared clamp: node sums below 2^62
     noisy = frontend.noisy(np.concatenate(levels), Fraction(len(levels)), epsilon).value
     return tree_inference(np.split(noisy, np.cumsum([lv.size for lv in levels])[:-1]),
                           b)[: x.size]

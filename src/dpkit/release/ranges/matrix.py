@@ -87,7 +87,7 @@ import contextlib
 import hashlib
 import importlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -105,6 +105,7 @@ from dpkit.release.workload import Factor, RangeWorkload, structure
 __all__ = ["PIdentity", "optimize_pidentity", "optimize_kron", "optimize_rectangles",
            "svd_lower_bound", "range_gram", "expected_rmse", "kron_expected_rmse",
            "matrix_mechanism", "mm_strategy", "default_p", "default_restarts", "kron_pinv",
+           "exact_product", "noisy_product", "float_margin",
            "StrategyCache", "strategy_cache_clear", "strategy_cache_info"]
 
 _P_CAP = 16  # default p ≤ 16 (see default_p)
@@ -265,8 +266,8 @@ class PIdentity:
         unit = float(2 ** int(bits))
         top = np.maximum(np.rint(unit / self.s), 1.0)
         bottom = np.rint(unit * self.theta / self.s)
-        b = sp.vstack([sp.diags(top), sp.csr_matrix(bottom)]).tocsr().astype(np.int64)
-        return b, PIdentity(bottom / top, unit / top)
+        return _stacked(top.astype(np.int64), bottom.astype(np.int64)), PIdentity(bottom / top,
+                                                                                  unit / top)
 
     def matrix(self) -> np.ndarray:
         """A as a dense (n + p, n) array."""
@@ -719,9 +720,103 @@ def kron_pinv(factors: Sequence[PIdentity], y: np.ndarray) -> np.ndarray:
     return f2.pinv(f1.pinv(y).T).T
 
 
-_BITS_1D = 20  # strategy grid 2^-20 in 1-D: B·x < 2^20·(1 + 2^-19)·2^31 < 2^63
-_BITS_2D = 16  # per factor in 2-D: (B₁ ⊗ B₂)·x < 2^32·(1 + 2^-14)·2^31 < 2^63
-_MAX_RECORDS = 2**31  # the input domain: histograms of fewer than 2^31 records
+_BITS_1D = 20  # strategy grid 2^-20 in 1-D
+_BITS_2D = 16  # per factor in 2-D
+_LOW = 62  # B·x is carried as hi·2^62 + lo, 0 ≤ lo < 2^62: the noise is drawn on lo
+_U30, _U32, _U62 = (np.uint64((1 << k) - 1) for k in (30, 32, 62))
+
+
+def _wrapped(apply_int: Callable[[np.ndarray], np.ndarray],
+             apply_float: Callable[[np.ndarray], np.ndarray], h: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """(q, u) with B·h = q·2^64 + u exactly, u ∈ [0, 2^64) (uint64), for 0 ≤ h < 2^32 and a
+    non-negative integer B. int64 products wrap modulo 2^64, so ``apply_int`` gives u; the
+    float64 product f is within γ·B·h ≪ 2^63 of B·h (Higham 2002, §3.1: B·h < 2^32·Σ|B|
+    here), so q = rint((f − u)/2^64) is exact."""
+    u = np.asarray(apply_int(h), dtype=np.int64).view(np.uint64)
+    f = np.asarray(apply_float(h.astype(np.float64)), dtype=np.float64)
+    return np.rint((f - u.astype(np.float64)) / 2.0 ** 64).astype(np.int64), u
+
+
+def _split(q: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(hi, lo) of q·2^64 + u with 0 ≤ lo < 2^62."""
+    return (q << 2) + (u >> np.uint64(_LOW)).astype(np.int64), (u & _U62).astype(np.int64)
+
+
+def float_margin(row_sum: int, terms: int, bits: int) -> bool:
+    """Whether a float64 product of B (row sums ≤ ``row_sum``, ≤ ``terms`` rounded
+    operations per entry, the input's conversion included) with a vector of entries below
+    2^bits is within 2^61 of the exact product: (terms + 2)·2^-52·row_sum·2^bits < 2^61
+    (Higham 2002, §3.1, γ_m ≤ 2m·u). From B alone, never from the data."""
+    return (terms + 2) * row_sum * 2 ** bits < 2 ** (61 + 52)
+
+
+def exact_product(apply_int: Callable[[np.ndarray], np.ndarray],
+                  apply_float: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
+                  row_sum: int, terms: int) -> tuple[np.ndarray, np.ndarray]:
+    """B·x for a non-negative integer matrix B and any int64 histogram x ≥ 0, exactly, as
+    int64 arrays (hi, lo) with B·x = hi·2^62 + lo and 0 ≤ lo < 2^62.
+
+    ``apply_int`` / ``apply_float`` apply B to an int64 / float64 array of x's shape;
+    ``row_sum`` bounds B's row sums and ``terms`` the operations per entry (public: from
+    the strategy). int64 products wrap modulo 2^64, and a float64 product within 2^63 of
+    B·x fixes the multiple of 2^64 (:func:`_wrapped`). When :func:`float_margin` holds for
+    63-bit entries (every strategy the release optimises in 1-D, and 2-D ones with modest
+    row sums) one product of each kind suffices; otherwise x = a·2^32 + b is multiplied
+    half by half and recombined with carries. The choice reads B only: the same operations
+    run for every x, and nothing overflows while B·x < 2^122 (row sums below 2^59)."""
+    if float_margin(row_sum, terms, 63):
+        return _split(*_wrapped(apply_int, apply_float, x))
+    qa, ua = _wrapped(apply_int, apply_float, x >> 32)
+    qb, ub = _wrapped(apply_int, apply_float, x & 0xFFFFFFFF)
+    lo = ((ua & _U30) << np.uint64(32)) + (ub & _U62)  # < 2^63
+    hi = ((qa << 34) + (ua >> np.uint64(30)).astype(np.int64) + (qb << 2)
+          + (ub >> np.uint64(_LOW)).astype(np.int64) + (lo >> np.uint64(_LOW)).astype(np.int64))
+    return hi, (lo & _U62).astype(np.int64)
+
+
+def _stacked(top: np.ndarray, bottom: np.ndarray) -> sp.csr_matrix:
+    """[diag(top); bottom] as a CSR matrix (bottom's zeros dropped), built from its arrays:
+    the same matrix as ``sp.vstack([sp.diags(top), sp.csr_matrix(bottom)]).tocsr()``."""
+    n, p = top.size, bottom.shape[0]
+    rows, cols = np.nonzero(bottom)  # row-major: sorted by row, then column
+    indptr = np.concatenate([np.arange(n + 1), n + np.cumsum(np.bincount(rows, minlength=p))])
+    return sp.csr_matrix((np.concatenate([top, bottom[rows, cols]]),
+                          np.concatenate([np.arange(n), cols]), indptr), shape=(n + p, n))
+
+
+def _parts(b: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """(top, bottom) of B = :func:`_stacked` (top, bottom): its first n stored entries are
+    the diagonal, one per row."""
+    n = b.shape[1]
+    bottom = np.zeros((b.shape[0] - n, n), dtype=b.dtype)
+    rows = np.repeat(np.arange(b.shape[0] - n), np.diff(b.indptr[n:]))
+    bottom[rows, b.indices[n:]] = b.data[n:]
+    return b.data[:n], bottom
+
+
+def _row_sum(b: sp.csr_matrix) -> int:
+    """B's largest row sum, exact (a non-negative int64 matrix, :func:`_stacked`)."""
+    top, bottom = _parts(b)
+    return max(int(top.max()), int(bottom.sum(axis=1).max(initial=0)))
+
+
+def noisy_product(apply_int: Callable[[np.ndarray], np.ndarray],
+                  apply_float: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
+                  row_sum: int, terms: int, sensitivity: Fraction, epsilon: Fraction
+                  ) -> np.ndarray:
+    """B·x + Z as float64, Z the discrete Laplace noise of :func:`frontend.noisy` at
+    (``sensitivity``, ``epsilon``), for every int64 histogram x ≥ 0 (:func:`exact_product`).
+
+    The noise is drawn on lo (B·x = hi·2^62 + lo): the sampler returns lo + Z with Z
+    independent of its input, so hi·2^62 + (lo + Z) = B·x + Z exactly; (hi, lo + Z) is
+    renormalised to the canonical pair of B·x + Z before the float conversion, so the
+    output is a function of B·x + Z alone (post-processing; ε-DP as the Laplace mechanism on
+    B·x, Dwork & Roth Thm 3.6, Canonne, Kamath & Steinke 2020)."""
+    hi, lo = exact_product(apply_int, apply_float, x, row_sum, terms)
+    v = np.asarray(frontend.noisy(lo, sensitivity, epsilon).value, dtype=np.int64)
+    top = hi + (v >> _LOW)  # floor: lo + Z may leave [0, 2^62)
+    return top.astype(np.float64) * 2.0 ** _LOW + (v & ((1 << _LOW) - 1)).astype(np.float64)
 
 
 def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
@@ -750,19 +845,21 @@ def matrix_mechanism(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload |
     exact sampler takes, by :func:`dpkit.mechanisms.make_noise`) is ε-DP (Canonne, Kamath &
     Steinke 2020; Dwork et al. 2006). The estimate x̂ = (B/2^t)⁺ y/2^t is post-processing
     (2-D: (A₁⁺ ⊗ A₂⁺) y by per-factor pseudo-inverses, never the product). Input domain:
-    fewer than 2^31 records in total (int64 headroom), else DomainError."""
+    every int64 histogram: B·x is computed exactly at any size (:func:`noisy_product`), so
+    nothing after the debit depends on the counts' magnitude."""
     if workload is not None and tuple(workload.shape) != x.shape:
         raise DomainError(f"workload shape {workload.shape} != histogram shape {x.shape}")
-    if int(x.max()) >= _MAX_RECORDS or float(x.sum(dtype=np.float64)) >= _MAX_RECORDS:
-        raise DomainError("the matrix mechanism takes histograms of fewer than 2^31 records")
     factors = mm_strategy(x.shape, workload, p, restarts, seed, rounds, reuse=reuse)
     if x.ndim == 1:
         b, snapped = factors[0].integer(_BITS_1D)
-        y = frontend.noisy(np.asarray(b @ x), l1_sensitivity(b), epsilon).value
+        y = noisy_product(b.__matmul__, b.astype(np.float64).__matmul__, x, _row_sum(b),
+                          x.size, l1_sensitivity(b), epsilon)
         return snapped.pinv(y / 2.0**_BITS_1D)
     (b1, s1), (b2, s2) = (f.integer(_BITS_2D) for f in factors)
     sensitivity = l1_sensitivity(b1) * l1_sensitivity(b2)
-    y = frontend.noisy(_kron_apply([b1, b2], x), sensitivity, epsilon).value
+    floats = [b1.astype(np.float64), b2.astype(np.float64)]
+    y = noisy_product(lambda v: _kron_apply([b1, b2], v), lambda v: _kron_apply(floats, v),
+                      x, _row_sum(b1) * _row_sum(b2), sum(x.shape), sensitivity, epsilon)
     return kron_pinv([s1, s2], y / 2.0 ** (2 * _BITS_2D))
 
 

@@ -40,7 +40,8 @@ from dpkit.release.ranges.hierarchical import tree_counts, tree_inference, tree_
 from dpkit.release.ranges.switch import scale_switched
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["dawa", "noise_first", "structure_first", "phpartition", "spread",
+__all__ = ["dawa", "dawa_cap", "phpartition_cap", "cell_cap",
+           "noise_first", "structure_first", "phpartition", "spread",
            "bucket_totals", "dyadic_deviations", "dyadic_partition", "penalized_partition",
            "sse_scores", "sse_tables", "sae_prefix", "SCORE_GRID"]
 
@@ -80,11 +81,21 @@ def _positive_int(value: object, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
-def _check_magnitude(x: np.ndarray, factor: int, what: str) -> None:
-    """Refuse counts whose integer cost arithmetic could overflow int64."""
-    if int(x.sum()) * factor >= _INT_LIMIT:
-        raise DomainError(f"{what}: counts too large for exact integer costs (total "
-                          f"{int(x.sum())} with n = {x.size}); rescale the histogram")
+def cell_cap(n: int, factor: int) -> int:
+    """The largest count c with n·c·factor < 2^62: cells clamped to c keep every integer
+    cost (a total times ``factor``) inside int64. From the declared size n only."""
+    return max(1, (_INT_LIMIT - 1) // (n * factor))
+
+
+def dawa_cap(n: int) -> int:
+    """DAWA's per-cell clamp c(n) = ⌊(2^62 − 1)/(4n²)⌋ (≥ 1; 2^36 at n = 4,096): m·dev(B)
+    ≤ 2n·N ≤ 2n²c stays below 2^62 with room for its noise."""
+    return cell_cap(n, 4 * n)
+
+
+def phpartition_cap(n: int) -> int:
+    """P-HPartition's per-cell clamp ⌊(2^62 − 1)/(4G·n²)⌋ (≥ 1): G·c·SAE stays below 2^62."""
+    return cell_cap(n, 4 * SCORE_GRID * n)
 
 
 def bucket_totals(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -229,8 +240,7 @@ def _no_options() -> None:
     return None
 
 
-@scale_switched(SWITCH_DAWA, dawa_options,
-                check_data=lambda x, **_: _check_magnitude(x, 4 * x.size, "dawa"))
+@scale_switched(SWITCH_DAWA, dawa_options)
 def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
          ratio: Fraction | float = Fraction(1, 4), strategy: str = "auto") -> np.ndarray:
     """DAWA: private L1 partition on dyadic intervals, then bucket totals by a simplified
@@ -256,7 +266,11 @@ def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     Raises
     ------
     DomainError
-        A bad ``ratio`` or ``strategy``, or counts too large for exact scores.
+        A bad ``ratio`` or ``strategy`` (before any debit: the registry's plan-time check).
+        Counts of any magnitude are accepted: each cell is clamped to :func:`dawa_cap`
+        (n) (a declared bound from the size alone; 2^36 at n = 4,096), which keeps the
+        neighbour relation (a record moves one clamped cell by at most 1), so the
+        guarantee is unchanged and nothing raises after the debit.
 
     Notes
     -----
@@ -290,7 +304,7 @@ def dawa(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None
     n = x.size
     eps1 = r * epsilon
     eps2 = epsilon - eps1
-    # counts' magnitude: checked by the decorator, on either branch and before any noise
+    x = np.minimum(x, dawa_cap(n))  # declared clamp (from n): exact int64 costs, any input
     devs = dyadic_deviations(x)
     if not devs:  # n = 1: nothing to partition, all of ε measures the one cell
         eps2 = epsilon
@@ -581,9 +595,7 @@ def _phpartition_options(ratio: Fraction | float = Fraction(1, 2), depth: int | 
             _positive_int(max_cuts, "max_cuts"))
 
 
-@scale_switched(SWITCH_PHPARTITION, _phpartition_options,
-                check_data=lambda x, **_: _check_magnitude(x, 4 * SCORE_GRID * x.size,
-                                                           "phpartition"))
+@scale_switched(SWITCH_PHPARTITION, _phpartition_options)
 def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = None,
                 ratio: Fraction | float = Fraction(1, 2), depth: int | None = None,
                 max_cuts: int = 128) -> np.ndarray:
@@ -619,6 +631,10 @@ def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
     composition); D depths cost ε₁. The final buckets' totals (sensitivity 1) get discrete
     Laplace noise of scale 1/ε₂. Adaptive sequential composition: ε₁ + ε₂ = ε.
 
+    Any magnitude: cells are clamped to :func:`phpartition_cap` (n) first (declared, from
+    the size; a record still moves one clamped cell by at most 1), so the integer scores
+    stay exact in int64 and nothing raises after the debit.
+
     This follows the paper's recursive-bisection outline; the explicit "keep" candidate
     and the 1/ε₂ penalty (as in DAWA's cost) are this implementation's stopping rule.
 
@@ -633,7 +649,7 @@ def phpartition(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None
     r, depth, k = _phpartition_options(ratio, depth, max_cuts)
     n = x.size
     d = max(1, (n - 1).bit_length()) if depth is None else depth
-    # counts' magnitude: checked by the decorator, on either branch and before any noise
+    x = np.minimum(x, phpartition_cap(n))  # declared clamp (from n): exact int64 scores
     eps1 = r * epsilon
     eps2 = epsilon - eps1
     eps_level = eps1 / d

@@ -32,7 +32,8 @@ from dpkit.mechanisms import frontend, make_noise
 from dpkit.release.measure import check_counts
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["noisy_scale", "noisy_total", "use_identity", "scale_switched", "exact_budget",
+__all__ = ["noisy_scale", "noisy_total", "exact_total", "TOTAL_CAP", "clamp_cells",
+           "use_identity", "scale_switched", "exact_budget",
            "Algorithm", "check_scale", "check_switch", "switch_options", "option_check",
            "OptionCheck"]
 
@@ -91,10 +92,31 @@ def noisy_scale(x: np.ndarray, epsilon: Fraction, scale: object = None,
     return noisy_total(x, eps0), exact_budget(epsilon - eps0)
 
 
+TOTAL_CAP = 1 << 62  # the record count is clamped here before its noise (int64 headroom)
+
+
+def exact_total(x: np.ndarray) -> int:
+    """Σ x exactly for non-negative int64 counts of any magnitude (an int64 sum wraps at
+    2^63): the high and low 32-bit halves are summed apart (each sum below 2^63 for fewer
+    than 2^31 cells) and recombined as Python ints; no branch on the data."""
+    flat = np.asarray(x, dtype=np.int64).ravel()
+    return (int((flat >> 32).sum()) << 32) + int((flat & 0xFFFFFFFF).sum())
+
+
+def clamp_cells(x: np.ndarray, limit: int = TOTAL_CAP) -> np.ndarray:
+    """``x`` with every cell clamped to ⌊(limit − 1)/cells⌋ (at least 1), so that any sum of
+    its cells stays below ``limit`` (int64 sums and tree / wavelet nodes cannot wrap). A
+    declared bound from the shape alone, applied on the data side as contribution bounding
+    is: a record still moves one clamped cell by at most 1, so the neighbours and every
+    guarantee are unchanged (2^50 per cell at 4,096 cells for the default 2^62)."""
+    return np.minimum(x, max(1, (limit - 1) // x.size))
+
+
 def noisy_total(x: np.ndarray, eps0: Fraction) -> float:
-    """max(0, N + discrete Laplace(1/ε₀)) for N = the histogram's total: sensitivity 1,
-    ε₀-DP."""
-    return float(max(frontend.noisy(int(x.sum()), 1, eps0).value, 0))
+    """max(0, min(N, :data:`TOTAL_CAP`) + discrete Laplace(1/ε₀)) for N = the histogram's
+    total: min(·, C) is 1-Lipschitz, so the sensitivity stays 1 and this is ε₀-DP for every
+    histogram (no total can overflow the sampler's int64 after the debit)."""
+    return float(max(frontend.noisy(min(exact_total(x), TOTAL_CAP), 1, eps0).value, 0))
 
 
 def check_switch(switch: object) -> None:

@@ -46,6 +46,7 @@ import numpy as np
 
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
+from dpkit.release.ranges.switch import clamp_cells
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["privelet", "haar_forward", "haar_inverse", "nominal_forward", "nominal_inverse",
@@ -218,7 +219,7 @@ def privelet(x: np.ndarray, epsilon: Fraction, workload: RangeWorkload | None = 
     padded_shape = tuple(1 << _levels(n) if a in haar_axes else n
                          for a, n in enumerate(x.shape))
     coef = np.zeros(padded_shape, dtype=np.int64)
-    coef[tuple(slice(0, n) for n in x.shape)] = x
+    coef[tuple(slice(0, n) for n in x.shape)] = clamp_cells(x)  # declared: sums < 2^62
     weights = np.ones((), dtype=np.int64)
     sensitivity = Fraction(1)
     for axis in range(x.ndim):
