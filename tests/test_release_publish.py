@@ -82,7 +82,7 @@ def test_synthetic_runs_at_the_unit_map_and_writes_one_ledger_row(tmp_path, monk
     s = _session(tmp_path)
     out = s.query().publish.synthetic(SPEC, method="mwem", epsilon=1, rounds=5)
     _check_synthetic_run(seen, Fraction(1))
-    assert out.columns == ["g", "age"] and out.height > 0
+    assert out.columns == ["g", "age"]  # the row count is a noisy total: 0 is possible
     assert set(out["g"].unique()) <= {"a", "b", "c"}
     assert s.spent == dp.PureDP(1)
     rows = s.ledger.releases("panel")
