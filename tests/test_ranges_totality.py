@@ -14,6 +14,8 @@ import pytest
 import dpkit as dp
 import dpkit.release  # noqa: F401 - registers the built-in algorithms
 from dpkit.core.accountant import FilterAccountant
+from dpkit.core.compose import PrivacyFilter
+from dpkit.errors import DomainError
 from dpkit.release.ranges import matrix, switch
 from dpkit.release.ranges.halfspaces import HalfspaceFamily, answer_halfspaces
 from dpkit.release.ranges.histogram import release_histogram
@@ -107,3 +109,17 @@ def test_tree_and_total_methods_clamp_instead_of_wrapping(method):
     est = _charged(np.full(8, BIG, dtype=np.int64), method)
     cap = float(((1 << 62) - 1) // 8)
     assert np.allclose(est, cap, rtol=1e-9), est
+
+
+
+@pytest.mark.parametrize("counts", [np.array([1.0, 2.0**63]),
+                                    np.array([1, 2**63], dtype=np.uint64),
+                                    np.array([2.0**64, 0.0])])
+def test_counts_beyond_int64_are_refused_before_the_debit(counts):
+    """Float and unsigned counts of 2^63 or more used to wrap to negative int64 counts in
+    ``check_counts`` (no error: a negative histogram reached the algorithms). Refused, as a
+    negative or non-integer count is, before the debit."""
+    acct = FilterAccountant(PrivacyFilter(dp.PureDP(1)))
+    with pytest.raises(DomainError, match="below 2\\^63"):
+        release_histogram(counts, 1, "identity", accountant=acct)
+    assert acct.spent == dp.PureDP(0)

@@ -35,7 +35,8 @@ _U = 2.0 ** -53  # unit roundoff of float64
 
 
 def check_counts(x: object, dims: tuple[int, ...] = (1, 2)) -> np.ndarray:
-    """A histogram as an int64 array: non-negative integers, finite, of an accepted rank."""
+    """A histogram as an int64 array: non-negative integers below 2^63, finite, of an
+    accepted rank (DomainError otherwise, before any debit)."""
     arr = np.asarray(x)
     if arr.ndim not in dims:
         raise DomainError(f"histogram must have {' or '.join(map(str, dims))} dimensions; "
@@ -51,6 +52,8 @@ def check_counts(x: object, dims: tuple[int, ...] = (1, 2)) -> np.ndarray:
         raise DomainError(f"histogram counts must be numbers; got dtype {arr.dtype}")
     if np.any(arr < 0):
         raise DomainError("histogram counts must be non-negative")
+    if arr.dtype.kind in "fu" and np.any(arr >= 2**63):  # the cast below would wrap them
+        raise DomainError("histogram counts must be below 2^63 (they are read as int64)")
     return arr.astype(np.int64)
 
 
