@@ -19,19 +19,17 @@ No test here is statistical (the audit case runs in tests/test_audit.py).
 
 from __future__ import annotations
 
-import itertools
 import math
 from fractions import Fraction
 
-import numpy as np
 import polars as pl
 import pytest
+from tests import kanon_laws
 
 from dpkit.core.compose import PrivacyFilter
 from dpkit.core.measures import ApproxDP, CrowdBlending
 from dpkit.errors import DomainError
-from dpkit.release.generalization import Ranges, Taxonomy, presampled_crowd_blending
-from dpkit.release.generalization import kanon as kanon_module
+from dpkit.release.generalization import Ranges, presampled_crowd_blending
 
 PS = [Fraction(1, 10), Fraction(1, 5), Fraction(1, 3), Fraction(1, 2), Fraction(2, 3),
       Fraction(4, 5)]
@@ -86,38 +84,9 @@ def test_delta_falls_with_k_and_is_refused_below_one_over_p():
 
 # -- the whole theorem on exact laws of small tables ---------------------------------------
 
-SCHEMES = {"q": Taxonomy({"x": "*", "y": "*"}, level=0)}
-
-
-def law(rows: tuple[str, ...], p: Fraction, floor: int) -> dict[tuple, Fraction]:
-    table = kanon_module._generalise(pl.DataFrame({"q": list(rows)}), SCHEMES)
-    out: dict[tuple, Fraction] = {}
-    for mask in itertools.product([False, True], repeat=len(rows)):
-        weight = Fraction(1)
-        for kept in mask:
-            weight *= p if kept else 1 - p
-        key = tuple(kanon_module._released(table, np.array(mask, dtype=bool),
-                                           floor).iter_rows())
-        out[key] = out.get(key, Fraction(0)) + weight
-    return out
-
-
-def excess(a: dict, b: dict, e_eps: Fraction) -> Fraction:
-    return sum((max(Fraction(0), pa - e_eps * b.get(o, Fraction(0))) for o, pa in a.items()),
-               Fraction(0))
-
-
-def worst_excess(p: Fraction, floor: int, max_rows: int = 5) -> Fraction:
+def worst_excess(p: Fraction, floor: int) -> Fraction:
     """The least δ at e^{ε′} = 1/(1 − p) (ε = 0: exact) over all neighbours, both ways."""
-    e_eps = 1 / (1 - p)
-    worst = Fraction(0)
-    for n in range(max_rows + 1):
-        for xs in range(n + 1):
-            rows = ("x",) * xs + ("y",) * (n - xs)
-            for extra in ("x", "y"):
-                small, large = law(rows, p, floor), law((*rows, extra), p, floor)
-                worst = max(worst, excess(large, small, e_eps), excess(small, large, e_eps))
-    return worst
+    return kanon_laws.worst_excess(p, floor, 1 / (1 - p))
 
 
 @pytest.mark.parametrize(("k", "p"), [(3, Fraction(1, 2)), (4, Fraction(1, 2)),
