@@ -42,8 +42,10 @@ from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
 from dpkit.release.measure import check_counts
 from dpkit.release.ranges.switch import (
+    clamp_cells,
     exact_budget,
     noisy_scale,
+    per_cell_cap,
     scale_switched,
     switch_options,
     use_identity,
@@ -111,14 +113,14 @@ FLOAT_EXACT = 1 << 53  # float64 sums of integers are exact below this
 def float_cap(cells: int) -> int:
     """⌊(2^53 − 1)/cells⌋: cells clamped to it total below 2^53, so every float64 group sum
     is exact. A declared bound (from the shape alone; 2^37 per cell at 256 × 256)."""
-    return max(1, (FLOAT_EXACT - 1) // cells)
+    return per_cell_cap(cells, FLOAT_EXACT)
 
 
 def _check(x: np.ndarray) -> np.ndarray:
     """The counts, each clamped to :func:`float_cap` (size): any magnitude is accepted after
     the debit; a record still moves one clamped cell by at most 1 (same neighbours)."""
     x = check_counts(x, (2,))
-    return np.minimum(x, float_cap(x.size))
+    return clamp_cells(x, FLOAT_EXACT)
 
 
 def grid_edges(n: int, m: int) -> np.ndarray:

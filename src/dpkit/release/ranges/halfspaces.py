@@ -52,7 +52,9 @@ from dpkit.mechanisms import frontend
 from dpkit.mechanisms.frontend import AccountantLike, charge
 from dpkit.mechanisms.registry import AuditCase, register
 from dpkit.release.measure import check_counts
+from dpkit.release.ranges.grid2d import FLOAT_EXACT
 from dpkit.release.ranges.histogram import release_histogram
+from dpkit.release.ranges.switch import clamp_cells
 from dpkit.release.synthetic.domain import Domain
 from dpkit.release.synthetic.pmw import PrivateMultiplicativeWeights
 
@@ -445,7 +447,7 @@ def answer_halfspaces(counts: npt.ArrayLike, family: HalfspaceFamily, epsilon: N
 
     def run() -> HalfspaceRelease:
         # declared clamp (from the shape): totals below 2^53, exact in int64 and float64
-        x = np.minimum(counts_in, max(1, ((1 << 53) - 1) // counts_in.size))
+        x = clamp_cells(counts_in, FLOAT_EXACT)
         a = family.matrix()
         if method == "laplace":
             exact = a.astype(np.int64) @ x.ravel()

@@ -37,7 +37,7 @@ from dpkit.mechanisms import frontend
 from dpkit.mechanisms.exponential import SCORE_GRID, integer_gaps  # G: scores ⌊G·cost⌋
 from dpkit.release.measure import expected_rmse
 from dpkit.release.ranges.hierarchical import tree_counts, tree_inference, tree_strategy
-from dpkit.release.ranges.switch import scale_switched
+from dpkit.release.ranges.switch import per_cell_cap, scale_switched
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["dawa", "dawa_cap", "phpartition_cap", "cell_cap",
@@ -84,7 +84,7 @@ def _positive_int(value: object, name: str, minimum: int = 1) -> int:
 def cell_cap(n: int, factor: int) -> int:
     """The largest count c with n·c·factor < 2^62: cells clamped to c keep every integer
     cost (a total times ``factor``) inside int64. From the declared size n only."""
-    return max(1, (_INT_LIMIT - 1) // (n * factor))
+    return per_cell_cap(n * factor, _INT_LIMIT)
 
 
 def dawa_cap(n: int) -> int:

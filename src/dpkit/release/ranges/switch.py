@@ -32,7 +32,7 @@ from dpkit.mechanisms import frontend, make_noise
 from dpkit.release.measure import check_counts
 from dpkit.release.workload import RangeWorkload
 
-__all__ = ["noisy_scale", "noisy_total", "exact_total", "TOTAL_CAP", "clamp_cells",
+__all__ = ["noisy_scale", "noisy_total", "exact_total", "TOTAL_CAP", "per_cell_cap", "clamp_cells",
            "use_identity", "scale_switched", "exact_budget",
            "Algorithm", "check_scale", "check_switch", "switch_options", "option_check",
            "OptionCheck"]
@@ -103,13 +103,20 @@ def exact_total(x: np.ndarray) -> int:
     return (int((flat >> 32).sum()) << 32) + int((flat & 0xFFFFFFFF).sum())
 
 
+def per_cell_cap(cells: int, limit: int = TOTAL_CAP) -> int:
+    """⌊(limit − 1)/cells⌋ (at least 1): ``cells`` counts clamped to it sum below ``limit``.
+    A declared bound, from the shape alone."""
+    return max(1, (limit - 1) // cells)
+
+
 def clamp_cells(x: np.ndarray, limit: int = TOTAL_CAP) -> np.ndarray:
-    """``x`` with every cell clamped to ⌊(limit − 1)/cells⌋ (at least 1), so that any sum of
-    its cells stays below ``limit`` (int64 sums and tree / wavelet nodes cannot wrap). A
-    declared bound from the shape alone, applied on the data side as contribution bounding
-    is: a record still moves one clamped cell by at most 1, so the neighbours and every
-    guarantee are unchanged (2^50 per cell at 4,096 cells for the default 2^62)."""
-    return np.minimum(x, max(1, (limit - 1) // x.size))
+    """``x`` with every cell clamped to :func:`per_cell_cap` (cells, ``limit``), so that any
+    sum of its cells stays below ``limit`` (int64 sums and tree / wavelet nodes cannot wrap;
+    float64 sums stay exact for ``limit`` = 2^53). A declared bound from the shape alone,
+    applied on the data side as contribution bounding is: a record still moves one clamped
+    cell by at most 1, so the neighbours and every guarantee are unchanged (2^50 per cell at
+    4,096 cells for the default 2^62)."""
+    return np.minimum(x, per_cell_cap(x.size, limit))
 
 
 def noisy_total(x: np.ndarray, eps0: Fraction) -> float:
