@@ -65,7 +65,7 @@ from dpkit.core.measures import PureDP
 from dpkit.core.numbers import Number
 from dpkit.errors import DomainError
 from dpkit.mechanisms import frontend
-from dpkit.mechanisms.frontend import AccountantLike
+from dpkit.mechanisms.frontend import AccountantLike, unit_column
 from dpkit.mechanisms.registry import AuditCase, Sampler, register
 from dpkit.stream.base import draw
 from dpkit.stream.frames import ContinualRelease
@@ -202,7 +202,7 @@ class MobilityReport:
             raise DomainError(f"mechanism must be one of {sorted(MECHANISMS)}")
         if origin is not None and not isinstance(origin, date):
             raise DomainError("origin must be a datetime.date")
-        unit = unit if unit is not None else _session_unit(accountant)
+        unit = unit if unit is not None else unit_column(accountant)
         for name, col in (("unit", unit), ("by", by), ("time", time)):
             if col is not None and not isinstance(col, str):
                 raise DomainError(f"{name} must be a column name")
@@ -352,13 +352,6 @@ def _categories(categories: Sequence[str]) -> list[str]:
             isinstance(c, str) for c in out):
         raise DomainError(f"categories must be 1 … {MAX_CATEGORIES} distinct strings")
     return out
-
-
-def _session_unit(accountant: AccountantLike) -> str | None:
-    """A Session's privacy-unit column (None for other accountants or row level)."""
-    unit = getattr(accountant, "privacy_unit", None)
-    column = getattr(unit, "column", None)
-    return column if isinstance(column, str) else None
 
 
 # -- the audit case ----------------------------------------------------------------------

@@ -38,7 +38,7 @@ from dpkit.core.numbers import Number
 from dpkit.errors import ColumnError, DomainError
 from dpkit.frame import PrivacyUnit, Session, count
 from dpkit.frame import sum as dp_sum
-from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant
+from dpkit.mechanisms.frontend import AccountantLike, charge, check_accountant, unit_column
 from dpkit.mechanisms.limited_domain import TopKSelection
 from dpkit.mechanisms.partition_selection import METHODS, PartitionSelection
 
@@ -232,7 +232,7 @@ def top_k_unknown_domain(frame: Any, *, user: str, item: str, k: int, d: int | N
     loss = ApproxDP(eps, selection.loss().delta)  # validates δ, k, k̄ and the method
     pairs = _pairs(frame, user, item, clicks)
     # the inner session bounds each user: a Session's unit must be that user column
-    bounded = getattr(getattr(accountant, "privacy_unit", None), "column", None) == user
+    bounded = unit_column(accountant) == user
     check_accountant(accountant, unit_bounded=bounded)
     session = Session(pairs, PrivacyUnit.by(user, d, max_groups=d, max_rows_per_group=1),
                       loss)

@@ -43,6 +43,7 @@ from dpkit.mechanisms.exponential import sample_exponential
 from dpkit.mechanisms.selection import sample_top_k
 
 __all__ = ["AccountantLike", "HasAccountant", "Drawn", "accountant_of", "check_accountant",
+           "unit_column",
            "charge", "charge_record", "calibrate", "noise_row", "row_of", "exact_scale", "noisy",
            "selection_row", "select", "draw"]
 
@@ -89,10 +90,18 @@ def accountant_of(accountant: AccountantLike, *, unit_bounded: bool = False) -> 
     return as_accountant(accountant)
 
 
+def unit_column(accountant: AccountantLike) -> str | None:
+    """The column of a Session's privacy unit (None for a row-level Session, an Accountant,
+    a filter or None): what a front end that bounds units itself compares its own unit
+    column with before passing ``unit_bounded=True``."""
+    column = getattr(getattr(accountant, "privacy_unit", None), "column", None)
+    return column if isinstance(column, str) else None
+
+
 def _refuse_unit(accountant: AccountantLike) -> None:
-    unit = getattr(accountant, "privacy_unit", None)
-    if getattr(unit, "column", None) is None:
+    if unit_column(accountant) is None:
         return
+    unit = getattr(accountant, "privacy_unit", None)
     raise DomainError(
         f"this release works on rows, but the Session's privacy unit is {unit}: it cannot "
         "bound how many rows one person contributes here, so the loss charged would not be "

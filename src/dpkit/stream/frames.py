@@ -124,7 +124,7 @@ from dpkit.core.measures import PrivacyLoss
 from dpkit.core.numbers import Number, integer, to_fraction
 from dpkit.errors import DomainError, DPError, LedgerError, StreamRollbackError
 from dpkit.frame.keys import canonical_values
-from dpkit.mechanisms.frontend import AccountantLike, accountant_of, charge_record
+from dpkit.mechanisms.frontend import AccountantLike, accountant_of, charge_record, unit_column
 from dpkit.stream.base import Counter, half_width, noise_variance, pooled, scale_of
 from dpkit.stream.factorization import MAX_VALUE
 from dpkit.stream.stream import HorizonExceededError, StepRelease, _bounds, clamp, make_counter
@@ -298,8 +298,7 @@ def _time_kind(origin: Any) -> str:
 def _bounds_unit(accountant: AccountantLike, unit: str | None) -> bool:
     """Whether the stream bounds the Session's privacy unit itself: its ``unit`` column is
     the Session's (w events per unit, enforced), so the charge is one person's."""
-    session_unit = getattr(getattr(accountant, "privacy_unit", None), "column", None)
-    return unit is not None and unit == session_unit
+    return unit is not None and unit == unit_column(accountant)
 
 
 class ContinualRelease:

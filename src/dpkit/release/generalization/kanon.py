@@ -339,14 +339,6 @@ def _check_schemes(data: Any, schemes: Any) -> dict[str, Scheme]:
     return out
 
 
-def _check_unit(accountant: AccountantLike) -> None:
-    unit = getattr(accountant, "privacy_unit", None)
-    if unit is not None and unit.column is not None:  # the rows are not bounded per unit here
-        raise DomainError("safe k-anonymisation is proven for one row per person and does "
-                          "not bound a unit's rows: reduce the data to one row per person and "
-                          "use a Session with PrivacyUnit.rows()")
-
-
 @register(audit=lambda: audit_cases())  # the audit battery's case
 def safe_k_anonymize(data: pl.DataFrame, schemes: Mapping[str, Scheme], *, k: int,
                      beta: Number, epsilon: Number, accountant: AccountantLike = None
@@ -419,8 +411,7 @@ def _sample_and_suppress(data: pl.DataFrame, declared: Mapping[str, Scheme], k: 
                          accountant: AccountantLike) -> KAnonymized:
     """The data side both entries share, charged ``loss``: keep each row with probability
     β, generalise, suppress values held by fewer than k kept rows."""
-    check_accountant(accountant)
-    _check_unit(accountant)
+    check_accountant(accountant)  # refuses a per-person unit: the rows are not bounded here
 
     def compute() -> KAnonymized:
         generalised = _generalise(data, declared)
