@@ -481,17 +481,15 @@ def test_a_recycled_frame_id_never_returns_another_frames_sha():
 
     remembered = pl.DataFrame({"k": [1, 2]})
     other = pl.DataFrame({"k": [3, 4]})
-    fake = (remembered, "digest")
+    fake = (remembered, "digest", "stale")
     query_module._DIGESTS[id(other)] = fake  # as if `other` had reused a remembered id
-    query_module._SHAS[id(other)] = (remembered, "stale")
     try:
         assert query_module._frame_sha256(other) == hashlib.sha256(
             other.serialize()).hexdigest()
-        broken = query_module._SHAS[id(other)][1]  # what a lookup by id alone returns
+        broken = query_module._DIGESTS[id(other)][2]  # what a lookup by id alone returns
         assert broken != query_module._frame_sha256(other)
     finally:
         query_module._DIGESTS.pop(id(other), None)
-        query_module._SHAS.pop(id(other), None)
 
 
 def test_the_polars_form_test_catches_a_floor_skipped_below_zero(

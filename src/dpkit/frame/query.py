@@ -1230,10 +1230,10 @@ def _digest(frame: pl.DataFrame) -> str:
 
 
 # canonical key frames remembered by what their conversion reads, with their digests
-_KEYS_MEMO: OrderedDict[Hashable, tuple[pl.DataFrame, str]] = OrderedDict()
-_DIGESTS: dict[int, tuple[pl.DataFrame, str]] = {}  # id of a remembered frame → digest
-# and its plan-memo SHA-256 (Query.shape_json), taken on first use: a release reads it twice
-_SHAS: dict[int, tuple[pl.DataFrame, str]] = {}
+# (and the full SHA-256 the plan memo reads, Query.shape_json)
+_KEYS_MEMO: OrderedDict[Hashable, tuple[pl.DataFrame, str, str]] = OrderedDict()
+# id of a remembered frame → (frame, digest, SHA-256)
+_DIGESTS: dict[int, tuple[pl.DataFrame, str, str]] = {}
 _KEYS_MEMO_SIZE = 256  # key lists remembered
 _KEYS_MEMO_CELLS = 4096  # larger key frames are converted every time
 _KEYS_LOCK = threading.Lock()
@@ -1255,15 +1255,18 @@ def _canonical_keys(frame: pl.DataFrame, schema: Any) -> pl.DataFrame:
             _KEYS_MEMO.move_to_end(key)
             return hit[0]
     out = canonical_keys(frame, schema)
-    value = (out, _digest(out))
+    value = (out, _digest(out), _sha256(out))
     with _KEYS_LOCK:
         _KEYS_MEMO[key] = value
         _DIGESTS[id(out)] = value
         while len(_KEYS_MEMO) > _KEYS_MEMO_SIZE:
-            old, _ = _KEYS_MEMO.popitem(last=False)[1]
+            old = _KEYS_MEMO.popitem(last=False)[1][0]
             _DIGESTS.pop(id(old), None)
-            _SHAS.pop(id(old), None)
     return out
+
+
+def _sha256(frame: pl.DataFrame) -> str:
+    return hashlib.sha256(frame.serialize()).hexdigest()
 
 
 def _frame_sha256(frame: pl.DataFrame) -> str:
@@ -1271,17 +1274,8 @@ def _frame_sha256(frame: pl.DataFrame) -> str:
     validity and values, which ``deserialize`` gives back exactly; so equal digests mean
     equal frames, short of a SHA-256 collision); remembered for the key frames
     :func:`_canonical_keys` remembers (shared, never modified in place)."""
-    remembered = _DIGESTS.get(id(frame))
-    if remembered is None or remembered[0] is not frame:
-        return hashlib.sha256(frame.serialize()).hexdigest()
-    hit = _SHAS.get(id(frame))
-    if hit is not None and hit[0] is frame:
-        return hit[1]
-    sha = hashlib.sha256(frame.serialize()).hexdigest()
-    with _KEYS_LOCK:
-        if _DIGESTS.get(id(frame)) is remembered:  # still remembered (not evicted meanwhile)
-            _SHAS[id(frame)] = (frame, sha)
-    return sha
+    hit = _DIGESTS.get(id(frame))
+    return hit[2] if hit is not None and hit[0] is frame else _sha256(frame)
 
 
 def _keys_digest(frame: pl.DataFrame) -> str:
