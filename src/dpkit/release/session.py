@@ -60,6 +60,7 @@ from dpkit.release.synthetic.smalldb import (
     plan_smalldb,
     smalldb,
 )
+from dpkit.release.synthetic.synthesize import decode_records
 from dpkit.release.workload import RangeWorkload
 
 __all__ = ["ReleaseNamespace", "release_query_histogram", "pmw_query", "median_query",
@@ -388,10 +389,7 @@ def smalldb_query(query: Any, spec: Mapping[str, Any], cliques: Sequence[Sequenc
         codes = _bounded_codes(query, spec, codec)
         counts = marginal_counts(codes, domain, domain.attributes).ravel()
         out = smalldb(counts, queries, eps, plan=plan)
-        rows = out.records(domain)
-        table = codec.decode(pl.DataFrame({a: rows[:, i] for i, a in
-                                           enumerate(domain.attributes)}))
-        return replace(out, table=table)
+        return replace(out, table=decode_records(codec, out.records(domain)))
 
     names = "; ".join(",".join(c) for c in workload.cliques)
     description = _describe(query, f"publish.smalldb(m={plan.size}, {plan.candidates} "
