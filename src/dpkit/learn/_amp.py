@@ -314,8 +314,9 @@ def solver_steps(plan: AmpPlan, n: int) -> int:
 
 def gradient(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, ridge: float,
              linear: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """∇J_b(w) = Σᵢ φ′(⟨w, x̃ᵢ⟩, tᵢ)·x̃ᵢ + ridge·w + linear, shape (d,)."""
-    return rows.T @ loss.derivative(rows @ w, t) + ridge * w + linear
+    """∇J_b(w) = Σᵢ φ′(⟨w, x̃ᵢ⟩, tᵢ)·x̃ᵢ + ridge·w + linear, of w's shape: (d,), or (m, d)
+    for a batch of m problems on the same rows (with ``linear`` of the same shape)."""
+    return loss.derivative(w @ rows.T, t) @ rows + ridge * w + linear
 
 
 def accelerated(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPlan,
@@ -329,12 +330,10 @@ def accelerated(rows: np.ndarray, t: np.ndarray, loss: GLMLoss, plan: AmpPlan,
     smooth = ridge + rows.shape[0] * float(plan.smoothness)
     root = math.sqrt(smooth / ridge)
     q = (root - 1) / (root + 1)
-    cols = np.ascontiguousarray(rows.T)  # (d, n): both products read memory in order
     x = -b1 / ridge
     y = x
     for _ in range(steps):
-        grad = loss.derivative(x @ cols, t) @ cols.T + ridge * x + b1
-        y_next = x - grad / smooth
+        y_next = x - gradient(rows, t, loss, ridge, b1, x) / smooth
         x = (1 + q) * y_next - q * y
         y = y_next
     return y
