@@ -145,6 +145,7 @@ class HalfspaceFamily:
     normals: tuple[tuple[Fraction, ...], ...]
     offsets: tuple[Fraction, ...]
     _rows: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
+    _matrix: np.ndarray | None = field(init=False, repr=False)  # built on first use
 
     def __init__(self, shape: tuple[int, ...] | int, normals: Any, offsets: Any) -> None:
         dims = _check_shape(shape)
@@ -160,6 +161,7 @@ class HalfspaceFamily:
         object.__setattr__(self, "normals", w)
         object.__setattr__(self, "offsets", b)
         object.__setattr__(self, "_rows", _integer_rows(dims, w, b))
+        object.__setattr__(self, "_matrix", None)
 
     @property
     def k(self) -> int:
@@ -174,10 +176,16 @@ class HalfspaceFamily:
     def matrix(self) -> np.ndarray:
         """The k × cells 0/1 query matrix (uint8; cells in row-major order of ``shape``):
         A[q, c] = 1 iff grid point c satisfies ⟨w_q, x⟩ ≤ b_q, decided in exact integer
-        arithmetic (:func:`_integer_rows`)."""
+        arithmetic (:func:`_integer_rows`). Built once per family (it is immutable) and
+        shared read-only: the plan, the sensitivity and the release all read it."""
+        if self._matrix is not None:
+            return self._matrix
         w, b = self._rows
         index = np.indices(self.shape).reshape(len(self.shape), -1)  # (d, cells)
-        return (w @ index <= b[:, None]).astype(np.uint8)
+        matrix = (w @ index <= b[:, None]).astype(np.uint8)
+        matrix.setflags(write=False)
+        object.__setattr__(self, "_matrix", matrix)
+        return matrix
 
     def sensitivity(self) -> int:
         """Δ = max over grid points of the number of halfspaces containing it: the L1
