@@ -98,9 +98,11 @@ def test_aggregate_noise_has_the_stated_scale_and_a_halved_sensitivity_is_caught
 
 def test_blocks_are_drawn_per_row_not_seeded():
     """Two fits on the same data differ (fresh CSPRNG noise; no seed reaches the release).
-    Continuous noise: equal centres would need every draw to coincide."""
-    a = km.KMeans(3, 1, bounds=(-5, 5), method="sample_and_aggregate", n_blocks=20).fit(X)
-    b = km.KMeans(3, 1, bounds=(-5, 5), method="sample_and_aggregate", n_blocks=20).fit(X)
+    At ε = 100 the centres sit well inside the bounds (at ε = 1 most coordinates clamp to
+    ±5, so two fits could agree: a flake CI once hit); unclamped, equal centres would need
+    six grid-Laplace draws at scale ≫ the grid step to coincide in both fits."""
+    a = km.KMeans(3, 100, bounds=(-5, 5), method="sample_and_aggregate", n_blocks=20).fit(X)
+    b = km.KMeans(3, 100, bounds=(-5, 5), method="sample_and_aggregate", n_blocks=20).fit(X)
     assert not np.array_equal(a.cluster_centers_, b.cluster_centers_)
 
 
