@@ -92,6 +92,23 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def _tree_cpu(root: int) -> float:
+    """CPU seconds of process ``root`` and its children, the exited ones included (a
+    PostgreSQL server: the postmaster and its backends), from ``/proc``."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process exited meanwhile
+        pid, ppid = int(stat.parent.name), int(fields[1])
+        if pid == root:  # its own time and its reaped children's (fields 14–17)
+            total += sum(int(x) for x in fields[11:15])
+        elif ppid == root:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 # -- fill -------------------------------------------------------------------------------------
 def fill(rows: int, out: Path) -> dict[str, Any]:
     """Write the template ledger (see the module docstring); returns its timings."""
@@ -312,11 +329,12 @@ def _worker(location: str, proc: int, requests: int, ready: Any, start: Any, out
              0 if sync is None else sync.flushes))
 
 
-def _concurrent(location: str, procs: int = PROCS, accepted: int = CAP * EPS.denominator
-                ) -> dict[str, Any]:
+def _concurrent(location: str, procs: int = PROCS, accepted: int = CAP * EPS.denominator,
+                server: int | None = None) -> dict[str, Any]:
     """``procs`` processes debit + mark ε = 1/100 back to back against a cap that admits
     exactly ``accepted`` releases, sending 1.6 × ``accepted`` requests between them (the
-    default: 8 × 200 against a cap of 10)."""
+    default: 8 × 200 against a cap of 10). ``server``: the database server's process, whose
+    CPU (with its backends') over the run is reported beside the clients'."""
     import dpkit as dp
     from dpkit.ledger import Ledger
 
@@ -334,10 +352,12 @@ def _concurrent(location: str, procs: int = PROCS, accepted: int = CAP * EPS.den
     for _ in workers:
         ready.get(timeout=300)  # every process has opened the ledger
     load0 = _load()
+    server0 = None if server is None else _tree_cpu(server)
     start.set()
     got = [out.get(timeout=1800) for _ in workers]
     for p in workers:
         p.join()
+    server_s = None if server is None else _tree_cpu(server) - server0
     ok = sum(g[0] for g in got)
     wall = max(g[3] for g in got) - min(g[2] for g in got)
     reg = Ledger(location, mac_key=KEY)
@@ -348,6 +368,11 @@ def _concurrent(location: str, procs: int = PROCS, accepted: int = CAP * EPS.den
             "spent_is_cap": spent == dp.PureDP(cap), "verify_problems": len(problems),
             "wall_s": round(wall, 2), "accepted_per_s": round(ok / wall, 1),
             "cpu_s": round(sum(g[4] for g in got), 1), "flushes": sum(g[5] for g in got),
+            # CPU per accepted release, clients (and server): on 2 cores the rate can be no
+            # more than 2,000 / this many ms per second
+            "cpu_ms_per_accepted": round(1000 * (sum(g[4] for g in got) + (server_s or 0))
+                                         / max(ok, 1), 2),
+            "server_cpu_s": None if server_s is None else round(server_s, 1),
             "load": [load0, _load()]}
 
 
@@ -373,7 +398,8 @@ def _postgres_run(folder: Path, procs: int, accepted: int) -> dict[str, Any]:
         raise SystemExit(f"no PostgreSQL server can be started here: {reason}")
     folder.mkdir(parents=True, exist_ok=True)
     with pg.server(parent=str(folder)) as url:
-        result = _concurrent(url, procs, accepted)
+        pidfile = max(folder.glob("dpkit-pg-*/data/postmaster.pid"), key=os.path.getmtime)
+        result = _concurrent(url, procs, accepted, int(pidfile.read_text().split()[0]))
     return {"backend": "postgres", "dir": str(folder), **result}
 
 

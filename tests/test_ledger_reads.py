@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 import dpkit as dp
 from dpkit.errors import BudgetExceededError, LedgerIntegrityError
-from dpkit.ledger import Ledger
+from dpkit.ledger import Ledger, registry
 from dpkit.ledger.registry import token_digest
 
 DEADLINE = 20.0  # seconds a read may take while a writer holds the lock (the old wait: 120)
@@ -45,9 +45,9 @@ def tamper(location: str, sql: str, **params: Any) -> None:
 @contextlib.contextmanager
 def write_lock_held(location: str) -> Iterator[None]:
     """Another connection holds the ledger's write lock with an uncommitted write: SQLite
-    ``BEGIN IMMEDIATE``; PostgreSQL the chain head's row ``FOR UPDATE`` (as a debit takes
-    it). The write changes the analyst's token: a read must not see it (a snapshot of the
-    last commit)."""
+    ``BEGIN IMMEDIATE``; PostgreSQL the ledger's advisory lock (as a debit takes it). The
+    write changes the analyst's token: a read must not see it (a snapshot of the last
+    commit)."""
     edit = "UPDATE analysts SET token_sha256 = 'uncommitted' WHERE name = 'ana'"
     if "://" not in location:
         holder = sqlite3.connect(location, isolation_level=None, timeout=0)
@@ -61,8 +61,7 @@ def write_lock_held(location: str) -> Iterator[None]:
         return
     engine = sa.create_engine(location)
     with engine.connect() as conn:
-        conn.execute(sa.text("""SELECT "value" FROM "meta" WHERE "key" = 'chain_head'
-                             FOR UPDATE"""))
+        conn.execute(sa.text(registry._LOCK))
         conn.execute(sa.text(edit))
         try:
             yield

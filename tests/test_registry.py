@@ -176,6 +176,46 @@ def test_postgres_ledger_basics(postgres_url):
     assert Ledger(postgres_url).spent("pgd").epsilon == Fraction(3, 4)
 
 
+@pytest.mark.parametrize("step", ["debit", "mark"])
+def test_a_writer_outside_the_lock_cannot_fork_the_chain(postgres_url, monkeypatch, step):
+    """An older dpkit locks the head's row, not the advisory lock: if it moves the head
+    while a new writer holds the lock, the new writer's compare-and-set finds the head
+    moved and aborts before its commit (without it, the write overwrote the head: a fork)."""
+    import pg
+    import sqlalchemy as sa
+
+    from dpkit.ledger import registry
+
+    dataset, url = "d", pg.fresh_database(postgres_url, f"fork_{step}")
+    reg = Ledger(url)
+    reg.register(dataset, dp.PureDP(1))
+    rid = reg.debit(dataset, dp.PureDP(Fraction(1, 4)), "q") if step == "mark" else None
+    other = sa.create_engine(url)
+    real = registry.chain.link_hash
+
+    def old_writer_moves_the_head(*args):  # between the writer's reads and its writes
+        with other.begin() as conn:  # (the old row lock made this wait: time out, fail)
+            conn.execute(sa.text("SET LOCAL lock_timeout = '3s'"))
+            conn.execute(sa.text("UPDATE meta SET value = CASE WHEN key = 'chain_head' "
+                                 "THEN :h ELSE CAST(CAST(value AS INTEGER) + 1 AS TEXT) END "
+                                 "WHERE key IN ('chain_head', 'chain_seq')"), {"h": "f" * 64})
+        return real(*args)
+
+    before = (reg.spent(dataset), len(reg.releases(dataset)))
+    monkeypatch.setattr(registry.chain, "link_hash", old_writer_moves_the_head)
+    with pytest.raises(LedgerError, match="chain head moved"):
+        if step == "debit":
+            reg.debit(dataset, dp.PureDP(Fraction(1, 4)), "q")
+        else:
+            reg.mark(rid, "released", "ab" * 32, "[]")
+    monkeypatch.undo()
+    assert (reg.spent(dataset), len(reg.releases(dataset))) == before
+    assert reg.head() == "f" * 64  # the other writer's head stands: nothing overwrote it
+    if step == "mark":
+        assert reg.release(rid)["status"] == "debited"
+    other.dispose()
+
+
 @pytest.mark.slow
 def test_concurrent_processes_on_postgres(postgres_url):
     Ledger(postgres_url).register("pgc", dp.PureDP(1))
