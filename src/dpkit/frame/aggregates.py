@@ -8,6 +8,22 @@ Rules for bad values (DESIGN.md §3.6), the same in every aggregation:
 - infinities are clamped to the bounds like any other out-of-range value;
 - values are clamped to the declared ``bounds`` and rounded per record to a grid of width 2^k
   (exact for integer columns with integer bounds: k = 0), so sums are exact integer sums.
+
+Each grid statistic has three forms, built by the same code from the same bounds, centre
+and grid exponent: the narwhals form (``Statistic.expr``, every backend), the Polars form
+(``Statistic.native``, what a Polars session collects, grouped or not) and, for the sums of
+:class:`Sum` and :class:`Mean` and the mean's count, the flat form (``Statistic.flat``): the
+same exact integer computed over the whole table by a numpy kernel (:func:`_grid_sum`,
+:func:`_valid_count`) inside the Polars plan (``map_batches``), which the engine collects
+instead of the Polars form when the release is ungrouped and the table is in memory
+(:func:`dpkit.frame.engine.compute`). Polars materialises every step of clamp → centre →
+scale → floor → cast → sum as a full column; the kernel runs the same IEEE operations over
+cache-sized chunks of 2^16 values and sums the floored values in float64, exactly (every
+partial sum is an integer below 2^47 < 2^53). Measured (issue 35, 2 shared cores, best of
+30, 10^6 float64 values): the mean's sum and count 1.4 ms in the flat form against 3.0 ms
+in the Polars form; the fresh-session mean (``bench/run.py --only mean``) in the report of
+the change. Every input gives the same integers in all three forms (NaN and nulls dropped,
+±inf to the bounds, -0.0, subnormals, integer columns, ``fill=``): tests/test_frame_kernel.py.
 """
 
 from __future__ import annotations
@@ -15,6 +31,7 @@ from __future__ import annotations
 import abc
 import builtins
 import enum
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -59,13 +76,18 @@ class Statistic:
     ``kind`` says which (:class:`StatKind`); ``weight`` is its share of the aggregation's
     budget. ``native``: the same statistic as a Polars expression, built by the code that
     built ``expr`` (:func:`_ns`), which a Polars session collects instead of narwhals'
-    translation of ``expr`` (:func:`dpkit.frame.engine.native_aggregates`); None: translated."""
+    translation of ``expr`` (:func:`dpkit.frame.engine.native_aggregates`); None: translated.
+    ``flat``: the same statistic over the whole table as a Polars expression whose sum is
+    taken by a numpy kernel (:func:`_flat_sum`, :func:`_flat_count`), collected instead of
+    ``native`` by an ungrouped release over an in-memory table; None: ``native``."""
 
     key: str
     kind: StatKind
     expr: Any = None  # a narwhals expression (None for a count)
     # the same statistic as a Polars expression, built by the same code (see _ns), or None
     native: Any = field(default=None, compare=False)
+    # the same statistic over the whole table (no group-by) by a numpy kernel, or None
+    flat: Any = field(default=None, compare=False)
     bin_expr: Any = None
     n_bins: int = 0
     lower: int = 0
@@ -227,7 +249,7 @@ def _grid_ints(expr: Any, k: int, lo: float, hi: float, clamped: bool = False,
     1e300, would fail on the data).
     """
     ns = _ns(expr)
-    step = float(Fraction(2) ** -k)
+    step = _step(k)
     if integral and k == 0 and lo.is_integer() and hi.is_integer() and builtins.max(
             abs(lo), abs(hi)) <= _GRID_INT_LIMIT:  # integers stay integers
         whole = _to_int64(expr) if clamped else expr.cast(ns.Int64)
@@ -237,6 +259,79 @@ def _grid_ints(expr: Any, k: int, lo: float, hi: float, clamped: bool = False,
     if ns is not pl or lo < 0:  # Polars' cast truncates: on values ≥ 0 that is the floor
         scaled = scaled.floor()
     return _to_int64(scaled), math.floor(lo * step), math.floor(hi * step)
+
+
+def _step(k: int) -> float:
+    """The grid's scale factor 2^-k, an exact float (k ≥ −1023: :func:`_grid`)."""
+    return float(Fraction(2) ** -k)
+
+
+_CHUNK = 1 << 16  # values per step of the kernels: 512 KiB of float64, within the L2 cache
+
+
+def _float_chunks(series: pl.Series) -> Any:
+    """The values of a Float64 ``series`` as numpy views of at most :data:`_CHUNK` values,
+    a null read as NaN (a chunk of Polars' with nulls is copied, one without is not)."""
+    for part in series.get_chunks():
+        values = part.to_numpy()
+        for start in range(0, len(values), _CHUNK):
+            yield values[start:start + _CHUNK]
+
+
+def _grid_sum(series: pl.Series, lo: float, hi: float, mid: float | None,
+              step: float) -> int:
+    """Σ ⌊(clamp(x, lo, hi) − mid)·step⌋ over the values x of the Float64 ``series`` that
+    are neither null nor NaN (no ``− mid`` when ``mid`` is None): the integers of
+    :func:`_grid_ints` with the same IEEE operations in the same order, summed exactly.
+
+    Each floored value is an integer within ±2^31 (the grid's range, checked by
+    :func:`_flat_sum`), so every partial sum of a chunk of 2^16 is an integer below 2^47
+    and float64 adds them exactly; chunks add up in Python integers. NaN (and null, read
+    as NaN) is zeroed after the floor by a mask: the same operations on every value,
+    whatever the data. Never raises, never warns (floating-point flags are ignored)."""
+    total = 0
+    buf, nan = np.empty(_CHUNK), np.empty(_CHUNK, dtype=np.bool_)
+    with np.errstate(all="ignore"):
+        for x in _float_chunks(series):
+            b, m = buf[:len(x)], nan[:len(x)]
+            np.clip(x, lo, hi, out=b)  # ±inf to the bounds, NaN stays NaN
+            if mid is not None:
+                np.subtract(b, mid, out=b)
+            np.multiply(b, step, out=b)  # exact: a power of two
+            np.floor(b, out=b)
+            np.copyto(b, 0.0, where=np.isnan(x, out=m))  # dropped: adds nothing
+            total += int(b.sum())
+    return total
+
+
+def _valid_count(series: pl.Series) -> int:
+    """The number of values of the Float64 ``series`` that are neither null nor NaN."""
+    nans = 0
+    mask = np.empty(_CHUNK, dtype=np.bool_)
+    for x in _float_chunks(series):
+        nans += int(np.count_nonzero(np.isnan(x, out=mask[:len(x)])))
+    return len(series) - nans
+
+
+def _flat_sum(clean: pl.Expr, k: int, lo: float, hi: float, mid: float | None = None
+              ) -> pl.Expr | None:
+    """The flat form (:attr:`Statistic.flat`) of the sum of :func:`_grid_ints` over the
+    Polars form ``clean`` of :func:`_clean`, centred on ``mid`` after the clamp (the
+    mean), with the grid exponent ``k`` and bounds ``lo``, ``hi`` of the Polars form. None
+    when a grid value could exceed ±2^31 (then a chunk's float sum might not be exact)."""
+    step = _step(k)
+    ends = [lo, hi] if mid is None else [lo - mid, hi - mid]
+    if builtins.max(abs(math.floor(e * step)) for e in ends) > _GRID_INT_LIMIT:
+        return None
+    return clean.cast(pl.Float64).map_batches(
+        functools.partial(_grid_sum, lo=lo, hi=hi, mid=mid, step=step), return_dtype=pl.Int64,
+        returns_scalar=True)
+
+
+def _flat_count(clean: pl.Expr) -> pl.Expr:
+    """The flat form of :func:`_count` over the Polars form ``clean`` of :func:`_clean`."""
+    return clean.cast(pl.Float64).map_batches(_valid_count, return_dtype=pl.Int64,
+                                              returns_scalar=True)
 
 
 def check_edges(bins: Sequence[Number] | None) -> list[float]:
@@ -422,12 +517,14 @@ class Sum(ColumnAggregation):
         kind = _require_numeric(schema, self.column, "sum")
         lower, upper = _bounds(self.bounds, "sum", self.column)
         k = _grid(kind, lower, upper)
-        forms = [_grid_ints(_clean(self.column, kind, self.fill, lower, upper, ns), k,
-                            float_down(lower), float_up(upper), integral=kind == "int")
-                 for ns in (nw, pl)]  # narwhals' form, Polars' form
+        lo_f, hi_f = float_down(lower), float_up(upper)
+        cleans = [_clean(self.column, kind, self.fill, lower, upper, ns) for ns in (nw, pl)]
+        forms = [_grid_ints(clean, k, lo_f, hi_f, integral=kind == "int")
+                 for clean in cleans]  # narwhals' form, Polars' form
         (ints, lo, hi), native = forms[0], forms[1][0]
         return [Statistic(f"{prefix}s", StatKind.SUM, expr=ints.sum(), lower=lo, upper=hi,
-                          n_bins=k, native=native.sum())]  # n_bins carries k for finish()
+                          n_bins=k, native=native.sum(),  # n_bins carries k for finish()
+                          flat=_flat_sum(cleans[1], k, lo_f, hi_f))]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
@@ -472,11 +569,13 @@ class Mean(ColumnAggregation):
             return s.sum(), _count(clean, kind), lo, hi
 
         (s, n, lo, hi), (s_pl, n_pl, _, _) = forms(nw), forms(pl)  # narwhals', Polars' form
+        clean_pl = _clean(self.column, kind, self.fill, lower, upper, pl)
         return [
             Statistic(f"{prefix}s", StatKind.SUM, expr=s, lower=lo, upper=hi, n_bins=k,
-                      weight=Fraction(1, 2), native=s_pl),
+                      weight=Fraction(1, 2), native=s_pl,
+                      flat=_flat_sum(clean_pl, k, lo_f, hi_f, mid_f)),
             Statistic(f"{prefix}n", StatKind.COUNT, expr=n, weight=Fraction(1, 2),
-                      native=n_pl),
+                      native=n_pl, flat=_flat_count(clean_pl)),
         ]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],

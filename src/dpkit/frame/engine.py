@@ -244,6 +244,15 @@ def _native_plan(lf: nw.LazyFrame, keys: pl.DataFrame | None, native: list[pl.Ex
                                                      on=key_cols, how="inner")
 
 
+def _flat(stats: Sequence[Statistic], native: list[pl.Expr]) -> list[pl.Expr]:
+    """``native`` (:func:`native_aggregates` of ``stats``) with each statistic's flat form
+    (:attr:`Statistic.flat`: a numpy kernel over the whole table, the same integer) where
+    it has one. Only for an ungrouped plan over an in-memory table: in a group-by, Polars
+    would call the kernel once per group; over a scan, it would gather the column."""
+    return [e if s.flat is None else s.flat.alias(s.key)
+            for s, e in zip(stats, native, strict=True)]
+
+
 def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statistic],
             unit_column: str | None = None, streaming: bool | None = None,
             native: list[pl.Expr] | None = None) -> dict[str, np.ndarray]:
@@ -255,7 +264,8 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
     ``keys`` are dropped; keys absent from the data get zeros. Each collect streams as
     :func:`collect` decides (``streaming``: None for "when ``lf`` reads a file").
     ``native``: :func:`native_aggregates` of the same statistics, when ``lf`` is a Polars
-    plan (the aggregation then skips narwhals' translation).
+    plan (the aggregation then skips narwhals' translation; without ``keys``, over a table
+    in memory, a statistic's flat form is collected instead, :func:`_flat`).
     """
     key_cols = list(keys.columns) if keys is not None else []
     groups = len(keys) if keys is not None else 1
@@ -266,8 +276,10 @@ def compute(lf: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statist
         # per-column pass afterwards); the fill depends on the backend, never on the data
         filled = lf.implementation is nw.Implementation.POLARS
         if filled and native is not None:
-            plan = _native_plan(lf, keys, native)  # collected by Polars, as collect() would
             stream = is_scan(lf) if streaming is None else streaming
+            if not key_cols and not stream:  # one group, in memory: the numpy kernels
+                native = _flat(scalar, native)
+            plan = _native_plan(lf, keys, native)  # collected by Polars, as collect() would
             joined = plan.collect(engine="streaming") if stream else plan.collect()
         elif key_cols:
             exprs = _scalar_exprs(stats, unit_column, filled)
