@@ -13,17 +13,15 @@ Each grid statistic has three forms, built by the same code from the same bounds
 and grid exponent: the narwhals form (``Statistic.expr``, every backend), the Polars form
 (``Statistic.native``, what a Polars session collects, grouped or not) and, for the sums of
 :class:`Sum` and :class:`Mean` and the mean's count, the flat form (``Statistic.flat``): the
-same exact integer computed over the whole table by a numpy kernel (:func:`_grid_sum`,
-:func:`_valid_count`) inside the Polars plan (``map_batches``), which the engine collects
-instead of the Polars form when the release is ungrouped and the table is in memory
-(:func:`dpkit.frame.engine.compute`). Polars materialises every step of clamp → centre →
-scale → floor → cast → sum as a full column; the kernel runs the same IEEE operations over
-cache-sized chunks of 2^16 values and sums the floored values in float64, exactly (every
-partial sum is an integer below 2^47 < 2^53). Measured (issue 35, 2 shared cores, best of
-30, 10^6 float64 values): the mean's sum and count 1.4 ms in the flat form against 3.0 ms
-in the Polars form; the fresh-session mean (``bench/run.py --only mean``) in the report of
-the change. Every input gives the same integers in all three forms (NaN and nulls dropped,
-±inf to the bounds, -0.0, subnormals, integer columns, ``fill=``): tests/test_frame_kernel.py.
+same exact integers computed over the whole table by one numpy kernel call
+(:func:`_grid_stats`) inside the Polars plan (``map_batches``), which the engine collects
+instead of the Polars forms when the release is ungrouped, the table is in memory and
+every statistic has a flat form (:func:`dpkit.frame.engine.compute`). Polars materialises
+every step of clamp → centre → scale → floor → cast → sum as a full column; the kernel runs
+the same IEEE operations over cache-sized chunks of 2^16 values and sums the floored values
+in float64, exactly (every partial sum is an integer below 2^47 < 2^53). MEASURED. Every
+input gives the same integers in all three forms (NaN and nulls dropped, ±inf to the
+bounds, -0.0, subnormals, integer columns, ``fill=``): tests/test_frame_kernel.py.
 """
 
 from __future__ import annotations
@@ -77,17 +75,20 @@ class Statistic:
     budget. ``native``: the same statistic as a Polars expression, built by the code that
     built ``expr`` (:func:`_ns`), which a Polars session collects instead of narwhals'
     translation of ``expr`` (:func:`dpkit.frame.engine.native_aggregates`); None: translated.
-    ``flat``: the same statistic over the whole table as a Polars expression whose sum is
-    taken by a numpy kernel (:func:`_flat_sum`, :func:`_flat_count`), collected instead of
-    ``native`` by an ungrouped release over an in-memory table; None: ``native``."""
+    ``flat``: the same statistic over the whole table, as a Polars expression and the
+    field of its struct that holds it (a numpy kernel for a grid sum and a mean's count,
+    :func:`_flat_sum`, whose one call gives both; ``len`` and no field for a row count),
+    collected instead of ``native`` by an ungrouped release over an in-memory table whose
+    statistics all have one (:func:`dpkit.frame.engine.compute`); None: ``native``."""
 
     key: str
     kind: StatKind
     expr: Any = None  # a narwhals expression (None for a count)
     # the same statistic as a Polars expression, built by the same code (see _ns), or None
     native: Any = field(default=None, compare=False)
-    # the same statistic over the whole table (no group-by) by a numpy kernel, or None
-    flat: Any = field(default=None, compare=False)
+    # the same statistic over the whole table (no group-by): (a Polars expression, its
+    # struct field or None), statistics of one aggregation sharing the expression; or None
+    flat: tuple[pl.Expr, str | None] | None = field(default=None, compare=False)
     bin_expr: Any = None
     n_bins: int = 0
     lower: int = 0
@@ -278,18 +279,19 @@ def _float_chunks(series: pl.Series) -> Any:
             yield values[start:start + _CHUNK]
 
 
-def _grid_sum(series: pl.Series, lo: float, hi: float, mid: float | None,
-              step: float) -> int:
-    """Σ ⌊(clamp(x, lo, hi) − mid)·step⌋ over the values x of the Float64 ``series`` that
-    are neither null nor NaN (no ``− mid`` when ``mid`` is None): the integers of
-    :func:`_grid_ints` with the same IEEE operations in the same order, summed exactly.
+def _grid_stats(series: pl.Series, lo: float, hi: float, mid: float | None,
+                step: float) -> dict[str, int]:
+    """``s``: Σ ⌊(clamp(x, lo, hi) − mid)·step⌋ over the values x of the Float64 ``series``
+    that are neither null nor NaN (no ``− mid`` when ``mid`` is None), the integers of
+    :func:`_grid_ints` with the same IEEE operations in the same order, summed exactly;
+    ``n``: the number of those values (:func:`_count`).
 
     Each floored value is an integer within ±2^31 (the grid's range, checked by
     :func:`_flat_sum`), so every partial sum of a chunk of 2^16 is an integer below 2^47
     and float64 adds them exactly; chunks add up in Python integers. NaN (and null, read
     as NaN) is zeroed after the floor by a mask: the same operations on every value,
     whatever the data. Never raises, never warns (floating-point flags are ignored)."""
-    total = 0
+    total = nans = 0
     buf, nan = np.empty(_CHUNK), np.empty(_CHUNK, dtype=np.bool_)
     with np.errstate(all="ignore"):
         for x in _float_chunks(series):
@@ -299,39 +301,35 @@ def _grid_sum(series: pl.Series, lo: float, hi: float, mid: float | None,
                 np.subtract(b, mid, out=b)
             np.multiply(b, step, out=b)  # exact: a power of two
             np.floor(b, out=b)
-            np.copyto(b, 0.0, where=np.isnan(x, out=m))  # dropped: adds nothing
+            np.isnan(x, out=m)
+            nans += int(np.count_nonzero(m))
+            np.copyto(b, 0.0, where=m)  # dropped: adds nothing
             total += int(b.sum())
-    return total
+    return {"s": total, "n": len(series) - nans}
 
 
-def _valid_count(series: pl.Series) -> int:
-    """The number of values of the Float64 ``series`` that are neither null nor NaN."""
-    nans = 0
-    mask = np.empty(_CHUNK, dtype=np.bool_)
-    for x in _float_chunks(series):
-        nans += int(np.count_nonzero(np.isnan(x, out=mask[:len(x)])))
-    return len(series) - nans
+_STATS = pl.Struct({"s": pl.Int64, "n": pl.Int64})  # what _grid_stats returns
 
 
 def _flat_sum(clean: pl.Expr, k: int, lo: float, hi: float, mid: float | None = None
               ) -> pl.Expr | None:
-    """The flat form (:attr:`Statistic.flat`) of the sum of :func:`_grid_ints` over the
-    Polars form ``clean`` of :func:`_clean`, centred on ``mid`` after the clamp (the
-    mean), with the grid exponent ``k`` and bounds ``lo``, ``hi`` of the Polars form. None
-    when a grid value could exceed ±2^31 (then a chunk's float sum might not be exact)."""
+    """The flat form (:attr:`Statistic.flat`) of the sum of :func:`_grid_ints` and of
+    :func:`_count` over the Polars form ``clean`` of :func:`_clean`, centred on ``mid``
+    after the clamp (the mean), with the grid exponent ``k`` and the bounds ``lo``, ``hi``
+    of the Polars form: one kernel call, a struct of ``s`` and ``n``. None when a grid
+    value could exceed ±2^31 (a chunk's float sum might then not be exact)."""
     step = _step(k)
     ends = [lo, hi] if mid is None else [lo - mid, hi - mid]
     if builtins.max(abs(math.floor(e * step)) for e in ends) > _GRID_INT_LIMIT:
         return None
     return clean.cast(pl.Float64).map_batches(
-        functools.partial(_grid_sum, lo=lo, hi=hi, mid=mid, step=step), return_dtype=pl.Int64,
-        returns_scalar=True)
+        functools.partial(_grid_stats, lo=lo, hi=hi, mid=mid, step=step),
+        return_dtype=_STATS, returns_scalar=True)
 
 
-def _flat_count(clean: pl.Expr) -> pl.Expr:
-    """The flat form of :func:`_count` over the Polars form ``clean`` of :func:`_clean`."""
-    return clean.cast(pl.Float64).map_batches(_valid_count, return_dtype=pl.Int64,
-                                              returns_scalar=True)
+def _field(flat: pl.Expr | None, name: str) -> tuple[pl.Expr, str] | None:
+    """A statistic's flat form: field ``name`` of the kernel's struct ``flat`` (or None)."""
+    return None if flat is None else (flat, name)
 
 
 def check_edges(bins: Sequence[Number] | None) -> list[float]:
@@ -435,7 +433,7 @@ class Count(Aggregation):
         return self.name or "count"
 
     def statistics(self, schema: nw.Schema, prefix: str) -> list[Statistic]:
-        return [Statistic(f"{prefix}n", StatKind.COUNT, expr=nw.len())]
+        return [Statistic(f"{prefix}n", StatKind.COUNT, expr=nw.len(), flat=(pl.len(), None))]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
@@ -524,7 +522,7 @@ class Sum(ColumnAggregation):
         (ints, lo, hi), native = forms[0], forms[1][0]
         return [Statistic(f"{prefix}s", StatKind.SUM, expr=ints.sum(), lower=lo, upper=hi,
                           n_bins=k, native=native.sum(),  # n_bins carries k for finish()
-                          flat=_flat_sum(cleans[1], k, lo_f, hi_f))]
+                          flat=_field(_flat_sum(cleans[1], k, lo_f, hi_f), "s"))]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
@@ -569,13 +567,14 @@ class Mean(ColumnAggregation):
             return s.sum(), _count(clean, kind), lo, hi
 
         (s, n, lo, hi), (s_pl, n_pl, _, _) = forms(nw), forms(pl)  # narwhals', Polars' form
-        clean_pl = _clean(self.column, kind, self.fill, lower, upper, pl)
+        # one kernel call for both (the engine collects a shared flat form once)
+        flat = _flat_sum(_clean(self.column, kind, self.fill, lower, upper, pl), k, lo_f,
+                         hi_f, mid_f)
         return [
             Statistic(f"{prefix}s", StatKind.SUM, expr=s, lower=lo, upper=hi, n_bins=k,
-                      weight=Fraction(1, 2), native=s_pl,
-                      flat=_flat_sum(clean_pl, k, lo_f, hi_f, mid_f)),
+                      weight=Fraction(1, 2), native=s_pl, flat=_field(flat, "s")),
             Statistic(f"{prefix}n", StatKind.COUNT, expr=n, weight=Fraction(1, 2),
-                      native=n_pl, flat=_flat_count(clean_pl)),
+                      native=n_pl, flat=_field(flat, "n")),
         ]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
