@@ -279,8 +279,8 @@ def _float_chunks(series: pl.Series) -> Any:
             yield values[start:start + _CHUNK]
 
 
-def _grid_stats(series: pl.Series, lo: float, hi: float, mid: float | None,
-                step: float) -> dict[str, int]:
+def _grid_stats(series: pl.Series, lo: float, hi: float, mid: float | None, step: float,
+                **_polars: object) -> dict[str, int]:
     """``s``: Σ ⌊(clamp(x, lo, hi) − mid)·step⌋ over the values x of the Float64 ``series``
     that are neither null nor NaN (no ``− mid`` when ``mid`` is None), the integers of
     :func:`_grid_ints` with the same IEEE operations in the same order, summed exactly;
@@ -290,7 +290,8 @@ def _grid_stats(series: pl.Series, lo: float, hi: float, mid: float | None,
     :func:`_flat_sum`), so every partial sum of a chunk of 2^16 is an integer below 2^47
     and float64 adds them exactly; chunks add up in Python integers. NaN (and null, read
     as NaN) is zeroed after the floor by a mask: the same operations on every value,
-    whatever the data. Never raises, never warns (floating-point flags are ignored)."""
+    whatever the data. Never raises, never warns (floating-point flags are ignored).
+    ``_polars``: what Polars passes to a ``map_batches`` function (``return_dtype``)."""
     total = nans = 0
     buf, nan = np.empty(_CHUNK), np.empty(_CHUNK, dtype=np.bool_)
     with np.errstate(all="ignore"):
