@@ -158,7 +158,7 @@ def _ns(expr: Any) -> Any:
     :func:`_clamp`, :func:`_grid_ints`): the narwhals form runs on every backend, the
     Polars form (:attr:`Statistic.native`) is what a Polars session collects, skipping
     narwhals' translation, which writes ``fill_nan`` and ``when`` as slower Polars plans."""
-    return pl if isinstance(expr, pl.Expr) else nw
+    return pl if isinstance(expr, pl.Expr) else nw  # nw for a _Chunked too: its dtypes
 
 
 def _clean(column: str, kind: NumericKind, fill: Any, lower: Fraction, upper: Fraction,
@@ -208,6 +208,8 @@ def _clamp(expr: Any, lo: float, hi: float, dtype: str = "Float64") -> Any:
     is. NaN, which Polars and DuckDB order above every number, goes to null: in the Polars
     form by the first branch (:func:`_clean` leaves it there); in the narwhals form it never
     arrives (:func:`_clean` turns it into null)."""
+    if isinstance(expr, _Chunked):  # the flat form: a clip (NaN stays NaN, dropped later)
+        return expr.clip(lo, hi)
     ns = _ns(expr)
     kind = getattr(ns, dtype)
     first = ns.when(expr.is_nan()).then(None).when(expr < lo) if ns is pl and dtype == \
@@ -267,7 +269,51 @@ def _step(k: int) -> float:
     return float(Fraction(2) ** -k)
 
 
-_CHUNK = 1 << 16  # values per step of the kernels: 512 KiB of float64, within the L2 cache
+_CHUNK = 1 << 16  # values per step of the kernel: 512 KiB of float64, within the L2 cache
+_STATS = pl.Struct({"s": pl.Int64, "n": pl.Int64})  # what _grid_stats returns
+# the numpy functions of the kernel's steps (each: source, arguments, out=)
+_UFUNCS = {"clip": "clip", "subtract": "subtract", "multiply": "multiply", "floor": "floor"}
+
+
+@dataclass(frozen=True)
+class _Chunked:
+    """The flat form of a column under construction: the Polars expression the kernel
+    reads (Float64) and the steps it applies to each chunk, recorded by the very functions
+    that build the other two forms (:func:`_clamp`, :func:`_grid_ints`, ``Mean``), which
+    see it as a third kind of expression (:func:`_ns` gives narwhals' dtypes for it).
+
+    Only what those functions do with a clamped grid column is defined: casts are no-ops
+    (the kernel works in float64: an integer column's values are read as Float64, and a
+    value beyond 2^53 rounds monotonically, so its clamp to bounds within ±2^31 is the
+    integer clamp; a floored value is an integer, so the cast to Int64 changes nothing),
+    the clamp, ``−`` and ``×`` a float, ``floor``, and ``sum``: the kernel's expression."""
+
+    source: pl.Expr
+    steps: tuple[tuple[str, tuple[float, ...]], ...] = ()
+
+    def _then(self, name: str, *args: float) -> _Chunked:
+        return _Chunked(self.source, (*self.steps, (name, args)))
+
+    def cast(self, dtype: object) -> _Chunked:
+        return self
+
+    def clip(self, lo: float, hi: float) -> _Chunked:
+        return self._then("clip", float(lo), float(hi))
+
+    def __sub__(self, value: float) -> _Chunked:
+        return self._then("subtract", value)
+
+    def __mul__(self, value: float) -> _Chunked:
+        return self._then("multiply", value)
+
+    def floor(self) -> _Chunked:
+        return self._then("floor")
+
+    def sum(self) -> pl.Expr:
+        """One row: a struct of ``s``, the exact sum of the steps' integers over the values
+        that are neither null nor NaN, and ``n``, their number (:func:`_grid_stats`)."""
+        return self.source.map_batches(functools.partial(_grid_stats, steps=self.steps),
+                                       return_dtype=_STATS, returns_scalar=True)
 
 
 def _float_chunks(series: pl.Series) -> Any:
@@ -279,29 +325,28 @@ def _float_chunks(series: pl.Series) -> Any:
             yield values[start:start + _CHUNK]
 
 
-def _grid_stats(series: pl.Series, lo: float, hi: float, mid: float | None, step: float,
+def _grid_stats(series: pl.Series, steps: tuple[tuple[str, tuple[float, ...]], ...],
                 **_polars: object) -> dict[str, int]:
-    """``s``: Σ ⌊(clamp(x, lo, hi) − mid)·step⌋ over the values x of the Float64 ``series``
-    that are neither null nor NaN (no ``− mid`` when ``mid`` is None), the integers of
-    :func:`_grid_ints` with the same IEEE operations in the same order, summed exactly;
-    ``n``: the number of those values (:func:`_count`).
+    """``s``: the sum of ``steps`` (:class:`_Chunked`: the clamp, centring, scaling and
+    floor of :func:`_grid_ints`, the same IEEE operations in the same order) applied to
+    the values of the Float64 ``series`` that are neither null nor NaN; ``n``: the number
+    of those values (:func:`_count`). ``_polars``: what Polars passes (``return_dtype``).
 
-    Each floored value is an integer within ±2^31 (the grid's range, checked by
-    :func:`_flat_sum`), so every partial sum of a chunk of 2^16 is an integer below 2^47
-    and float64 adds them exactly; chunks add up in Python integers. NaN (and null, read
-    as NaN) is zeroed after the floor by a mask: the same operations on every value,
-    whatever the data. Never raises, never warns (floating-point flags are ignored).
-    ``_polars``: what Polars passes to a ``map_batches`` function (``return_dtype``)."""
+    The steps end in a floor to integers within ±2^31 (:func:`_flat`), so every partial
+    sum of a chunk of 2^16 is an integer below 2^47 and float64 adds them exactly; chunks
+    add up in Python integers. NaN (and null, read as NaN) is zeroed after the steps by a
+    mask: the same operations on every value, whatever the data. Never raises, never
+    warns (floating-point flags are ignored)."""
     total = nans = 0
     buf, nan = np.empty(_CHUNK), np.empty(_CHUNK, dtype=np.bool_)
+    ufuncs = [(getattr(np, _UFUNCS[name]), args) for name, args in steps]
     with np.errstate(all="ignore"):
         for x in _float_chunks(series):
             b, m = buf[:len(x)], nan[:len(x)]
-            np.clip(x, lo, hi, out=b)  # ±inf to the bounds, NaN stays NaN
-            if mid is not None:
-                np.subtract(b, mid, out=b)
-            np.multiply(b, step, out=b)  # exact: a power of two
-            np.floor(b, out=b)
+            source = x
+            for ufunc, args in ufuncs:  # the first reads the chunk, the others b in place
+                ufunc(source, *args, out=b)
+                source = b
             np.isnan(x, out=m)
             nans += int(np.count_nonzero(m))
             np.copyto(b, 0.0, where=m)  # dropped: adds nothing
@@ -309,23 +354,10 @@ def _grid_stats(series: pl.Series, lo: float, hi: float, mid: float | None, step
     return {"s": total, "n": len(series) - nans}
 
 
-_STATS = pl.Struct({"s": pl.Int64, "n": pl.Int64})  # what _grid_stats returns
-
-
-def _flat_sum(clean: pl.Expr, k: int, lo: float, hi: float, mid: float | None = None
-              ) -> pl.Expr | None:
-    """The flat form (:attr:`Statistic.flat`) of the sum of :func:`_grid_ints` and of
-    :func:`_count` over the Polars form ``clean`` of :func:`_clean`, centred on ``mid``
-    after the clamp (the mean), with the grid exponent ``k`` and the bounds ``lo``, ``hi``
-    of the Polars form: one kernel call, a struct of ``s`` and ``n``. None when a grid
-    value could exceed ±2^31 (a chunk's float sum might then not be exact)."""
-    step = _step(k)
-    ends = [lo, hi] if mid is None else [lo - mid, hi - mid]
-    if builtins.max(abs(math.floor(e * step)) for e in ends) > _GRID_INT_LIMIT:
-        return None
-    return clean.cast(pl.Float64).map_batches(
-        functools.partial(_grid_stats, lo=lo, hi=hi, mid=mid, step=step),
-        return_dtype=_STATS, returns_scalar=True)
+def _flat(total: pl.Expr, lo: int, hi: int) -> pl.Expr | None:
+    """The flat form ``total`` (a :class:`_Chunked` sum) of grid integers of exact range
+    [lo, hi], or None beyond ±2^31 (a chunk's float sum might then not be exact)."""
+    return None if builtins.max(-lo, hi) > _GRID_INT_LIMIT else total
 
 
 def _field(flat: pl.Expr | None, name: str) -> tuple[pl.Expr, str] | None:
@@ -516,14 +548,15 @@ class Sum(ColumnAggregation):
         kind = _require_numeric(schema, self.column, "sum")
         lower, upper = _bounds(self.bounds, "sum", self.column)
         k = _grid(kind, lower, upper)
-        lo_f, hi_f = float_down(lower), float_up(upper)
-        cleans = [_clean(self.column, kind, self.fill, lower, upper, ns) for ns in (nw, pl)]
-        forms = [_grid_ints(clean, k, lo_f, hi_f, integral=kind == "int")
-                 for clean in cleans]  # narwhals' form, Polars' form
-        (ints, lo, hi), native = forms[0], forms[1][0]
+        polars = _clean(self.column, kind, self.fill, lower, upper, pl)
+        forms = [_grid_ints(clean, k, float_down(lower), float_up(upper),
+                            integral=kind == "int")
+                 for clean in (_clean(self.column, kind, self.fill, lower, upper), polars,
+                               _Chunked(polars.cast(pl.Float64)))]  # narwhals, Polars, flat
+        (ints, lo, hi), native, flat = forms[0], forms[1][0], forms[2][0]
         return [Statistic(f"{prefix}s", StatKind.SUM, expr=ints.sum(), lower=lo, upper=hi,
                           n_bins=k, native=native.sum(),  # n_bins carries k for finish()
-                          flat=_field(_flat_sum(cleans[1], k, lo_f, hi_f), "s"))]
+                          flat=_field(_flat(flat.sum(), lo, hi), "s"))]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
                stats: list[Statistic], beta: float) -> dict[str, Any]:
@@ -558,24 +591,24 @@ class Mean(ColumnAggregation):
             k = _grid("float", lower - mid, upper - mid)
         lo_f, hi_f, mid_f = float_down(lower), float_up(upper), float(mid)
 
-        def forms(ns: Any) -> tuple[Any, Any, int, int]:
-            clean = _clean(self.column, kind, self.fill, lower, upper, ns)
+        def forms(clean: Any) -> tuple[Any, int, int]:
             # already within [lo_f − mid_f, hi_f − mid_f], these very IEEE differences: x ↦
             # fl(x − mid_f) is monotone on the clamped x, so _grid_ints need not clamp again
-            centred = _clamp(clean.cast(ns.Float64), lo_f, hi_f) - mid_f
+            centred = _clamp(clean.cast(_ns(clean).Float64), lo_f, hi_f) - mid_f
             s, lo, hi = _grid_ints(centred, k, lo_f - mid_f, hi_f - mid_f, clamped=True,
                                    integral=kind == "int")
-            return s.sum(), _count(clean, kind), lo, hi
+            return s.sum(), lo, hi
 
-        (s, n, lo, hi), (s_pl, n_pl, _, _) = forms(nw), forms(pl)  # narwhals', Polars' form
-        # one kernel call for both (the engine collects a shared flat form once)
-        flat = _flat_sum(_clean(self.column, kind, self.fill, lower, upper, pl), k, lo_f,
-                         hi_f, mid_f)
+        cleans = [_clean(self.column, kind, self.fill, lower, upper, ns) for ns in (nw, pl)]
+        (s, lo, hi), (s_pl, _, _) = forms(cleans[0]), forms(cleans[1])  # narwhals, Polars
+        # the flat form: one kernel call gives the sum (s) and the count (n)
+        flat = _flat(forms(_Chunked(cleans[1].cast(pl.Float64)))[0], lo, hi)
         return [
             Statistic(f"{prefix}s", StatKind.SUM, expr=s, lower=lo, upper=hi, n_bins=k,
                       weight=Fraction(1, 2), native=s_pl, flat=_field(flat, "s")),
-            Statistic(f"{prefix}n", StatKind.COUNT, expr=n, weight=Fraction(1, 2),
-                      native=n_pl, flat=_field(flat, "n")),
+            Statistic(f"{prefix}n", StatKind.COUNT, expr=_count(cleans[0], kind),
+                      weight=Fraction(1, 2), native=_count(cleans[1], kind),
+                      flat=_field(flat, "n")),
         ]
 
     def finish(self, noisy: dict[str, np.ndarray], half_widths: dict[str, float],
