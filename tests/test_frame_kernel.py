@@ -209,13 +209,18 @@ def test_an_ungrouped_release_in_memory_takes_the_kernel_and_a_grouped_one_does_
     frame = pl.DataFrame({"g": ["a", "b", "a", "b"], "x": [1.0, math.nan, 3.0, None]})
     s = dp.Session(frame, budget=dp.PureDP(10))
     s.query().agg(dp.mean("x", bounds=(0, 4)), dp.count()).release(epsilon=1)
-    assert calls == [4]  # one call for the mean's sum and count
+    rows = [n for n in calls if n]  # the dry run, on zero rows, may be remembered
+    assert rows == [4]  # one call for the mean's sum and count
     s.query().group_by("g", keys=["a", "b"]).agg(dp.mean("x", bounds=(0, 4))).release(epsilon=1)
     s.query().agg(dp.mean("x", bounds=(0, 4)), dp.variance("x", bounds=(0, 4))).release(
         epsilon=1)
-    assert calls == [4]
+    assert [n for n in calls if n] == [4]
     lf = engine.to_lazy(frame)
     stats = dp.sum("x", bounds=(0, 4)).statistics(lf.collect_schema(), "s_")
     out = engine.compute(lf, None, stats, streaming=True,
                          native=engine.native_aggregates(lf, stats))
-    assert calls == [4] and out["s_s"].tolist() == [4 * 2**28]  # the Polars form, streamed
+    assert [n for n in calls if n] == [4]
+    assert out["s_s"].tolist() == [4 * 2**28]  # the Polars form, streamed
+    del calls[:]
+    engine.dry_run(engine.to_lazy(frame.clear()), None, stats, None)
+    assert calls == [0]  # before the debit, the kernel runs on zero rows

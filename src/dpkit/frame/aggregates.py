@@ -16,12 +16,20 @@ and grid exponent: the narwhals form (``Statistic.expr``, every backend), the Po
 same exact integers computed over the whole table by one numpy kernel call
 (:func:`_grid_stats`) inside the Polars plan (``map_batches``), which the engine collects
 instead of the Polars forms when the release is ungrouped, the table is in memory and
-every statistic has a flat form (:func:`dpkit.frame.engine.compute`). Polars materialises
+every statistic has a flat form (:func:`dpkit.frame.engine.compute`). The flat form is
+built by the code that builds the other two: :func:`_clamp`, :func:`_grid_ints` and the
+mean's centring run on a third kind of expression, :class:`_Chunked`, which records the
+kernel's steps, so the kernel has no clamp or grid rule of its own. Polars materialises
 every step of clamp → centre → scale → floor → cast → sum as a full column; the kernel runs
 the same IEEE operations over cache-sized chunks of 2^16 values and sums the floored values
-in float64, exactly (every partial sum is an integer below 2^47 < 2^53). MEASURED. Every
-input gives the same integers in all three forms (NaN and nulls dropped, ±inf to the
-bounds, -0.0, subnormals, integer columns, ``fill=``): tests/test_frame_kernel.py.
+in float64, exactly (every partial sum is an integer below 2^47 < 2^53), with no branch on
+a value. Measured (issue 35; ``python bench/run.py --only mean --baseline 4c2ab00``, three
+runs, medians, 2 cores shared, load 7): the fresh-session DP mean over 10^6 rows 3.14 ms
+against 4.77 ms before (0.66×; diffprivlib 3.20 ms in the same runs, numpy's mean 0.58 ms),
+over 10^5 rows 1.52 ms against 1.78 ms; the grouped release (10^5 rows, 1,000 keys, the
+Polars form) unchanged (0.94–1.03×). Every input gives the same integers in all three forms
+(NaN and nulls dropped, ±inf to the bounds, -0.0, subnormals, integer and boolean columns,
+``fill=``, several chunks): tests/test_frame_kernel.py.
 """
 
 from __future__ import annotations
