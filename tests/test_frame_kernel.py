@@ -73,7 +73,8 @@ _BOUNDS = [(0, 100), (0.1, 0.7), (-1e150, 1e150), (-3, 4), (1e-200, 3e-200), (-7
 _FLOATS = st.one_of(st.sampled_from(_SPECIAL),
                     st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True))
 _INT_RANGES = {pl.Int64: (-2**63, 2**63 - 1), pl.Int32: (-2**31, 2**31 - 1),
-               pl.UInt32: (0, 2**32 - 1), pl.Int8: (-128, 127)}
+               pl.UInt32: (0, 2**32 - 1), pl.Int8: (-128, 127),
+               pl.UInt64: (0, 2**64 - 1)}  # summed as floats (_SAFE_INTS)
 
 
 @st.composite
@@ -110,7 +111,7 @@ def test_the_kernel_gives_the_integers_of_both_forms_on_float_columns(data: Any,
 @given(data=st.data(), dtype=st.sampled_from(list(_INT_RANGES)))
 def test_the_kernel_gives_the_integers_of_both_forms_on_integer_columns(data: Any, dtype: Any):
     """Integer bounds within ±2^31 take the integer path of ``_grid_ints`` (k = 0, or
-    k = −1 for a mean with a half-integer centre); others the float path."""
+    k = −1 for a mean with a half-integer centre); others, and UInt64, the float path."""
     lo, hi = _INT_RANGES[dtype]
     ints = st.one_of(st.sampled_from([lo, hi, 0, -1, 1, 2**31, -2**31, 2**53 + 1]),
                      st.integers(lo, hi))
