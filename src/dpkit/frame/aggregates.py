@@ -215,7 +215,8 @@ def _clamp(expr: Any, lo: float, hi: float, dtype: str = "Float64") -> Any:
     null, ±inf go to the bounds, a value within the bounds (-0.0 among them) is kept as it
     is. NaN, which Polars and DuckDB order above every number, goes to null: in the Polars
     form by the first branch (:func:`_clean` leaves it there); in the narwhals form it never
-    arrives (:func:`_clean` turns it into null)."""
+    arrives (:func:`_clean` turns it into null). The flat form (:class:`_Chunked`) records
+    a clamp step, which the kernel drops NaN after (:func:`_grid_stats`)."""
     if isinstance(expr, _Chunked):  # the flat form: a clip (NaN stays NaN, dropped later)
         return expr.clip(lo, hi)
     ns = _ns(expr)
@@ -279,7 +280,7 @@ def _step(k: int) -> float:
 
 _CHUNK = 1 << 16  # values per step of the kernel: 512 KiB of float64, within the L2 cache
 _STATS = pl.Struct({"s": pl.Int64, "n": pl.Int64})  # what _grid_stats returns
-Steps = tuple[tuple[str, tuple[float, ...]], ...]  # a _Chunked's steps: (name, arguments)
+_Steps = tuple[tuple[str, tuple[float, ...]], ...]  # a _Chunked's steps: (name, arguments)
 
 
 @dataclass(frozen=True)
@@ -296,7 +297,7 @@ class _Chunked:
     the clamp, ``−`` and ``×`` a float, ``floor``, and ``sum``: the kernel's expression."""
 
     source: pl.Expr
-    steps: Steps = ()
+    steps: _Steps = ()
 
     def _then(self, name: str, *args: float) -> _Chunked:
         return _Chunked(self.source, (*self.steps, (name, args)))
@@ -339,7 +340,7 @@ def _float_chunks(series: pl.Series) -> Any:
             yield (chunk.fill_null(math.nan) if chunk.has_nulls() else chunk).to_numpy()
 
 
-def _apply(steps: Steps, x: np.ndarray, out: np.ndarray) -> None:
+def _apply(steps: _Steps, x: np.ndarray, out: np.ndarray) -> None:
     """``steps`` on ``x`` into ``out``, IEEE operation by operation. The clamp is
     ``fmin`` then ``maximum``: a value within the bounds is kept, ±inf go to the bounds,
     NaN goes to the upper bound (counted and taken out by :func:`_grid_stats`); the same
@@ -355,7 +356,7 @@ def _apply(steps: Steps, x: np.ndarray, out: np.ndarray) -> None:
         source = out
 
 
-def _grid_stats(series: pl.Series, steps: Steps, **_polars: object) -> dict[str, int]:
+def _grid_stats(series: pl.Series, steps: _Steps, **_polars: object) -> dict[str, int]:
     """``s``: the sum of ``steps`` (:class:`_Chunked`: the clamp, centring, scaling and
     floor of :func:`_grid_ints`, the same IEEE operations in the same order) applied to
     the values of the Float64 ``series`` that are neither null nor NaN; ``n``: the number
