@@ -23,11 +23,13 @@ kernel's steps, so the kernel has no clamp or grid rule of its own. Polars mater
 every step of clamp → centre → scale → floor → cast → sum as a full column; the kernel runs
 the same IEEE operations over cache-sized chunks of 2^16 values and sums the floored values
 in float64, exactly (every partial sum is an integer below 2^47 < 2^53), with no branch on
-a value. Measured (issue 35; ``python bench/run.py --only mean --baseline 4c2ab00``, three
-runs, medians, 2 cores shared, load 7): the fresh-session DP mean over 10^6 rows 3.14 ms
-against 4.77 ms before (0.66×; diffprivlib 3.20 ms in the same runs, numpy's mean 0.58 ms),
-over 10^5 rows 1.52 ms against 1.78 ms; the grouped release (10^5 rows, 1,000 keys, the
-Polars form) unchanged (0.94–1.03×). Every input gives the same integers in all three forms
+a value. Measured (issue 35; ``python bench/run.py --only mean --baseline 4c2ab00``, eight
+runs, medians, 2 cores shared, load 5–7): the fresh-session DP mean over 10^6 rows 3.38 ms
+against 4.82 ms before (0.68×, 0.64–0.78×; diffprivlib 3.20 ms in the same runs, 1.04×,
+0.86–1.26×; numpy's mean 0.4–0.6 ms), over 10^5 rows 1.59 ms against 1.80 ms (0.88×); the
+grouped release (10^5 rows, 1,000 keys, the Polars form) unchanged (0.98×, 0.92–1.08×).
+With a whole core free, Polars' streaming form runs on two and the gain is smaller (~0.4 ms
+of ~2 ms at 10^6 values, in process). Every input gives the same integers in all three forms
 (NaN and nulls dropped, ±inf to the bounds, -0.0, subnormals, integer and boolean columns,
 ``fill=``, several chunks): tests/test_frame_kernel.py.
 """
