@@ -70,20 +70,8 @@ def canonical(body: object) -> str:
     return _CANONICAL.encode(body)
 
 
-# an HMAC object per key with its inner and outer pads already hashed, copied per message
-# (a debit computes several MACs under the ledger's write lock); a few keys at most
-_KEYED: dict[bytes, hmac.HMAC] = {}
-
-
 def _mac(key: bytes, message: str) -> str:
-    keyed = _KEYED.get(key)
-    if keyed is None:
-        if len(_KEYED) >= 4:
-            _KEYED.clear()
-        keyed = _KEYED[key] = hmac.new(key, digestmod=hashlib.sha256)
-    mac = keyed.copy()
-    mac.update(message.encode())
-    return mac.hexdigest()
+    return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
 
 
 def link_hash(key: bytes, prev_hash: str, body: Mapping[str, Any]) -> str:

@@ -185,14 +185,6 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
     cache[key] = value
 
 
-def _loss_parts(loss: PrivacyLoss, dataset: str, analyst: str | None, query: str,
-                noise: str | None) -> tuple[str, str, window.Raw]:
-    """A debit's loss as the ledger writes it, the request's digest, and the loss's exact
-    fields (no measure objects per debit)."""
-    text = dump(loss)
-    return text, chain.request_digest(dataset, analyst, query, text, noise), window.raw(text)
-
-
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -874,9 +866,6 @@ class Ledger:
             For an unknown dataset, an analyst without a grant, or a key whose first
             attempt is still in progress.
         """
-        # the loss's text, raw fields and request digest in its own measure (almost always
-        # the dataset's), computed before the write lock so that it is held for less
-        own = type(loss).__name__, *_loss_parts(loss, dataset, analyst, query, noise)
         with self._transaction() as conn:
             (head, seq, last_id), sent = self._debit_reads(conn, dataset, analyst,
                                                            idempotency_key)
@@ -884,12 +873,10 @@ class Ledger:
             row = self._dataset(conn, dataset, sent["dataset"])
             self._newest_ok(conn, row, sent["newest"])
             measure = row["measure"]
-            if own[0] == measure:
-                loss_text, request, loss_raw = own[1:]
-            else:
+            if type(loss).__name__ != measure:
                 loss = convert(loss, MEASURES[measure])
-                loss_text, request, loss_raw = _loss_parts(loss, dataset, analyst, query,
-                                                           noise)
+            loss_text = dump(loss)
+            request = chain.request_digest(dataset, analyst, query, loss_text, noise)
             if idempotency_key is not None:
                 self._check_key(conn, dataset, analyst, idempotency_key, request, moment,
                                 sent["prior"])
@@ -897,6 +884,7 @@ class Ledger:
                 raise BudgetExceededError(
                     f"dataset {dataset!r} is retired (`dpkit ledger retire`): it takes no "
                     "new releases. Nothing was released.")
+            loss_raw = window.raw(loss_text)  # exact fields: no measure objects per debit
             total = window.compose(window.raw(row["spent"]), loss_raw)
             if not window.within(total, window.raw(row["cap"])):
                 cap, spent = load(measure, row["cap"]), load(measure, row["spent"])
@@ -1050,11 +1038,11 @@ class Ledger:
         if status not in ("released", "failed"):
             raise LedgerError(f"unknown status {status!r}")
         sealed = self._seal(result)
-        stored = integrity.stored_sha256(sealed)  # before the write lock: it needs none
         with self._transaction(durable=False) as conn:
             head, seq, _ = self._lock_head(conn)
             body = {"release_id": release_id, "time": stamp(now()), "status": status,
-                    "result_sha256": result_sha256, "stored_sha256": stored, "seq": seq + 1}
+                    "result_sha256": result_sha256,
+                    "stored_sha256": integrity.stored_sha256(sealed), "seq": seq + 1}
             digest = chain.link_hash(self._key, head, chain.outcome_body(body))
             with store.batch(conn):
                 store.run(conn, _OUTCOME_INSERT, {"prev_hash": head, "hash": digest, **body})
