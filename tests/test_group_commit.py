@@ -218,65 +218,6 @@ def test_writers_a_flush_covered_leave_under_a_shared_lock(tmp_path, monkeypatch
     assert fcntl.LOCK_EX not in taken and fcntl.LOCK_SH in taken
 
 
-def _flushes_for_two_covered_writers(sync: SqliteGroupSync,
-                                     monkeypatch: pytest.MonkeyPatch) -> int:
-    """Two writers whose commits returned before either flush started: the first flush is
-    held until the second writer either waits for it or starts a flush of its own; the
-    number of flushes made."""
-    committed = time.monotonic_ns()
-    second_moved, announced = threading.Event(), threading.Event()
-    flush, await_runner, announce = sync.flush, sync._await_runner, sync._write_running
-    calls: list[int] = []
-
-    def held(last_inode: int) -> int:
-        calls.append(last_inode)
-        if len(calls) == 1:
-            assert second_moved.wait(timeout=60)
-        else:
-            second_moved.set()
-        return flush(last_inode)
-
-    def awaited() -> None:
-        second_moved.set()
-        await_runner()
-
-    def announced_running(started: int) -> None:
-        announce(started)
-        announced.set()
-
-    monkeypatch.setattr(sync, "flush", held)
-    monkeypatch.setattr(sync, "_await_runner", awaited)
-    monkeypatch.setattr(sync, "_write_running", announced_running)
-    first = threading.Thread(target=sync.wait, args=(committed,))
-    first.start()
-    assert announced.wait(timeout=60)
-    second = threading.Thread(target=sync.wait, args=(committed,))
-    second.start()
-    first.join(timeout=60)
-    second.join(timeout=60)
-    assert sync._read_mark()[0] > committed
-    return len(calls)
-
-
-def test_a_writer_a_running_flush_covers_waits_for_it(tmp_path, monkeypatch):
-    """A writer whose commit returned before the running flush started (announced in the
-    sync file) waits for that flush instead of making another: one flush for both."""
-    ledger = _ledger(tmp_path / "l.sqlite")
-    ledger.debit("d", dp.PureDP(EPS), "q")  # opens the sync file
-    assert ledger._group_sync is not None
-    assert _flushes_for_two_covered_writers(ledger._group_sync, monkeypatch) == 1
-
-
-def test_the_rule_catches_a_writer_that_ignores_the_running_flush(tmp_path, monkeypatch):
-    """The broken variant: a writer that never reads the announcement flushes again."""
-    ledger = _ledger(tmp_path / "l.sqlite")
-    ledger.debit("d", dp.PureDP(EPS), "q")
-    sync = ledger._group_sync
-    assert sync is not None
-    monkeypatch.setattr(sync, "_read_running", lambda: -1)
-    assert _flushes_for_two_covered_writers(sync, monkeypatch) == 2
-
-
 # -- kill -9 --------------------------------------------------------------------------------
 _HANGING_LEADER = textwrap.dedent("""
     import sys, time

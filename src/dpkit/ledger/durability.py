@@ -23,12 +23,7 @@ SQLite (:class:`SqliteGroupSync`)
     (``fdatasync``, as SQLite's own commits do; its folder too when the WAL file is new),
     and then, under an exclusive ``flock`` held for one read and one write, writes the
     time it noted as the watermark if that is later than the one there (so the watermark
-    never moves back). A writer whose commit returned before a *running* flush started
-    waits for it instead: the flush's runner (the writer that got an exclusive ``flock`` on
-    ``<ledger>.flushing`` without waiting) announces its start in the sync file before it
-    flushes and lets go of that lock only after publishing the watermark, so a shared
-    ``flock`` there returns once the flush is complete or its runner died (then the writer
-    flushes itself). Concurrent flushes of one file are the kernel's to queue and merge;
+    never moves back). Concurrent flushes of one file are the kernel's to queue and merge;
     waiting for the running one to end before starting the next only added a handoff
     between processes. Why this is enough: the commit's frames were written to the WAL
     file's pages before the flush started, and a flush on any descriptor of a file flushes
@@ -60,7 +55,6 @@ from it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import threading
 import time
@@ -81,7 +75,6 @@ __all__ = ["SqliteGroupSync", "postgres_barrier"]
 
 
 _SHARED = 0 if fcntl is None else fcntl.LOCK_SH
-_RECORD = 128  # bytes per record of the sync file: the watermark, then the running flush
 _EXCLUSIVE = 0 if fcntl is None else fcntl.LOCK_EX
 
 # the file's data and the metadata needed to read it back (its size), as SQLite's own
@@ -97,8 +90,7 @@ def _epoch() -> str:
         space = os.readlink("/proc/self/ns/time") if os.path.exists("/proc/self/ns/time") else ""
     except OSError:
         return ""
-    # hashed: a fixed length, so the sync file's records stay within their bytes
-    return hashlib.sha256(f"{boot}/{space}".encode()).hexdigest()[:32]
+    return f"{boot}/{space}"
 
 
 class SqliteGroupSync:
@@ -125,8 +117,6 @@ class SqliteGroupSync:
         self._file: int = -1
         self._thread_lock = threading.Lock()
         self._local_mark = -1  # the watermark of this process when no epoch is known
-        self.running_path = f"{database}.flushing"
-        self._local_running = -1  # the running flush's start when no epoch is known
 
     @contextlib.contextmanager
     def _locked(self, kind: int) -> Iterator[None]:
@@ -145,22 +135,15 @@ class SqliteGroupSync:
                 if fcntl is not None:
                     fcntl.flock(self._file, fcntl.LOCK_UN)
 
-    def _fields(self, offset: int) -> list[str]:
-        """The record at ``offset`` of the sync file, without its epoch ([] if untrusted)."""
-        text = os.pread(self._file, _RECORD, offset).decode("ascii", "replace").split()
-        return text[1:] if text and text[0] == self.epoch else []
-
-    def _put(self, offset: int, *values: int) -> None:
-        record = " ".join([self.epoch, *map(str, values)]).ljust(_RECORD - 1) + "\n"
-        os.pwrite(self._file, record.encode(), offset)
-
     def _read_mark(self) -> tuple[int, int]:
         """(the newest flush's start, the WAL file's inode then); (-1, -1) if untrusted."""
         if not self.epoch:
             return self._local_mark, -1
-        fields = self._fields(0)
+        text = os.pread(self._file, 256, 0).decode("ascii", "replace").split()
+        if len(text) != 3 or text[0] != self.epoch:
+            return -1, -1
         try:
-            return (int(fields[0]), int(fields[1])) if len(fields) == 2 else (-1, -1)
+            return int(text[1]), int(text[2])
         except ValueError:
             return -1, -1
 
@@ -168,46 +151,9 @@ class SqliteGroupSync:
         if not self.epoch:
             self._local_mark = started
             return
-        self._put(0, started, inode)
-
-    def _read_running(self) -> int:
-        """The start of the flush its runner announced (-1: none known, or untrusted)."""
-        if not self.epoch:
-            return self._local_running
-        fields = self._fields(_RECORD)
-        try:
-            return int(fields[0]) if len(fields) == 1 else -1
-        except ValueError:
-            return -1
-
-    def _write_running(self, started: int) -> None:
-        if not self.epoch:
-            self._local_running = started
-            return
-        self._put(_RECORD, started)
-
-    def _try_run(self) -> int:
-        """A descriptor of ``<ledger>.flushing`` locked exclusively, or -1 if another
-        writer holds it (a descriptor per call: two threads never share the lock)."""
-        if fcntl is None:
-            return -1
-        fd = os.open(self.running_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return -1
-        return fd
-
-    def _await_runner(self) -> None:
-        """Block until no writer holds ``<ledger>.flushing`` (its runner finished or died)."""
-        if fcntl is None:
-            return
-        fd = os.open(self.running_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        finally:
-            os.close(fd)
+        data = f"{self.epoch} {started} {inode}\n".encode()
+        os.ftruncate(self._file, 0)
+        os.pwrite(self._file, data, 0)
 
     def flush(self, last_inode: int) -> int:
         """Flush the WAL file (its folder too when its inode is not ``last_inode``, the
@@ -236,37 +182,21 @@ class SqliteGroupSync:
         """Return once every commit that returned before ``committed`` (a
         ``time.monotonic_ns()`` read after it) is on disk.
 
-        The watermark and the running flush's announced start are read under a shared lock
-        held for that read. A writer the watermark covers leaves; one a running flush
-        covers (announced after the commit) waits for that flush's runner to let go of
-        ``<ledger>.flushing``, then reads the watermark again. Any other writer flushes at
-        once, on its own descriptor, even while another flush runs; it announces its flush
-        first if no other writer is announcing one. It then publishes its start as the
-        watermark if it is newer, under an exclusive lock held for one read and one write."""
+        The watermark is read under a shared lock held for one read. A writer it does not
+        cover flushes at once, on its own descriptor, even while another flush runs (the
+        kernel queues and merges concurrent flushes of one file; waiting for the running
+        one to end before starting the next only added a handoff), then publishes its
+        start as the watermark if it is newer, under an exclusive lock held for one read
+        and one write."""
         with self._locked(_SHARED):
             mark, last_inode = self._read_mark()
-            running = self._read_running()
         if mark > committed:  # a completed flush started after the commit
             return
-        if running > committed:  # a running flush started after the commit: wait for it
-            self._await_runner()
-            with self._locked(_SHARED):
-                mark, last_inode = self._read_mark()
-            if mark > committed:
-                return  # (not covered: the runner died; flush here)
-        runner = self._try_run()
-        try:
-            started = time.monotonic_ns()
-            if runner >= 0:  # announced before flushing: the flush starts after ``started``
-                with self._locked(_EXCLUSIVE):
-                    self._write_running(started)
-            inode = self.flush(last_inode)
-            with self._locked(_EXCLUSIVE):
-                if self._read_mark()[0] < started:  # monotonic: never move the mark back
-                    self._write_mark(started, inode)
-        finally:
-            if runner >= 0:  # after the watermark: a writer it lets go finds it covered
-                os.close(runner)
+        started = time.monotonic_ns()
+        inode = self.flush(last_inode)
+        with self._locked(_EXCLUSIVE):
+            if self._read_mark()[0] < started:  # monotonic: never move the mark back
+                self._write_mark(started, inode)
 
     def close(self) -> None:
         if self._pid == os.getpid() and self._file >= 0:
