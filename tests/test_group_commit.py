@@ -133,6 +133,11 @@ def test_a_writer_not_covered_flushes_without_waiting_for_a_running_flush(tmp_pa
                          timeout=30)
     returned = _debit_in_threads(ledger, 3, recorder)
     assert _covered(recorder, returned) == []
+    # the held flush ended after the two later ones had published their (newer) starts: it
+    # leaves the watermark where it is (a broken variant that writes its own start, moving
+    # the watermark back, is caught here)
+    starts = [start for start, _ in recorder.flushes]
+    assert starts and starts == sorted(starts)
     assert ledger.spent("d") == dp.PureDP(3 * EPS) and ledger.verify() == []
 
 
