@@ -7,29 +7,23 @@ bounds the number of releases (243/s on this machine's ext4, against 1,977/s on 
 databases do (group commit; DeWitt et al., "Implementation techniques for main memory
 database systems", SIGMOD 1984), a write transaction now commits without waiting for
 the disk and releases the lock; the writer then waits, outside the lock, for one flush that
-*started after its commit returned*. One flush covers every commit that returned before
-it started, so a writer that finds such a flush completed does not flush again.
+*started after its commit returned*. One flush covers every commit before it, so writers
+that commit while a flush is running share the next one.
 
 SQLite (:class:`SqliteGroupSync`)
     Write transactions commit with ``synchronous=NORMAL`` in WAL mode: the commit's frames
     are written to the ``-wal`` file (the page cache: they survive a crash of the process,
     not yet a power loss) and nothing waits for the disk. :meth:`SqliteGroupSync.wait`
-    then makes them durable. It reads the watermark, the monotonic time at which a
-    completed flush *started* (the newest such time published), under a shared ``flock``
-    on ``<ledger>.sync`` held for that one read (a thread lock first, so threads and
-    processes queue alike); if that is after the writer's commit returned, the commit is
-    already on disk. Otherwise the writer flushes at once, on its own descriptor, whether
-    or not another flush is running: it notes the time, flushes the WAL file
+    then makes them durable: under a lock (a thread lock, then ``flock`` on
+    ``<ledger>.sync``, so threads and processes queue alike; shared to read, exclusive to
+    flush) it reads the watermark, the monotonic time at which the newest completed flush
+    *started*; if that is after the writer's commit returned, the commit is already on
+    disk. Otherwise this writer takes the lock exclusively, reads the watermark again (a
+    flush may have run in between) and leads: it notes the time, flushes the WAL file
     (``fdatasync``, as SQLite's own commits do; its folder too when the WAL file is new),
-    and then, under an exclusive ``flock`` held for one read and one write, writes the
-    time it noted as the watermark if that is later than the one there (so the watermark
-    never moves back). Concurrent flushes of one file are the kernel's to queue and merge;
-    waiting for the running one to end before starting the next only added a handoff
-    between processes. Why this is enough: the commit's frames were written to the WAL
-    file's pages before the flush started, and a flush on any descriptor of a file flushes
-    all its pages (each ``fdatasync`` call, concurrent or not, returns only once every
-    write made before it started is on disk); a watermark is only ever written by a flush
-    that has completed, and is the start of a completed flush; a WAL
+    and writes the time as the watermark. Why
+    this is enough: the commit's frames were written to the WAL file's pages before the
+    flush started, and a flush on any descriptor of a file flushes all its pages; a WAL
     file that was checkpointed and reset or removed in between had its frames copied to
     the database file by a checkpoint that syncs (SQLite syncs at every checkpoint unless
     ``synchronous=OFF``). The watermark is
@@ -119,21 +113,23 @@ class SqliteGroupSync:
         self._local_mark = -1  # the watermark of this process when no epoch is known
 
     @contextlib.contextmanager
-    def _locked(self, kind: int) -> Iterator[None]:
-        """The sync file ``flock``-ed ``kind`` for a few statements (a thread lock first:
-        ``flock`` belongs to the open file, which the threads share)."""
+    def _locked(self) -> Iterator[None]:
+        """This process's turn (a thread lock: ``flock`` belongs to the open file, which the
+        threads share), with the sync file's descriptor open and not yet ``flock``-ed."""
         if self._pid != os.getpid():  # a forked process opens its own descriptor
             self._file = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             self._thread_lock = threading.Lock()
             self._pid = os.getpid()
         with self._thread_lock:
-            if fcntl is not None:
-                fcntl.flock(self._file, kind)
             try:
                 yield
             finally:
                 if fcntl is not None:
                     fcntl.flock(self._file, fcntl.LOCK_UN)
+
+    def _flock(self, kind: int) -> None:
+        if fcntl is not None:
+            fcntl.flock(self._file, kind)
 
     def _read_mark(self) -> tuple[int, int]:
         """(the newest flush's start, the WAL file's inode then); (-1, -1) if untrusted."""
@@ -182,21 +178,23 @@ class SqliteGroupSync:
         """Return once every commit that returned before ``committed`` (a
         ``time.monotonic_ns()`` read after it) is on disk.
 
-        The watermark is read under a shared lock held for one read. A writer it does not
-        cover flushes at once, on its own descriptor, even while another flush runs (the
-        kernel queues and merges concurrent flushes of one file; waiting for the running
-        one to end before starting the next only added a handoff), then publishes its
-        start as the watermark if it is newer, under an exclusive lock held for one read
-        and one write."""
-        with self._locked(_SHARED):
+        The watermark is read under a shared lock, which waits for a running flush (its
+        leader holds the lock exclusively) and lets every writer it covered go at once
+        (under an exclusive lock they would wake and leave one at a time, each a context
+        switch on a busy machine). A writer not covered then takes the lock exclusively
+        (not atomically: another may lead in between, so the watermark is read again) and
+        leads the next flush."""
+        with self._locked():
+            self._flock(_SHARED)
+            if self._read_mark()[0] > committed:  # a flush started after the commit
+                return
+            self._flock(_EXCLUSIVE)
             mark, last_inode = self._read_mark()
-        if mark > committed:  # a completed flush started after the commit
-            return
-        started = time.monotonic_ns()
-        inode = self.flush(last_inode)
-        with self._locked(_EXCLUSIVE):
-            if self._read_mark()[0] < started:  # monotonic: never move the mark back
-                self._write_mark(started, inode)
+            if mark > committed:
+                return
+            started = time.monotonic_ns()
+            inode = self.flush(last_inode)
+            self._write_mark(started, inode)
 
     def close(self) -> None:
         if self._pid == os.getpid() and self._file >= 0:
