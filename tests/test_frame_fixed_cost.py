@@ -521,3 +521,31 @@ def test_the_polars_form_test_catches_a_floor_skipped_below_zero(
     per_row = pl.DataFrame({"i": list(range(len(near)))})
     fast, slow = _both_forms(frame, [dp.sum("x", bounds=(-3, 4))], per_row)
     assert fast != slow
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_the_polars_form_is_dry_run_before_the_debit(monkeypatch: pytest.MonkeyPatch,
+                                                      grouped: bool):
+    """A release collects its statistics' Polars forms (grouped) or flat forms (ungrouped
+    in memory), not narwhals' translation; the dry run runs those too, so a form that
+    cannot run on the schema is refused before the debit (before, only narwhals' form was
+    dry-run: the release failed after the debit and its loss stood)."""
+    real = engine.native_aggregates
+
+    def broken(lf: Any, stats: Any, unit_column: Any = None) -> Any:
+        forms = real(lf, stats, unit_column)
+        return None if forms is None else [pl.col("no_such_column").sum().alias(s.key)
+                                           for s in stats]
+
+    def no_flat(*_: Any) -> None:
+        return None
+
+    monkeypatch.setattr(engine, "native_aggregates", broken)
+    monkeypatch.setattr(engine, "_flat_plan", no_flat)  # the Polars form, grouped or not
+    SHARED_DRY_RUNS.clear()
+    s = dp.Session(pl.DataFrame({"g": [1, 2, 1], "x": [1.0, 2.0, 3.0]}),
+                   budget=dp.PureDP(1))
+    q = s.query().group_by("g", keys=[1, 2]) if grouped else s.query()
+    with pytest.raises(DomainError, match="does not run on this table's schema"):
+        q.agg(dp.sum("x", bounds=(0, 5))).release(epsilon=0.5)
+    assert s.accountant.spent == dp.PureDP(0)

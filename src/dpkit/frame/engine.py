@@ -17,7 +17,7 @@ statistics — runs with Polars' streaming engine and returns only aggregated ro
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -359,7 +359,8 @@ def _saturated(values: pl.Series, filled: bool = False) -> np.ndarray:
 
 def dry_run(empty: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Statistic],
             unit_column: str | None, key_columns: Sequence[str] = (),
-            streaming: bool = False) -> None:
+            streaming: bool = False,
+            native: Callable[[], list[pl.Expr] | None] | None = None) -> None:
     """Run the data side on ``empty``, the query's steps applied to zero rows of its tables
     (:meth:`dpkit.frame.Query.lazy` with ``empty=True``; reads no row), so that every
     failure that does not depend on the data (a type mismatch, a bound the column type
@@ -367,8 +368,11 @@ def dry_run(empty: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Stat
     ``streaming`` (the release reads a file, :func:`is_scan` of its plan: Polars turns zero
     rows of a scan into an in-memory frame) it runs the streaming engine and the streaming
     bounding plan (every rule of it) as the release will; a Spark plan is bounded by the
-    Spark plan (:func:`backend.bound_spark`, every rule) on its zero rows. An ungrouped
-    Polars plan in memory runs its flat forms too (:func:`_flat_plan`), as the release will.
+    Spark plan (:func:`backend.bound_spark`, every rule) on its zero rows. ``native``:
+    gives the statistics' Polars forms that the release will collect
+    (:func:`native_aggregates`), asked for once the narwhals forms ran (a refused plan is
+    never translated); they run too (an ungrouped plan in memory runs its flat forms,
+    :func:`_flat_plan`), as the release will.
 
     Raises
     ------
@@ -386,11 +390,9 @@ def dry_run(empty: nw.LazyFrame, keys: pl.DataFrame | None, stats: Sequence[Stat
             empty = nw.from_native(backend.bound_spark(  # Spark analyses the plan here
                 nw.to_native(empty), unit_column, list(key_columns), 2, 2, 3, salt=0))
         compute(empty, keys, stats, unit_column, streaming)
-        flat = None if key_columns or streaming or (
-            empty.implementation is not nw.Implementation.POLARS) else _flat_plan(
-            empty, [s for s in stats if s.kind is not StatKind.BINS])
-        if flat is not None:  # the kernels as an ungrouped release in memory runs them
-            flat.collect(engine="in-memory")
+        forms = None if native is None else native()  # translated once this passed
+        if forms is not None:  # the Polars forms (or the flat ones), as the release runs
+            compute(empty, keys, stats, unit_column, streaming, native=forms)
     except DomainError:
         raise
     except (Exception, pl.exceptions.PanicException) as exc:  # zero rows: no data to quote

@@ -460,15 +460,19 @@ class Session:
         scan = engine.is_scan(lf)
         key = self.plan_key("release", query, repr(plan.arguments), scan,
                             lf.implementation.name)
-        self._dry_runs.run_once(key, lambda: engine.dry_run(
-            query.lazy(empty=True), query.keys, [p.stat for p in planned],
-            self.privacy_unit.column, query.group_columns, scan))
-
         # the plan's aggregates in Polars' own form, translated once per key (a function of
-        # the plan and the schema, which the key holds), before the debit
+        # the plan and the schema, which the key holds), before the debit; dry-run too,
+        # since the release collects them
         stats = [p.stat for p in planned]
-        native = self._dry_runs.value(key, lambda: engine.native_aggregates(
-            lf, stats, self.privacy_unit.column))
+
+        def translated() -> Any:
+            return self._dry_runs.value(key, lambda: engine.native_aggregates(
+                lf, stats, self.privacy_unit.column))
+
+        self._dry_runs.run_once(key, lambda: engine.dry_run(
+            query.lazy(empty=True), query.keys, stats, self.privacy_unit.column,
+            query.group_columns, scan, native=translated))
+        native = translated()
 
         def exact(bounded: Any, keys: Any) -> dict[str, np.ndarray]:
             return engine.compute(bounded, keys, stats, self.privacy_unit.column, scan,
