@@ -44,14 +44,21 @@ def test_failure_after_debit_is_not_refunded(tmp_path, monkeypatch):
 
     from dpkit.frame import engine
 
-    real, calls = engine.compute, []
+    real, real_dry_run, dry = engine.compute, engine.dry_run, []
+
+    def dry_run(*args, **kwargs):  # the plan-time dry run on zero rows, before the debit
+        dry.append(1)
+        try:
+            return real_dry_run(*args, **kwargs)
+        finally:
+            dry.pop()
 
     def broken(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 1:  # the plan-time dry run on zero rows, before the debit
+        if dry:
             return real(*args, **kwargs)
         raise OSError("disk vanished")
 
+    monkeypatch.setattr(engine, "dry_run", dry_run)
     monkeypatch.setattr("dpkit.frame.engine.compute", broken)
     with pytest.raises(ReleaseFailedError, match="OSError"):
         s.query().count().release(epsilon=0.5)
