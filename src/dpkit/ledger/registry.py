@@ -18,7 +18,7 @@ Guarantees
   the lock, else the transaction aborts before its commit): a writer that does not take the
   advisory lock (an older dpkit, which locked the head's row ``FOR UPDATE``, still running
   beside a new one) can make a write fail, never fork the chain or overrun a cap. The
-  advisory lock measured 8–10% more debits/s than the row lock with 8 processes (``python
+  advisory lock measured 7–10% more debits/s than the row lock with 8 processes (``python
   bench/ledger_scale.py concurrent --backend postgres``, alternating). On PostgreSQL the
   lock and the debit's reads, the burn-rate bucket of this minute and the next among them,
   travel in one round trip (a pipeline, the lock first; each read starts after it is
