@@ -3,8 +3,10 @@ tests of the front ends that draw through it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 
+from dpkit.core.record import NoiseRow
 from dpkit.mechanisms import frontend
 
 _SELECT = frontend.select
@@ -39,3 +41,19 @@ def spy_noisy(monkeypatch, record) -> None:
         return _NOISY(values, sensitivity, budget, **kw)
 
     monkeypatch.setattr(frontend, "noisy", fake)
+
+
+def spy_rows(monkeypatch, names: Sequence[str] = ("noisy",)) -> list[NoiseRow]:
+    """The row of every draw made through the kit's ``names`` (``noisy``, ``select``), in
+    order; the draws themselves are the real ones."""
+    rows: list[NoiseRow] = []
+    for name in names:
+        real = getattr(frontend, name)
+
+        def spy(*args, _real=real, **kwargs):
+            out = _real(*args, **kwargs)
+            rows.append(out.row)
+            return out
+
+        monkeypatch.setattr(frontend, name, spy)
+    return rows

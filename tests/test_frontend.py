@@ -8,6 +8,7 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 import pytest
+from kit_spies import spy_rows
 from scipy import stats
 
 import dpkit as dp
@@ -203,15 +204,7 @@ def test_a_planned_fit_writes_the_rows_it_draws(monkeypatch, tmp_path):
     ``noisy`` then draws with (a broken plan without ``count`` has another grid scale)."""
     from dpkit.learn import LinearRegression
 
-    drawn = []
-    real = frontend.noisy
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        drawn.append(out.row)
-        return out
-
-    monkeypatch.setattr(frontend, "noisy", spy)
+    drawn = spy_rows(monkeypatch)
     for d in (1, 3, 6):
         drawn.clear()
         x = np.linspace(0, 1, 50 * d).reshape(-1, d)

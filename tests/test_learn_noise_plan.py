@@ -23,6 +23,8 @@ import pytest
 
 pytest.importorskip("sklearn")
 
+from kit_spies import spy_rows  # noqa: E402
+
 import dpkit as dp  # noqa: E402
 from dpkit import learn  # noqa: E402
 from dpkit.core.measures import ApproxDP, PureDP  # noqa: E402
@@ -116,21 +118,6 @@ def _session(tmp_path: Any) -> dp.Session:
                       dataset="d")
 
 
-def _spy_draws(monkeypatch: pytest.MonkeyPatch) -> list[NoiseRow]:
-    """The row of every draw made through the kit (noisy and select)."""
-    drawn: list[NoiseRow] = []
-    for name in ("noisy", "select"):
-        real = getattr(frontend, name)
-
-        def spy(*args: Any, _real: Any = real, **kwargs: Any) -> frontend.Drawn:
-            out = _real(*args, **kwargs)
-            drawn.append(out.row)
-            return out
-
-        monkeypatch.setattr(frontend, name, spy)
-    return drawn
-
-
 def plan_problems(release: Release[Any], ledger_row: dict[str, Any],
                   drawn: list[NoiseRow]) -> list[str]:
     """What is wrong with a fit's noise plan (empty when nothing is)."""
@@ -152,7 +139,7 @@ def _fit(case: Callable[[Any], Any], tmp_path: Any, monkeypatch: pytest.MonkeyPa
          ) -> list[str]:
     session = _session(tmp_path)
     before = session.accountant.spent
-    drawn = _spy_draws(monkeypatch)
+    drawn = spy_rows(monkeypatch, ("noisy", "select"))
     fitted = case(session)
     release = session.last_release
     assert release is not None and release.release_id is not None

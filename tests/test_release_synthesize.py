@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 import polars as pl
 import pytest
-from kit_spies import replace_select, spy_noisy, spy_select  # noqa: E402
+from kit_spies import replace_select, spy_noisy, spy_rows, spy_select  # noqa: E402
 
 from dpkit.core.measures import ZCDP
 from dpkit.errors import DomainError
@@ -67,18 +67,10 @@ def test_mst_reads_sigma_off_the_rows_it_drew_through(monkeypatch):
     the entry (a ``noise_row`` call here fails the test: the old code made two)."""
     from dpkit.mechanisms import frontend
 
-    rows = []
-    draw = frontend.noisy
-
-    def noisy(*args, **kw):
-        drawn = draw(*args, **kw)
-        rows.append(drawn.row)
-        return drawn
-
     def no_second_calibration(*args, **kw):
         raise AssertionError("MST recomputed a scale beside the draw")
 
-    monkeypatch.setattr(frontend, "noisy", noisy)
+    rows = spy_rows(monkeypatch)
     monkeypatch.setattr(frontend, "noise_row", no_second_calibration)
     result = M.mst_measure(_codes(), DOM, Fraction(1, 2))
     assert [m.scale for m in result.measurements] == [float(r.scale) for r in rows]
