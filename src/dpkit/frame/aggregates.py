@@ -87,9 +87,10 @@ class Statistic:
     translation of ``expr`` (:func:`dpkit.frame.engine.native_aggregates`); None: translated.
     ``flat``: the same statistic over the whole table, as a Polars expression and the
     field of its struct that holds it (a numpy kernel for a grid sum and a mean's count,
-    :func:`_flat_sum`, whose one call gives both; ``len`` and no field for a row count),
-    collected instead of ``native`` by an ungrouped release over an in-memory table whose
-    statistics all have one (:func:`dpkit.frame.engine.compute`); None: ``native``."""
+    :meth:`_Chunked.sum` over :func:`_grid_stats`, whose one call gives both; ``len`` and
+    no field for a row count), collected instead of ``native`` by an ungrouped release over
+    an in-memory table whose statistics all have one (:func:`dpkit.frame.engine.compute`);
+    None: ``native``."""
 
     key: str
     kind: StatKind

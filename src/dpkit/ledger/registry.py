@@ -450,11 +450,9 @@ class Ledger:
         """Take the ledger's write lock (PostgreSQL's advisory lock; SQLite already holds
         its database lock) and read the head, its ``seq`` and the last release id; every writer
         passes here first, so one lock serialises them and no two can deadlock."""
-        if self.url.startswith("sqlite"):  # BEGIN IMMEDIATE took the lock: one statement
-            head, seq, last_id = store.run(conn, _HEAD_SEQ_AND_ID).fetchone()
-        else:  # the lock first, then read (a statement started before the lock sees old rows)
-            store.run(conn, _LOCK).fetchone()
-            head, seq, last_id = store.run(conn, _HEAD_SEQ_AND_ID).fetchone()
+        if not self.url.startswith("sqlite"):  # (SQLite: BEGIN IMMEDIATE took the lock)
+            store.run(conn, _LOCK).fetchone()  # first: a statement before it sees old rows
+        head, seq, last_id = store.run(conn, _HEAD_SEQ_AND_ID).fetchone()
         return str(head), int(seq), int(last_id or 0)
 
     def _advance(self, conn: Connection, head: str, seq: int, old_head: str) -> None:
@@ -985,12 +983,9 @@ class Ledger:
         the next (with that minute)."""
         soon = window.minute_of(now())
         with store.batch(conn):
-            if self.url.startswith("sqlite"):  # BEGIN IMMEDIATE took the lock
-                locked = None
-                head_cursor = store.run(conn, _HEAD_SEQ_AND_ID)
-            else:
-                locked = store.run(conn, _LOCK)
-                head_cursor = store.run(conn, _HEAD_SEQ_AND_ID)
+            # (SQLite: BEGIN IMMEDIATE took the lock)
+            locked = None if self.url.startswith("sqlite") else store.run(conn, _LOCK)
+            head_cursor = store.run(conn, _HEAD_SEQ_AND_ID)
             sent = {
                 "dataset": store.start_fetch(conn, "datasets", (dataset,)),
                 "newest": store.run(conn, _NEWEST, {"dataset": dataset}),
@@ -1003,11 +998,9 @@ class Ledger:
                 # (the clock under the lock, so no earlier) is almost always one of them
                 "buckets": (soon, store.run(conn, _BUCKETS, {
                     "dataset": dataset, "lo": soon, "hi": soon + 1}))}
-        if locked is None:
-            head, seq, last_id = head_cursor.fetchone()
-        else:
+        if locked is not None:
             locked.fetchone()
-            head, seq, last_id = head_cursor.fetchone()
+        head, seq, last_id = head_cursor.fetchone()
         return (str(head), int(seq), int(last_id or 0)), sent
 
     def _check_key(self, conn: Connection, dataset: str, analyst: str | None, key: str,
